@@ -1,0 +1,340 @@
+//! Applying a step to a tree, in the object database only.
+//!
+//! Owns turning (previous step's tree, step content) into a new tree: blobs
+//! and trees are written, nothing is visible yet — no ref, no index, no
+//! worktree. Invariant: the result is a pure function of the base tree and the
+//! decision (deterministic), every path obeys the path rules, and no path is
+//! reached through a symlink of the base tree or of an earlier file of the same
+//! step. A step that does not apply fails here, before anything else moves.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use git2::build::TreeUpdateBuilder;
+use git2::{ObjectType, Oid, Repository, Tree};
+
+use crate::error::{Error, Result};
+use crate::patch;
+use crate::step::{Content, Step};
+
+pub const MODE_FILE: u32 = 0o100644;
+pub const MODE_EXEC: u32 = 0o100755;
+pub const MODE_LINK: u32 = 0o120000;
+
+/// A blob at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub oid: Oid,
+    pub mode: u32,
+}
+
+/// The net change at one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    pub old: Option<Entry>,
+    pub new: Option<Entry>,
+}
+
+/// What applying a step produced.
+#[derive(Debug)]
+pub struct Applied {
+    pub tree: Oid,
+    /// Net changes against the base tree, sorted by path.
+    pub changes: Vec<Change>,
+}
+
+impl Applied {
+    /// A short summary for the subject line when the step has no message.
+    pub fn summary(&self) -> String {
+        let names: Vec<&str> = self.changes.iter().map(|c| c.path.as_str()).collect();
+        match names.len() {
+            0 => "no change".into(),
+            1..=3 => format!("edit {}", names.join(", ")),
+            n => format!("edit {}, {} and {} more", names[0], names[1], n - 2),
+        }
+    }
+}
+
+/// What is at a path in the tree being built.
+enum Kind {
+    Missing,
+    File(Entry),
+    Dir,
+    Other,
+}
+
+/// The base tree plus the step's writes so far.
+struct Overlay<'r> {
+    repo: &'r Repository,
+    base: Option<Tree<'r>>,
+    writes: BTreeMap<String, Option<Entry>>,
+}
+
+impl<'r> Overlay<'r> {
+    fn base_kind(&self, path: &str) -> Result<Kind> {
+        let Some(base) = &self.base else {
+            return Ok(Kind::Missing);
+        };
+        match base.get_path(Path::new(path)) {
+            Ok(e) => Ok(match e.kind() {
+                Some(ObjectType::Blob) => Kind::File(Entry {
+                    oid: e.id(),
+                    mode: e.filemode() as u32,
+                }),
+                Some(ObjectType::Tree) => Kind::Dir,
+                _ => Kind::Other,
+            }),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(Kind::Missing),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn kind(&self, path: &str) -> Result<Kind> {
+        if let Some(w) = self.writes.get(path) {
+            return Ok(match w {
+                Some(e) => Kind::File(*e),
+                None => Kind::Missing,
+            });
+        }
+        match self.base_kind(path)? {
+            Kind::Dir if !self.dir_has_live_entries(path)? => Ok(Kind::Missing),
+            k => Ok(k),
+        }
+    }
+
+    /// Whether a base directory still has an entry the step did not delete,
+    /// or the step wrote something under it.
+    fn dir_has_live_entries(&self, dir: &str) -> Result<bool> {
+        let prefix = format!("{dir}/");
+        if self
+            .writes
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .any(|(_, v)| v.is_some())
+        {
+            return Ok(true);
+        }
+        let Some(base) = &self.base else {
+            return Ok(false);
+        };
+        let tree = base
+            .get_path(Path::new(dir))?
+            .to_object(self.repo)?
+            .peel_to_tree()?;
+        let mut live = false;
+        tree.walk(git2::TreeWalkMode::PreOrder, |root, e| {
+            if e.kind() == Some(ObjectType::Tree) {
+                return git2::TreeWalkResult::Ok;
+            }
+            let full = format!("{prefix}{root}{}", String::from_utf8_lossy(e.name_bytes()));
+            if !matches!(self.writes.get(&full), Some(None)) {
+                live = true;
+                return git2::TreeWalkResult::Abort;
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .or_else(|e| if live { Ok(()) } else { Err(e) })?;
+        Ok(live)
+    }
+
+    /// The file at `path`, or an error saying what is there instead.
+    fn file(&self, path: &str) -> Result<Option<Entry>, String> {
+        self.check_parents(path)?;
+        match self.kind(path).map_err(|e| e.to_string())? {
+            Kind::File(e) => Ok(Some(e)),
+            Kind::Missing => Ok(None),
+            Kind::Dir => Err(format!("{path} is a directory")),
+            Kind::Other => Err(format!("{path} is a submodule")),
+        }
+    }
+
+    /// Refuse paths that go through a symlink or a file.
+    fn check_parents(&self, path: &str) -> Result<(), String> {
+        let mut end = 0;
+        while let Some(i) = path[end..].find('/') {
+            let parent = &path[..end + i];
+            match self.kind(parent).map_err(|e| e.to_string())? {
+                Kind::File(e) if e.mode == MODE_LINK => return Err(format!(
+                    "{path} goes through the symlink {parent}; steps never write through a symlink"
+                )),
+                Kind::File(_) => return Err(format!("{path} goes through the file {parent}")),
+                Kind::Other => return Err(format!("{path} goes through the submodule {parent}")),
+                Kind::Missing | Kind::Dir => {}
+            }
+            end += i + 1;
+        }
+        Ok(())
+    }
+
+    fn read(&self, e: &Entry) -> Result<Vec<u8>> {
+        Ok(self.repo.find_blob(e.oid)?.content().to_vec())
+    }
+
+    fn write(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
+        self.check_parents(path)?;
+        if let Kind::Dir = self.kind(path).map_err(|e| e.to_string())? {
+            return Err(format!("{path} is a directory"));
+        }
+        let oid = self
+            .repo
+            .blob(content)
+            .map_err(|e| e.message().to_string())?;
+        self.writes
+            .insert(path.to_string(), Some(Entry { oid, mode }));
+        Ok(())
+    }
+
+    fn delete(&mut self, path: &str) {
+        self.writes.insert(path.to_string(), None);
+    }
+
+    /// Write the new tree and compute the net changes.
+    fn finish(self) -> Result<Applied> {
+        let empty;
+        let base = match &self.base {
+            Some(t) => t,
+            None => {
+                empty = self.repo.find_tree(self.repo.treebuilder(None)?.write()?)?;
+                &empty
+            }
+        };
+        let mut changes = Vec::new();
+        let mut builder = TreeUpdateBuilder::new();
+        for (path, new) in &self.writes {
+            let old = match self.base_kind(path)? {
+                Kind::File(e) => Some(e),
+                _ => None,
+            };
+            if old == *new {
+                continue;
+            }
+            match new {
+                Some(e) => {
+                    builder.upsert(path.as_str(), e.oid, filemode(e.mode));
+                }
+                None => {
+                    builder.remove(path.as_str());
+                }
+            }
+            changes.push(Change {
+                path: path.clone(),
+                old,
+                new: *new,
+            });
+        }
+        let tree = builder.create_updated(self.repo, base)?;
+        Ok(Applied { tree, changes })
+    }
+}
+
+fn filemode(mode: u32) -> git2::FileMode {
+    match mode {
+        MODE_EXEC => git2::FileMode::BlobExecutable,
+        MODE_LINK => git2::FileMode::Link,
+        _ => git2::FileMode::Blob,
+    }
+}
+
+/// Apply `step` on top of `base` (None: the empty tree of an unborn branch).
+pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<Applied> {
+    let mut o = Overlay {
+        repo,
+        base,
+        writes: BTreeMap::new(),
+    };
+    let fail = |m: String| Error::apply(&step.id, m);
+    match &step.content {
+        Content::Files(files) => {
+            for (path, content) in files {
+                let existing = o.file(path).map_err(fail)?;
+                match content {
+                    Some(text) => {
+                        let mode = match existing {
+                            Some(e) if e.mode == MODE_EXEC => MODE_EXEC,
+                            _ => MODE_FILE,
+                        };
+                        o.write(path, text.as_bytes(), mode).map_err(fail)?;
+                    }
+                    None if existing.is_none() => {
+                        return Err(fail(format!(
+                            "files: cannot delete {path}: it does not exist"
+                        )))
+                    }
+                    None => o.delete(path),
+                }
+            }
+        }
+        Content::Patch(text) => {
+            let files = patch::parse(text).map_err(|m| fail(format!("patch: {m}")))?;
+            apply_patch_files(&mut o, &files).map_err(fail)?;
+        }
+        Content::Edits(_) | Content::ApplyPatch(_) | Content::SearchReplace(_) => {
+            return Err(fail(format!(
+                "the `{}` edit format is not supported yet; use `patch` or `files`",
+                step.content.format()
+            )))
+        }
+    }
+    o.finish()
+}
+
+fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<(), String> {
+    let mut touched: BTreeMap<&str, usize> = BTreeMap::new();
+    for fp in files {
+        for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
+            if fp.is_copy && Some(p) == fp.old_path.as_ref() {
+                continue;
+            }
+            if let Some(prev) = touched.insert(p.as_str(), fp.line) {
+                if prev != fp.line {
+                    return Err(format!(
+                        "patch line {}: {p} is changed twice in one patch (first at line {prev})",
+                        fp.line
+                    ));
+                }
+            }
+        }
+    }
+    for fp in files {
+        let at = |m: String| format!("patch line {}: {m}", fp.line);
+        let old = match &fp.old_path {
+            None => None,
+            Some(p) => match o.file(p).map_err(at)? {
+                Some(e) => Some(e),
+                None => return Err(at(format!("{p} does not exist"))),
+            },
+        };
+        let old_content = match &old {
+            Some(e) => o.read(e).map_err(|e| at(e.to_string()))?,
+            None => Vec::new(),
+        };
+        let new_content = patch::apply_hunks(&old_content, &fp.hunks)
+            .map_err(|m| at(format!("{}: {m}", fp.display_path())))?;
+        match &fp.new_path {
+            None => {
+                if !new_content.is_empty() {
+                    return Err(at(format!(
+                        "deleting {}: the file has content the patch does not remove",
+                        fp.display_path()
+                    )));
+                }
+                o.delete(fp.old_path.as_deref().unwrap_or_default());
+            }
+            Some(np) => {
+                let renamed = fp.old_path.as_deref().is_some_and(|op| op != np);
+                if fp.old_path.is_none() || renamed {
+                    if o.file(np).map_err(at)?.is_some() {
+                        return Err(at(format!("{np} already exists")));
+                    }
+                }
+                let mode = fp.new_mode.or(old.map(|e| e.mode)).unwrap_or(MODE_FILE);
+                if renamed && !fp.is_copy {
+                    o.delete(fp.old_path.as_deref().unwrap_or_default());
+                }
+                o.write(np, &new_content, mode).map_err(at)?;
+            }
+        }
+    }
+    Ok(())
+}

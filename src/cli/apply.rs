@@ -1,0 +1,111 @@
+//! `git steps apply`: apply a plan, one commit per step.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, Failure, RunArgs};
+use crate::engine::{self, ApplyOptions, StepOutcome};
+use crate::settings;
+use crate::step::Plan;
+
+/// Apply each step of PLAN that has no receipt, in order, one commit per step.
+///
+/// A step whose receipt exists with the same decision digest is skipped; with
+/// another digest it is refused (exit 3), as is a step that repeats a change
+/// still in effect (a duplicated hunk). The whole plan is validated before the
+/// first step is applied. Rerunning the same command after a crash resumes.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plan: JSON Lines, one step per line, or one step object; `-` reads stdin.
+    #[arg(default_value = "-", value_name = "PLAN")]
+    plan: String,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Print what would be applied, skipped or refused, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Apply steps whose hunks repeat an earlier change [config: steps.allowDuplicateHunks].
+    #[arg(long)]
+    allow_duplicate_hunks: bool,
+}
+
+fn human(o: &StepOutcome, dry_run: bool) -> String {
+    let short = |c: &str| c[..c.len().min(12)].to_string();
+    match o {
+        StepOutcome::Applied {
+            step,
+            commit,
+            files,
+            added,
+            removed,
+        } => format!(
+            "applied {step} {} ({} file(s), +{added} -{removed})",
+            short(commit),
+            files.len()
+        ),
+        StepOutcome::WouldApply {
+            step,
+            files,
+            added,
+            removed,
+        } => format!(
+            "apply {step} ({}, +{added} -{removed})",
+            if files.is_empty() {
+                "no change".to_string()
+            } else {
+                files.join(", ")
+            }
+        ),
+        StepOutcome::Skip { step, commit } => format!(
+            "{} {step} (receipt {})",
+            if dry_run { "skip" } else { "skipped" },
+            short(commit)
+        ),
+    }
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let plan = Plan::open(&a.plan, repo.path())?;
+    let opts = ApplyOptions {
+        dry_run: a.dry_run,
+        allow_duplicate_hunks: a.allow_duplicate_hunks
+            || settings::config_bool(&repo, "steps.allowDuplicateHunks")?,
+    };
+    ctx.status(&s.durable_domain());
+    let json = ctx.json;
+    let mut on_step = |o: &StepOutcome| {
+        if !json {
+            let _ = writeln!(out, "{}", human(o, a.dry_run));
+            let _ = out.flush();
+        }
+    };
+    match engine::apply_plan(&repo, &s, &plan, &opts, &mut on_step) {
+        Ok(report) => {
+            if ctx.json {
+                emit_json(out, "apply", &report)?;
+            } else {
+                let applied = report
+                    .steps
+                    .iter()
+                    .filter(|o| {
+                        matches!(
+                            o,
+                            StepOutcome::Applied { .. } | StepOutcome::WouldApply { .. }
+                        )
+                    })
+                    .count();
+                let skipped = report.steps.len() - applied;
+                ctx.status(&format!(
+                    "{} {applied} step(s), skipped {skipped}; artifact {}",
+                    if a.dry_run { "would apply" } else { "applied" },
+                    report.artifact
+                ));
+            }
+            Ok(())
+        }
+        Err((error, done)) => Err(Failure {
+            error,
+            partial: Some(serde_json::json!({ "steps": done })),
+        }),
+    }
+}

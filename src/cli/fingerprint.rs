@@ -1,0 +1,32 @@
+//! `git steps fingerprint`: the SPEC's artifact fingerprint of a tree.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::Result;
+use crate::inspect;
+
+/// Print the artifact fingerprint of REV's tree (default: the durable head):
+/// SHA-256 over every file's mode, path and content hash. With --json, also
+/// the history fingerprint of the run's receipts up to REV.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A commit (default: the run's durable head).
+    #[arg(value_name = "REV")]
+    rev: Option<String>,
+    /// Print the history fingerprint instead.
+    #[arg(long)]
+    history: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let f = inspect::fingerprint(&repo, &s, a.rev.as_deref())?;
+    if ctx.json {
+        return emit_json(out, "fingerprint", &f);
+    }
+    writeln!(out, "{}", if a.history { &f.history } else { &f.artifact })?;
+    Ok(())
+}

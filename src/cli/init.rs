@@ -1,0 +1,33 @@
+//! `git steps init`: record the run's settings in git config.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::Result;
+use crate::settings;
+
+/// Store the run's branch and id in git config (`steps.branch`, `steps.run`).
+///
+/// With no remote the durable domain is this local repository: a step is
+/// durable once its branch update is fsynced here.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    settings::store(&repo, &s)?;
+    if ctx.json {
+        emit_json(
+            out,
+            "init",
+            &serde_json::json!({"branch": s.branch, "run": s.run, "durable": "local"}),
+        )?;
+    } else {
+        writeln!(out, "run {} on branch {}", s.run, s.branch)?;
+    }
+    ctx.status(&s.durable_domain());
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! `git steps log`: the step history, read from the receipts.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::Result;
+use crate::inspect;
+
+/// List the run's steps from their receipts: index, step id, decision digest,
+/// commit, files changed, lines added and removed, and any step that repeats
+/// a change an earlier step made.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let entries = inspect::log(&repo, &s)?;
+    if ctx.json {
+        return emit_json(
+            out,
+            "log",
+            &serde_json::json!({"run": s.run, "branch": s.branch, "steps": entries}),
+        );
+    }
+    for e in &entries {
+        writeln!(
+            out,
+            "{:>4}  {}  {}  {}  +{} -{}  {}",
+            e.index,
+            &e.commit[..12],
+            e.step,
+            &e.decision[..e.decision.len().min(19)],
+            e.added,
+            e.removed,
+            e.files.join(", ")
+        )?;
+        for d in &e.duplicates {
+            writeln!(
+                out,
+                "      DUPLICATE of step {}: {}",
+                d.earlier_step, d.hunk
+            )?;
+        }
+    }
+    if entries.is_empty() {
+        ctx.status(&format!("no steps of run {} on {}", s.run, s.branch));
+    }
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! The command line: arguments, dispatch, and rendering for people and programs.
+//!
+//! Owns the contract of stdout and stderr: stdout is data (human lines, or
+//! with `--json` exactly one JSON document `{"type": <command>, "data": …}`,
+//! or `{"type": "error", "data": …}`), stderr is status, progress and error
+//! messages. Invariant: every command's failure reaches `main` as a typed
+//! [`Error`], which alone decides the exit code.
+
+mod apply;
+mod fingerprint;
+mod init;
+mod log;
+mod status;
+mod verify;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::settings::{self, Overrides, Settings};
+
+/// Resume-equivalent agent steps: every step is one git commit whose trailer is its receipt.
+///
+/// A resumed run produces the same artifact, with the same fingerprint, as an
+/// uninterrupted run of the same steps — or it refuses loudly and changes nothing.
+#[derive(Debug, Parser)]
+#[command(name = "git-steps", version, max_term_width = 100)]
+pub struct Cli {
+    /// Run as if started in <PATH> (the repository).
+    #[arg(short = 'C', global = true, value_name = "PATH", default_value = ".")]
+    pub repo: PathBuf,
+    /// Machine output: one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Less status on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More status on stderr.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Init(init::Args),
+    Apply(apply::Args),
+    Status(status::Args),
+    Log(log::Args),
+    Verify(verify::Args),
+    Fingerprint(fingerprint::Args),
+}
+
+/// Flags every run-scoped command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The run's branch [config: steps.branch; default: the current branch].
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// The run id written in every receipt [config: steps.run; default: the branch name].
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+}
+
+impl RunArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            branch: self.branch.clone(),
+            run: self.run.clone(),
+        }
+    }
+}
+
+/// What a command hands back to `main`.
+pub struct Ctx {
+    pub json: bool,
+    pub quiet: bool,
+    pub verbose: bool,
+    pub repo: PathBuf,
+}
+
+impl Ctx {
+    /// A status line on stderr (suppressed by `-q`).
+    pub fn status(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+
+    pub fn open(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
+        let repo = settings::open(&self.repo)?;
+        let s = settings::resolve(&repo, &run.overrides())?;
+        Ok((repo, s))
+    }
+}
+
+/// Write a `--json` document.
+pub fn emit_json<T: Serialize>(out: &mut dyn Write, kind: &str, data: &T) -> Result<()> {
+    #[derive(Serialize)]
+    struct Envelope<'a, T> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        data: &'a T,
+    }
+    serde_json::to_writer(&mut *out, &Envelope { kind, data })
+        .map_err(|e| Error::other(format!("cannot write JSON: {e}")))?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A failure, with anything the command wants to report alongside it.
+pub struct Failure {
+    pub error: Error,
+    /// Extra JSON fields for the error document (e.g. steps done so far).
+    pub partial: Option<serde_json::Value>,
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure {
+            error,
+            partial: None,
+        }
+    }
+}
+
+/// Run a parsed command line, writing data to `out`.
+pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
+    let ctx = Ctx {
+        json: cli.json,
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+        repo: cli.repo,
+    };
+    match cli.command {
+        Command::Init(a) => init::run(&ctx, a, out).map_err(Failure::from),
+        Command::Apply(a) => apply::run(&ctx, a, out),
+        Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
+        Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
+        Command::Verify(a) => verify::run(&ctx, a, out).map_err(Failure::from),
+        Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
+    }
+}
+
+/// Render a failure: a JSON document on stdout with `--json`, and always the
+/// human message on stderr (`Error:` / `Would have:` / `Hint:` / `Caused by:`).
+pub fn report_failure(json: bool, f: &Failure, out: &mut dyn Write) {
+    let e = &f.error;
+    if json {
+        let mut data = serde_json::json!({
+            "code": e.exit_code(),
+            "kind": e.kind(),
+            "message": e.to_string(),
+            "hint": e.hint(),
+        });
+        match e {
+            Error::Refused(r) => {
+                data["step"] = serde_json::json!(r.step);
+                data["saw"] = serde_json::json!(r.saw);
+                data["would"] = serde_json::json!(r.would);
+            }
+            Error::Input { step, line, .. } => {
+                data["step"] = serde_json::json!(step);
+                data["line"] = serde_json::json!(line);
+            }
+            Error::Apply { step, .. } => data["step"] = serde_json::json!(step),
+            _ => {}
+        }
+        if let Some(serde_json::Value::Object(extra)) = &f.partial {
+            for (k, v) in extra {
+                data[k] = v.clone();
+            }
+        }
+        let _ = emit_json(out, "error", &data);
+    }
+    eprintln!("Error: {e}");
+    if let Error::Refused(r) = e {
+        eprintln!("Would have: {}", r.would);
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        eprintln!("Caused by: {s}");
+        source = s.source();
+    }
+    if let Some(h) = e.hint() {
+        eprintln!("Hint: {h}");
+    }
+}

@@ -1,0 +1,74 @@
+//! `git steps status`: where the run stands.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::Result;
+use crate::inspect;
+use crate::step::Plan;
+
+/// Show the durable head, the local head and whether they agree, the last
+/// step, the steps of PLAN still pending, and uncommitted changes.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A plan to count pending steps against; `-` reads stdin.
+    #[arg(value_name = "PLAN")]
+    plan: Option<String>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let plan = a
+        .plan
+        .as_deref()
+        .map(|p| Plan::open(p, repo.path()))
+        .transpose()?;
+    let st = inspect::status(&repo, &s, plan.as_ref())?;
+    if ctx.json {
+        return emit_json(out, "status", &st);
+    }
+    let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());
+    writeln!(out, "run:           {} (branch {})", st.run, st.branch)?;
+    writeln!(out, "durable:       local repository (no remote)")?;
+    writeln!(out, "durable head:  {}", head(&st.durable_head))?;
+    writeln!(out, "local head:    {}", head(&st.local_head))?;
+    writeln!(
+        out,
+        "agree:         {}",
+        if st.agree { "yes" } else { "NO" }
+    )?;
+    writeln!(
+        out,
+        "steps applied: {} (last: {})",
+        st.steps_applied,
+        st.last_step.as_deref().unwrap_or("none")
+    )?;
+    if let Some(p) = &st.pending {
+        writeln!(
+            out,
+            "pending:       {}{}",
+            p.len(),
+            if p.is_empty() {
+                String::new()
+            } else {
+                format!(" (next: {})", p[0])
+            }
+        )?;
+    }
+    if st.dirty.is_empty() {
+        writeln!(out, "worktree:      clean")?;
+    } else {
+        writeln!(
+            out,
+            "worktree:      {} changed path(s): {}",
+            st.dirty.len(),
+            st.dirty.join(", ")
+        )?;
+    }
+    for p in &st.problems {
+        writeln!(out, "problem:       {p}")?;
+    }
+    Ok(())
+}

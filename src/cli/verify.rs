@@ -1,0 +1,59 @@
+//! `git steps verify`: check every invariant of the history.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::inspect;
+use crate::step::Plan;
+
+/// Check the history: unique step ids, a receipt on every commit of the run,
+/// no duplicated hunk, local equal to durable, and (with PLAN) every
+/// receipt's digest equal to its plan step's. Exit 0 when all hold, 3 if not.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A plan whose decisions the receipts must match; `-` reads stdin.
+    #[arg(value_name = "PLAN")]
+    plan: Option<String>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let plan = a
+        .plan
+        .as_deref()
+        .map(|p| Plan::open(p, repo.path()))
+        .transpose()?;
+    let v = inspect::verify(&repo, &s, plan.as_ref())?;
+    if ctx.json {
+        emit_json(out, "verify", &v)?;
+    } else {
+        for p in &v.problems {
+            writeln!(out, "problem: {p}")?;
+        }
+        writeln!(
+            out,
+            "{}: {} step(s), history {}",
+            if v.ok { "ok" } else { "FAILED" },
+            v.steps,
+            v.history
+        )?;
+    }
+    if v.ok {
+        return Ok(());
+    }
+    Err(Error::Refused(Refusal {
+        kind: RefusalKind::BrokenHistory,
+        step: None,
+        saw: format!(
+            "{} problem(s) in the history of run {}: {}",
+            v.problems.len(),
+            s.run,
+            v.problems[0]
+        ),
+        would: "let further steps build on a history whose receipts cannot be trusted".into(),
+        hint: "see each problem above; `git steps log` shows the steps".into(),
+    }))
+}

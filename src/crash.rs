@@ -1,0 +1,102 @@
+//! Named crash points at every write boundary of the apply path.
+//!
+//! Owns `GIT_STEPS_CRASH=<point>@<step id>`: when the process reaches that
+//! point for that step it kills itself with SIGKILL — no destructors, no
+//! buffered output flushed, exactly like a box that vanishes. Invariant: every
+//! write of durable or local state in the apply path sits between two points
+//! listed in [`POINTS`], so the crash matrix can stop the run on either side
+//! of it.
+
+use std::sync::OnceLock;
+
+/// The environment variable that arms a crash point.
+pub const ENV: &str = "GIT_STEPS_CRASH";
+
+/// A crash point: a name, and the state the disk is in when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    pub name: &'static str,
+    pub state: &'static str,
+}
+
+/// Every point, in the order a step passes them.
+pub const POINTS: &[Point] = &[
+    Point {
+        name: "before-write",
+        state: "the step is validated; nothing for it is written yet",
+    },
+    Point {
+        name: "objects-written",
+        state: "blobs, trees and the step commit are in the object database; no ref moved",
+    },
+    Point {
+        name: "ref-updated",
+        state: "the branch ref points at the step commit (fsynced); worktree and index still show the previous step",
+    },
+    Point {
+        name: "worktree-partial",
+        state: "the first changed file of the step is written to the worktree; the rest and the index are not",
+    },
+    Point {
+        name: "worktree-files",
+        state: "every changed file is written to the worktree; the index is not",
+    },
+    Point {
+        name: "worktree-done",
+        state: "worktree and index match the step commit; the step is not reported yet",
+    },
+];
+
+/// Look a point up by name.
+pub fn find(name: &str) -> Option<&'static Point> {
+    POINTS.iter().find(|p| p.name == name)
+}
+
+fn armed() -> Option<&'static (String, String)> {
+    static ARMED: OnceLock<Option<(String, String)>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            let spec = std::env::var(ENV).ok()?;
+            let (point, step) = spec.split_once('@')?;
+            Some((point.to_string(), step.to_string()))
+        })
+        .as_ref()
+}
+
+/// Check the arming syntax of `GIT_STEPS_CRASH`, so a typo fails loudly
+/// instead of silently never firing.
+pub fn validate_env() -> Result<(), String> {
+    let Ok(spec) = std::env::var(ENV) else {
+        return Ok(());
+    };
+    let Some((point, step)) = spec.split_once('@') else {
+        return Err(format!("{ENV}={spec:?}: expected <point>@<step id>"));
+    };
+    if find(point).is_none() {
+        let names: Vec<&str> = POINTS.iter().map(|p| p.name).collect();
+        return Err(format!(
+            "{ENV}={spec:?}: unknown crash point {point:?}; known points: {}",
+            names.join(", ")
+        ));
+    }
+    if step.is_empty() {
+        return Err(format!("{ENV}={spec:?}: empty step id"));
+    }
+    Ok(())
+}
+
+/// Kill the process here if `GIT_STEPS_CRASH` names this point and step.
+pub fn point(name: &'static str, step_id: &str) {
+    debug_assert!(find(name).is_some(), "unlisted crash point {name}");
+    if let Some((point, step)) = armed() {
+        if point == name && step == step_id {
+            // SAFETY: kill(2) on our own pid with a valid signal number has no
+            // memory-safety preconditions.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            // SIGKILL cannot be caught; this is never reached.
+            std::process::abort();
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! The apply loop: validate the plan, decide per step, commit, move the ref,
+//! update the worktree.
+//!
+//! Owns the order of writes for one step: objects (blobs, trees, the commit)
+//! → the branch ref (compare-and-swap, fsynced: the commit point) → worktree
+//! and index. Invariant: a step is reported done only after its receipt is
+//! durable; a step whose receipt exists is never applied again; a step that
+//! is refused or fails leaves HEAD, index and worktree as they were and writes
+//! no receipt. The whole plan is validated, and every recorded decision
+//! checked against the log, before the first step is applied.
+
+use git2::{Oid, Repository, Signature};
+use serde::Serialize;
+
+use crate::apply;
+use crate::crash;
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::hunks::HunkCounts;
+use crate::ledger::{self, short, Ledger};
+use crate::receipt;
+use crate::settings::{self, Settings};
+use crate::step::{Plan, Step};
+use crate::worktree;
+
+/// How to apply.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
+    pub dry_run: bool,
+    pub allow_duplicate_hunks: bool,
+}
+
+/// What happened (or would happen) to one step.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum StepOutcome {
+    /// Applied now; `commit` is its receipt.
+    Applied {
+        step: String,
+        commit: String,
+        files: Vec<String>,
+        added: usize,
+        removed: usize,
+    },
+    /// Would be applied (dry run).
+    WouldApply {
+        step: String,
+        files: Vec<String>,
+        added: usize,
+        removed: usize,
+    },
+    /// Already applied: `commit` carries its receipt with the same digest.
+    Skip { step: String, commit: String },
+}
+
+/// The result of `apply`.
+#[derive(Debug, Serialize)]
+pub struct ApplyReport {
+    pub run: String,
+    pub branch: String,
+    pub durable: &'static str,
+    pub dry_run: bool,
+    pub steps: Vec<StepOutcome>,
+    pub head: Option<String>,
+    pub artifact: String,
+    pub history: String,
+}
+
+/// Make sure HEAD is on the run's branch. A branch that does not exist yet is
+/// created at HEAD's commit (same tree: the worktree stays valid).
+pub fn ensure_on_branch(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Option<Oid>> {
+    let refname = s.refname();
+    let head_branch = settings::head_branch(repo);
+    let branch_tip = repo.refname_to_id(&refname).ok();
+    if head_branch.as_deref() == Some(s.branch.as_str()) {
+        return Ok(branch_tip);
+    }
+    let here = match &head_branch {
+        Some(b) => format!("branch {b}"),
+        None => "a detached HEAD".into(),
+    };
+    if branch_tip.is_some() {
+        return Err(Error::other(format!(
+            "HEAD is on {here}, but the run's branch {} already exists",
+            s.branch
+        ))
+        .with_hint(format!("`git switch {}` and rerun", s.branch)));
+    }
+    let head = repo.head().ok().and_then(|h| h.target());
+    if dry_run {
+        return Ok(head);
+    }
+    if let Some(oid) = head {
+        repo.reference(&refname, oid, false, "git-steps: start run branch")?;
+    }
+    repo.set_head(&refname)?;
+    Ok(head)
+}
+
+fn signature(repo: &Repository) -> Result<Signature<'static>> {
+    match repo.signature() {
+        Ok(s) => Ok(s.to_owned()),
+        Err(_) => Ok(Signature::now("git-steps", "git-steps@localhost")?),
+    }
+}
+
+/// Lines added and removed by `changes`.
+fn line_stats(repo: &Repository, changes: &[apply::Change]) -> Result<(usize, usize)> {
+    let (mut add, mut rem) = (0, 0);
+    for c in changes {
+        let read = |e: &Option<apply::Entry>| -> Result<Vec<u8>> {
+            Ok(match e {
+                Some(e) => repo.find_blob(e.oid)?.content().to_vec(),
+                None => Vec::new(),
+            })
+        };
+        let (a, b) = (read(&c.old)?, read(&c.new)?);
+        let diff = similar::TextDiff::from_lines(a.as_slice(), b.as_slice());
+        for op in diff.ops() {
+            rem += op.old_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
+            add += op.new_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
+        }
+    }
+    Ok((add, rem))
+}
+
+/// Check the whole plan against the log before anything is written: every
+/// step parses, recorded decisions match, and the plan's applied steps are a
+/// prefix of the plan in history order. Returns the number of steps.
+fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
+    let mut count = 0;
+    let mut first_pending: Option<String> = None;
+    let mut last_index: Option<(usize, String)> = None;
+    for step in plan.steps()? {
+        let step = step?;
+        count += 1;
+        match ledger.get(&step.id) {
+            Some(entry) => {
+                if entry.decision != step.digest {
+                    return Err(digest_refusal(&step, entry));
+                }
+                if let Some(pending) = &first_pending {
+                    return Err(Error::Refused(Refusal {
+                        kind: RefusalKind::Diverged,
+                        step: Some(step.id.clone()),
+                        saw: format!(
+                            "step {} has a receipt ({}) but the earlier step {pending} of this plan has none",
+                            step.id,
+                            short(entry.commit)
+                        ),
+                        would: format!(
+                            "apply {pending} after {}, which an uninterrupted run would not do",
+                            step.id
+                        ),
+                        hint: "check that this is the plan the run was started with (`git steps log`); a plan that was edited mid-run needs a new run (`--run`)".into(),
+                    }));
+                }
+                if let Some((prev, prev_id)) = &last_index {
+                    if entry.index < *prev {
+                        return Err(Error::Refused(Refusal {
+                            kind: RefusalKind::Diverged,
+                            step: Some(step.id.clone()),
+                            saw: format!(
+                                "the history applied {} before {prev_id}, the plan orders them the other way",
+                                step.id
+                            ),
+                            would: "continue a run whose order no longer matches its plan".into(),
+                            hint: "check that this is the plan the run was started with (`git steps log`)".into(),
+                        }));
+                    }
+                }
+                last_index = Some((entry.index, step.id.clone()));
+            }
+            None => {
+                first_pending.get_or_insert(step.id.clone());
+            }
+        }
+    }
+    if count == 0 {
+        return Err(Error::input(format!(
+            "the plan {} holds no steps",
+            plan.name
+        )));
+    }
+    Ok(count)
+}
+
+fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
+    Error::Refused(Refusal {
+        kind: RefusalKind::DigestMismatch,
+        step: Some(step.id.clone()),
+        saw: format!(
+            "step {} already has a receipt in {} with decision {}, but the plan's step has decision {}",
+            step.id,
+            short(entry.commit),
+            entry.decision,
+            step.digest
+        ),
+        would: "apply a second, different decision under the same step id".into(),
+        hint: format!(
+            "a step id is its idempotency key: give the new decision a new id, or rerun with the plan that was applied (`git show {}` shows the recorded step)",
+            short(entry.commit)
+        ),
+    })
+}
+
+/// Apply `plan` in the repository. `on_step` sees each outcome as it happens.
+/// On failure the error is returned with the outcomes so far.
+pub fn apply_plan(
+    repo: &Repository,
+    s: &Settings,
+    plan: &Plan,
+    opts: &ApplyOptions,
+    on_step: &mut dyn FnMut(&StepOutcome),
+) -> std::result::Result<ApplyReport, (Error, Vec<StepOutcome>)> {
+    let mut outcomes = Vec::new();
+    match apply_inner(repo, s, plan, opts, on_step, &mut outcomes) {
+        Ok(report) => Ok(report),
+        Err(e) => Err((e, outcomes)),
+    }
+}
+
+fn apply_inner(
+    repo: &Repository,
+    s: &Settings,
+    plan: &Plan,
+    opts: &ApplyOptions,
+    on_step: &mut dyn FnMut(&StepOutcome),
+    outcomes: &mut Vec<StepOutcome>,
+) -> Result<ApplyReport> {
+    crash::validate_env().map_err(Error::input)?;
+    worktree::workdir(repo)?;
+    let mut head = ensure_on_branch(repo, s, opts.dry_run)?;
+    let ledger = ledger::scan(repo, head, &s.run)?;
+    ledger.ensure_sound(&s.branch)?;
+    preflight(plan, &ledger)?;
+    let (mut counts, _) = ledger::hunk_counts(repo, &ledger)?;
+    let mut history: Vec<(String, String)> = ledger
+        .entries
+        .iter()
+        .map(|e| (e.id.clone(), e.decision.clone()))
+        .collect();
+    if opts.dry_run {
+        // Objects a dry run builds go to memory and are dropped with it.
+        repo.odb()?.add_new_mempack_backend(1000)?;
+    }
+    let sig = signature(repo)?;
+    let mut checked_clean = false;
+    for step in plan.steps()? {
+        let step = step?;
+        if let Some(entry) = ledger.get(&step.id) {
+            let o = StepOutcome::Skip {
+                step: step.id.clone(),
+                commit: entry.commit.to_string(),
+            };
+            on_step(&o);
+            outcomes.push(o);
+            continue;
+        }
+        if !checked_clean && !opts.dry_run {
+            let dirty = worktree::dirty_paths(repo)?;
+            if !dirty.is_empty() {
+                return Err(worktree::dirty_refusal(&step.id, &dirty));
+            }
+            checked_clean = true;
+        }
+        let outcome = apply_one(repo, s, &step, head, &mut counts, opts, &sig)?;
+        if let StepOutcome::Applied { commit, .. } = &outcome {
+            head = Some(Oid::from_str(commit)?);
+        }
+        history.push((step.id.clone(), step.digest.clone()));
+        on_step(&outcome);
+        outcomes.push(outcome);
+    }
+    let artifact = match head {
+        Some(h) => crate::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?))?,
+        None => crate::fingerprint::artifact(repo, None)?,
+    };
+    Ok(ApplyReport {
+        run: s.run.clone(),
+        branch: s.branch.clone(),
+        durable: "local",
+        dry_run: opts.dry_run,
+        steps: std::mem::take(outcomes),
+        head: head.map(|h| h.to_string()),
+        artifact,
+        history: crate::fingerprint::history(history.iter().map(|(a, b)| (a.as_str(), b.as_str()))),
+    })
+}
+
+/// Apply one step whose id has no receipt.
+fn apply_one(
+    repo: &Repository,
+    s: &Settings,
+    step: &Step,
+    head: Option<Oid>,
+    counts: &mut HunkCounts,
+    opts: &ApplyOptions,
+    sig: &Signature<'_>,
+) -> Result<StepOutcome> {
+    if !opts.dry_run {
+        crash::point("before-write", &step.id);
+    }
+    let parent = head.map(|h| repo.find_commit(h)).transpose()?;
+    let base = parent.as_ref().map(|c| c.tree()).transpose()?;
+    let applied = apply::apply(repo, base.clone(), step)?;
+    let new_tree = repo.find_tree(applied.tree)?;
+    let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
+    let mut trial = counts.clone();
+    if let Err(d) = trial.admit(&step.id, &hunks, opts.allow_duplicate_hunks) {
+        return Err(Error::Refused(Refusal {
+            kind: RefusalKind::DuplicateHunk,
+            step: Some(step.id.clone()),
+            saw: format!(
+                "its hunk {} repeats a change step {} made, which is still in effect",
+                d.hunk, d.earlier_step
+            ),
+            would: "apply the same change twice (a duplicated hunk is still a valid patch, so nothing else would notice)".into(),
+            hint: format!(
+                "if the repetition is intended, rerun with --allow-duplicate-hunks; `git steps log` shows step {}",
+                d.earlier_step
+            ),
+        }));
+    }
+    let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
+    let (added, removed) = line_stats(repo, &applied.changes)?;
+    if opts.dry_run {
+        *counts = trial;
+        return Ok(StepOutcome::WouldApply {
+            step: step.id.clone(),
+            files,
+            added,
+            removed,
+        });
+    }
+    worktree::ensure_clean(repo, &step.id, &applied.changes)?;
+    let message = receipt::message(step, &s.run, &applied.summary());
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = repo.commit(None, sig, sig, &message, &new_tree, &parents)?;
+    crash::point("objects-written", &step.id);
+    move_ref(repo, s, head, commit, &step.id)?;
+    *counts = trial;
+    crash::point("ref-updated", &step.id);
+    worktree::update(repo, &applied.changes, &step.id)?;
+    Ok(StepOutcome::Applied {
+        step: step.id.clone(),
+        commit: commit.to_string(),
+        files,
+        added,
+        removed,
+    })
+}
+
+/// Compare-and-swap the branch from `expected` to `new`; libgit2 fsyncs the
+/// ref file and its directory (see `settings::enable_fsync`).
+fn move_ref(
+    repo: &Repository,
+    s: &Settings,
+    expected: Option<Oid>,
+    new: Oid,
+    step: &str,
+) -> Result<()> {
+    let refname = s.refname();
+    let log = format!("git-steps: step {step}");
+    let res = match expected {
+        Some(old) => repo.reference_matching(&refname, new, true, old, &log),
+        None => repo.reference(&refname, new, false, &log),
+    };
+    res.map(|_| ()).map_err(|e| {
+        let now = repo.refname_to_id(&refname).ok();
+        Error::other(format!(
+            "step {step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
+            expected.map(short).unwrap_or_else(|| "no branch".into()),
+            now.map(short).unwrap_or_else(|| "no branch".into()),
+            e.message()
+        ))
+        .with_hint("another process is writing this branch; stop it, then rerun the same command")
+    })
+}

@@ -1,0 +1,206 @@
+//! Typed errors and refusals, and the exit code each one maps to.
+//!
+//! Owns the SPEC's exit-code table. Invariant: every failure the engine can
+//! report is one of these variants, so `main` never has to guess a code, and
+//! every refusal carries what was seen, what would have happened, and what the
+//! user can run next.
+
+use std::fmt;
+
+/// The SPEC's exit codes.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const ERROR: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const REFUSED: u8 = 3;
+    pub const REMOTE_MOVED: u8 = 4;
+}
+
+/// Why a refusal happened; stable names for `--json` consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// A step id already has a receipt with another decision digest.
+    DigestMismatch,
+    /// A hunk repeats a change an earlier step made and that is still in effect.
+    DuplicateHunk,
+    /// The run's history holds a commit without a receipt of this run.
+    ForeignCommit,
+    /// The worktree or index has changes no step explains.
+    DirtyWorktree,
+    /// Local and durable histories have diverged.
+    Diverged,
+    /// The history breaks an invariant (duplicate ids, malformed receipt).
+    BrokenHistory,
+}
+
+impl RefusalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalKind::DigestMismatch => "digest-mismatch",
+            RefusalKind::DuplicateHunk => "duplicate-hunk",
+            RefusalKind::ForeignCommit => "foreign-commit",
+            RefusalKind::DirtyWorktree => "dirty-worktree",
+            RefusalKind::Diverged => "diverged",
+            RefusalKind::BrokenHistory => "broken-history",
+        }
+    }
+}
+
+/// Going on would break the invariant. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub kind: RefusalKind,
+    /// The step this refusal is about, if any.
+    pub step: Option<String>,
+    /// What git-steps saw.
+    pub saw: String,
+    /// What it would have done had it gone on.
+    pub would: String,
+    /// What the user can do next (a command where there is one).
+    pub hint: String,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.step {
+            Some(step) => write!(f, "refused step {step}: {}", self.saw),
+            None => write!(f, "refused: {}", self.saw),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Everything the engine can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The plan or a step is malformed (bad JSON, bad id, bad path, ...).
+    #[error("{}", located(.step.as_deref(), *.line, .message))]
+    Input {
+        step: Option<String>,
+        line: Option<usize>,
+        message: String,
+    },
+    /// A step is well-formed but cannot be applied to the tree it meets.
+    #[error("step {step}: {message}")]
+    Apply { step: String, message: String },
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The durable branch moved under us: another writer won the race.
+    #[error("the remote moved: {message}")]
+    RemoteMoved { message: String, hint: String },
+    /// A failure outside the plan: git, I/O, configuration.
+    #[error("{context}")]
+    Other {
+        context: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+        hint: Option<String>,
+    },
+}
+
+fn located(step: Option<&str>, line: Option<usize>, message: &str) -> String {
+    match (step, line) {
+        (Some(s), Some(l)) => format!("plan line {l}, step {s}: {message}"),
+        (Some(s), None) => format!("step {s}: {message}"),
+        (None, Some(l)) => format!("plan line {l}: {message}"),
+        (None, None) => message.to_string(),
+    }
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Input { .. } | Error::Apply { .. } | Error::Other { .. } => exit::ERROR,
+            Error::Refused(_) => exit::REFUSED,
+            Error::RemoteMoved { .. } => exit::REMOTE_MOVED,
+        }
+    }
+
+    /// A stable machine name for `--json`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Input { .. } => "bad-input",
+            Error::Apply { .. } => "does-not-apply",
+            Error::Refused(r) => r.kind.as_str(),
+            Error::RemoteMoved { .. } => "remote-moved",
+            Error::Other { .. } => "error",
+        }
+    }
+
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            Error::Refused(r) => Some(&r.hint),
+            Error::RemoteMoved { hint, .. } => Some(hint),
+            Error::Other { hint, .. } => hint.as_deref(),
+            Error::Input { .. } | Error::Apply { .. } => None,
+        }
+    }
+
+    pub fn input(message: impl Into<String>) -> Self {
+        Error::Input {
+            step: None,
+            line: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn apply(step: &str, message: impl Into<String>) -> Self {
+        Error::Apply {
+            step: step.to_string(),
+            message: message.into(),
+        }
+    }
+
+    pub fn other(context: impl Into<String>) -> Self {
+        Error::Other {
+            context: context.into(),
+            source: None,
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, new_hint: impl Into<String>) -> Self {
+        if let Error::Other { hint, .. } = &mut self {
+            *hint = Some(new_hint.into());
+        }
+        self
+    }
+}
+
+impl From<git2::Error> for Error {
+    fn from(e: git2::Error) -> Self {
+        Error::Other {
+            context: format!("git: {}", e.message()),
+            source: None,
+            hint: None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Other {
+            context: format!("I/O: {e}"),
+            source: Some(Box::new(e)),
+            hint: None,
+        }
+    }
+}
+
+/// Attach context to git and I/O failures.
+pub trait Context<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::Other {
+            context: what(),
+            source: Some(Box::new(e)),
+            hint: None,
+        })
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

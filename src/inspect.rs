@@ -1,0 +1,212 @@
+//! Read-only views of a run: status, log, verify, fingerprint.
+//!
+//! Owns what an auditor sees. Invariant: nothing here writes — not a ref, not
+//! the index, not a file — and everything is derived from the log, so it agrees
+//! with what plain `git log` shows.
+
+use git2::{Oid, Repository};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::ledger::{self, short};
+use crate::settings::Settings;
+use crate::step::Plan;
+use crate::worktree;
+
+/// `status`.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub run: String,
+    pub branch: String,
+    pub durable: &'static str,
+    pub durable_head: Option<String>,
+    pub local_head: Option<String>,
+    pub agree: bool,
+    pub steps_applied: usize,
+    pub last_step: Option<String>,
+    /// Steps of the given plan without a receipt (None: no plan given).
+    pub pending: Option<Vec<String>>,
+    pub dirty: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Status> {
+    let head = repo.refname_to_id(&s.refname()).ok();
+    let ledger = ledger::scan(repo, head, &s.run)?;
+    let pending = match plan {
+        None => None,
+        Some(p) => {
+            let mut v = Vec::new();
+            for step in p.steps()? {
+                let step = step?;
+                if ledger.get(&step.id).is_none() {
+                    v.push(step.id);
+                }
+            }
+            Some(v)
+        }
+    };
+    let dirty = if repo.is_bare() {
+        Vec::new()
+    } else {
+        worktree::dirty_paths(repo)?
+    };
+    Ok(Status {
+        run: s.run.clone(),
+        branch: s.branch.clone(),
+        durable: "local",
+        durable_head: head.map(|h| h.to_string()),
+        local_head: head.map(|h| h.to_string()),
+        agree: true,
+        steps_applied: ledger.entries.len(),
+        last_step: ledger.last().map(|e| e.id.clone()),
+        pending,
+        dirty,
+        problems: ledger
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", short(p.commit), p.what))
+            .collect(),
+    })
+}
+
+/// One row of `log`.
+#[derive(Debug, Serialize)]
+pub struct LogEntry {
+    pub index: usize,
+    pub step: String,
+    pub decision: String,
+    pub commit: String,
+    pub files: Vec<String>,
+    pub added: usize,
+    pub removed: usize,
+    /// Earlier steps whose change this step repeats.
+    pub duplicates: Vec<DuplicateOf>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DuplicateOf {
+    pub earlier_step: String,
+    pub hunk: String,
+}
+
+pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
+    let head = repo.refname_to_id(&s.refname()).ok();
+    let ledger = ledger::scan(repo, head, &s.run)?;
+    let (_, dups) = ledger::hunk_counts(repo, &ledger)?;
+    let mut out = Vec::with_capacity(ledger.entries.len());
+    for e in &ledger.entries {
+        let commit = repo.find_commit(e.commit)?;
+        let parent_tree = match commit.parent(0) {
+            Ok(p) => Some(p.tree()?),
+            Err(_) => None,
+        };
+        let diff = repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&commit.tree()?), None)?;
+        let stats = diff.stats()?;
+        let files = diff
+            .deltas()
+            .filter_map(|d| {
+                d.new_file()
+                    .path()
+                    .or(d.old_file().path())
+                    .map(|p| p.to_string_lossy().into_owned())
+            })
+            .collect();
+        out.push(LogEntry {
+            index: e.index,
+            step: e.id.clone(),
+            decision: e.decision.clone(),
+            commit: e.commit.to_string(),
+            files,
+            added: stats.insertions(),
+            removed: stats.deletions(),
+            duplicates: dups
+                .iter()
+                .filter(|(id, _)| *id == e.id)
+                .map(|(_, d)| DuplicateOf {
+                    earlier_step: d.earlier_step.clone(),
+                    hunk: d.hunk.clone(),
+                })
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// `verify`: every invariant of the history.
+#[derive(Debug, Serialize)]
+pub struct Verification {
+    pub ok: bool,
+    pub steps: usize,
+    pub history: String,
+    pub problems: Vec<String>,
+}
+
+pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Verification> {
+    let head = repo.refname_to_id(&s.refname()).ok();
+    let ledger = ledger::scan(repo, head, &s.run)?;
+    let mut problems: Vec<String> = ledger
+        .problems
+        .iter()
+        .map(|p| format!("commit {}: {}", short(p.commit), p.what))
+        .collect();
+    let (_, dups) = ledger::hunk_counts(repo, &ledger)?;
+    for (id, d) in &dups {
+        problems.push(format!(
+            "step {id} repeats a change of step {} still in effect: {}",
+            d.earlier_step, d.hunk
+        ));
+    }
+    if let Some(plan) = plan {
+        for step in plan.steps()? {
+            let step = step?;
+            if let Some(e) = ledger.get(&step.id) {
+                if e.decision != step.digest {
+                    problems.push(format!(
+                        "step {}: receipt {} records decision {}, the plan says {}",
+                        step.id,
+                        short(e.commit),
+                        e.decision,
+                        step.digest
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Verification {
+        ok: problems.is_empty(),
+        steps: ledger.entries.len(),
+        history: ledger.history_fingerprint(),
+        problems,
+    })
+}
+
+/// `fingerprint [REV]`.
+#[derive(Debug, Serialize)]
+pub struct Fingerprints {
+    pub rev: String,
+    pub commit: Option<String>,
+    pub artifact: String,
+    pub history: String,
+}
+
+pub fn fingerprint(repo: &Repository, s: &Settings, rev: Option<&str>) -> Result<Fingerprints> {
+    let (label, oid): (String, Option<Oid>) = match rev {
+        Some(r) => {
+            let obj = repo
+                .revparse_single(r)
+                .map_err(|e| Error::input(format!("cannot resolve {r:?}: {}", e.message())))?;
+            (r.to_string(), Some(obj.peel_to_commit()?.id()))
+        }
+        None => (s.branch.clone(), repo.refname_to_id(&s.refname()).ok()),
+    };
+    let tree = oid.map(|o| repo.find_commit(o)?.tree()).transpose()?;
+    let artifact = crate::fingerprint::artifact(repo, tree.as_ref())?;
+    let ledger = ledger::scan(repo, oid, &s.run)?;
+    Ok(Fingerprints {
+        rev: label,
+        commit: oid.map(|o| o.to_string()),
+        artifact,
+        history: ledger.history_fingerprint(),
+    })
+}

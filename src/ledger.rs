@@ -1,0 +1,247 @@
+//! The ledger: the run's applied steps, read back from the receipts in history.
+//!
+//! Owns the scan of the branch's first-parent history into the applied set.
+//! The run's segment starts at its oldest receipt and ends at the branch head;
+//! what lies before it is the base the run started from. Invariant: the log is
+//! the truth — a step counts as applied exactly when a commit in the segment
+//! carries its receipt — and a segment with a commit that is not a receipt of
+//! this run, a malformed receipt, or a repeated step id is reported, never
+//! silently skipped.
+
+use std::collections::HashMap;
+
+use git2::{Commit, Oid, Repository};
+
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::hunks::{self, Duplicate, HunkCounts, HunkId};
+use crate::receipt::{self, ParseError};
+
+/// One applied step, as its receipt says.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// 0-based position in the run.
+    pub index: usize,
+    pub id: String,
+    pub decision: String,
+    pub commit: Oid,
+}
+
+/// A problem with the history itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub commit: Oid,
+    pub what: String,
+}
+
+/// The run as the history records it.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// The branch head scanned (None: unborn branch).
+    pub head: Option<Oid>,
+    /// The commit the run started from (None: the run starts at the root).
+    pub base: Option<Oid>,
+    /// Applied steps, oldest first.
+    pub entries: Vec<Entry>,
+    by_id: HashMap<String, usize>,
+    /// Commits in the segment that are not receipts of this run, malformed
+    /// receipts, repeated ids.
+    pub problems: Vec<Problem>,
+}
+
+impl Ledger {
+    pub fn get(&self, id: &str) -> Option<&Entry> {
+        self.by_id.get(id).map(|i| &self.entries[*i])
+    }
+
+    pub fn last(&self) -> Option<&Entry> {
+        self.entries.last()
+    }
+
+    /// The history fingerprint of the applied steps.
+    pub fn history_fingerprint(&self) -> String {
+        crate::fingerprint::history(
+            self.entries
+                .iter()
+                .map(|e| (e.id.as_str(), e.decision.as_str())),
+        )
+    }
+
+    /// Refuse if the history breaks an invariant; `hint` says what to run.
+    pub fn ensure_sound(&self, branch: &str) -> Result<()> {
+        let Some(p) = self.problems.first() else {
+            return Ok(());
+        };
+        let kind = if p.what.contains("no receipt") || p.what.contains("another run") {
+            RefusalKind::ForeignCommit
+        } else {
+            RefusalKind::BrokenHistory
+        };
+        Err(Error::Refused(Refusal {
+            kind,
+            step: None,
+            saw: format!(
+                "commit {} on {branch}: {}{}",
+                short(p.commit),
+                p.what,
+                if self.problems.len() > 1 {
+                    format!(" (and {} more problem(s))", self.problems.len() - 1)
+                } else {
+                    String::new()
+                }
+            ),
+            would: "apply further steps on top of a history whose receipts no longer tell which steps ran".into(),
+            hint: format!(
+                "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`; move commits that are not steps to another branch (or revert them with a step), then rerun; `git steps verify` lists every problem"
+            ),
+        }))
+    }
+}
+
+pub fn short(oid: Oid) -> String {
+    oid.to_string()[..12].to_string()
+}
+
+/// Scan the first-parent history of `head` for receipts of `run`.
+pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
+    let mut ledger = Ledger {
+        head,
+        ..Ledger::default()
+    };
+    let Some(head) = head else {
+        return Ok(ledger);
+    };
+    // Walk newest to oldest, remembering each commit's receipt status; the
+    // segment is everything from the head down to the oldest receipt of this
+    // run.
+    struct Seen {
+        oid: Oid,
+        parents: usize,
+        receipt: Result<receipt::Receipt, ParseError>,
+    }
+    let mut walk = repo.revwalk()?;
+    walk.push(head)?;
+    walk.simplify_first_parent()?;
+    walk.set_sorting(git2::Sort::TOPOLOGICAL)?;
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut oldest_receipt: Option<usize> = None;
+    for oid in walk {
+        let oid = oid?;
+        let commit = repo.find_commit(oid)?;
+        let r = parse_commit(&commit);
+        if matches!(&r, Ok(rc) if rc.run == run) {
+            oldest_receipt = Some(seen.len());
+        }
+        seen.push(Seen {
+            oid,
+            parents: commit.parent_count(),
+            receipt: r,
+        });
+    }
+    let Some(oldest) = oldest_receipt else {
+        ledger.base = Some(head);
+        return Ok(ledger);
+    };
+    ledger.base = seen.get(oldest + 1).map(|s| s.oid);
+    for (index, s) in seen[..=oldest].iter().rev().enumerate() {
+        let _ = index;
+        match &s.receipt {
+            Ok(r) if r.run == run => {
+                if s.parents > 1 {
+                    ledger.problems.push(Problem {
+                        commit: s.oid,
+                        what: format!("step {} is a merge commit; a step has one parent", r.id),
+                    });
+                }
+                if let Some(prev) = ledger.by_id.get(&r.id) {
+                    ledger.problems.push(Problem {
+                        commit: s.oid,
+                        what: format!(
+                            "step {} appears twice (first in {})",
+                            r.id,
+                            short(ledger.entries[*prev].commit)
+                        ),
+                    });
+                    continue;
+                }
+                ledger.by_id.insert(r.id.clone(), ledger.entries.len());
+                ledger.entries.push(Entry {
+                    index: ledger.entries.len(),
+                    id: r.id.clone(),
+                    decision: r.decision.clone(),
+                    commit: s.oid,
+                });
+            }
+            Ok(r) => ledger.problems.push(Problem {
+                commit: s.oid,
+                what: format!("a receipt of another run ({}) inside this run", r.run),
+            }),
+            Err(ParseError::NotAReceipt) => ledger.problems.push(Problem {
+                commit: s.oid,
+                what: "a commit with no receipt inside the run".into(),
+            }),
+            Err(ParseError::Malformed(m)) => ledger.problems.push(Problem {
+                commit: s.oid,
+                what: format!("a malformed receipt: {m}"),
+            }),
+        }
+    }
+    Ok(ledger)
+}
+
+fn parse_commit(commit: &Commit<'_>) -> Result<receipt::Receipt, ParseError> {
+    match commit.message() {
+        Ok(m) => receipt::parse(m),
+        Err(_) => Err(ParseError::NotAReceipt),
+    }
+}
+
+/// The hunk identities of the change from `old` to `new` (trees).
+pub fn tree_hunks(
+    repo: &Repository,
+    old: Option<&git2::Tree<'_>>,
+    new: Option<&git2::Tree<'_>>,
+) -> Result<Vec<HunkId>> {
+    let diff = repo.diff_tree_to_tree(old, new, None)?;
+    let mut out = Vec::new();
+    for delta in diff.deltas() {
+        let content = |f: git2::DiffFile<'_>| -> Result<Vec<u8>> {
+            if f.id().is_zero() || f.mode() == git2::FileMode::Commit {
+                return Ok(Vec::new());
+            }
+            Ok(repo.find_blob(f.id())?.content().to_vec())
+        };
+        let path = delta
+            .new_file()
+            .path()
+            .or(delta.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (a, b) = (content(delta.old_file())?, content(delta.new_file())?);
+        out.extend(hunks::identities(&path, &a, &b));
+    }
+    Ok(out)
+}
+
+/// Replay the hunk counts of every applied step; returns the counts and
+/// every duplicate pair the history holds.
+pub fn hunk_counts(
+    repo: &Repository,
+    ledger: &Ledger,
+) -> Result<(HunkCounts, Vec<(String, Duplicate)>)> {
+    let mut counts = HunkCounts::default();
+    let mut dups = Vec::new();
+    for e in &ledger.entries {
+        let commit = repo.find_commit(e.commit)?;
+        let tree = commit.tree()?;
+        let parent = match commit.parent(0) {
+            Ok(p) => Some(p.tree()?),
+            Err(_) => None,
+        };
+        let ids = tree_hunks(repo, parent.as_ref(), Some(&tree))?;
+        let found = counts
+            .admit(&e.id, &ids, true)
+            .expect("admit with allow never fails");
+        dups.extend(found.into_iter().map(|d| (e.id.clone(), d)));
+    }
+    Ok((counts, dups))
+}

@@ -1,0 +1,47 @@
+//! git-steps: resume-equivalent agent steps on git.
+//!
+//! An agent run is a sequence of recorded decisions (steps). Each applied step
+//! is exactly one commit whose trailer block — `Step-Id`, `Step-Run`,
+//! `Step-Decision` — is its receipt: the hunk and the receipt are one object,
+//! so they become durable together when the branch update is.
+//!
+//! **The invariant.** A resumed run produces the same artifact, with the same
+//! fingerprint, as an uninterrupted run of the same steps — or it refuses
+//! loudly and changes nothing. Rerunning the same `apply` after a crash *is*
+//! the resume: steps with receipts are skipped, a redelivered step lands once,
+//! a different decision under a used id or a duplicated hunk is refused.
+//!
+//! The modules, by domain concept:
+//! - [`step`]: the plan and step format, validation, decision digests;
+//! - [`path`]: the path rules every edit format obeys;
+//! - [`patch`]: unified diffs, parsed and placed on file contents;
+//! - [`apply`]: a step applied to a tree in the object database;
+//! - [`receipt`]: the trailer block, written and read;
+//! - [`ledger`]: the history scan into the applied set;
+//! - [`hunks`]: hunk identity and the duplicated-hunk count;
+//! - [`fingerprint`]: artifact and history fingerprints;
+//! - [`worktree`]: bringing worktree and index up to a step;
+//! - [`engine`]: the apply loop and its order of writes;
+//! - [`crash`]: named crash points at every write boundary;
+//! - [`settings`]: `steps.*` config and durability switches;
+//! - [`inspect`]: status, log, verify, fingerprint;
+//! - [`cli`]: the command line and its rendering;
+//! - [`error`]: typed errors, refusals and exit codes.
+
+pub mod apply;
+pub mod cli;
+pub mod crash;
+pub mod engine;
+pub mod error;
+pub mod fingerprint;
+pub mod hunks;
+pub mod inspect;
+pub mod ledger;
+pub mod patch;
+pub mod path;
+pub mod receipt;
+pub mod settings;
+pub mod step;
+pub mod worktree;
+
+pub use error::{Error, Refusal, RefusalKind, Result};

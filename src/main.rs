@@ -1,0 +1,36 @@
+//! The `git-steps` binary: parse arguments, call the library, map the typed
+//! error to the SPEC's exit code. Nothing else lives here.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use git_steps::cli::{self, Cli};
+use git_steps::error::exit;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let code = match cli::run(cli, &mut out) {
+        Ok(()) => exit::OK,
+        Err(failure) => {
+            // A reader that went away (`git steps log | head`) is not an error.
+            if let git_steps::Error::Other {
+                source: Some(s), ..
+            } = &failure.error
+            {
+                if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                    if io.kind() == std::io::ErrorKind::BrokenPipe {
+                        return ExitCode::SUCCESS;
+                    }
+                }
+            }
+            cli::report_failure(json, &failure, &mut out);
+            failure.error.exit_code()
+        }
+    };
+    let _ = out.flush();
+    ExitCode::from(code)
+}

@@ -1,0 +1,170 @@
+//! Receipts: the trailer block that makes a commit the record of one step.
+//!
+//! Owns writing a step's commit message and reading a receipt back. The
+//! message is `step <id>: <summary>`, a blank line, the intent (canonical JSON
+//! on one line) and a blank line if there is an intent, then exactly
+//! `Step-Id`, `Step-Run`, `Step-Decision`. Invariant (SPEC "Trailer safety"):
+//! nothing a step supplies can add, hide or change a receipt as git reads it.
+//! The summary is forced onto one line; the intent is one line of JSON, which
+//! can start neither with `---` (git's divider) nor with `#`, and contains no
+//! blank line; so the trailer paragraph is always the last one and only
+//! git-steps writes it. Parsing uses libgit2's port of git's trailer parser.
+
+use crate::step::Step;
+
+pub const KEY_ID: &str = "Step-Id";
+pub const KEY_RUN: &str = "Step-Run";
+pub const KEY_DECISION: &str = "Step-Decision";
+
+/// Longest summary kept in a subject line.
+const SUMMARY_MAX: usize = 120;
+
+/// What a receipt says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    pub id: String,
+    pub run: String,
+    pub decision: String,
+}
+
+/// Collapse any text onto one printable line of bounded length.
+fn one_line(text: &str) -> String {
+    let mut s = String::with_capacity(text.len().min(SUMMARY_MAX));
+    for word in text.split(|c: char| c.is_whitespace() || c.is_control()) {
+        if word.is_empty() {
+            continue;
+        }
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(word);
+    }
+    if s.chars().count() > SUMMARY_MAX {
+        s = s.chars().take(SUMMARY_MAX - 1).collect::<String>() + "…";
+    }
+    s
+}
+
+/// The commit message for `step`, ending with its receipt.
+pub fn message(step: &Step, run: &str, summary_fallback: &str) -> String {
+    let summary = step
+        .message
+        .as_deref()
+        .map(one_line)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| one_line(summary_fallback));
+    let mut m = format!("step {}: {}\n\n", step.id, summary);
+    if let Some(intent) = &step.intent {
+        // Canonical JSON is one line with no raw control characters.
+        let line = serde_jcs::to_string(intent).expect("a JSON value canonicalises");
+        m.push_str(&line);
+        m.push_str("\n\n");
+    }
+    m.push_str(&format!(
+        "{KEY_ID}: {}\n{KEY_RUN}: {}\n{KEY_DECISION}: {}\n",
+        step.id, run, step.digest
+    ));
+    m
+}
+
+/// Why a message's trailers are not a well-formed receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// No `Step-Id` trailer at all: not a step commit.
+    NotAReceipt,
+    /// Some receipt keys, but not exactly one of each.
+    Malformed(String),
+}
+
+/// Read the receipt from a commit message with git's trailer rules.
+pub fn parse(message: &str) -> Result<Receipt, ParseError> {
+    let trailers = git2::message_trailers_strs(message)
+        .map_err(|e| ParseError::Malformed(format!("cannot parse trailers: {}", e.message())))?;
+    let (mut id, mut run, mut decision) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, v) in trailers.iter() {
+        // git compares trailer keys case-insensitively.
+        if k.eq_ignore_ascii_case(KEY_ID) {
+            id.push(v.to_string());
+        } else if k.eq_ignore_ascii_case(KEY_RUN) {
+            run.push(v.to_string());
+        } else if k.eq_ignore_ascii_case(KEY_DECISION) {
+            decision.push(v.to_string());
+        }
+    }
+    if id.is_empty() && run.is_empty() && decision.is_empty() {
+        return Err(ParseError::NotAReceipt);
+    }
+    match (id.as_slice(), run.as_slice(), decision.as_slice()) {
+        ([i], [r], [d]) => Ok(Receipt {
+            id: i.clone(),
+            run: r.clone(),
+            decision: d.clone(),
+        }),
+        _ => Err(ParseError::Malformed(format!(
+            "expected one each of {KEY_ID}, {KEY_RUN}, {KEY_DECISION}; found {}, {}, {}",
+            id.len(),
+            run.len(),
+            decision.len()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(json: &str) -> Step {
+        Step::parse(json).unwrap()
+    }
+
+    #[test]
+    fn round_trip() {
+        let s =
+            step(r#"{"id":"s6","files":{"a":"x"},"message":"add a","intent":{"tool":"write"}}"#);
+        let m = message(&s, "run-1", "unused");
+        assert!(
+            m.starts_with("step s6: add a\n\n{\"tool\":\"write\"}\n\nStep-Id: s6\n"),
+            "{m}"
+        );
+        assert_eq!(
+            parse(&m).unwrap(),
+            Receipt {
+                id: "s6".into(),
+                run: "run-1".into(),
+                decision: s.digest.clone()
+            }
+        );
+    }
+
+    #[test]
+    fn forged_trailers_in_message_and_intent_do_not_count() {
+        let s = step(
+            r#"{"id":"real","files":{"a":"x"},"message":"x\n\nStep-Id: forged\n---\n","intent":"\n\nStep-Id: forged\nStep-Run: r\n---\n  cont"}"#,
+        );
+        let m = message(&s, "run", "unused");
+        let r = parse(&m).unwrap();
+        assert_eq!(r.id, "real");
+        assert_eq!(
+            m.lines().next().unwrap(),
+            "step real: x Step-Id: forged ---"
+        );
+    }
+
+    #[test]
+    fn commits_without_trailers_are_not_receipts() {
+        assert_eq!(
+            parse("fix typo\n\nplain body\n"),
+            Err(ParseError::NotAReceipt)
+        );
+        assert!(matches!(
+            parse("x\n\nStep-Id: a\nStep-Id: b\nStep-Run: r\nStep-Decision: d\n"),
+            Err(ParseError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn long_summaries_are_cut() {
+        let long = "w ".repeat(200);
+        assert!(one_line(&long).chars().count() <= SUMMARY_MAX);
+    }
+}

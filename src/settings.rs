@@ -1,0 +1,134 @@
+//! Settings: the run's durable domain, branch and id, from flags and git config.
+//!
+//! Owns the `steps.*` git config keys and their defaults. Invariant: the
+//! defaults are deterministic (the run id defaults to the branch name), so a
+//! fresh box that runs `git steps init` with the same flags resumes the same
+//! run instead of starting another.
+
+use std::path::Path;
+
+use git2::{ConfigLevel, Repository};
+
+use crate::error::{Context, Error, Result};
+
+/// Durability switches libgit2 leaves off by default. Objects and refs are
+/// fsynced (file and directory) so a step reported done survives power loss.
+/// Must run before a repository is opened: libgit2 reads it when it sets up
+/// the ref database.
+pub fn enable_fsync() -> Result<()> {
+    static ONCE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let rc = *ONCE.get_or_init(|| {
+        // Initialise libgit2 (git2 does this lazily on first use).
+        let _ = git2::Version::get();
+        // SAFETY: git_libgit2_opts is variadic; GIT_OPT_ENABLE_FSYNC_GITDIR
+        // takes exactly one int argument.
+        unsafe {
+            libgit2_sys::git_libgit2_opts(
+                libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int,
+                1 as libc::c_int,
+            )
+        }
+    });
+    if rc < 0 {
+        return Err(Error::other("cannot enable fsync in libgit2"));
+    }
+    Ok(())
+}
+
+/// Open the repository at or above `path`, with fsync enabled.
+pub fn open(path: &Path) -> Result<Repository> {
+    enable_fsync()?;
+    Repository::discover(path)
+        .context(|| format!("{} is not in a git repository", path.display()))
+        .map_err(|e| {
+            e.with_hint(
+                "run git-steps inside a git repository, or pass -C <path>; `git init` makes one",
+            )
+        })
+}
+
+/// What the flags say (None: use git config, then the default).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub branch: Option<String>,
+    pub run: Option<String>,
+}
+
+/// The resolved settings of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub branch: String,
+    pub run: String,
+}
+
+impl Settings {
+    pub fn refname(&self) -> String {
+        format!("refs/heads/{}", self.branch)
+    }
+
+    /// A sentence that says where steps become durable.
+    pub fn durable_domain(&self) -> String {
+        format!(
+            "durable domain: this local repository (branch {}; no remote: a step is durable once its ref update is fsynced here)",
+            self.branch
+        )
+    }
+}
+
+fn config_str(repo: &Repository, key: &str) -> Result<Option<String>> {
+    let cfg = repo.config()?;
+    match cfg.get_string(key) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The branch HEAD names (even if unborn), if HEAD is symbolic.
+pub fn head_branch(repo: &Repository) -> Option<String> {
+    let head = repo.find_reference("HEAD").ok()?;
+    let target = head.symbolic_target().ok()??;
+    target.strip_prefix("refs/heads/").map(str::to_string)
+}
+
+pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
+    let branch = match &o.branch {
+        Some(b) => b.clone(),
+        None => match config_str(repo, "steps.branch")? {
+            Some(b) => b,
+            None => head_branch(repo).unwrap_or_else(|| "main".into()),
+        },
+    };
+    if !git2::Reference::is_valid_name(&format!("refs/heads/{branch}")) {
+        return Err(Error::input(format!(
+            "{branch:?} is not a valid branch name"
+        )));
+    }
+    let run = match &o.run {
+        Some(r) => r.clone(),
+        None => config_str(repo, "steps.run")?.unwrap_or_else(|| branch.clone()),
+    };
+    if run.is_empty() || run.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::input(format!(
+            "run id {run:?} must be non-empty and contain no whitespace"
+        )));
+    }
+    Ok(Settings { branch, run })
+}
+
+/// Store settings in the repository's own config (`steps.branch`, `steps.run`).
+pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
+    let mut cfg = repo.config()?.open_level(ConfigLevel::Local)?;
+    cfg.set_str("steps.branch", &s.branch)?;
+    cfg.set_str("steps.run", &s.run)?;
+    Ok(())
+}
+
+/// A boolean `steps.*` setting.
+pub fn config_bool(repo: &Repository, key: &str) -> Result<bool> {
+    match repo.config()?.get_bool(key) {
+        Ok(v) => Ok(v),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,239 @@
+//! Bringing the worktree and index up to a step commit, and checking that
+//! nothing else is there.
+//!
+//! Owns the only writes git-steps makes outside `.git`. Invariant: only the
+//! paths a step changed are touched; files are replaced by rename (a reader
+//! sees the old or the new file, never half of one); nothing is written
+//! through a symlink or outside the worktree; and the user's uncommitted work
+//! is never overwritten — a dirty tracked file or an untracked file in the
+//! way is a refusal, decided before anything is written.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use git2::{IndexEntry, IndexTime, Repository, Status, StatusOptions};
+
+use crate::apply::{Change, MODE_EXEC, MODE_LINK};
+use crate::crash;
+use crate::error::{Context, Error, Refusal, RefusalKind, Result};
+
+/// Tracked paths whose index or worktree differ from HEAD.
+pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(false)
+        .include_ignored(false)
+        .exclude_submodules(true)
+        .renames_head_to_index(false);
+    let statuses = repo.statuses(Some(&mut opts))?;
+    Ok(statuses
+        .iter()
+        .filter(|s| s.status() != Status::CURRENT && !s.status().contains(Status::IGNORED))
+        .map(|s| String::from_utf8_lossy(s.path_bytes()).into_owned())
+        .collect())
+}
+
+/// Refuse when tracked files are modified, or when a step would create a file
+/// where an untracked one (or a directory, or a symlink the index does not
+/// know) stands.
+pub fn ensure_clean(repo: &Repository, step: &str, changes: &[Change]) -> Result<()> {
+    let dirty = dirty_paths(repo)?;
+    if !dirty.is_empty() {
+        return Err(dirty_refusal(step, &dirty));
+    }
+    let workdir = workdir(repo)?;
+    for c in changes.iter().filter(|c| c.old.is_none()) {
+        if let Some(blocker) = first_blocker(&workdir, &c.path)? {
+            return Err(Error::Refused(Refusal {
+                kind: RefusalKind::DirtyWorktree,
+                step: Some(step.to_string()),
+                saw: format!(
+                    "{} is in the worktree but not in the last step's tree (untracked)",
+                    blocker
+                ),
+                would: format!("create {} and overwrite what is there", c.path),
+                hint: format!("move {blocker} out of the way (or commit it in a step), then rerun"),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The refusal for tracked changes no step explains.
+pub fn dirty_refusal(step: &str, dirty: &[String]) -> Error {
+    let shown: Vec<&str> = dirty.iter().take(5).map(String::as_str).collect();
+    Error::Refused(Refusal {
+        kind: RefusalKind::DirtyWorktree,
+        step: Some(step.to_string()),
+        saw: format!(
+            "the worktree or index has changes no step explains: {}{}",
+            shown.join(", "),
+            if dirty.len() > shown.len() {
+                format!(" and {} more", dirty.len() - shown.len())
+            } else {
+                String::new()
+            }
+        ),
+        would: "apply the step over your uncommitted work".into(),
+        hint: "commit or stash your changes (`git stash -u`), or move them to another branch, then rerun".into(),
+    })
+}
+
+/// The first existing thing in the way of creating `path`: the path itself,
+/// or a parent that is not a directory.
+fn first_blocker(workdir: &Path, path: &str) -> Result<Option<String>> {
+    let mut so_far = PathBuf::from(workdir);
+    let parts: Vec<&str> = path.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        so_far.push(part);
+        match fs::symlink_metadata(&so_far) {
+            Ok(m) if i + 1 < parts.len() && m.is_dir() => continue,
+            Ok(_) => return Ok(Some(parts[..=i].join("/"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
+}
+
+pub fn workdir(repo: &Repository) -> Result<PathBuf> {
+    repo.workdir().map(Path::to_path_buf).ok_or_else(|| {
+        Error::other("this repository is bare; git-steps needs a worktree")
+            .with_hint("clone it (`git clone <bare> work`) and run git-steps in the clone")
+    })
+}
+
+/// Bring worktree and index from the previous step to this step's commit,
+/// touching only `changes`. Crash points mark each boundary.
+pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
+    let workdir = workdir(repo)?;
+    let mut index = repo.index()?;
+    // Deletions first: a step may replace a file or symlink by a directory.
+    let mut written = 0usize;
+    for c in changes.iter().filter(|c| c.new.is_none()) {
+        remove(&workdir, &c.path)?;
+        written += 1;
+        if written == 1 {
+            crash::point("worktree-partial", step);
+        }
+    }
+    for c in changes.iter() {
+        let Some(new) = c.new else { continue };
+        let blob = repo.find_blob(new.oid)?;
+        let target = write(&workdir, &c.path, blob.content(), new.mode)?;
+        let meta = fs::symlink_metadata(&target)?;
+        index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
+        written += 1;
+        if written == 1 {
+            crash::point("worktree-partial", step);
+        }
+    }
+    crash::point("worktree-files", step);
+    for c in changes.iter().filter(|c| c.new.is_none()) {
+        index.remove_path(Path::new(&c.path))?;
+    }
+    index.write().context(|| "cannot write the index".into())?;
+    crash::point("worktree-done", step);
+    Ok(())
+}
+
+fn entry(path: &str, oid: git2::Oid, mode: u32, meta: &fs::Metadata) -> IndexEntry {
+    IndexEntry {
+        ctime: IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32),
+        mtime: IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32),
+        dev: meta.dev() as u32,
+        ino: meta.ino() as u32,
+        mode,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        file_size: meta.len() as u32,
+        id: oid,
+        flags: 0,
+        flags_extended: 0,
+        path: path.as_bytes().to_vec(),
+    }
+}
+
+/// Make sure every parent of `path` is a real directory inside the worktree,
+/// creating missing ones; never follow a symlink.
+fn parent_dir(workdir: &Path, path: &str) -> Result<PathBuf> {
+    let mut dir = PathBuf::from(workdir);
+    let parts: Vec<&str> = path.split('/').collect();
+    for part in &parts[..parts.len() - 1] {
+        dir.push(part);
+        match fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::other(format!(
+                    "{} is not a directory in the worktree; refusing to write {path} through it",
+                    dir.display()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir(&dir).context(|| format!("cannot create {}", dir.display()))?
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(dir)
+}
+
+fn write(workdir: &Path, path: &str, content: &[u8], mode: u32) -> Result<PathBuf> {
+    let dir = parent_dir(workdir, path)?;
+    let target = workdir.join(path);
+    if let Ok(m) = fs::symlink_metadata(&target) {
+        if m.is_dir() {
+            return Err(Error::other(format!(
+                "{} is a directory in the worktree; cannot write the file {path}",
+                target.display()
+            )));
+        }
+    }
+    if mode == MODE_LINK {
+        let link_target = std::ffi::OsStr::from_bytes(content);
+        let tmp = dir.join(format!(".git-steps-link-{}", std::process::id()));
+        let _ = fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(link_target, &tmp)
+            .context(|| format!("cannot create the symlink {path}"))?;
+        fs::rename(&tmp, &target).context(|| format!("cannot write {path}"))?;
+    } else {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".git-steps-")
+            .tempfile_in(&dir)
+            .context(|| format!("cannot write {path}"))?;
+        tmp.write_all(content)?;
+        let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
+        tmp.as_file()
+            .set_permissions(fs::Permissions::from_mode(perm))?;
+        tmp.persist(&target)
+            .map_err(|e| e.error)
+            .context(|| format!("cannot write {path}"))?;
+    }
+    Ok(target)
+}
+
+fn remove(workdir: &Path, path: &str) -> Result<()> {
+    let target = workdir.join(path);
+    match fs::symlink_metadata(&target) {
+        Ok(m) if m.is_dir() => {
+            return Err(Error::other(format!(
+                "{} is a directory in the worktree; expected the file {path}",
+                target.display()
+            )))
+        }
+        Ok(_) => fs::remove_file(&target).context(|| format!("cannot remove {path}"))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    // Remove parents left empty, as git does.
+    let mut dir = target.parent().map(Path::to_path_buf);
+    while let Some(d) = dir {
+        if d == workdir || fs::remove_dir(&d).is_err() {
+            break;
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    Ok(())
+}

@@ -155,9 +155,11 @@ impl<'r> Overlay<'r> {
         while let Some(i) = path[end..].find('/') {
             let parent = &path[..end + i];
             match self.kind(parent).map_err(|e| e.to_string())? {
-                Kind::File(e) if e.mode == MODE_LINK => return Err(format!(
+                Kind::File(e) if e.mode == MODE_LINK => {
+                    return Err(format!(
                     "{path} goes through the symlink {parent}; steps never write through a symlink"
-                )),
+                ))
+                }
                 Kind::File(_) => return Err(format!("{path} goes through the file {parent}")),
                 Kind::Other => return Err(format!("{path} goes through the submodule {parent}")),
                 Kind::Missing | Kind::Dir => {}
@@ -323,10 +325,8 @@ fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<
             }
             Some(np) => {
                 let renamed = fp.old_path.as_deref().is_some_and(|op| op != np);
-                if fp.old_path.is_none() || renamed {
-                    if o.file(np).map_err(at)?.is_some() {
-                        return Err(at(format!("{np} already exists")));
-                    }
+                if (fp.old_path.is_none() || renamed) && o.file(np).map_err(at)?.is_some() {
+                    return Err(at(format!("{np} already exists")));
                 }
                 let mode = fp.new_mode.or(old.map(|e| e.mode)).unwrap_or(MODE_FILE);
                 if renamed && !fp.is_copy {

@@ -139,7 +139,7 @@ fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
                     return Err(digest_refusal(&step, entry));
                 }
                 if let Some(pending) = &first_pending {
-                    return Err(Error::Refused(Refusal {
+                    return Err(Error::from(Refusal {
                         kind: RefusalKind::Diverged,
                         step: Some(step.id.clone()),
                         saw: format!(
@@ -156,7 +156,7 @@ fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
                 }
                 if let Some((prev, prev_id)) = &last_index {
                     if entry.index < *prev {
-                        return Err(Error::Refused(Refusal {
+                        return Err(Error::from(Refusal {
                             kind: RefusalKind::Diverged,
                             step: Some(step.id.clone()),
                             saw: format!(
@@ -185,7 +185,7 @@ fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
 }
 
 fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
-    Error::Refused(Refusal {
+    Error::from(Refusal {
         kind: RefusalKind::DigestMismatch,
         step: Some(step.id.clone()),
         saw: format!(
@@ -263,10 +263,8 @@ fn apply_inner(
             }
             checked_clean = true;
         }
-        let outcome = apply_one(repo, s, &step, head, &mut counts, opts, &sig)?;
-        if let StepOutcome::Applied { commit, .. } = &outcome {
-            head = Some(Oid::from_str(commit)?);
-        }
+        let (outcome, new_head) = apply_one(repo, s, &step, head, &mut counts, opts, &sig)?;
+        head = Some(new_head);
         history.push((step.id.clone(), step.digest.clone()));
         on_step(&outcome);
         outcomes.push(outcome);
@@ -281,13 +279,18 @@ fn apply_inner(
         durable: "local",
         dry_run: opts.dry_run,
         steps: std::mem::take(outcomes),
-        head: head.map(|h| h.to_string()),
+        head: if opts.dry_run {
+            None
+        } else {
+            head.map(|h| h.to_string())
+        },
         artifact,
         history: crate::fingerprint::history(history.iter().map(|(a, b)| (a.as_str(), b.as_str()))),
     })
 }
 
-/// Apply one step whose id has no receipt.
+/// Apply one step whose id has no receipt; returns the outcome and the new
+/// head (in a dry run, a commit that exists only in memory).
 fn apply_one(
     repo: &Repository,
     s: &Settings,
@@ -296,7 +299,7 @@ fn apply_one(
     counts: &mut HunkCounts,
     opts: &ApplyOptions,
     sig: &Signature<'_>,
-) -> Result<StepOutcome> {
+) -> Result<(StepOutcome, Oid)> {
     if !opts.dry_run {
         crash::point("before-write", &step.id);
     }
@@ -307,7 +310,7 @@ fn apply_one(
     let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
     let mut trial = counts.clone();
     if let Err(d) = trial.admit(&step.id, &hunks, opts.allow_duplicate_hunks) {
-        return Err(Error::Refused(Refusal {
+        return Err(Error::from(Refusal {
             kind: RefusalKind::DuplicateHunk,
             step: Some(step.id.clone()),
             saw: format!(
@@ -323,31 +326,35 @@ fn apply_one(
     }
     let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
     let (added, removed) = line_stats(repo, &applied.changes)?;
+    if !opts.dry_run {
+        worktree::ensure_clean(repo, &step.id, &applied.changes)?;
+    }
+    let message = receipt::message(step, &s.run, &applied.summary());
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = repo.commit(None, sig, sig, &message, &new_tree, &parents)?;
     if opts.dry_run {
         *counts = trial;
-        return Ok(StepOutcome::WouldApply {
+        let o = StepOutcome::WouldApply {
             step: step.id.clone(),
             files,
             added,
             removed,
-        });
+        };
+        return Ok((o, commit));
     }
-    worktree::ensure_clean(repo, &step.id, &applied.changes)?;
-    let message = receipt::message(step, &s.run, &applied.summary());
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let commit = repo.commit(None, sig, sig, &message, &new_tree, &parents)?;
     crash::point("objects-written", &step.id);
     move_ref(repo, s, head, commit, &step.id)?;
     *counts = trial;
     crash::point("ref-updated", &step.id);
     worktree::update(repo, &applied.changes, &step.id)?;
-    Ok(StepOutcome::Applied {
+    let o = StepOutcome::Applied {
         step: step.id.clone(),
         commit: commit.to_string(),
         files,
         added,
         removed,
-    })
+    };
+    Ok((o, commit))
 }
 
 /// Compare-and-swap the branch from `expected` to `new`; libgit2 fsyncs the

@@ -85,7 +85,7 @@ pub enum Error {
     #[error("step {step}: {message}")]
     Apply { step: String, message: String },
     #[error(transparent)]
-    Refused(#[from] Refusal),
+    Refused(Box<Refusal>),
     /// The durable branch moved under us: another writer won the race.
     #[error("the remote moved: {message}")]
     RemoteMoved { message: String, hint: String },
@@ -165,6 +165,12 @@ impl Error {
             *hint = Some(new_hint.into());
         }
         self
+    }
+}
+
+impl From<Refusal> for Error {
+    fn from(r: Refusal) -> Self {
+        Error::Refused(Box::new(r))
     }
 }
 

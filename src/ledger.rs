@@ -76,7 +76,7 @@ impl Ledger {
         } else {
             RefusalKind::BrokenHistory
         };
-        Err(Error::Refused(Refusal {
+        Err(Error::from(Refusal {
             kind,
             step: None,
             saw: format!(

@@ -259,13 +259,15 @@ impl Step {
                     let v = match v {
                         Value::String(s) => Some(s.clone()),
                         Value::Null => None,
-                        other => return Err(err(
-                            step,
-                            format!(
+                        other => {
+                            return Err(err(
+                                step,
+                                format!(
                                 "files: the content of {p:?} must be a string or null, found {}",
                                 type_name(other)
                             ),
-                        )),
+                            ))
+                        }
                     };
                     out.insert(p.clone(), v);
                 }

@@ -46,7 +46,7 @@ pub fn ensure_clean(repo: &Repository, step: &str, changes: &[Change]) -> Result
     let workdir = workdir(repo)?;
     for c in changes.iter().filter(|c| c.old.is_none()) {
         if let Some(blocker) = first_blocker(&workdir, &c.path)? {
-            return Err(Error::Refused(Refusal {
+            return Err(Error::from(Refusal {
                 kind: RefusalKind::DirtyWorktree,
                 step: Some(step.to_string()),
                 saw: format!(
@@ -64,7 +64,7 @@ pub fn ensure_clean(repo: &Repository, step: &str, changes: &[Change]) -> Result
 /// The refusal for tracked changes no step explains.
 pub fn dirty_refusal(step: &str, dirty: &[String]) -> Error {
     let shown: Vec<&str> = dirty.iter().take(5).map(String::as_str).collect();
-    Error::Refused(Refusal {
+    Error::from(Refusal {
         kind: RefusalKind::DirtyWorktree,
         step: Some(step.to_string()),
         saw: format!(

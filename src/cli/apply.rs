@@ -106,6 +106,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         Err((error, done)) => Err(Failure {
             error,
             partial: Some(serde_json::json!({ "steps": done })),
+            json_written: false,
         }),
     }
 }

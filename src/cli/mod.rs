@@ -117,6 +117,9 @@ pub struct Failure {
     pub error: Error,
     /// Extra JSON fields for the error document (e.g. steps done so far).
     pub partial: Option<serde_json::Value>,
+    /// The command already wrote its `--json` document (which says why it
+    /// failed); only the stderr message and the exit code remain.
+    pub json_written: bool,
 }
 
 impl From<Error> for Failure {
@@ -124,7 +127,14 @@ impl From<Error> for Failure {
         Failure {
             error,
             partial: None,
+            json_written: false,
         }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::from(Error::from(e))
     }
 }
 
@@ -141,7 +151,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Apply(a) => apply::run(&ctx, a, out),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
-        Command::Verify(a) => verify::run(&ctx, a, out).map_err(Failure::from),
+        Command::Verify(a) => verify::run(&ctx, a, out),
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
     }
 }
@@ -150,7 +160,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
 /// human message on stderr (`Error:` / `Would have:` / `Hint:` / `Caused by:`).
 pub fn report_failure(json: bool, f: &Failure, out: &mut dyn Write) {
     let e = &f.error;
-    if json {
+    if json && !f.json_written {
         let mut data = serde_json::json!({
             "code": e.exit_code(),
             "kind": e.kind(),

@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
-use super::{emit_json, Ctx, RunArgs};
-use crate::error::{Error, Refusal, RefusalKind, Result};
+use super::{emit_json, Ctx, Failure, RunArgs};
+use crate::error::{Error, Refusal, RefusalKind};
 use crate::inspect;
 use crate::step::Plan;
 
@@ -19,7 +19,7 @@ pub struct Args {
     run: RunArgs,
 }
 
-pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let (repo, s) = ctx.open(&a.run)?;
     let plan = a
         .plan
@@ -44,16 +44,20 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     if v.ok {
         return Ok(());
     }
-    Err(Error::Refused(Refusal {
-        kind: RefusalKind::BrokenHistory,
-        step: None,
-        saw: format!(
-            "{} problem(s) in the history of run {}: {}",
-            v.problems.len(),
-            s.run,
-            v.problems[0]
-        ),
-        would: "let further steps build on a history whose receipts cannot be trusted".into(),
-        hint: "see each problem above; `git steps log` shows the steps".into(),
-    }))
+    Err(Failure {
+        json_written: ctx.json,
+        partial: None,
+        error: Error::from(Refusal {
+            kind: RefusalKind::BrokenHistory,
+            step: None,
+            saw: format!(
+                "{} problem(s) in the history of run {}: {}",
+                v.problems.len(),
+                s.run,
+                v.problems[0]
+            ),
+            would: "let further steps build on a history whose receipts cannot be trusted".into(),
+            hint: "see each problem above; `git steps log` shows the steps".into(),
+        }),
+    })
 }

@@ -364,7 +364,7 @@ fn parse_hunks(lines: &[&str], mut i: usize, fp: &mut FilePatch) -> Result<usize
                 Some(b'+') => (b'+', &text[1..]),
                 // An empty line inside a hunk is an empty context line (some
                 // tools strip the trailing space).
-                Some(b'\n') => (b' ', &text[..]),
+                Some(b'\n') => (b' ', text),
                 Some(b'\r') if text.get(1) == Some(&b'\n') => (b' ', &text[1..]),
                 Some(b'\\') => {
                     no_newline(&mut hunk, i + 1)?;

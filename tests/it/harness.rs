@@ -1,0 +1,369 @@
+//! Test harness: temporary repositories driven through the real binary and
+//! audited with the real `git` CLI, in a hermetic environment (no user or
+//! system git config, fixed identities and dates).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use sha2::{Digest, Sha256};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_git-steps");
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// Environment shared by git and git-steps in tests.
+pub fn hermetic(cmd: &mut Command, home: &Path) {
+    cmd.env_remove("GIT_STEPS_CRASH")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Tester")
+        .env("GIT_AUTHOR_EMAIL", "tester@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Tester")
+        .env("GIT_COMMITTER_EMAIL", "tester@example.invalid")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .env("LC_ALL", "C");
+}
+
+/// The outcome of one command, printed in full when an assertion fails.
+pub struct Run {
+    pub what: String,
+    pub cwd: PathBuf,
+    pub out: Output,
+}
+
+impl Run {
+    pub fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    pub fn explain(&self) -> String {
+        format!(
+            "command: {}\ncwd: {}\nstatus: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.what,
+            self.cwd.display(),
+            self.out.status,
+            self.stdout(),
+            self.stderr()
+        )
+    }
+    #[track_caller]
+    pub fn ok(self) -> Self {
+        assert!(
+            self.out.status.success(),
+            "expected success\n{}",
+            self.explain()
+        );
+        self
+    }
+    #[track_caller]
+    pub fn code_is(self, code: i32) -> Self {
+        assert_eq!(
+            self.code(),
+            Some(code),
+            "unexpected exit code\n{}",
+            self.explain()
+        );
+        self
+    }
+    #[track_caller]
+    pub fn stderr_has(self, needle: &str) -> Self {
+        assert!(
+            self.stderr().contains(needle),
+            "stderr lacks {needle:?}\n{}",
+            self.explain()
+        );
+        self
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.out.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{}", self.explain()))
+    }
+}
+
+/// A scratch directory holding a work repository (and later, remotes).
+pub struct TestRepo {
+    pub tmp: tempfile::TempDir,
+    pub work: PathBuf,
+}
+
+impl TestRepo {
+    /// An empty repository on branch `main`.
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        fs::create_dir(&work).unwrap();
+        fs::create_dir(tmp.path().join("home")).unwrap();
+        let t = TestRepo { tmp, work };
+        t.git(&["init", "-q", "-b", "main"]).ok();
+        t
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.tmp.path().join("home")
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.work.join(rel)
+    }
+
+    fn command(&self, program: &str, args: &[&str]) -> (Command, String) {
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(&self.work);
+        hermetic(&mut cmd, &self.home());
+        (cmd, format!("{program} {}", args.join(" ")))
+    }
+
+    pub fn run_cmd(&self, mut cmd: Command, what: String, stdin: Option<&[u8]>) -> Run {
+        use std::io::Write;
+        let cwd = self.work.clone();
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+        if let Some(input) = stdin {
+            child.stdin.take().unwrap().write_all(input).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        Run { what, cwd, out }
+    }
+
+    pub fn git(&self, args: &[&str]) -> Run {
+        let (cmd, what) = self.command("git", args);
+        self.run_cmd(cmd, what, None)
+    }
+
+    /// `git` output, trimmed, asserting success.
+    pub fn git_out(&self, args: &[&str]) -> String {
+        self.git(args).ok().stdout().trim_end().to_string()
+    }
+
+    pub fn steps(&self, args: &[&str]) -> Run {
+        let (cmd, what) = self.command(BIN, args);
+        self.run_cmd(cmd, what, None)
+    }
+
+    pub fn steps_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let (mut cmd, what) = self.command(BIN, args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.run_cmd(
+            cmd,
+            format!(
+                "{} {what}",
+                env.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            None,
+        )
+    }
+
+    pub fn steps_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        let (cmd, what) = self.command(BIN, args);
+        self.run_cmd(cmd, format!("{what} <<< {stdin:?}"), Some(stdin.as_bytes()))
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.path(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    /// Write a plan file outside the work tree (in the scratch dir).
+    pub fn plan(&self, name: &str, lines: &[String]) -> PathBuf {
+        let p = self.tmp.path().join(name);
+        fs::write(&p, lines.join("\n") + "\n").unwrap();
+        p
+    }
+
+    pub fn commit_all(&self, msg: &str) {
+        self.git(&["add", "-A"]).ok();
+        self.git(&["commit", "-q", "-m", msg]).ok();
+    }
+
+    pub fn head(&self) -> Option<String> {
+        let r = self.git(&["rev-parse", "-q", "--verify", "HEAD"]);
+        r.out
+            .status
+            .success()
+            .then(|| r.stdout().trim().to_string())
+    }
+
+    /// Step ids in history order, as an auditor reads them with plain git.
+    pub fn step_ids(&self) -> Vec<String> {
+        if self.head().is_none() {
+            return Vec::new();
+        }
+        let out = self.git_out(&[
+            "log",
+            "--reverse",
+            "--format=%(trailers:key=Step-Id,valueonly)",
+        ]);
+        out.lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Everything a refusal must leave alone: HEAD, refs, index, worktree
+    /// (tracked and untracked), and the scratch dir outside the repository.
+    pub fn snapshot(&self) -> Snapshot {
+        let refs = self.git_out(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+        let status = self.git_out(&[
+            "status",
+            "--porcelain=v2",
+            "--untracked-files=all",
+            "--ignored",
+        ]);
+        let index = fs::read(self.work.join(".git/index")).unwrap_or_default();
+        let mut files = BTreeMap::new();
+        walk(&self.work, &self.work, &mut files);
+        let mut outside = BTreeMap::new();
+        walk(self.tmp.path(), self.tmp.path(), &mut outside);
+        outside.retain(|k, _| !k.starts_with("work/") && !k.starts_with("home/"));
+        Snapshot {
+            head: self.head(),
+            refs,
+            status,
+            index_sha: hex(&Sha256::digest(&index)),
+            files,
+            outside,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub head: Option<String>,
+    pub refs: String,
+    pub status: String,
+    pub index_sha: String,
+    pub files: BTreeMap<String, String>,
+    pub outside: BTreeMap<String, String>,
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    for e in rd {
+        let e = e.unwrap();
+        let p = e.path();
+        let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        if rel == ".git" {
+            continue;
+        }
+        let meta = fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            walk(root, &p, out);
+        } else if meta.file_type().is_symlink() {
+            out.insert(rel, format!("-> {}", fs::read_link(&p).unwrap().display()));
+        } else {
+            out.insert(rel, hex(&Sha256::digest(fs::read(&p).unwrap())));
+        }
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The SPEC's artifact fingerprint, computed independently of the library:
+/// `git ls-tree -r` for entries, `git cat-file` for contents.
+pub fn independent_fingerprint(t: &TestRepo, rev: &str) -> String {
+    let listing = t.git(&["ls-tree", "-r", "-z", rev]).ok();
+    let mut entries: Vec<(Vec<u8>, String, String, String)> = Vec::new();
+    for rec in listing
+        .out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|r| !r.is_empty())
+    {
+        let tab = rec.iter().position(|b| *b == b'\t').unwrap();
+        let meta = String::from_utf8(rec[..tab].to_vec()).unwrap();
+        let path = rec[tab + 1..].to_vec();
+        let mut parts = meta.split(' ');
+        let (mode, kind, oid) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        entries.push((path, mode.to_string(), kind.to_string(), oid.to_string()));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut h = Sha256::new();
+    for (path, mode, kind, oid) in entries {
+        let content_hash: [u8; 32] = if kind == "commit" {
+            Sha256::digest(oid.as_bytes()).into()
+        } else {
+            let blob = t.git(&["cat-file", "blob", &oid]).ok();
+            Sha256::digest(&blob.out.stdout).into()
+        };
+        h.update(mode.as_bytes());
+        h.update(b" ");
+        h.update(&path);
+        h.update([0]);
+        h.update(content_hash);
+    }
+    format!("sha256:{}", hex(&h.finalize()))
+}
+
+/// The history fingerprint from receipts read with plain git.
+pub fn independent_history(t: &TestRepo) -> String {
+    let out = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Id,valueonly,separator=)%x09%(trailers:key=Step-Decision,valueonly,separator=)",
+    ]);
+    let mut h = Sha256::new();
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        let (id, d) = line.split_once('\t').unwrap();
+        h.update(format!("{id} {d}\n").as_bytes());
+    }
+    format!("sha256:{}", hex(&h.finalize()))
+}
+
+pub fn plan_ids(plan: &Path) -> Vec<String> {
+    fs::read_to_string(plan)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["id"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+pub fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}

@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use git2::build::TreeUpdateBuilder;
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use crate::error::{Error, Result};
@@ -202,7 +201,7 @@ impl<'r> Overlay<'r> {
             }
         };
         let mut changes = Vec::new();
-        let mut builder = TreeUpdateBuilder::new();
+        let mut updates: Vec<(&str, Option<Entry>)> = Vec::new();
         for (path, new) in &self.writes {
             let old = match self.base_kind(path)? {
                 Kind::File(e) => Some(e),
@@ -211,26 +210,72 @@ impl<'r> Overlay<'r> {
             if old == *new {
                 continue;
             }
-            match new {
-                Some(e) => {
-                    builder.upsert(path.as_str(), e.oid, filemode(e.mode));
-                }
-                None => {
-                    builder.remove(path.as_str());
-                }
-            }
+            updates.push((path.as_str(), *new));
             changes.push(Change {
                 path: path.clone(),
                 old,
                 new: *new,
             });
         }
-        let tree = builder.create_updated(self.repo, base)?;
+        let tree = match build_tree(self.repo, Some(base.clone()), &updates)? {
+            Some(t) => t,
+            None => self.repo.treebuilder(None)?.write()?,
+        };
         Ok(Applied { tree, changes })
     }
 }
 
-fn filemode(mode: u32) -> git2::FileMode {
+/// Write the tree `base` with `updates` (path → new entry, None: delete)
+/// applied; None when the result is empty. Handles a file or symlink
+/// replaced by a directory and back, which libgit2's tree updater refuses as
+/// a D/F conflict.
+fn build_tree(
+    repo: &Repository,
+    base: Option<Tree<'_>>,
+    updates: &[(&str, Option<Entry>)],
+) -> Result<Option<Oid>> {
+    type Group<'a> = (Option<Option<Entry>>, Vec<(&'a str, Option<Entry>)>);
+    let mut groups: BTreeMap<&str, Group<'_>> = BTreeMap::new();
+    for (p, e) in updates {
+        match p.split_once('/') {
+            None => groups.entry(p).or_default().0 = Some(*e),
+            Some((name, rest)) => groups.entry(name).or_default().1.push((rest, *e)),
+        }
+    }
+    let mut tb = repo.treebuilder(base.as_ref())?;
+    for (name, (leaf, children)) in groups {
+        match leaf {
+            Some(Some(e)) => {
+                // A file here; anything under the old directory is gone.
+                tb.insert(name, e.oid, e.mode as i32)?;
+                continue;
+            }
+            Some(None) if tb.get(name)?.is_some() => tb.remove(name)?,
+            _ => {}
+        }
+        if children.is_empty() {
+            continue;
+        }
+        let sub_base = match tb.get(name)? {
+            Some(e) if e.kind() == Some(ObjectType::Tree) => Some(repo.find_tree(e.id())?),
+            _ => None,
+        };
+        match build_tree(repo, sub_base, &children)? {
+            Some(oid) => {
+                tb.insert(name, oid, 0o040000)?;
+            }
+            None if tb.get(name)?.is_some() => tb.remove(name)?,
+            None => {}
+        }
+    }
+    if tb.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(tb.write()?))
+}
+
+/// The git2 file mode for a numeric mode.
+pub fn filemode(mode: u32) -> git2::FileMode {
     match mode {
         MODE_EXEC => git2::FileMode::BlobExecutable,
         MODE_LINK => git2::FileMode::Link,
@@ -248,7 +293,9 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
     let fail = |m: String| Error::apply(&step.id, m);
     match &step.content {
         Content::Files(files) => {
-            for (path, content) in files {
+            // Deletions first, so a step can replace a directory by a file.
+            let (deletes, writes): (Vec<_>, Vec<_>) = files.iter().partition(|(_, c)| c.is_none());
+            for (path, content) in deletes.into_iter().chain(writes) {
                 let existing = o.file(path).map_err(fail)?;
                 match content {
                     Some(text) => {

@@ -42,6 +42,10 @@ pub const POINTS: &[Point] = &[
         state: "every changed file is written to the worktree; the index is not",
     },
     Point {
+        name: "repair-saved",
+        state: "on resume: what a crashed step left in the worktree is saved under refs/steps/rescue/; the worktree is not restored yet",
+    },
+    Point {
         name: "worktree-done",
         state: "worktree and index match the step commit; the step is not reported yet",
     },

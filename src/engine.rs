@@ -18,6 +18,7 @@ use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::hunks::HunkCounts;
 use crate::ledger::{self, short, Ledger};
 use crate::receipt;
+use crate::repair::{self, Repair};
 use crate::settings::{self, Settings};
 use crate::step::{Plan, Step};
 use crate::worktree;
@@ -59,6 +60,7 @@ pub struct ApplyReport {
     pub branch: String,
     pub durable: &'static str,
     pub dry_run: bool,
+    pub repair: Repair,
     pub steps: Vec<StepOutcome>,
     pub head: Option<String>,
     pub artifact: String,
@@ -125,9 +127,11 @@ fn line_stats(repo: &Repository, changes: &[apply::Change]) -> Result<(usize, us
 
 /// Check the whole plan against the log before anything is written: every
 /// step parses, recorded decisions match, and the plan's applied steps are a
-/// prefix of the plan in history order. Returns the number of steps.
+/// prefix of the plan in history order. Returns the number of steps without
+/// a receipt.
 fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
     let mut count = 0;
+    let mut pending = 0;
     let mut first_pending: Option<String> = None;
     let mut last_index: Option<(usize, String)> = None;
     for step in plan.steps()? {
@@ -171,6 +175,7 @@ fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
                 last_index = Some((entry.index, step.id.clone()));
             }
             None => {
+                pending += 1;
                 first_pending.get_or_insert(step.id.clone());
             }
         }
@@ -181,7 +186,7 @@ fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
             plan.name
         )));
     }
-    Ok(count)
+    Ok(pending)
 }
 
 fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
@@ -210,10 +215,11 @@ pub fn apply_plan(
     s: &Settings,
     plan: &Plan,
     opts: &ApplyOptions,
+    on_repair: &mut dyn FnMut(&Repair),
     on_step: &mut dyn FnMut(&StepOutcome),
 ) -> std::result::Result<ApplyReport, (Error, Vec<StepOutcome>)> {
     let mut outcomes = Vec::new();
-    match apply_inner(repo, s, plan, opts, on_step, &mut outcomes) {
+    match apply_inner(repo, s, plan, opts, on_repair, on_step, &mut outcomes) {
         Ok(report) => Ok(report),
         Err(e) => Err((e, outcomes)),
     }
@@ -224,6 +230,7 @@ fn apply_inner(
     s: &Settings,
     plan: &Plan,
     opts: &ApplyOptions,
+    on_repair: &mut dyn FnMut(&Repair),
     on_step: &mut dyn FnMut(&StepOutcome),
     outcomes: &mut Vec<StepOutcome>,
 ) -> Result<ApplyReport> {
@@ -232,7 +239,17 @@ fn apply_inner(
     let mut head = ensure_on_branch(repo, s, opts.dry_run)?;
     let ledger = ledger::scan(repo, head, &s.run)?;
     ledger.ensure_sound(&s.branch)?;
-    preflight(plan, &ledger)?;
+    let pending = preflight(plan, &ledger)?;
+    let repair = match repair::repair(repo, s, &ledger, opts.dry_run) {
+        // The user's own edits only matter when a step would land on them.
+        Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
+            Repair::LeftAlone {
+                paths: worktree::dirty_paths(repo)?,
+            }
+        }
+        other => other?,
+    };
+    on_repair(&repair);
     let (mut counts, _) = ledger::hunk_counts(repo, &ledger)?;
     let mut history: Vec<(String, String)> = ledger
         .entries
@@ -259,7 +276,7 @@ fn apply_inner(
         if !checked_clean && !opts.dry_run {
             let dirty = worktree::dirty_paths(repo)?;
             if !dirty.is_empty() {
-                return Err(worktree::dirty_refusal(&step.id, &dirty));
+                return Err(worktree::dirty_refusal(Some(&step.id), &dirty));
             }
             checked_clean = true;
         }
@@ -278,6 +295,7 @@ fn apply_inner(
         branch: s.branch.clone(),
         durable: "local",
         dry_run: opts.dry_run,
+        repair,
         steps: std::mem::take(outcomes),
         head: if opts.dry_run {
             None

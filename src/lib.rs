@@ -22,6 +22,7 @@
 //! - [`fingerprint`]: artifact and history fingerprints;
 //! - [`worktree`]: bringing worktree and index up to a step;
 //! - [`engine`]: the apply loop and its order of writes;
+//! - [`repair`]: finishing a worktree a crashed step left behind;
 //! - [`crash`]: named crash points at every write boundary;
 //! - [`settings`]: `steps.*` config and durability switches;
 //! - [`inspect`]: status, log, verify, fingerprint;
@@ -40,6 +41,7 @@ pub mod ledger;
 pub mod patch;
 pub mod path;
 pub mod receipt;
+pub mod repair;
 pub mod settings;
 pub mod step;
 pub mod worktree;

@@ -41,11 +41,14 @@ pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
 pub fn ensure_clean(repo: &Repository, step: &str, changes: &[Change]) -> Result<()> {
     let dirty = dirty_paths(repo)?;
     if !dirty.is_empty() {
-        return Err(dirty_refusal(step, &dirty));
+        return Err(dirty_refusal(Some(step), &dirty));
     }
     let workdir = workdir(repo)?;
+    let index = repo.index()?;
+    let tracked = |p: &str| index.get_path(Path::new(p), 0).is_some();
+    let deleted = |p: &str| changes.iter().any(|c| c.path == p && c.old.is_some());
     for c in changes.iter().filter(|c| c.old.is_none()) {
-        if let Some(blocker) = first_blocker(&workdir, &c.path)? {
+        if let Some(blocker) = first_blocker(&workdir, &c.path, &tracked, &deleted)? {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::DirtyWorktree,
                 step: Some(step.to_string()),
@@ -62,11 +65,11 @@ pub fn ensure_clean(repo: &Repository, step: &str, changes: &[Change]) -> Result
 }
 
 /// The refusal for tracked changes no step explains.
-pub fn dirty_refusal(step: &str, dirty: &[String]) -> Error {
+pub fn dirty_refusal(step: Option<&str>, dirty: &[String]) -> Error {
     let shown: Vec<&str> = dirty.iter().take(5).map(String::as_str).collect();
     Error::from(Refusal {
         kind: RefusalKind::DirtyWorktree,
-        step: Some(step.to_string()),
+        step: step.map(str::to_string),
         saw: format!(
             "the worktree or index has changes no step explains: {}{}",
             shown.join(", "),
@@ -81,18 +84,48 @@ pub fn dirty_refusal(step: &str, dirty: &[String]) -> Error {
     })
 }
 
-/// The first existing thing in the way of creating `path`: the path itself,
-/// or a parent that is not a directory.
-fn first_blocker(workdir: &Path, path: &str) -> Result<Option<String>> {
+/// The first thing in the worktree that is in the way of creating `path` and
+/// is not the step's to remove: an untracked file or symlink at the path or
+/// at a parent, or a directory at the path holding untracked files.
+fn first_blocker(
+    workdir: &Path,
+    path: &str,
+    tracked: &dyn Fn(&str) -> bool,
+    deleted: &dyn Fn(&str) -> bool,
+) -> Result<Option<String>> {
     let mut so_far = PathBuf::from(workdir);
     let parts: Vec<&str> = path.split('/').collect();
     for (i, part) in parts.iter().enumerate() {
         so_far.push(part);
+        let rel = parts[..=i].join("/");
+        let last = i + 1 == parts.len();
         match fs::symlink_metadata(&so_far) {
-            Ok(m) if i + 1 < parts.len() && m.is_dir() => continue,
-            Ok(_) => return Ok(Some(parts[..=i].join("/"))),
+            Ok(m) if m.is_dir() && !last => continue,
+            Ok(m) if m.is_dir() => return untracked_inside(&so_far, &rel, tracked),
+            Ok(_) if tracked(&rel) && deleted(&rel) => return Ok(None),
+            Ok(_) => return Ok(Some(rel)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
+}
+
+/// The first untracked file under a directory the step turns into a file.
+fn untracked_inside(
+    dir: &Path,
+    rel: &str,
+    tracked: &dyn Fn(&str) -> bool,
+) -> Result<Option<String>> {
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let child = format!("{rel}/{}", e.file_name().to_string_lossy());
+        if e.file_type()?.is_dir() {
+            if let Some(b) = untracked_inside(&e.path(), &child, tracked)? {
+                return Ok(Some(b));
+            }
+        } else if !tracked(&child) {
+            return Ok(Some(child));
         }
     }
     Ok(None)

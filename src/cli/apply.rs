@@ -4,6 +4,7 @@ use std::io::Write;
 
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::engine::{self, ApplyOptions, StepOutcome};
+use crate::repair::Repair;
 use crate::settings;
 use crate::step::Plan;
 
@@ -79,7 +80,30 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             let _ = out.flush();
         }
     };
-    match engine::apply_plan(&repo, &s, &plan, &opts, &mut on_step) {
+    let quiet = ctx.quiet;
+    let mut on_repair = |r: &Repair| {
+        if let Repair::Repaired {
+            step,
+            paths,
+            rescue,
+        } = r
+        {
+            if quiet {
+                return;
+            }
+            match rescue {
+                Some(rescue) => eprintln!(
+                    "repaired the worktree: step {step} was durable but the worktree update was interrupted ({}); what was there is saved under {rescue}",
+                    paths.join(", ")
+                ),
+                None => eprintln!(
+                    "would repair the worktree: step {step} is durable but its worktree update was interrupted ({})",
+                    paths.join(", ")
+                ),
+            }
+        }
+    };
+    match engine::apply_plan(&repo, &s, &plan, &opts, &mut on_repair, &mut on_step) {
         Ok(report) => {
             if ctx.json {
                 emit_json(out, "apply", &report)?;

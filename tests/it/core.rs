@@ -339,7 +339,7 @@ fn uncommitted_work_is_never_overwritten() {
         &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
     )
     .code_is(3)
-    .stderr_has("changes no step explains");
+    .stderr_has("does not explain: f.txt");
     assert_eq!(t.snapshot(), before);
     t.git(&["checkout", "f.txt"]).ok();
     // An untracked file where a step would create one: refused, kept.
@@ -519,4 +519,170 @@ fn crash_points_kill_the_process_where_they_say() {
     assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
     assert_eq!(t.step_ids(), ["s1", "s2"]);
     assert_eq!(t.read("f"), "1\n");
+}
+
+/// A local crash matrix: every step × every crash point, same box. The rerun
+/// of the same command must give the uninterrupted run's fingerprints.
+#[test]
+fn every_crash_point_resumes_to_the_same_fingerprints_locally() {
+    use std::os::unix::process::ExitStatusExt;
+    let plan = fixture("mixed-30.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    let reference = TestRepo::new();
+    let doc = reference.steps(&["--json", "apply", plan_s]).ok().json();
+    let (artifact, history) = (
+        doc["data"]["artifact"].clone(),
+        doc["data"]["history"].clone(),
+    );
+    let points: Vec<&str> = git_steps::crash::POINTS.iter().map(|p| p.name).collect();
+    assert!(points.len() >= 7, "{points:?}");
+    let ids = plan_ids(&plan);
+    // Every point for a few steps of different shapes (rename, symlink, mode
+    // change, deletion of several files), each point once for every step.
+    let mut runs = 0;
+    for (k, point) in points.iter().enumerate() {
+        for step in [&ids[6], &ids[12], &ids[19], &ids[28], &ids[k % ids.len()]] {
+            let t = TestRepo::new();
+            let crash = format!("{point}@{step}");
+            let r = t.steps_env(&["apply", plan_s], &[("GIT_STEPS_CRASH", &crash)]);
+            if *point != "repair-saved" {
+                assert_eq!(
+                    r.out.status.signal(),
+                    Some(9),
+                    "{crash} did not fire\n{}",
+                    r.explain()
+                );
+            }
+            let resumed = t.steps(&["--json", "apply", plan_s]).ok().json();
+            assert_eq!(resumed["data"]["artifact"], artifact, "{crash}");
+            assert_eq!(resumed["data"]["history"], history, "{crash}");
+            assert_eq!(
+                t.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+                "",
+                "{crash}"
+            );
+            assert_eq!(t.step_ids(), ids, "{crash}");
+            runs += 1;
+        }
+    }
+    assert!(runs >= 35);
+}
+
+#[test]
+fn a_crash_during_repair_resumes_too() {
+    use std::os::unix::process::ExitStatusExt;
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    let r = t.steps_env(
+        &["apply", plan_s],
+        &[("GIT_STEPS_CRASH", "worktree-partial@s4")],
+    );
+    assert_eq!(r.out.status.signal(), Some(9));
+    let r = t.steps_env(
+        &["apply", plan_s],
+        &[("GIT_STEPS_CRASH", "repair-saved@s4")],
+    );
+    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    t.steps(&["apply", plan_s])
+        .ok()
+        .stderr_has("repaired the worktree");
+    assert_eq!(t.step_ids(), plan_ids(&plan));
+    // Both interrupted repairs saved what they found.
+    let rescues = t.git_out(&["for-each-ref", "--format=%(refname)", "refs/steps/rescue/"]);
+    assert_eq!(rescues.lines().count(), 2, "{rescues}");
+}
+
+#[test]
+fn user_edits_on_top_of_a_crashed_step_are_refused_and_kept() {
+    use std::os::unix::process::ExitStatusExt;
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    let r = t.steps_env(&["apply", plan_s], &[("GIT_STEPS_CRASH", "ref-updated@s3")]);
+    assert_eq!(r.out.status.signal(), Some(9));
+    t.write("log.txt", "line-1\nline-2\nmy own line\n");
+    let before = t.snapshot();
+    t.steps(&["apply", plan_s])
+        .code_is(3)
+        .stderr_has("does not explain");
+    assert_eq!(t.snapshot(), before);
+    assert_eq!(t.read("log.txt"), "line-1\nline-2\nmy own line\n");
+}
+
+#[test]
+fn steps_never_write_through_symlinks() {
+    let t = TestRepo::new();
+    let outside = t.tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let link = line(serde_json::json!({"id": "l1", "patch": format!(
+        "diff --git a/esc b/esc\nnew file mode 120000\n--- /dev/null\n+++ b/esc\n@@ -0,0 +1 @@\n+{}\n\\ No newline at end of file\n",
+        outside.display()
+    )}));
+    t.steps_stdin(&["apply", "-"], &link).ok();
+    assert!(std::fs::symlink_metadata(t.path("esc"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let before = t.snapshot();
+    for step in [
+        line(serde_json::json!({"id": "w1", "files": {"esc/pwned": "x\n"}})),
+        line(
+            serde_json::json!({"id": "w2", "patch": "--- /dev/null\n+++ b/esc/pwned\n@@ -0,0 +1 @@\n+x\n"}),
+        ),
+        // A symlink created and written through in the same step.
+        line(
+            serde_json::json!({"id": "w3", "patch": "diff --git a/l2 b/l2\nnew file mode 120000\n--- /dev/null\n+++ b/l2\n@@ -0,0 +1 @@\n+/tmp\n\\ No newline at end of file\ndiff --git a/l2/x b/l2/x\nnew file mode 100644\n--- /dev/null\n+++ b/l2/x\n@@ -0,0 +1 @@\n+x\n"}),
+        ),
+    ] {
+        t.steps_stdin(&["apply", "-"], &step)
+            .code_is(1)
+            .stderr_has("through the symlink");
+        assert_eq!(t.snapshot(), before);
+    }
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // Replacing the symlink by a directory in one step is fine, and writes
+    // inside the worktree.
+    let replace = line(serde_json::json!({"id": "r1", "patch": format!(
+        "diff --git a/esc b/esc\ndeleted file mode 120000\n--- a/esc\n+++ /dev/null\n@@ -1 +0,0 @@\n-{}\n\\ No newline at end of file\ndiff --git a/esc/inside b/esc/inside\nnew file mode 100644\n--- /dev/null\n+++ b/esc/inside\n@@ -0,0 +1 @@\n+in\n",
+        outside.display()
+    )}));
+    t.steps_stdin(&["apply", "-"], &replace).ok();
+    assert!(
+        t.path("esc").is_dir()
+            && !std::fs::symlink_metadata(t.path("esc"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+    );
+    assert_eq!(t.read("esc/inside"), "in\n");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert_eq!(
+        t.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+}
+
+#[test]
+fn a_directory_can_become_a_file_and_back() {
+    let t = TestRepo::new();
+    let plan = [
+        line(serde_json::json!({"id": "a", "files": {"d/x": "x\n", "d/y": "y\n"}})),
+        line(
+            serde_json::json!({"id": "b", "files": {"d/x": null, "d/y": null, "d": "now a file\n"}}),
+        ),
+        line(serde_json::json!({"id": "c", "files": {"d": null, "d/z": "dir again\n"}})),
+    ];
+    let p = t.plan("p.jsonl", &plan);
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert_eq!(t.read("d/z"), "dir again\n");
+    assert_eq!(t.git_out(&["ls-tree", "-r", "--name-only", "HEAD~1"]), "d");
+    assert_eq!(
+        t.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    assert_eq!(
+        independent_fingerprint(&t, "HEAD"),
+        t.steps(&["fingerprint"]).ok().stdout().trim()
+    );
 }

@@ -1,0 +1,251 @@
+//! Worktree repair: finishing the worktree update of a step whose receipt is
+//! durable but whose process died before the worktree and index caught up.
+//!
+//! Owns the decision "is this dirty worktree explained by a crashed step?".
+//! A path is explained when it is one the last step changed and both its
+//! worktree file and its index entry hold either the previous step's version
+//! or the last step's version — exactly the states the apply path can leave
+//! behind. Invariant: no user work is ever discarded. Before anything is
+//! restored, what was found is saved as a commit under
+//! `refs/steps/rescue/<run>/<n>`; anything not explained (the user's own
+//! edits) is refused and left untouched.
+
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use git2::build::TreeUpdateBuilder;
+use git2::{Oid, Repository};
+
+use crate::apply::{filemode, Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+use crate::crash;
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::ledger::{short, Ledger};
+use crate::settings::Settings;
+use crate::worktree;
+
+/// What repair found and did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Repair {
+    Clean,
+    /// Changes no step explains; left alone because nothing was to be applied.
+    LeftAlone {
+        paths: Vec<String>,
+    },
+    /// The worktree was (or, in a dry run, would be) brought up to `step`.
+    Repaired {
+        step: String,
+        paths: Vec<String>,
+        /// Where what was found is saved (None in a dry run).
+        rescue: Option<String>,
+    },
+}
+
+/// The version of a path on disk: None when absent.
+fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
+    let full = workdir.join(path);
+    let meta = match fs::symlink_metadata(&full) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(&full)?;
+        return Ok(Some((target.as_os_str().as_bytes().to_vec(), MODE_LINK)));
+    }
+    if meta.is_dir() {
+        return Ok(Some((b"<directory>".to_vec(), 0o040000)));
+    }
+    let mode = if meta.permissions().mode() & 0o111 != 0 {
+        MODE_EXEC
+    } else {
+        MODE_FILE
+    };
+    Ok(Some((fs::read(&full)?, mode)))
+}
+
+fn entry_at(repo: &Repository, tree: Option<&git2::Tree<'_>>, path: &str) -> Result<Option<Entry>> {
+    let Some(tree) = tree else { return Ok(None) };
+    match tree.get_path(Path::new(path)) {
+        Ok(e) => Ok(Some(Entry {
+            oid: e.id(),
+            mode: e.filemode() as u32,
+        })),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => {
+            let _ = repo;
+            Err(e.into())
+        }
+    }
+}
+
+fn same(repo: &Repository, disk: &Option<(Vec<u8>, u32)>, e: &Option<Entry>) -> Result<bool> {
+    Ok(match (disk, e) {
+        (None, None) => true,
+        (Some((bytes, mode)), Some(e)) => {
+            *mode == e.mode && repo.find_blob(e.oid)?.content() == bytes.as_slice()
+        }
+        _ => false,
+    })
+}
+
+/// Leftover temporary files of an interrupted write (`.git-steps-*`) next
+/// to the step's paths.
+fn leftovers(workdir: &Path, changes: &[Change]) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<std::path::PathBuf> = changes
+        .iter()
+        .filter_map(|c| workdir.join(&c.path).parent().map(Path::to_path_buf))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            if e.file_name().as_bytes().starts_with(b".git-steps-") {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// Check the worktree against the last step and repair it if a crashed step
+/// explains every difference. `dry_run` only reports.
+pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -> Result<Repair> {
+    let workdir = worktree::workdir(repo)?;
+    let dirty = worktree::dirty_paths(repo)?;
+    let Some(last) = ledger.last().filter(|e| Some(e.commit) == ledger.head) else {
+        if dirty.is_empty() {
+            return Ok(Repair::Clean);
+        }
+        return Err(worktree::dirty_refusal(None, &dirty));
+    };
+    let commit = repo.find_commit(last.commit)?;
+    let new_tree = commit.tree()?;
+    let old_tree = match commit.parent(0) {
+        Ok(p) => Some(p.tree()?),
+        Err(_) => None,
+    };
+    let diff = repo.diff_tree_to_tree(old_tree.as_ref(), Some(&new_tree), None)?;
+    let mut changes: Vec<Change> = Vec::new();
+    for d in diff.deltas() {
+        let path = d
+            .new_file()
+            .path()
+            .or(d.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        changes.push(Change {
+            old: entry_at(repo, old_tree.as_ref(), &path)?,
+            new: entry_at(repo, Some(&new_tree), &path)?,
+            path,
+        });
+    }
+    let stray = leftovers(&workdir, &changes);
+    if dirty.is_empty() && stray.is_empty() {
+        return Ok(Repair::Clean);
+    }
+    let index = repo.index()?;
+    let mut unexplained = Vec::new();
+    let mut to_fix = Vec::new();
+    for p in &dirty {
+        let Some(c) = changes.iter().find(|c| &c.path == p) else {
+            unexplained.push(p.clone());
+            continue;
+        };
+        let disk = on_disk(&workdir, p)?;
+        let idx = index.get_path(Path::new(p), 0).map(|e| Entry {
+            oid: e.id,
+            mode: e.mode,
+        });
+        let disk_ok = same(repo, &disk, &c.old)? || same(repo, &disk, &c.new)?;
+        let index_ok = idx == c.old || idx == c.new;
+        if disk_ok && index_ok {
+            to_fix.push(c.clone());
+        } else {
+            unexplained.push(p.clone());
+        }
+    }
+    if !unexplained.is_empty() {
+        return Err(Error::from(Refusal {
+            kind: RefusalKind::DirtyWorktree,
+            step: None,
+            saw: format!(
+                "the worktree or index has changes that the last step ({}, {}) does not explain: {}",
+                last.id,
+                short(last.commit),
+                unexplained.join(", ")
+            ),
+            would: "overwrite them while finishing or continuing the run".into(),
+            hint: "these look like your own edits: commit them elsewhere or stash them (`git stash -u`), then rerun; nothing was changed".into(),
+        }));
+    }
+    // Paths changed by the step but clean (already up to date) need nothing.
+    let paths: Vec<String> = to_fix.iter().map(|c| c.path.clone()).collect();
+    if dry_run {
+        return Ok(Repair::Repaired {
+            step: last.id.clone(),
+            paths,
+            rescue: None,
+        });
+    }
+    let rescue = save_rescue(repo, s, &workdir, last.commit, &to_fix, &last.id)?;
+    crash::point("repair-saved", &last.id);
+    for f in stray {
+        let _ = fs::remove_file(f);
+    }
+    worktree::update(repo, &to_fix, &last.id)?;
+    Ok(Repair::Repaired {
+        step: last.id.clone(),
+        paths,
+        rescue: Some(rescue),
+    })
+}
+
+/// Save the found state of `paths` as a commit on top of the step commit,
+/// under the next free `refs/steps/rescue/<run>/<n>`.
+fn save_rescue(
+    repo: &Repository,
+    s: &Settings,
+    workdir: &Path,
+    head: Oid,
+    paths: &[Change],
+    step: &str,
+) -> Result<String> {
+    let head_commit = repo.find_commit(head)?;
+    let head_tree = head_commit.tree()?;
+    let mut b = TreeUpdateBuilder::new();
+    for c in paths {
+        match on_disk(workdir, &c.path)? {
+            Some((bytes, mode)) if mode != 0o040000 => {
+                let oid = repo.blob(&bytes)?;
+                b.upsert(c.path.as_str(), oid, filemode(mode));
+            }
+            _ if entry_at(repo, Some(&head_tree), &c.path)?.is_some() => {
+                b.remove(c.path.as_str());
+            }
+            _ => {}
+        }
+    }
+    let tree = repo.find_tree(b.create_updated(repo, &head_tree)?)?;
+    let sig = repo
+        .signature()
+        .map(|s| s.to_owned())
+        .or_else(|_| git2::Signature::now("git-steps", "git-steps@localhost"))?;
+    let msg = format!(
+        "git-steps rescue: worktree found mid-step {step}\n\nThe worktree of run {} held these paths between the previous step's\nversion and step {step}'s when the run resumed; they are saved here\nbefore the worktree is brought up to the step.\n",
+        s.run
+    );
+    let oid = repo.commit(None, &sig, &sig, &msg, &tree, &[&head_commit])?;
+    let prefix = format!("refs/steps/rescue/{}/", s.run);
+    let mut n = 1;
+    while repo.find_reference(&format!("{prefix}{n}")).is_ok() {
+        n += 1;
+    }
+    let name = format!("{prefix}{n}");
+    repo.reference(&name, oid, false, "git-steps: rescue")?;
+    Ok(name)
+}

@@ -48,5 +48,7 @@ say "a model redelivers step s3's change under a new id: refused, nothing writte
 printf '%s\n' '{"id":"s3-again","patch":"--- a/log.txt\n+++ b/log.txt\n@@ -8 +8,2 @@\n line-8\n+line-3\n"}' > "$scratch/again.jsonl"
 set +e
 "$bin" -C "$scratch/run" apply "$scratch/again.jsonl"
-echo "exit status $? (3 = refused)"
+rc=$?
 set -e
+echo "exit status $rc (3 = refused)"
+[ "$rc" -eq 3 ] || { echo "expected a refusal (exit 3)" >&2; exit 1; }

@@ -72,7 +72,6 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         allow_duplicate_hunks: a.allow_duplicate_hunks
             || settings::config_bool(&repo, "steps.allowDuplicateHunks")?,
     };
-    ctx.status(&s.durable_domain());
     let json = ctx.json;
     let mut on_step = |o: &StepOutcome| {
         if !json {

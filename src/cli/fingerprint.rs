@@ -6,9 +6,11 @@ use super::{emit_json, Ctx, RunArgs};
 use crate::error::Result;
 use crate::inspect;
 
-/// Print the artifact fingerprint of REV's tree (default: the durable head):
-/// SHA-256 over every file's mode, path and content hash. With --json, also
-/// the history fingerprint of the run's receipts up to REV.
+/// Print the artifact fingerprint of a commit's tree.
+///
+/// SHA-256 over every file's mode, path and content hash (SPEC
+/// "Fingerprints"), for REV or the durable head. `--history` prints the
+/// history fingerprint of the run's receipts instead; `--json` gives both.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A commit (default: the run's durable head).

@@ -6,7 +6,11 @@ use super::{emit_json, Ctx, RunArgs};
 use crate::error::Result;
 use crate::settings;
 
-/// Store the run's branch and id in git config (`steps.branch`, `steps.run`).
+/// Store the run's settings in git config.
+///
+/// Writes `steps.branch` and `steps.run` to the repository's config, so every
+/// later command (and a fresh box that runs the same `init`) resumes the
+/// same run.
 ///
 /// With no remote the durable domain is this local repository: a step is
 /// durable once its branch update is fsynced here.
@@ -28,6 +32,5 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     } else {
         writeln!(out, "run {} on branch {}", s.run, s.branch)?;
     }
-    ctx.status(&s.durable_domain());
     Ok(())
 }

@@ -6,9 +6,11 @@ use super::{emit_json, Ctx, RunArgs};
 use crate::error::Result;
 use crate::inspect;
 
-/// List the run's steps from their receipts: index, step id, decision digest,
-/// commit, files changed, lines added and removed, and any step that repeats
-/// a change an earlier step made.
+/// List the run's steps, read from their receipts.
+///
+/// Per step: index, step id, decision digest, commit, lines added and
+/// removed, files changed; and any step that repeats a change an earlier
+/// step made (a duplicated hunk).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

@@ -7,8 +7,10 @@ use crate::error::Result;
 use crate::inspect;
 use crate::step::Plan;
 
-/// Show the durable head, the local head and whether they agree, the last
-/// step, the steps of PLAN still pending, and uncommitted changes.
+/// Show where the run stands.
+///
+/// The durable head, the local head and whether they agree, the last step,
+/// the steps of PLAN still pending, and uncommitted changes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plan to count pending steps against; `-` reads stdin.

@@ -7,9 +7,11 @@ use crate::error::{Error, Refusal, RefusalKind};
 use crate::inspect;
 use crate::step::Plan;
 
-/// Check the history: unique step ids, a receipt on every commit of the run,
-/// no duplicated hunk, local equal to durable, and (with PLAN) every
-/// receipt's digest equal to its plan step's. Exit 0 when all hold, 3 if not.
+/// Check every invariant of the run's history (exit 0, or 3).
+///
+/// Unique step ids, a receipt on every commit of the run, no duplicated
+/// hunk, local equal to durable, and (with PLAN) every receipt's digest
+/// equal to its plan step's.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plan whose decisions the receipts must match; `-` reads stdin.

@@ -686,3 +686,54 @@ fn a_directory_can_become_a_file_and_back() {
         t.steps(&["fingerprint"]).ok().stdout().trim()
     );
 }
+
+/// SPEC "Trailer safety": nothing in `message` or `intent` changes the
+/// receipt as git reads it.
+#[test]
+fn forged_trailers_in_message_and_intent_do_not_change_the_receipt() {
+    let t = TestRepo::new();
+    let forged = "x\n\nStep-Id: forged\nStep-Run: evil\nStep-Decision: sha256:00\n";
+    let cases = [
+        serde_json::json!({"id": "t1", "files": {"a": "1\n"}, "message": forged}),
+        serde_json::json!({"id": "t2", "files": {"a": "2\n"}, "intent": forged}),
+        serde_json::json!({"id": "t3", "files": {"a": "3\n"}, "intent": {"k": "---\nStep-Id: forged"}, "message": "---"}),
+        serde_json::json!({"id": "t4", "files": {"a": "4\n"}, "intent": ["Step-Id: forged", "  continued", "Signed-off-by: x"]}),
+        serde_json::json!({"id": "t5", "files": {"a": "5\n"}, "message": "Step-Id: forged\n Step-Id: more"}),
+        // A `---` line would end the message for git's trailer parser.
+        serde_json::json!({"id": "t6", "files": {"a": "6\n"}, "message": "fix\n---\nStep-Id: forged"}),
+    ];
+    for (n, case) in cases.iter().enumerate() {
+        let id = case["id"].as_str().unwrap();
+        t.steps_stdin(&["apply", "-"], &line(case.clone())).ok();
+        let msg = t.git_out(&["log", "-1", "--format=%B"]);
+        let mut cmd = std::process::Command::new("git");
+        cmd.args(["interpret-trailers", "--parse"])
+            .current_dir(&t.work);
+        hermetic(&mut cmd, &t.home());
+        let parsed = t
+            .run_cmd(
+                cmd,
+                "git interpret-trailers --parse".into(),
+                Some(msg.as_bytes()),
+            )
+            .ok()
+            .stdout();
+        let keys: Vec<&str> = parsed
+            .lines()
+            .map(|l| l.split(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            ["Step-Id", "Step-Run", "Step-Decision"],
+            "case {n}: {msg}\n{parsed}"
+        );
+        assert!(
+            parsed.starts_with(&format!("Step-Id: {id}\nStep-Run: main\n")),
+            "case {n}: {parsed}"
+        );
+        let via_log = t.git_out(&["log", "-1", "--format=%(trailers:key=Step-Id,valueonly)"]);
+        assert_eq!(via_log, id, "case {n}");
+    }
+    assert_eq!(t.step_ids(), ["t1", "t2", "t3", "t4", "t5", "t6"]);
+    t.steps(&["verify"]).ok();
+}

@@ -385,3 +385,40 @@ fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<
     }
     Ok(())
 }
+
+/// The net changes, path by path, from tree `old` to tree `new` (None: the
+/// empty tree), sorted by path. A rename is a deletion and an addition.
+pub fn tree_changes(
+    repo: &Repository,
+    old: Option<&Tree<'_>>,
+    new: Option<&Tree<'_>>,
+) -> Result<Vec<Change>> {
+    let diff = repo.diff_tree_to_tree(old, new, None)?;
+    let side = |f: git2::DiffFile<'_>| {
+        (!f.id().is_zero()).then(|| Entry {
+            oid: f.id(),
+            mode: u32::from(f.mode()),
+        })
+    };
+    let mut out: Vec<Change> = Vec::new();
+    for d in diff.deltas() {
+        let path = d
+            .new_file()
+            .path()
+            .or(d.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (old, new) = (side(d.old_file()), side(d.new_file()));
+        // A type change (file ↔ symlink) comes as a deletion and an addition
+        // of the same path: one change.
+        match out.last_mut().filter(|c| c.path == path) {
+            Some(c) => {
+                c.old = c.old.or(old);
+                c.new = c.new.or(new);
+            }
+            None => out.push(Change { path, old, new }),
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}

@@ -17,7 +17,9 @@ use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::hunks::HunkCounts;
 use crate::ledger::{self, short, Ledger};
+use crate::lock;
 use crate::receipt;
+use crate::reconcile::{self, Reconciled};
 use crate::repair::{self, Repair};
 use crate::settings::{self, Settings};
 use crate::step::{Plan, Step};
@@ -61,41 +63,11 @@ pub struct ApplyReport {
     pub durable: &'static str,
     pub dry_run: bool,
     pub repair: Repair,
+    pub reconcile: Reconciled,
     pub steps: Vec<StepOutcome>,
     pub head: Option<String>,
     pub artifact: String,
     pub history: String,
-}
-
-/// Make sure HEAD is on the run's branch. A branch that does not exist yet is
-/// created at HEAD's commit (same tree: the worktree stays valid).
-pub fn ensure_on_branch(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Option<Oid>> {
-    let refname = s.refname();
-    let head_branch = settings::head_branch(repo);
-    let branch_tip = repo.refname_to_id(&refname).ok();
-    if head_branch.as_deref() == Some(s.branch.as_str()) {
-        return Ok(branch_tip);
-    }
-    let here = match &head_branch {
-        Some(b) => format!("branch {b}"),
-        None => "a detached HEAD".into(),
-    };
-    if branch_tip.is_some() {
-        return Err(Error::other(format!(
-            "HEAD is on {here}, but the run's branch {} already exists",
-            s.branch
-        ))
-        .with_hint(format!("`git switch {}` and rerun", s.branch)));
-    }
-    let head = repo.head().ok().and_then(|h| h.target());
-    if dry_run {
-        return Ok(head);
-    }
-    if let Some(oid) = head {
-        repo.reference(&refname, oid, false, "git-steps: start run branch")?;
-    }
-    repo.set_head(&refname)?;
-    Ok(head)
 }
 
 fn signature(repo: &Repository) -> Result<Signature<'static>> {
@@ -130,13 +102,11 @@ fn line_stats(repo: &Repository, changes: &[apply::Change]) -> Result<(usize, us
 /// prefix of the plan in history order. Returns the number of steps without
 /// a receipt.
 fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
-    let mut count = 0;
     let mut pending = 0;
     let mut first_pending: Option<String> = None;
     let mut last_index: Option<(usize, String)> = None;
     for step in plan.steps()? {
         let step = step?;
-        count += 1;
         match ledger.get(&step.id) {
             Some(entry) => {
                 if entry.decision != step.digest {
@@ -180,12 +150,6 @@ fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
             }
         }
     }
-    if count == 0 {
-        return Err(Error::input(format!(
-            "the plan {} holds no steps",
-            plan.name
-        )));
-    }
     Ok(pending)
 }
 
@@ -208,6 +172,32 @@ fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
     })
 }
 
+/// Where `apply` reports as it goes (status on stderr, lines on stdout).
+pub struct Hooks<'a> {
+    /// A one-line note for the user (stale lock removed, ...).
+    pub on_note: &'a mut dyn FnMut(&str),
+    pub on_repair: &'a mut dyn FnMut(&Repair),
+    pub on_reconcile: &'a mut dyn FnMut(&Reconciled),
+    pub on_step: &'a mut dyn FnMut(&StepOutcome),
+}
+
+/// Parse every step of the plan (syntax, ids, paths, unique ids); returns
+/// how many there are.
+pub fn validate(plan: &Plan) -> Result<usize> {
+    let mut n = 0;
+    for step in plan.steps()? {
+        step?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err(Error::input(format!(
+            "the plan {} holds no steps",
+            plan.name
+        )));
+    }
+    Ok(n)
+}
+
 /// Apply `plan` in the repository. `on_step` sees each outcome as it happens.
 /// On failure the error is returned with the outcomes so far.
 pub fn apply_plan(
@@ -215,11 +205,10 @@ pub fn apply_plan(
     s: &Settings,
     plan: &Plan,
     opts: &ApplyOptions,
-    on_repair: &mut dyn FnMut(&Repair),
-    on_step: &mut dyn FnMut(&StepOutcome),
+    hooks: &mut Hooks<'_>,
 ) -> std::result::Result<ApplyReport, (Error, Vec<StepOutcome>)> {
     let mut outcomes = Vec::new();
-    match apply_inner(repo, s, plan, opts, on_repair, on_step, &mut outcomes) {
+    match apply_inner(repo, s, plan, opts, hooks, &mut outcomes) {
         Ok(report) => Ok(report),
         Err(e) => Err((e, outcomes)),
     }
@@ -230,26 +219,61 @@ fn apply_inner(
     s: &Settings,
     plan: &Plan,
     opts: &ApplyOptions,
-    on_repair: &mut dyn FnMut(&Repair),
-    on_step: &mut dyn FnMut(&StepOutcome),
+    hooks: &mut Hooks<'_>,
     outcomes: &mut Vec<StepOutcome>,
 ) -> Result<ApplyReport> {
+    let Hooks {
+        on_note,
+        on_repair,
+        on_reconcile,
+        on_step,
+    } = hooks;
     crash::validate_env().map_err(Error::input)?;
     worktree::workdir(repo)?;
-    let mut head = ensure_on_branch(repo, s, opts.dry_run)?;
-    let ledger = ledger::scan(repo, head, &s.run)?;
-    ledger.ensure_sound(&s.branch)?;
-    let pending = preflight(plan, &ledger)?;
-    let repair = match repair::repair(repo, s, &ledger, opts.dry_run) {
-        // The user's own edits only matter when a step would land on them.
-        Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
-            Repair::LeftAlone {
-                paths: worktree::dirty_paths(repo)?,
-            }
+    // Every step parses before anything is written or fetched.
+    validate(plan)?;
+    let _lock = if opts.dry_run {
+        None
+    } else {
+        let lock = lock::acquire(repo.path())?;
+        if let Some(stale) = &lock.stale {
+            on_note(stale);
         }
-        other => other?,
+        for f in lock::clear_stale(repo.path(), &s.branch) {
+            on_note(&format!(
+                "removed {f}, left by a process that was killed mid-write"
+            ));
+        }
+        Some(lock)
+    };
+    // First the local side: finish a worktree update a crash interrupted.
+    let repair = if settings::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
+        let local = repo.refname_to_id(&s.refname()).ok();
+        let ledger = ledger::scan(repo, local, &s.run)?;
+        ledger.ensure_sound(&s.branch)?;
+        let pending = preflight(plan, &ledger)?;
+        match repair::repair(repo, s, &ledger, opts.dry_run) {
+            // The user's own edits only matter when a step would land on them.
+            Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
+                Repair::LeftAlone {
+                    paths: worktree::dirty_paths(repo)?,
+                }
+            }
+            other => other?,
+        }
+    } else {
+        Repair::Clean
     };
     on_repair(&repair);
+    // Then local against durable.
+    let reconciled = reconcile::reconcile(repo, s, opts.dry_run)?;
+    on_reconcile(&reconciled);
+    // In a dry run whose durable head is not fetched, the steps are shown
+    // against the local head.
+    let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
+    let ledger = ledger::scan(repo, head, &s.run)?;
+    ledger.ensure_sound(&s.branch)?;
+    preflight(plan, &ledger)?;
     let (mut counts, _) = ledger::hunk_counts(repo, &ledger)?;
     let mut history: Vec<(String, String)> = ledger
         .entries
@@ -293,9 +317,10 @@ fn apply_inner(
     Ok(ApplyReport {
         run: s.run.clone(),
         branch: s.branch.clone(),
-        durable: "local",
+        durable: s.durable_kind(),
         dry_run: opts.dry_run,
         repair,
+        reconcile: reconciled,
         steps: std::mem::take(outcomes),
         head: if opts.dry_run {
             None
@@ -361,6 +386,13 @@ fn apply_one(
         return Ok((o, commit));
     }
     crash::point("objects-written", &step.id);
+    if let Some(remote) = &s.remote {
+        // The commit point: the remote accepts the branch update.
+        remote
+            .push(repo, &s.branch, head, commit)
+            .map_err(|e| reconcile::push_error(e, &s.branch, &remote.spec, head))?;
+        crash::point("pushed", &step.id);
+    }
     move_ref(repo, s, head, commit, &step.id)?;
     *counts = trial;
     crash::point("ref-updated", &step.id);

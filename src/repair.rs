@@ -1,11 +1,12 @@
-//! Worktree repair: finishing the worktree update of a step whose receipt is
-//! durable but whose process died before the worktree and index caught up.
+//! Worktree repair: finishing a worktree update that a crash interrupted,
+//! after a step's receipt (or a fast-forward to the durable head) moved the
+//! branch but before the worktree and index caught up.
 //!
-//! Owns the decision "is this dirty worktree explained by a crashed step?".
-//! A path is explained when it is one the last step changed and both its
-//! worktree file and its index entry hold either the previous step's version
-//! or the last step's version — exactly the states the apply path can leave
-//! behind. Invariant: no user work is ever discarded. Before anything is
+//! Owns the decision "is this dirty worktree explained by an interrupted
+//! update?". A path is explained when both its worktree file and its index
+//! entry hold a version the path had somewhere in the run (the branch head,
+//! a step, or the run's base) — exactly the states an interrupted update can
+//! leave behind, one path at a time. Invariant: no user work is ever discarded. Before anything is
 //! restored, what was found is saved as a commit under
 //! `refs/steps/rescue/<run>/<n>`; anything not explained (the user's own
 //! edits) is refused and left untouched.
@@ -34,7 +35,8 @@ pub enum Repair {
     LeftAlone {
         paths: Vec<String>,
     },
-    /// The worktree was (or, in a dry run, would be) brought up to `step`.
+    /// The worktree was (or, in a dry run, would be) brought up to the branch
+    /// head, whose last step is `step`.
     Repaired {
         step: String,
         paths: Vec<String>,
@@ -91,115 +93,104 @@ fn same(repo: &Repository, disk: &Option<(Vec<u8>, u32)>, e: &Option<Entry>) -> 
     })
 }
 
-/// Leftover temporary files of an interrupted write (`.git-steps-*`) next
-/// to the step's paths.
-fn leftovers(workdir: &Path, changes: &[Change]) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut dirs: Vec<std::path::PathBuf> = changes
-        .iter()
-        .filter_map(|c| workdir.join(&c.path).parent().map(Path::to_path_buf))
-        .collect();
-    dirs.sort();
-    dirs.dedup();
-    for d in dirs {
-        let Ok(rd) = fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            if e.file_name().as_bytes().starts_with(b".git-steps-") {
-                out.push(e.path());
-            }
+/// Every version `path` had in the run: at the head, at each step, and at
+/// the base the run started from (None: absent).
+fn run_versions(
+    repo: &Repository,
+    ledger: &Ledger,
+    head: Oid,
+    path: &str,
+) -> Result<Vec<Option<Entry>>> {
+    let mut commits: Vec<Oid> = vec![head];
+    commits.extend(ledger.entries.iter().rev().map(|e| e.commit));
+    if let Some(b) = ledger.base {
+        commits.push(b);
+    }
+    let mut out: Vec<Option<Entry>> = Vec::new();
+    for c in commits {
+        let v = entry_at(repo, Some(&repo.find_commit(c)?.tree()?), path)?;
+        if !out.contains(&v) {
+            out.push(v);
         }
     }
-    out
+    if ledger.base.is_none() && !out.contains(&None) {
+        // The run started from an empty tree.
+        out.push(None);
+    }
+    Ok(out)
 }
 
-/// Check the worktree against the last step and repair it if a crashed step
-/// explains every difference. `dry_run` only reports.
+/// Check the worktree against the branch head and repair it if an
+/// interrupted update explains every difference: each dirty path holds, in
+/// the worktree and in the index, a version that path had at some point of
+/// the run. `dry_run` only reports.
 pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -> Result<Repair> {
     let workdir = worktree::workdir(repo)?;
     let dirty = worktree::dirty_paths(repo)?;
-    let Some(last) = ledger.last().filter(|e| Some(e.commit) == ledger.head) else {
-        if dirty.is_empty() {
-            return Ok(Repair::Clean);
-        }
-        return Err(worktree::dirty_refusal(None, &dirty));
-    };
-    let commit = repo.find_commit(last.commit)?;
-    let new_tree = commit.tree()?;
-    let old_tree = match commit.parent(0) {
-        Ok(p) => Some(p.tree()?),
-        Err(_) => None,
-    };
-    let diff = repo.diff_tree_to_tree(old_tree.as_ref(), Some(&new_tree), None)?;
-    let mut changes: Vec<Change> = Vec::new();
-    for d in diff.deltas() {
-        let path = d
-            .new_file()
-            .path()
-            .or(d.old_file().path())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        changes.push(Change {
-            old: entry_at(repo, old_tree.as_ref(), &path)?,
-            new: entry_at(repo, Some(&new_tree), &path)?,
-            path,
-        });
-    }
-    let stray = leftovers(&workdir, &changes);
-    if dirty.is_empty() && stray.is_empty() {
+    if dirty.is_empty() {
         return Ok(Repair::Clean);
     }
+    let Some(head) = ledger.head else {
+        return Err(worktree::dirty_refusal(None, &dirty));
+    };
+    let head_tree = repo.find_commit(head)?.tree()?;
     let index = repo.index()?;
     let mut unexplained = Vec::new();
     let mut to_fix = Vec::new();
     for p in &dirty {
-        let Some(c) = changes.iter().find(|c| &c.path == p) else {
-            unexplained.push(p.clone());
-            continue;
-        };
+        let versions = run_versions(repo, ledger, head, p)?;
         let disk = on_disk(&workdir, p)?;
         let idx = index.get_path(Path::new(p), 0).map(|e| Entry {
             oid: e.id,
             mode: e.mode,
         });
-        let disk_ok = same(repo, &disk, &c.old)? || same(repo, &disk, &c.new)?;
-        let index_ok = idx == c.old || idx == c.new;
-        if disk_ok && index_ok {
-            to_fix.push(c.clone());
+        let mut disk_ok = false;
+        for v in &versions {
+            if same(repo, &disk, v)? {
+                disk_ok = true;
+                break;
+            }
+        }
+        if disk_ok && versions.contains(&idx) {
+            to_fix.push(Change {
+                path: p.clone(),
+                old: idx,
+                new: entry_at(repo, Some(&head_tree), p)?,
+            });
         } else {
             unexplained.push(p.clone());
         }
     }
+    let step = ledger
+        .last()
+        .map(|e| e.id.clone())
+        .unwrap_or_else(|| "-".into());
     if !unexplained.is_empty() {
         return Err(Error::from(Refusal {
             kind: RefusalKind::DirtyWorktree,
             step: None,
             saw: format!(
-                "the worktree or index has changes that the last step ({}, {}) does not explain: {}",
-                last.id,
-                short(last.commit),
+                "the worktree or index has changes that no step of the run explains (branch at {}, last step {step}): {}",
+                short(head),
                 unexplained.join(", ")
             ),
             would: "overwrite them while finishing or continuing the run".into(),
             hint: "these look like your own edits: commit them elsewhere or stash them (`git stash -u`), then rerun; nothing was changed".into(),
         }));
     }
-    // Paths changed by the step but clean (already up to date) need nothing.
     let paths: Vec<String> = to_fix.iter().map(|c| c.path.clone()).collect();
     if dry_run {
         return Ok(Repair::Repaired {
-            step: last.id.clone(),
+            step,
             paths,
             rescue: None,
         });
     }
-    let rescue = save_rescue(repo, s, &workdir, last.commit, &to_fix, &last.id)?;
-    crash::point("repair-saved", &last.id);
-    for f in stray {
-        let _ = fs::remove_file(f);
-    }
-    worktree::update(repo, &to_fix, &last.id)?;
+    let rescue = save_rescue(repo, s, &workdir, head, &to_fix, &step)?;
+    crash::point("repair-saved", &step);
+    worktree::update(repo, &to_fix, &step)?;
     Ok(Repair::Repaired {
-        step: last.id.clone(),
+        step,
         paths,
         rescue: Some(rescue),
     })

@@ -1,6 +1,7 @@
 //! Settings: the run's durable domain, branch and id, from flags and git config.
 //!
-//! Owns the `steps.*` git config keys and their defaults. Invariant: the
+//! Owns the `steps.*` git config keys (`branch`, `run`, `remote`,
+//! `transport`, `allowDuplicateHunks`) and their defaults. Invariant: the
 //! defaults are deterministic (the run id defaults to the branch name), so a
 //! fresh box that runs `git steps init` with the same flags resumes the same
 //! run instead of starting another.
@@ -10,6 +11,7 @@ use std::path::Path;
 use git2::{ConfigLevel, Repository};
 
 use crate::error::{Context, Error, Result};
+use crate::remote::{Remote, Transport};
 
 /// Durability switches libgit2 leaves off by default. Objects and refs are
 /// fsynced (file and directory) so a step reported done survives power loss.
@@ -52,6 +54,8 @@ pub fn open(path: &Path) -> Result<Repository> {
 pub struct Overrides {
     pub branch: Option<String>,
     pub run: Option<String>,
+    pub remote: Option<String>,
+    pub transport: Option<String>,
 }
 
 /// The resolved settings of a run.
@@ -59,6 +63,8 @@ pub struct Overrides {
 pub struct Settings {
     pub branch: String,
     pub run: String,
+    /// None: the durable domain is the local repository.
+    pub remote: Option<Remote>,
 }
 
 impl Settings {
@@ -68,10 +74,30 @@ impl Settings {
 
     /// A sentence that says where steps become durable.
     pub fn durable_domain(&self) -> String {
-        format!(
-            "durable domain: this local repository (branch {}; no remote: a step is durable once its ref update is fsynced here)",
-            self.branch
-        )
+        match &self.remote {
+            None => format!(
+                "durable domain: this local repository (branch {}; no remote: a step is durable once its ref update is fsynced here)",
+                self.branch
+            ),
+            Some(r) => format!(
+                "durable domain: remote {} (branch {}, transport {}): a step is durable once the remote accepts its branch update",
+                r.spec,
+                self.branch,
+                match r.transport {
+                    Transport::Libgit2 => "libgit2",
+                    Transport::Git => "git",
+                }
+            ),
+        }
+    }
+
+    /// `"local"` or `"remote"`, for `--json`.
+    pub fn durable_kind(&self) -> &'static str {
+        if self.remote.is_some() {
+            "remote"
+        } else {
+            "local"
+        }
     }
 }
 
@@ -113,14 +139,47 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
             "run id {run:?} must be non-empty and contain no whitespace"
         )));
     }
-    Ok(Settings { branch, run })
+    let remote = match &o.remote {
+        Some(r) => Some(r.clone()),
+        None => config_str(repo, "steps.remote")?,
+    }
+    .filter(|r| !r.is_empty());
+    let transport = match &o.transport {
+        Some(t) => Transport::parse(t)?,
+        None => match config_str(repo, "steps.transport")? {
+            Some(t) => Transport::parse(&t)?,
+            None => Transport::Libgit2,
+        },
+    };
+    let remote = remote.map(|spec| Remote { spec, transport });
+    Ok(Settings {
+        branch,
+        run,
+        remote,
+    })
 }
 
-/// Store settings in the repository's own config (`steps.branch`, `steps.run`).
+/// Store settings in the repository's own config (`steps.branch`,
+/// `steps.run`, `steps.remote`, `steps.transport`).
 pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
     let mut cfg = repo.config()?.open_level(ConfigLevel::Local)?;
     cfg.set_str("steps.branch", &s.branch)?;
     cfg.set_str("steps.run", &s.run)?;
+    match &s.remote {
+        Some(r) => {
+            cfg.set_str("steps.remote", &r.spec)?;
+            cfg.set_str(
+                "steps.transport",
+                match r.transport {
+                    Transport::Libgit2 => "libgit2",
+                    Transport::Git => "git",
+                },
+            )?;
+        }
+        None => {
+            let _ = cfg.remove("steps.remote");
+        }
+    }
     Ok(())
 }
 

@@ -142,6 +142,7 @@ pub fn workdir(repo: &Repository) -> Result<PathBuf> {
 /// touching only `changes`. Crash points mark each boundary.
 pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     let workdir = workdir(repo)?;
+    let staging = crate::lock::tmp_dir(repo.path());
     let mut index = repo.index()?;
     // Deletions first: a step may replace a file or symlink by a directory.
     let mut written = 0usize;
@@ -155,7 +156,7 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     for c in changes.iter() {
         let Some(new) = c.new else { continue };
         let blob = repo.find_blob(new.oid)?;
-        let target = write(&workdir, &c.path, blob.content(), new.mode)?;
+        let target = write(&workdir, &staging, &c.path, blob.content(), new.mode)?;
         let meta = fs::symlink_metadata(&target)?;
         index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
         written += 1;
@@ -213,7 +214,10 @@ fn parent_dir(workdir: &Path, path: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn write(workdir: &Path, path: &str, content: &[u8], mode: u32) -> Result<PathBuf> {
+/// Write one file: staged in `staging` (inside `.git`, so an interrupted
+/// write leaves nothing in the worktree) and renamed into place; staged next
+/// to the target instead when `.git` is on another filesystem.
+fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) -> Result<PathBuf> {
     let dir = parent_dir(workdir, path)?;
     let target = workdir.join(path);
     if let Ok(m) = fs::symlink_metadata(&target) {
@@ -224,27 +228,41 @@ fn write(workdir: &Path, path: &str, content: &[u8], mode: u32) -> Result<PathBu
             )));
         }
     }
-    if mode == MODE_LINK {
-        let link_target = std::ffi::OsStr::from_bytes(content);
-        let tmp = dir.join(format!(".git-steps-link-{}", std::process::id()));
-        let _ = fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(link_target, &tmp)
-            .context(|| format!("cannot create the symlink {path}"))?;
-        fs::rename(&tmp, &target).context(|| format!("cannot write {path}"))?;
-    } else {
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".git-steps-")
-            .tempfile_in(&dir)
-            .context(|| format!("cannot write {path}"))?;
-        tmp.write_all(content)?;
-        let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
-        tmp.as_file()
-            .set_permissions(fs::Permissions::from_mode(perm))?;
-        tmp.persist(&target)
-            .map_err(|e| e.error)
-            .context(|| format!("cannot write {path}"))?;
+    let _ = fs::create_dir(staging);
+    for (attempt, place) in [staging, dir.as_path()].into_iter().enumerate() {
+        let staged = if mode == MODE_LINK {
+            let link_target = std::ffi::OsStr::from_bytes(content);
+            let tmp = place.join(format!(".git-steps-link-{}", std::process::id()));
+            let _ = fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(link_target, &tmp)
+                .context(|| format!("cannot create the symlink {path}"))?;
+            tmp
+        } else {
+            let tmp = tempfile::Builder::new()
+                .prefix(".git-steps-")
+                .tempfile_in(place)
+                .context(|| format!("cannot write {path}"))?;
+            let mut f = tmp.as_file();
+            f.write_all(content)?;
+            let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
+            f.set_permissions(fs::Permissions::from_mode(perm))?;
+            tmp.into_temp_path()
+                .keep()
+                .map_err(|e| e.error)
+                .context(|| format!("cannot write {path}"))?
+        };
+        match fs::rename(&staged, &target) {
+            Ok(()) => return Ok(target),
+            Err(e) if attempt == 0 && e.raw_os_error() == Some(libc::EXDEV) => {
+                let _ = fs::remove_file(&staged);
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&staged);
+                return Err(Error::other(format!("cannot write {path}: {e}")));
+            }
+        }
     }
-    Ok(target)
+    Err(Error::other(format!("cannot write {path}")))
 }
 
 fn remove(workdir: &Path, path: &str) -> Result<()> {

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::engine::{self, ApplyOptions, StepOutcome};
+use crate::reconcile::{Action, Reconciled};
 use crate::repair::Repair;
 use crate::settings;
 use crate::step::Plan;
@@ -102,7 +103,49 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             }
         }
     };
-    match engine::apply_plan(&repo, &s, &plan, &opts, &mut on_repair, &mut on_step) {
+    let mut on_note = |n: &str| {
+        if !quiet {
+            eprintln!("note: {n}");
+        }
+    };
+    let dry_run = a.dry_run;
+    let mut on_reconcile = |r: &Reconciled| {
+        if quiet {
+            return;
+        }
+        let short = |o: &Option<String>| {
+            o.as_deref()
+                .map(|h| h[..12].to_string())
+                .unwrap_or_else(|| "nothing".into())
+        };
+        let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
+        match &r.action {
+            Action::LocalOnly | Action::InSync => {}
+            Action::FastForward { from, steps, .. } => eprintln!(
+                "reconcile: {} the local branch from {} to the durable head {} ({steps} commit(s))",
+                verb("fast-forwarded", "would fast-forward"),
+                short(from),
+                short(&r.durable)
+            ),
+            Action::Push { from, to, steps } => eprintln!(
+                "reconcile: {} {steps} local receipted commit(s) the remote lacked ({} → {})",
+                verb("pushed", "would push"),
+                short(from),
+                &to[..12]
+            ),
+            Action::Fetch { durable } => eprintln!(
+                "reconcile: the durable head {} is not fetched; apply would fetch it and fast-forward if it descends from the local head",
+                &durable[..12]
+            ),
+        }
+    };
+    let mut hooks = engine::Hooks {
+        on_note: &mut on_note,
+        on_repair: &mut on_repair,
+        on_reconcile: &mut on_reconcile,
+        on_step: &mut on_step,
+    };
+    match engine::apply_plan(&repo, &s, &plan, &opts, &mut hooks) {
         Ok(report) => {
             if ctx.json {
                 emit_json(out, "apply", &report)?;

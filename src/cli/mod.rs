@@ -64,6 +64,12 @@ pub struct RunArgs {
     /// The run id written in every receipt [config: steps.run; default: the branch name].
     #[arg(long, value_name = "ID")]
     pub run: Option<String>,
+    /// The durable remote: a remote name, URL or path [config: steps.remote; default: none, the local repository].
+    #[arg(long, value_name = "NAME|URL")]
+    pub remote: Option<String>,
+    /// How to reach the remote: libgit2, or the user's git [config: steps.transport].
+    #[arg(long, value_name = "libgit2|git")]
+    pub transport: Option<String>,
 }
 
 impl RunArgs {
@@ -71,6 +77,8 @@ impl RunArgs {
         Overrides {
             branch: self.branch.clone(),
             run: self.run.clone(),
+            remote: self.remote.clone(),
+            transport: self.transport.clone(),
         }
     }
 }

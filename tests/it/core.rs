@@ -339,7 +339,7 @@ fn uncommitted_work_is_never_overwritten() {
         &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
     )
     .code_is(3)
-    .stderr_has("does not explain: f.txt");
+    .stderr_has("no step of the run explains");
     assert_eq!(t.snapshot(), before);
     t.git(&["checkout", "f.txt"]).ok();
     // An untracked file where a step would create one: refused, kept.
@@ -605,7 +605,7 @@ fn user_edits_on_top_of_a_crashed_step_are_refused_and_kept() {
     let before = t.snapshot();
     t.steps(&["apply", plan_s])
         .code_is(3)
-        .stderr_has("does not explain");
+        .stderr_has("no step of the run explains");
     assert_eq!(t.snapshot(), before);
     assert_eq!(t.read("log.txt"), "line-1\nline-2\nmy own line\n");
 }

@@ -1,0 +1,105 @@
+//! One runner per repository: an advisory lock held while applying.
+//!
+//! Owns `<git dir>/steps.lock`. Invariant: two git-steps processes never
+//! apply to the same repository at once. The lock is a `flock(2)` on that
+//! file, which the kernel releases when its holder exits in any way —
+//! SIGKILL and a crash included — so a lock left by a dead process never
+//! blocks; the file's content (the holder's pid) is only for messages.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Held until dropped (or the process dies).
+pub struct Lock {
+    _file: File,
+    /// Set when the previous holder died while holding it.
+    pub stale: Option<String>,
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// Take the lock in `git_dir`, or fail at once naming the holder.
+pub fn acquire(git_dir: &Path) -> Result<Lock> {
+    let path: PathBuf = git_dir.join("steps.lock");
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::other(format!("cannot open the lock {}: {e}", path.display())))?;
+    let mut previous = String::new();
+    let _ = file.read_to_string(&mut previous);
+    // SAFETY: flock on a file descriptor we own.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let holder = previous.trim();
+        return Err(Error::other(format!(
+            "another git-steps is applying in this repository (pid {}, lock {})",
+            if holder.is_empty() { "unknown" } else { holder },
+            path.display()
+        ))
+        .with_hint("wait for it to finish, then rerun; the lock is released the moment that process exits, however it exits"));
+    }
+    let stale = previous.trim().parse::<i32>().ok().filter(|p| *p != std::process::id() as i32).map(|pid| {
+        if pid_alive(pid) {
+            format!("the lock names pid {pid}, which is running but no longer holds it")
+        } else {
+            format!(
+                "the lock was left by pid {pid}, which is no longer running (the kernel released its flock when it died)"
+            )
+        }
+    });
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    writeln!(file, "{}", std::process::id())?;
+    Ok(Lock { _file: file, stale })
+}
+
+/// Lock files and temporary files that only a killed writer leaves behind.
+/// Called with the lock held: no other git-steps is writing. Returns what was
+/// removed, for a message. (A `git` command the user runs at the same moment
+/// would also hold such a lock; that is the one race this cannot tell apart,
+/// and the message names the file.)
+pub fn clear_stale(git_dir: &Path, branch: &str) -> Vec<String> {
+    let mut removed = Vec::new();
+    let candidates = [
+        git_dir.join("index.lock"),
+        git_dir.join(format!("refs/heads/{branch}.lock")),
+        git_dir.join(format!("refs/steps/remote/{branch}.lock")),
+    ];
+    for p in candidates {
+        if p.exists() && std::fs::remove_file(&p).is_ok() {
+            removed.push(p.display().to_string());
+        }
+    }
+    let tmp = tmp_dir(git_dir);
+    if let Ok(rd) = std::fs::read_dir(&tmp) {
+        for e in rd.flatten() {
+            if std::fs::remove_file(e.path()).is_ok() {
+                removed.push(e.path().display().to_string());
+            }
+        }
+    }
+    removed
+}
+
+/// Where worktree writes are staged before they are renamed into place.
+pub fn tmp_dir(git_dir: &Path) -> PathBuf {
+    git_dir.join("steps-tmp")
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Leave the file; clear the pid so the next holder does not report a
+        // clean exit as a dead holder.
+        let _ = self._file.set_len(0);
+    }
+}

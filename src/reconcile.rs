@@ -1,0 +1,284 @@
+//! Reconcile: bring the local branch and the durable branch together before
+//! any step runs.
+//!
+//! Owns the resume decision between local head L and durable head R: equal
+//! → nothing; L behind R → fast-forward L (and the worktree); L ahead of R
+//! with receipted commits → push them (compare-and-swap); diverged, or a
+//! commit without a receipt in the run → refuse, showing both heads.
+//! Invariant: reconcile only ever moves a branch forward along history that
+//! is all receipts of this run; it never discards a commit and never forces.
+
+use git2::{Oid, Repository};
+use serde::Serialize;
+
+use crate::apply::tree_changes;
+use crate::crash;
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::ledger::{self, short};
+use crate::remote::PushError;
+use crate::settings::{self, Settings};
+use crate::worktree;
+
+/// What reconcile did (or, in a dry run, would do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// No remote: the local branch is the durable one.
+    LocalOnly,
+    /// Local and durable heads agree.
+    InSync,
+    /// The local branch was behind and moved forward to the durable head.
+    FastForward {
+        from: Option<String>,
+        to: String,
+        steps: usize,
+    },
+    /// The local branch was ahead; its receipted commits were pushed.
+    Push {
+        from: Option<String>,
+        to: String,
+        steps: usize,
+    },
+    /// Dry run: the durable head is not fetched yet; apply will fetch it and
+    /// fast-forward if it descends from the local head.
+    Fetch { durable: String },
+}
+
+/// The heads after reconciling.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reconciled {
+    pub local: Option<String>,
+    pub durable: Option<String>,
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+fn hex(o: Option<Oid>) -> Option<String> {
+    o.map(|o| o.to_string())
+}
+
+/// Make sure HEAD is on the run's branch. A branch that does not exist
+/// locally is created at `start` (the durable head, or HEAD's commit when
+/// there is none) and the worktree brought to it.
+pub fn ensure_on_branch(
+    repo: &Repository,
+    s: &Settings,
+    start: Option<Oid>,
+    dry_run: bool,
+) -> Result<Option<Oid>> {
+    let refname = s.refname();
+    let head_branch = settings::head_branch(repo);
+    let branch_tip = repo.refname_to_id(&refname).ok();
+    if head_branch.as_deref() == Some(s.branch.as_str()) {
+        return Ok(branch_tip);
+    }
+    let here = match &head_branch {
+        Some(b) => format!("branch {b}"),
+        None => "a detached HEAD".into(),
+    };
+    if branch_tip.is_some() {
+        return Err(Error::other(format!(
+            "HEAD is on {here}, but the run's branch {} already exists",
+            s.branch
+        ))
+        .with_hint(format!("`git switch {}` and rerun", s.branch)));
+    }
+    let head = repo.head().ok().and_then(|h| h.target());
+    let start = start.or(head);
+    if dry_run {
+        return Ok(start);
+    }
+    if start != head {
+        // Switching to a durable head elsewhere: only over a clean worktree.
+        let dirty = worktree::dirty_paths(repo)?;
+        if !dirty.is_empty() {
+            return Err(worktree::dirty_refusal(None, &dirty));
+        }
+    }
+    if let Some(oid) = start {
+        repo.reference(&refname, oid, false, "git-steps: start run branch")?;
+    }
+    repo.set_head(&refname)?;
+    if start != head {
+        let old = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
+        let new = start.map(|h| repo.find_commit(h)?.tree()).transpose()?;
+        let changes = tree_changes(repo, old.as_ref(), new.as_ref())?;
+        worktree::update(repo, &changes, "-")?;
+    }
+    Ok(start)
+}
+
+/// The id of the newest receipt at `head`, for crash points.
+fn last_step(repo: &Repository, s: &Settings, head: Oid) -> String {
+    repo.find_commit(head)
+        .ok()
+        .and_then(|c| c.message().ok().and_then(|m| crate::receipt::parse(m).ok()))
+        .filter(|r| r.run == s.run)
+        .map(|r| r.id)
+        .unwrap_or_else(|| "-".into())
+}
+
+fn count_between(repo: &Repository, from: Option<Oid>, to: Oid) -> Result<usize> {
+    let mut walk = repo.revwalk()?;
+    walk.push(to)?;
+    if let Some(f) = from {
+        walk.hide(f)?;
+    }
+    walk.simplify_first_parent()?;
+    Ok(walk.count())
+}
+
+/// Reconcile local and durable branches (see the module doc).
+pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Reconciled> {
+    let Some(remote) = &s.remote else {
+        let local = ensure_on_branch(repo, s, None, dry_run)?;
+        return Ok(Reconciled {
+            local: hex(local),
+            durable: hex(local),
+            action: Action::LocalOnly,
+        });
+    };
+    let durable = if dry_run {
+        remote.head(repo, &s.branch)?
+    } else {
+        remote.fetch(repo, &s.branch)?
+    };
+    if let Some(r) = durable {
+        if repo.find_commit(r).is_err() {
+            // Only in a dry run: nothing was fetched.
+            let local = ensure_on_branch(repo, s, None, true)?;
+            return Ok(Reconciled {
+                local: hex(local),
+                durable: Some(r.to_string()),
+                action: Action::Fetch {
+                    durable: r.to_string(),
+                },
+            });
+        }
+        // The durable history must itself be sound.
+        ledger::scan(repo, Some(r), &s.run)?
+            .ensure_sound(&format!("{} on {}", s.branch, remote.spec))?;
+    }
+    let local = ensure_on_branch(repo, s, durable, dry_run)?;
+    let done = |action| Reconciled {
+        local: hex(local),
+        durable: hex(durable),
+        action,
+    };
+    match (local, durable) {
+        (None, None) => Ok(done(Action::InSync)),
+        (l, r) if l == r => Ok(done(Action::InSync)),
+        (Some(l), r) if r.is_none() || repo.graph_descendant_of(l, r.unwrap_or(l))? => {
+            // Local ahead: everything the remote lacks must be receipts of
+            // this run (or the base the run started from).
+            ledger::scan(repo, Some(l), &s.run)?.ensure_sound(&s.branch)?;
+            let steps = count_between(repo, r, l)?;
+            let action = Action::Push {
+                from: hex(r),
+                to: l.to_string(),
+                steps,
+            };
+            if dry_run {
+                return Ok(done(action));
+            }
+            match remote.push(repo, &s.branch, r, l) {
+                Ok(()) => {}
+                Err(e) => return Err(push_error(e, &s.branch, &remote.spec, r)),
+            }
+            crash::point("reconcile-pushed", &last_step(repo, s, l));
+            Ok(Reconciled {
+                local: Some(l.to_string()),
+                durable: Some(l.to_string()),
+                action,
+            })
+        }
+        (l, Some(r)) if l.is_none() || repo.graph_descendant_of(r, l.unwrap_or(r))? => {
+            let steps = count_between(repo, l, r)?;
+            let action = Action::FastForward {
+                from: hex(l),
+                to: r.to_string(),
+                steps,
+            };
+            if dry_run {
+                return Ok(done(action));
+            }
+            let dirty = worktree::dirty_paths(repo)?;
+            if !dirty.is_empty() {
+                return Err(worktree::dirty_refusal(None, &dirty));
+            }
+            let refname = s.refname();
+            match l {
+                Some(l) => repo.reference_matching(
+                    &refname,
+                    r,
+                    true,
+                    l,
+                    "git-steps: fast-forward to the durable head",
+                )?,
+                None => repo.reference(
+                    &refname,
+                    r,
+                    false,
+                    "git-steps: fast-forward to the durable head",
+                )?,
+            };
+            let step = last_step(repo, s, r);
+            crash::point("reconcile-ref", &step);
+            let old = l.map(|h| repo.find_commit(h)?.tree()).transpose()?;
+            let new = repo.find_commit(r)?.tree()?;
+            let changes = tree_changes(repo, old.as_ref(), Some(&new))?;
+            worktree::update(repo, &changes, &step)?;
+            Ok(Reconciled {
+                local: Some(r.to_string()),
+                durable: Some(r.to_string()),
+                action,
+            })
+        }
+        (Some(l), Some(r)) => {
+            let base = repo.merge_base(l, r).ok();
+            let ahead = count_between(repo, base, l)?;
+            let behind = count_between(repo, base, r)?;
+            Err(Error::from(Refusal {
+                kind: RefusalKind::Diverged,
+                step: None,
+                saw: format!(
+                    "the local branch {} is at {} ({ahead} commit(s) the remote lacks) and the durable branch on {} is at {} ({behind} commit(s) the local branch lacks){}",
+                    s.branch,
+                    short(l),
+                    remote.spec,
+                    short(r),
+                    base.map(|b| format!("; they split at {}", short(b))).unwrap_or_default()
+                ),
+                would: "continue one of two histories and lose the other's steps".into(),
+                hint: format!(
+                    "compare them with `git log --oneline {} {}`; the remote is the durable one: if the local-only commits were never accepted (another runner won), keep them on a side branch and take the remote's: `git branch steps-local-{} {} && git reset --keep {}`, then rerun",
+                    short(l),
+                    short(r),
+                    short(l),
+                    short(l),
+                    short(r)
+                ),
+            }))
+        }
+        (None, Some(_)) | (Some(_), None) => unreachable!("handled above"),
+    }
+}
+
+/// Map a failed push to the SPEC's errors.
+pub fn push_error(e: PushError, branch: &str, spec: &str, expected: Option<Oid>) -> Error {
+    match e {
+        PushError::Moved { found } => Error::RemoteMoved {
+            message: format!(
+                "{branch} on {spec} is no longer at {} (now {}): another writer won the race; nothing of this step was accepted",
+                expected.map(short).unwrap_or_else(|| "nothing".into()),
+                found.map(short).unwrap_or_else(|| "unknown".into())
+            ),
+            hint: "rerun the same command: it reconciles with the new durable head and applies what is still missing".into(),
+        },
+        PushError::Rejected(msg) => Error::other(format!(
+            "{spec} refused the update of {branch}: {msg}"
+        ))
+        .with_hint("the remote's hooks or permissions said no; nothing of this step became durable"),
+        PushError::Failed(e) => e,
+    }
+}

@@ -1,0 +1,406 @@
+//! Remote sync: reading, fetching and compare-and-swap pushing the durable
+//! branch, through libgit2 or the user's `git`.
+//!
+//! Owns the commit point when the durable domain is a remote: a step is
+//! durable exactly when the remote accepted the branch update. Invariant: a
+//! push is a compare-and-swap on the branch's expected id, never a force, and
+//! a rejected update is never reported as success — libgit2 reports
+//! rejections through the push-update-reference callback while `push`
+//! itself returns Ok, so that callback is always checked; the remote's
+//! advertised value is checked against the expected id before anything is
+//! sent (push negotiation); and an ambiguous failure is settled by reading
+//! the remote again.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::process::Command;
+
+use git2::{Cred, CredentialType, FetchOptions, Oid, PushOptions, RemoteCallbacks, Repository};
+
+use crate::error::{Error, Result};
+use crate::ledger::short;
+
+/// How to talk to the remote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// libgit2: file paths, file://, git://, http(s)://, ssh:// (ssh-agent,
+    /// credential helpers).
+    Libgit2,
+    /// The user's `git` executable, for its credential helpers and ssh config.
+    Git,
+}
+
+impl Transport {
+    pub fn parse(s: &str) -> Result<Transport> {
+        match s {
+            "libgit2" => Ok(Transport::Libgit2),
+            "git" => Ok(Transport::Git),
+            other => Err(Error::input(format!(
+                "unknown transport {other:?}; use `libgit2` or `git`"
+            ))),
+        }
+    }
+}
+
+/// The durable remote of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    /// A configured remote name, or a URL or path.
+    pub spec: String,
+    pub transport: Transport,
+}
+
+/// The outcome of a push that did not land.
+#[derive(Debug)]
+pub enum PushError {
+    /// Another writer won the race: the branch is no longer at the expected id.
+    Moved { found: Option<Oid> },
+    /// The remote refused the update (a hook, permissions, ...).
+    Rejected(String),
+    /// Transport or local failure; the remote state is unknown.
+    Failed(Error),
+}
+
+/// The private ref a fetch of `branch` lands in.
+pub fn tracking_ref(branch: &str) -> String {
+    format!("refs/steps/remote/{branch}")
+}
+
+fn callbacks<'a>(repo: &'a Repository) -> RemoteCallbacks<'a> {
+    let mut cb = RemoteCallbacks::new();
+    let tried = RefCell::new(CredentialType::empty());
+    let config = repo.config().ok();
+    cb.credentials(move |url, username, allowed| {
+        // Try each kind of credential once, like git: ssh-agent, then the
+        // credential helpers, then a plain user name.
+        let mut tried = tried.borrow_mut();
+        if allowed.contains(CredentialType::SSH_KEY) && !tried.contains(CredentialType::SSH_KEY) {
+            tried.insert(CredentialType::SSH_KEY);
+            let user = username.unwrap_or("git");
+            return Cred::ssh_key_from_agent(user);
+        }
+        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+            && !tried.contains(CredentialType::USER_PASS_PLAINTEXT)
+        {
+            tried.insert(CredentialType::USER_PASS_PLAINTEXT);
+            if let Some(cfg) = &config {
+                return Cred::credential_helper(cfg, url, username);
+            }
+        }
+        if allowed.contains(CredentialType::USERNAME) && !tried.contains(CredentialType::USERNAME) {
+            tried.insert(CredentialType::USERNAME);
+            return Cred::username(username.unwrap_or("git"));
+        }
+        Err(git2::Error::from_str(&format!(
+            "no credentials for {url}: ssh-agent and git's credential helpers gave none that the server accepted (try --transport git)"
+        )))
+    });
+    cb
+}
+
+fn libgit2_remote<'r>(repo: &'r Repository, spec: &str) -> Result<git2::Remote<'r>> {
+    match repo.find_remote(spec) {
+        Ok(r) => Ok(r),
+        Err(_) => repo.remote_anonymous(spec).map_err(|e| {
+            Error::other(format!(
+                "{spec:?} is neither a configured remote nor a URL: {}",
+                e.message()
+            ))
+        }),
+    }
+}
+
+fn git_cli(repo: &Repository) -> Result<Command> {
+    let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
+    let mut cmd = Command::new("git");
+    cmd.current_dir(&dir).env_remove("GIT_STEPS_CRASH");
+    Ok(cmd)
+}
+
+fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
+    let out = cmd.output().map_err(|e| {
+        Error::other(format!("cannot run git for {what}: {e}"))
+            .with_hint("--transport git needs `git` on PATH")
+    })?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+impl Remote {
+    /// A name for messages (the URL of a named remote, where known).
+    pub fn describe(&self, repo: &Repository) -> String {
+        match repo.find_remote(&self.spec) {
+            Ok(r) => format!("{} ({})", self.spec, String::from_utf8_lossy(r.url_bytes())),
+            Err(_) => self.spec.clone(),
+        }
+    }
+
+    /// Read the remote branch's head without fetching anything.
+    pub fn head(&self, repo: &Repository, branch: &str) -> Result<Option<Oid>> {
+        let refname = format!("refs/heads/{branch}");
+        match self.transport {
+            Transport::Libgit2 => {
+                let mut remote = libgit2_remote(repo, &self.spec)?;
+                let conn = remote
+                    .connect_auth(git2::Direction::Fetch, Some(callbacks(repo)), None)
+                    .map_err(|e| self.net_error("read", e))?;
+                let found = conn
+                    .list()?
+                    .iter()
+                    .find(|h| h.name() == refname)
+                    .map(|h| h.oid());
+                Ok(found)
+            }
+            Transport::Git => {
+                let mut cmd = git_cli(repo)?;
+                cmd.args(["ls-remote", "--", &self.spec, &refname]);
+                let (ok, out, err) = run_git(cmd, "ls-remote")?;
+                if !ok {
+                    return Err(Error::other(format!(
+                        "git ls-remote {} failed: {}",
+                        self.spec,
+                        err.trim()
+                    )));
+                }
+                parse_ls_remote(&out, &refname)
+            }
+        }
+    }
+
+    /// Fetch the remote branch into [`tracking_ref`]; returns its head, or
+    /// None when the remote has no such branch.
+    pub fn fetch(&self, repo: &Repository, branch: &str) -> Result<Option<Oid>> {
+        let refname = format!("refs/heads/{branch}");
+        let refspec = format!("+{refname}:{}", tracking_ref(branch));
+        match self.transport {
+            Transport::Libgit2 => {
+                let mut remote = libgit2_remote(repo, &self.spec)?;
+                let mut opts = FetchOptions::new();
+                opts.remote_callbacks(callbacks(repo))
+                    .download_tags(git2::AutotagOption::None);
+                remote
+                    .fetch(
+                        &[refspec.as_str()],
+                        Some(&mut opts),
+                        Some("git-steps: fetch"),
+                    )
+                    .map_err(|e| self.net_error("fetch from", e))?;
+                let found = remote
+                    .list()?
+                    .iter()
+                    .find(|h| h.name() == refname)
+                    .map(|h| h.oid());
+                Ok(found)
+            }
+            Transport::Git => {
+                let Some(oid) = self.head(repo, branch)? else {
+                    return Ok(None);
+                };
+                if repo.find_commit(oid).is_err() {
+                    let mut cmd = git_cli(repo)?;
+                    cmd.args([
+                        "fetch",
+                        "--quiet",
+                        "--no-tags",
+                        "--no-write-fetch-head",
+                        "--",
+                        &self.spec,
+                        &refspec,
+                    ]);
+                    let (ok, _, err) = run_git(cmd, "fetch")?;
+                    if !ok {
+                        return Err(Error::other(format!(
+                            "git fetch {} failed: {}",
+                            self.spec,
+                            err.trim()
+                        )));
+                    }
+                }
+                repo.reference(&tracking_ref(branch), oid, true, "git-steps: fetch")?;
+                Ok(Some(oid))
+            }
+        }
+    }
+
+    fn net_error(&self, verb: &str, e: git2::Error) -> Error {
+        Error::other(format!("cannot {verb} {}: {}", self.spec, e.message())).with_hint(
+            "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",
+        )
+    }
+
+    /// Move the remote branch from `expected` (None: it must not exist) to
+    /// `new`, or fail without changing it.
+    pub fn push(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        expected: Option<Oid>,
+        new: Oid,
+    ) -> std::result::Result<(), PushError> {
+        let first = match self.transport {
+            Transport::Libgit2 => self.push_libgit2(repo, branch, expected, new),
+            Transport::Git => self.push_git(repo, branch, expected, new),
+        };
+        match first {
+            Ok(()) => Ok(()),
+            Err(PushError::Failed(e)) => {
+                // The update may have landed before the connection broke:
+                // ask the remote rather than guess.
+                match self.head(repo, branch) {
+                    Ok(Some(h)) if h == new => Ok(()),
+                    Ok(found) if found != expected => Err(PushError::Moved { found }),
+                    _ => Err(PushError::Failed(e)),
+                }
+            }
+            Err(PushError::Rejected(msg)) => match self.head(repo, branch) {
+                Ok(found) if found != expected && found != Some(new) => {
+                    Err(PushError::Moved { found })
+                }
+                _ => Err(PushError::Rejected(msg)),
+            },
+            Err(other) => Err(other),
+        }
+    }
+
+    fn push_libgit2(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        expected: Option<Oid>,
+        new: Oid,
+    ) -> std::result::Result<(), PushError> {
+        let refname = format!("refs/heads/{branch}");
+        let mut remote = libgit2_remote(repo, &self.spec).map_err(PushError::Failed)?;
+        let moved: RefCell<Option<Option<Oid>>> = RefCell::new(None);
+        let statuses: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
+        {
+            let mut cb = callbacks(repo);
+            cb.push_negotiation(|updates| {
+                for u in updates {
+                    if u.dst_refname() == Ok(refname.as_str()) {
+                        let found = (!u.src().is_zero()).then(|| u.src());
+                        if found != expected {
+                            *moved.borrow_mut() = Some(found);
+                            return Err(git2::Error::from_str("the remote branch moved"));
+                        }
+                    }
+                }
+                Ok(())
+            });
+            cb.push_update_reference(|name, status| {
+                statuses
+                    .borrow_mut()
+                    .push((name.to_string(), status.map(str::to_string)));
+                Ok(())
+            });
+            let mut opts = PushOptions::new();
+            opts.remote_callbacks(cb);
+            let refspec = format!("{new}:{refname}");
+            let res = remote.push(&[refspec.as_str()], Some(&mut opts));
+            if let Some(found) = moved.borrow_mut().take() {
+                return Err(PushError::Moved { found });
+            }
+            if let Err(e) = res {
+                if e.code() == git2::ErrorCode::NotFastForward {
+                    return Err(PushError::Moved { found: None });
+                }
+                return Err(PushError::Failed(self.net_error("push to", e)));
+            }
+        }
+        // libgit2's trap: push() is Ok even when the server refused the ref.
+        let statuses = statuses.into_inner();
+        match statuses.iter().find(|(n, _)| *n == refname) {
+            Some((_, None)) => Ok(()),
+            Some((_, Some(msg))) => Err(PushError::Rejected(msg.clone())),
+            // No status for our ref: nothing was sent because the remote is
+            // already there (or the server said nothing): check.
+            None => match self.head(repo, branch) {
+                Ok(Some(h)) if h == new => Ok(()),
+                Ok(found) => Err(PushError::Rejected(format!(
+                    "the remote reported no status for {refname} and it is at {}",
+                    found.map(short).unwrap_or_else(|| "nothing".into())
+                ))),
+                Err(e) => Err(PushError::Failed(e)),
+            },
+        }
+    }
+
+    fn push_git(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        expected: Option<Oid>,
+        new: Oid,
+    ) -> std::result::Result<(), PushError> {
+        let refname = format!("refs/heads/{branch}");
+        let lease = format!(
+            "--force-with-lease={refname}:{}",
+            expected.map(|o| o.to_string()).unwrap_or_default()
+        );
+        let mut cmd = git_cli(repo).map_err(PushError::Failed)?;
+        cmd.args([
+            "push",
+            "--porcelain",
+            "--no-verify",
+            &lease,
+            "--",
+            &self.spec,
+            &format!("{new}:{refname}"),
+        ]);
+        let (ok, out, err) = run_git(cmd, "push").map_err(PushError::Failed)?;
+        if ok {
+            return Ok(());
+        }
+        let line = out
+            .lines()
+            .find(|l| l.contains(&refname) && l.starts_with('!'))
+            .unwrap_or("");
+        if line.contains("stale info")
+            || line.contains("fetch first")
+            || line.contains("non-fast-forward")
+        {
+            return Err(PushError::Moved { found: None });
+        }
+        if !line.is_empty() {
+            return Err(PushError::Rejected(format!(
+                "{} {}",
+                line.trim(),
+                err.trim()
+            )));
+        }
+        Err(PushError::Failed(Error::other(format!(
+            "git push {} failed: {}",
+            self.spec,
+            err.trim()
+        ))))
+    }
+}
+
+fn parse_ls_remote(out: &str, refname: &str) -> Result<Option<Oid>> {
+    for l in out.lines() {
+        if let Some((oid, name)) = l.split_once('\t') {
+            if name == refname {
+                return Ok(Some(Oid::from_str(oid)?));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `spec` names something that exists (a configured remote, or a
+/// local path); URLs are taken on trust until the first connection.
+pub fn check_spec(repo: &Repository, spec: &str) -> Result<()> {
+    if repo.find_remote(spec).is_ok() || spec.contains("://") || spec.contains('@') {
+        return Ok(());
+    }
+    if Path::new(spec).exists() {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "remote {spec:?} is not a configured remote, a URL, or an existing path"
+    )))
+}

@@ -17,6 +17,19 @@ pub const ENV: &str = "GIT_STEPS_CRASH";
 pub struct Point {
     pub name: &'static str,
     pub state: &'static str,
+    /// When the point is reached.
+    pub scope: Scope,
+}
+
+/// Which runs pass a crash point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every applied step.
+    Step,
+    /// Every applied step, when the durable domain is a remote.
+    RemoteStep,
+    /// A resume that finds work to do (repair, fast-forward, push).
+    Resume,
 }
 
 /// Every point, in the order a step passes them.
@@ -24,30 +37,52 @@ pub const POINTS: &[Point] = &[
     Point {
         name: "before-write",
         state: "the step is validated; nothing for it is written yet",
+        scope: Scope::Step,
     },
     Point {
         name: "objects-written",
         state: "blobs, trees and the step commit are in the object database; no ref moved",
+        scope: Scope::Step,
+    },
+    Point {
+        name: "pushed",
+        state: "with a remote: the remote accepted the step commit (durable); the local branch has not moved",
+        scope: Scope::RemoteStep,
     },
     Point {
         name: "ref-updated",
-        state: "the branch ref points at the step commit (fsynced); worktree and index still show the previous step",
+        state: "the local branch points at the step commit (fsynced; without a remote, the commit point); worktree and index still show the previous step",
+        scope: Scope::Step,
     },
     Point {
         name: "worktree-partial",
         state: "the first changed file of the step is written to the worktree; the rest and the index are not",
+        scope: Scope::Step,
     },
     Point {
         name: "worktree-files",
         state: "every changed file is written to the worktree; the index is not",
+        scope: Scope::Step,
+    },
+    Point {
+        name: "reconcile-ref",
+        state: "on resume: the local branch was fast-forwarded to the durable head; worktree and index still show the old head",
+        scope: Scope::Resume,
+    },
+    Point {
+        name: "reconcile-pushed",
+        state: "on resume: the remote accepted local receipted commits it lacked; nothing else written yet",
+        scope: Scope::Resume,
     },
     Point {
         name: "repair-saved",
         state: "on resume: what a crashed step left in the worktree is saved under refs/steps/rescue/; the worktree is not restored yet",
+        scope: Scope::Resume,
     },
     Point {
         name: "worktree-done",
         state: "worktree and index match the step commit; the step is not reported yet",
+        scope: Scope::Step,
     },
 ];
 

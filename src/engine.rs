@@ -198,6 +198,62 @@ pub fn validate(plan: &Plan) -> Result<usize> {
     Ok(n)
 }
 
+/// Take the lock, finish an interrupted worktree update, and reconcile the
+/// local branch with the durable one: everything a resume does before the
+/// first step. With a plan, the user's own edits are left alone (not
+/// refused) when every step of it already has a receipt.
+#[allow(clippy::type_complexity)]
+pub fn prepare(
+    repo: &Repository,
+    s: &Settings,
+    plan: Option<&Plan>,
+    dry_run: bool,
+    on_note: &mut dyn FnMut(&str),
+    on_repair: &mut dyn FnMut(&Repair),
+    on_reconcile: &mut dyn FnMut(&Reconciled),
+) -> Result<(Option<lock::Lock>, Repair, Reconciled)> {
+    let lock = if dry_run {
+        None
+    } else {
+        let lock = lock::acquire(repo.path())?;
+        if let Some(stale) = &lock.stale {
+            on_note(stale);
+        }
+        for f in lock::clear_stale(repo.path(), &s.branch) {
+            on_note(&format!(
+                "removed {f}, left by a process that was killed mid-write"
+            ));
+        }
+        Some(lock)
+    };
+    // First the local side: finish a worktree update a crash interrupted.
+    let repair = if settings::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
+        let local = repo.refname_to_id(&s.refname()).ok();
+        let ledger = ledger::scan(repo, local, &s.run)?;
+        ledger.ensure_sound(&s.branch)?;
+        let pending = match plan {
+            Some(p) => preflight(p, &ledger)?,
+            None => 1,
+        };
+        match repair::repair(repo, s, &ledger, dry_run) {
+            // The user's own edits only matter when a step would land on them.
+            Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
+                Repair::LeftAlone {
+                    paths: worktree::dirty_paths(repo)?,
+                }
+            }
+            other => other?,
+        }
+    } else {
+        Repair::Clean
+    };
+    on_repair(&repair);
+    // Then local against durable.
+    let reconciled = reconcile::reconcile(repo, s, dry_run)?;
+    on_reconcile(&reconciled);
+    Ok((lock, repair, reconciled))
+}
+
 /// Apply `plan` in the repository. `on_step` sees each outcome as it happens.
 /// On failure the error is returned with the outcomes so far.
 pub fn apply_plan(
@@ -232,42 +288,15 @@ fn apply_inner(
     worktree::workdir(repo)?;
     // Every step parses before anything is written or fetched.
     validate(plan)?;
-    let _lock = if opts.dry_run {
-        None
-    } else {
-        let lock = lock::acquire(repo.path())?;
-        if let Some(stale) = &lock.stale {
-            on_note(stale);
-        }
-        for f in lock::clear_stale(repo.path(), &s.branch) {
-            on_note(&format!(
-                "removed {f}, left by a process that was killed mid-write"
-            ));
-        }
-        Some(lock)
-    };
-    // First the local side: finish a worktree update a crash interrupted.
-    let repair = if settings::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
-        let local = repo.refname_to_id(&s.refname()).ok();
-        let ledger = ledger::scan(repo, local, &s.run)?;
-        ledger.ensure_sound(&s.branch)?;
-        let pending = preflight(plan, &ledger)?;
-        match repair::repair(repo, s, &ledger, opts.dry_run) {
-            // The user's own edits only matter when a step would land on them.
-            Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
-                Repair::LeftAlone {
-                    paths: worktree::dirty_paths(repo)?,
-                }
-            }
-            other => other?,
-        }
-    } else {
-        Repair::Clean
-    };
-    on_repair(&repair);
-    // Then local against durable.
-    let reconciled = reconcile::reconcile(repo, s, opts.dry_run)?;
-    on_reconcile(&reconciled);
+    let (_lock, repair, reconciled) = prepare(
+        repo,
+        s,
+        Some(plan),
+        opts.dry_run,
+        on_note,
+        on_repair,
+        on_reconcile,
+    )?;
     // In a dry run whose durable head is not fetched, the steps are shown
     // against the local head.
     let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;

@@ -19,6 +19,8 @@ pub struct Status {
     pub run: String,
     pub branch: String,
     pub durable: &'static str,
+    /// The durable remote (None: the local repository is durable).
+    pub remote: Option<String>,
     pub durable_head: Option<String>,
     pub local_head: Option<String>,
     pub agree: bool,
@@ -32,6 +34,10 @@ pub struct Status {
 
 pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Status> {
     let head = repo.refname_to_id(&s.refname()).ok();
+    let durable_head = match &s.remote {
+        None => head,
+        Some(r) => r.head(repo, &s.branch)?,
+    };
     let ledger = ledger::scan(repo, head, &s.run)?;
     let pending = match plan {
         None => None,
@@ -54,10 +60,11 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
     Ok(Status {
         run: s.run.clone(),
         branch: s.branch.clone(),
-        durable: "local",
-        durable_head: head.map(|h| h.to_string()),
+        durable: s.durable_kind(),
+        remote: s.remote.as_ref().map(|r| r.describe(repo)),
+        durable_head: durable_head.map(|h| h.to_string()),
         local_head: head.map(|h| h.to_string()),
-        agree: true,
+        agree: durable_head == head,
         steps_applied: ledger.entries.len(),
         last_step: ledger.last().map(|e| e.id.clone()),
         pending,

@@ -19,15 +19,15 @@ use crate::step::Plan;
 pub struct Args {
     /// The plan: JSON Lines, one step per line, or one step object; `-` reads stdin.
     #[arg(default_value = "-", value_name = "PLAN")]
-    plan: String,
+    pub(super) plan: String,
     #[command(flatten)]
-    run: RunArgs,
-    /// Print what would be applied, skipped or refused, and change nothing.
+    pub(super) run: RunArgs,
+    /// Print what would be applied, skipped or refused, and what reconcile would do; change nothing.
     #[arg(long)]
-    dry_run: bool,
+    pub(super) dry_run: bool,
     /// Apply steps whose hunks repeat an earlier change [config: steps.allowDuplicateHunks].
     #[arg(long)]
-    allow_duplicate_hunks: bool,
+    pub(super) allow_duplicate_hunks: bool,
 }
 
 fn human(o: &StepOutcome, dry_run: bool) -> String {
@@ -65,6 +65,58 @@ fn human(o: &StepOutcome, dry_run: bool) -> String {
     }
 }
 
+/// Say on stderr what a worktree repair did.
+pub(super) fn print_repair(r: &Repair) {
+    match r {
+        Repair::Repaired {
+            step,
+            paths,
+            rescue: Some(rescue),
+        } => eprintln!(
+            "repaired the worktree: an update to step {step} was interrupted ({}); what was there is saved under {rescue}",
+            paths.join(", ")
+        ),
+        Repair::Repaired { step, paths, rescue: None } => eprintln!(
+            "would repair the worktree: an update to step {step} was interrupted ({})",
+            paths.join(", ")
+        ),
+        Repair::LeftAlone { paths } => eprintln!(
+            "note: uncommitted changes no step explains are left alone (nothing to apply): {}",
+            paths.join(", ")
+        ),
+        Repair::Clean => {}
+    }
+}
+
+/// Say on stderr what reconcile did.
+pub(super) fn print_reconcile(r: &Reconciled, dry_run: bool) {
+    let short = |o: &Option<String>| {
+        o.as_deref()
+            .map(|h| h[..12].to_string())
+            .unwrap_or_else(|| "nothing".into())
+    };
+    let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
+    match &r.action {
+        Action::LocalOnly | Action::InSync => {}
+        Action::FastForward { from, steps, .. } => eprintln!(
+            "reconcile: {} the local branch from {} to the durable head {} ({steps} commit(s))",
+            verb("fast-forwarded", "would fast-forward"),
+            short(from),
+            short(&r.durable)
+        ),
+        Action::Push { from, to, steps } => eprintln!(
+            "reconcile: {} {steps} local receipted commit(s) the remote lacked ({} → {})",
+            verb("pushed", "would push"),
+            short(from),
+            &to[..12]
+        ),
+        Action::Fetch { durable } => eprintln!(
+            "reconcile: the durable head {} is not fetched; apply would fetch it and fast-forward if it descends from the local head",
+            &durable[..12]
+        ),
+    }
+}
+
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let (repo, s) = ctx.open(&a.run)?;
     let plan = Plan::open(&a.plan, repo.path())?;
@@ -81,26 +133,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         }
     };
     let quiet = ctx.quiet;
+    let dry_run = a.dry_run;
     let mut on_repair = |r: &Repair| {
-        if let Repair::Repaired {
-            step,
-            paths,
-            rescue,
-        } = r
-        {
-            if quiet {
-                return;
-            }
-            match rescue {
-                Some(rescue) => eprintln!(
-                    "repaired the worktree: step {step} was durable but the worktree update was interrupted ({}); what was there is saved under {rescue}",
-                    paths.join(", ")
-                ),
-                None => eprintln!(
-                    "would repair the worktree: step {step} is durable but its worktree update was interrupted ({})",
-                    paths.join(", ")
-                ),
-            }
+        if !quiet {
+            print_repair(r)
         }
     };
     let mut on_note = |n: &str| {
@@ -108,35 +144,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             eprintln!("note: {n}");
         }
     };
-    let dry_run = a.dry_run;
     let mut on_reconcile = |r: &Reconciled| {
-        if quiet {
-            return;
-        }
-        let short = |o: &Option<String>| {
-            o.as_deref()
-                .map(|h| h[..12].to_string())
-                .unwrap_or_else(|| "nothing".into())
-        };
-        let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
-        match &r.action {
-            Action::LocalOnly | Action::InSync => {}
-            Action::FastForward { from, steps, .. } => eprintln!(
-                "reconcile: {} the local branch from {} to the durable head {} ({steps} commit(s))",
-                verb("fast-forwarded", "would fast-forward"),
-                short(from),
-                short(&r.durable)
-            ),
-            Action::Push { from, to, steps } => eprintln!(
-                "reconcile: {} {steps} local receipted commit(s) the remote lacked ({} → {})",
-                verb("pushed", "would push"),
-                short(from),
-                &to[..12]
-            ),
-            Action::Fetch { durable } => eprintln!(
-                "reconcile: the durable head {} is not fetched; apply would fetch it and fast-forward if it descends from the local head",
-                &durable[..12]
-            ),
+        if !quiet {
+            print_reconcile(r, dry_run)
         }
     };
     let mut hooks = engine::Hooks {

@@ -8,12 +8,12 @@ use crate::settings;
 
 /// Store the run's settings in git config.
 ///
-/// Writes `steps.branch` and `steps.run` to the repository's config, so every
-/// later command (and a fresh box that runs the same `init`) resumes the
-/// same run.
-///
-/// With no remote the durable domain is this local repository: a step is
-/// durable once its branch update is fsynced here.
+/// Writes `steps.branch`, `steps.run`, `steps.remote` and `steps.transport`
+/// to the repository's config, so every later command (and a fresh box that
+/// runs the same `init`) resumes the same run. With `--remote` the remote is
+/// the durable domain: a step is durable once the remote accepts its branch
+/// update. With no remote the durable domain is this local repository: a
+/// step is durable once its branch update is fsynced here.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -22,12 +22,20 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open(&a.run)?;
+    if let Some(r) = &s.remote {
+        crate::remote::check_spec(&repo, &r.spec)?;
+    }
     settings::store(&repo, &s)?;
     if ctx.json {
         emit_json(
             out,
             "init",
-            &serde_json::json!({"branch": s.branch, "run": s.run, "durable": "local"}),
+            &serde_json::json!({
+                "branch": s.branch,
+                "run": s.run,
+                "durable": s.durable_kind(),
+                "remote": s.remote.as_ref().map(|r| r.spec.clone()),
+            }),
         )?;
     } else {
         writeln!(out, "run {} on branch {}", s.run, s.branch)?;

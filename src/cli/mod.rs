@@ -10,6 +10,7 @@ mod apply;
 mod fingerprint;
 mod init;
 mod log;
+mod resume;
 mod status;
 mod verify;
 
@@ -49,6 +50,7 @@ pub struct Cli {
 pub enum Command {
     Init(init::Args),
     Apply(apply::Args),
+    Resume(resume::Args),
     Status(status::Args),
     Log(log::Args),
     Verify(verify::Args),
@@ -160,6 +162,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
     match cli.command {
         Command::Init(a) => init::run(&ctx, a, out).map_err(Failure::from),
         Command::Apply(a) => apply::run(&ctx, a, out),
+        Command::Resume(a) => resume::run(&ctx, a, out),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),

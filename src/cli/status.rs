@@ -33,13 +33,20 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     }
     let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());
     writeln!(out, "run:           {} (branch {})", st.run, st.branch)?;
-    writeln!(out, "durable:       local repository (no remote)")?;
+    match &st.remote {
+        None => writeln!(out, "durable:       local repository (no remote)")?,
+        Some(r) => writeln!(out, "durable:       remote {r}")?,
+    }
     writeln!(out, "durable head:  {}", head(&st.durable_head))?;
     writeln!(out, "local head:    {}", head(&st.local_head))?;
     writeln!(
         out,
         "agree:         {}",
-        if st.agree { "yes" } else { "NO" }
+        if st.agree {
+            "yes"
+        } else {
+            "NO (`git steps resume` reconciles them)"
+        }
     )?;
     writeln!(
         out,

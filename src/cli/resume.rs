@@ -1,0 +1,91 @@
+//! `git steps resume`: reconcile, and optionally apply a plan.
+
+use std::io::Write;
+
+use super::apply::{print_reconcile, print_repair};
+use super::{emit_json, Ctx, Failure, RunArgs};
+use crate::engine;
+
+/// Reconcile the local and durable branches (and apply PLAN, if given).
+///
+/// Fetch the durable branch; fast-forward a local branch that is behind;
+/// push local receipted commits the remote lacks; repair a worktree a crash
+/// left mid-update (saving what it found under refs/steps/rescue/<run>/<n>);
+/// refuse on divergence. With PLAN, then apply it as `apply` does.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A plan to apply after reconciling; `-` reads stdin.
+    #[arg(value_name = "PLAN")]
+    plan: Option<String>,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Print what reconcile (and the plan) would do; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Apply steps whose hunks repeat an earlier change [config: steps.allowDuplicateHunks].
+    #[arg(long)]
+    allow_duplicate_hunks: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
+    if let Some(plan) = a.plan {
+        return super::apply::run(
+            ctx,
+            super::apply::Args {
+                plan,
+                run: a.run,
+                dry_run: a.dry_run,
+                allow_duplicate_hunks: a.allow_duplicate_hunks,
+            },
+            out,
+        );
+    }
+    let (repo, s) = ctx.open(&a.run)?;
+    crate::worktree::workdir(&repo)?;
+    let quiet = ctx.quiet;
+    let dry_run = a.dry_run;
+    let (_lock, repair, reconciled) = engine::prepare(
+        &repo,
+        &s,
+        None,
+        a.dry_run,
+        &mut |n| {
+            if !quiet {
+                eprintln!("note: {n}")
+            }
+        },
+        &mut |r| {
+            if !quiet {
+                print_repair(r)
+            }
+        },
+        &mut |r| {
+            if !quiet {
+                print_reconcile(r, dry_run)
+            }
+        },
+    )?;
+    if ctx.json {
+        emit_json(
+            out,
+            "resume",
+            &serde_json::json!({
+                "run": s.run,
+                "branch": s.branch,
+                "durable": s.durable_kind(),
+                "dry_run": a.dry_run,
+                "repair": repair,
+                "reconcile": reconciled,
+            }),
+        )?;
+    } else {
+        let head = reconciled.local.as_deref().unwrap_or("(no commits)");
+        writeln!(
+            out,
+            "{} {} at {head}",
+            if a.dry_run { "would resume" } else { "resumed" },
+            s.branch
+        )?;
+    }
+    Ok(())
+}

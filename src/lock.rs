@@ -63,6 +63,30 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     Ok(Lock { _file: file, stale })
 }
 
+/// Wait for an exclusive flock on `dir/name` (short critical sections only,
+/// such as one push into a local bare repository). Released when the file
+/// is dropped or the process dies.
+pub fn wait(dir: &Path, name: &str) -> Result<File> {
+    let path = dir.join(name);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::other(format!("cannot open the lock {}: {e}", path.display())))?;
+    // SAFETY: flock on a file descriptor we own.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    if rc != 0 {
+        return Err(Error::other(format!(
+            "cannot lock {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(file)
+}
+
 /// Lock files and temporary files that only a killed writer leaves behind.
 /// Called with the lock held: no other git-steps is writing. Returns what was
 /// removed, for a message. (A `git` command the user runs at the same moment

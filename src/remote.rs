@@ -266,6 +266,97 @@ impl Remote {
         }
     }
 
+    /// A path or file:// URL this remote resolves to, if it is local.
+    fn local_path(&self, repo: &Repository) -> Option<std::path::PathBuf> {
+        let url = match repo.find_remote(&self.spec) {
+            Ok(r) => String::from_utf8_lossy(r.url_bytes()).into_owned(),
+            Err(_) => self.spec.clone(),
+        };
+        let path = match url.strip_prefix("file://") {
+            Some(p) => p.to_string(),
+            None if url.contains("://") => return None,
+            // scp-like `host:path`
+            None if url
+                .split('/')
+                .next()
+                .is_some_and(|first| first.contains(':')) =>
+            {
+                return None
+            }
+            None => url,
+        };
+        let p = Path::new(&path);
+        let p = if p.is_relative() {
+            repo.workdir().unwrap_or_else(|| repo.path()).join(p)
+        } else {
+            p.to_path_buf()
+        };
+        p.exists().then_some(p)
+    }
+
+    /// Push into a bare repository on this machine. libgit2's local
+    /// transport forces the ref without checking its current value, so two
+    /// writers could both pass negotiation and one overwrite the other; here
+    /// the objects are copied as a pack and the ref moved with a real
+    /// compare-and-swap, under a flock that every git-steps pusher takes —
+    /// which also makes a ref lock file left by a killed pusher recognisably
+    /// stale.
+    fn push_local(
+        &self,
+        repo: &Repository,
+        path: &Path,
+        branch: &str,
+        expected: Option<Oid>,
+        new: Oid,
+    ) -> std::result::Result<(), PushError> {
+        let fail = |what: &str, e: git2::Error| {
+            PushError::Failed(Error::other(format!(
+                "cannot push to {}: {what}: {}",
+                path.display(),
+                e.message()
+            )))
+        };
+        let remote = Repository::open(path).map_err(|e| fail("open", e))?;
+        let _guard =
+            crate::lock::wait(remote.path(), "steps-push.lock").map_err(PushError::Failed)?;
+        let refname = format!("refs/heads/{branch}");
+        let stale = remote.path().join(format!("{refname}.lock"));
+        let _ = std::fs::remove_file(stale);
+        let current = remote.refname_to_id(&refname).ok();
+        if current != expected {
+            return Err(PushError::Moved { found: current });
+        }
+        let mut walk = repo.revwalk().map_err(|e| fail("walk", e))?;
+        walk.push(new).map_err(|e| fail("walk", e))?;
+        if let Some(c) = current {
+            walk.hide(c).map_err(|e| fail("walk", e))?;
+        }
+        let mut pb = repo.packbuilder().map_err(|e| fail("pack", e))?;
+        pb.insert_walk(&mut walk).map_err(|e| fail("pack", e))?;
+        let mut buf = git2::Buf::new();
+        pb.write_buf(&mut buf).map_err(|e| fail("pack", e))?;
+        {
+            use std::io::Write;
+            let odb = remote.odb().map_err(|e| fail("odb", e))?;
+            let mut w = odb.packwriter().map_err(|e| fail("pack", e))?;
+            w.write_all(&buf).map_err(|e| {
+                PushError::Failed(Error::other(format!(
+                    "cannot write a pack to {}: {e}",
+                    path.display()
+                )))
+            })?;
+            w.commit().map_err(|e| fail("pack", e))?;
+        }
+        let msg = "git-steps: push";
+        let res = match current {
+            Some(c) => remote.reference_matching(&refname, new, true, c, msg),
+            None => remote.reference(&refname, new, false, msg),
+        };
+        res.map(|_| ()).map_err(|_| PushError::Moved {
+            found: remote.refname_to_id(&refname).ok(),
+        })
+    }
+
     fn push_libgit2(
         &self,
         repo: &Repository,
@@ -273,6 +364,9 @@ impl Remote {
         expected: Option<Oid>,
         new: Oid,
     ) -> std::result::Result<(), PushError> {
+        if let Some(path) = self.local_path(repo) {
+            return self.push_local(repo, &path, branch, expected, new);
+        }
         let refname = format!("refs/heads/{branch}");
         let mut remote = libgit2_remote(repo, &self.spec).map_err(PushError::Failed)?;
         let moved: RefCell<Option<Option<Oid>>> = RefCell::new(None);

@@ -101,7 +101,7 @@ impl Run {
 
 /// A scratch directory holding a work repository (and later, remotes).
 pub struct TestRepo {
-    pub tmp: tempfile::TempDir,
+    pub tmp: std::sync::Arc<tempfile::TempDir>,
     pub work: PathBuf,
 }
 
@@ -112,8 +112,37 @@ impl TestRepo {
         let work = tmp.path().join("work");
         fs::create_dir(&work).unwrap();
         fs::create_dir(tmp.path().join("home")).unwrap();
-        let t = TestRepo { tmp, work };
+        let t = TestRepo {
+            tmp: std::sync::Arc::new(tmp),
+            work,
+        };
         t.git(&["init", "-q", "-b", "main"]).ok();
+        t
+    }
+
+    /// Another box in the same scratch dir: a clone of `url` (a fresh box
+    /// after the first one vanished), or an empty repository when None.
+    pub fn sibling(&self, name: &str, url: Option<&str>) -> TestRepo {
+        let work = self.tmp.path().join(name);
+        let t = TestRepo {
+            tmp: self.tmp.clone(),
+            work: work.clone(),
+        };
+        match url {
+            Some(u) => {
+                let mut cmd = Command::new("git");
+                cmd.args(["clone", "-q", u])
+                    .arg(&work)
+                    .current_dir(self.tmp.path());
+                hermetic(&mut cmd, &self.home());
+                let r = t.run_cmd(cmd, format!("git clone {u}"), None);
+                assert!(r.out.status.success(), "{}", r.explain());
+            }
+            None => {
+                fs::create_dir(&work).unwrap();
+                t.git(&["init", "-q", "-b", "main"]).ok();
+            }
+        }
         t
     }
 
@@ -135,6 +164,9 @@ impl TestRepo {
     pub fn run_cmd(&self, mut cmd: Command, what: String, stdin: Option<&[u8]>) -> Run {
         use std::io::Write;
         let cwd = self.work.clone();
+        if !cwd.exists() {
+            cmd.current_dir(self.tmp.path());
+        }
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -165,6 +197,15 @@ impl TestRepo {
     pub fn steps(&self, args: &[&str]) -> Run {
         let (cmd, what) = self.command(BIN, args);
         self.run_cmd(cmd, what, None)
+    }
+
+    /// Start `git-steps` without waiting (to kill it at a random instant).
+    pub fn spawn_steps(&self, args: &[&str]) -> std::process::Child {
+        let (mut cmd, _) = self.command(BIN, args);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd.spawn().unwrap()
     }
 
     pub fn steps_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
@@ -239,7 +280,13 @@ impl TestRepo {
     /// Everything a refusal must leave alone: HEAD, refs, index, worktree
     /// (tracked and untracked), and the scratch dir outside the repository.
     pub fn snapshot(&self) -> Snapshot {
-        let refs = self.git_out(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+        // Fetch caches (remote-tracking refs) may move; nothing else may.
+        let refs = self
+            .git_out(&["for-each-ref", "--format=%(refname) %(objectname)"])
+            .lines()
+            .filter(|l| !l.starts_with("refs/remotes/") && !l.starts_with("refs/steps/remote/"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let status = self.git_out(&[
             "status",
             "--porcelain=v2",
@@ -251,7 +298,13 @@ impl TestRepo {
         walk(&self.work, &self.work, &mut files);
         let mut outside = BTreeMap::new();
         walk(self.tmp.path(), self.tmp.path(), &mut outside);
-        outside.retain(|k, _| !k.starts_with("work/") && !k.starts_with("home/"));
+        // Outside the repository: the scratch dir, less other boxes (git
+        // repositories of their own), the servers and the test's home.
+        let root = self.tmp.path();
+        outside.retain(|k, _| {
+            let first = k.split('/').next().unwrap_or("");
+            first != "home" && first != "remote-root" && !root.join(first).join(".git").exists()
+        });
         Snapshot {
             head: self.head(),
             refs,

@@ -1,5 +1,7 @@
 //! The integration tests: one binary, real repositories, the real `git-steps`
-//! binary, audited with the real `git` CLI.
+//! binary, real git servers on 127.0.0.1, audited with the real `git` CLI.
 
 mod core;
 mod harness;
+mod remote;
+mod servers;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests' real servers need on a fresh
+# machine (git daemon comes with git; smart HTTP needs lighttpd), then runs
+# the whole suite. Tests start and stop their own servers on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+missing=()
+command -v git >/dev/null || missing+=(git)
+command -v lighttpd >/dev/null || missing+=(lighttpd)
+command -v flock >/dev/null || missing+=(util-linux)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing ${missing[*]} (needed by the tests' real servers)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # Debian starts lighttpd on port 80 when it installs it; the tests start their own.
+    if command -v service >/dev/null; then service lighttpd stop >/dev/null 2>&1 || true; fi
+  else
+    echo "the tests need: ${missing[*]} (apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+fi
+exec cargo test --locked "$@"

@@ -1,0 +1,446 @@
+//! Issue 3: the remote is the durable domain. Real servers on 127.0.0.1,
+//! real kills, audited with plain git on the remote.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+use crate::servers::{Kind, Server, ALL};
+
+fn line(json: serde_json::Value) -> String {
+    serde_json::to_string(&json).unwrap()
+}
+
+/// A scratch dir with a server of `kind` and a first box set up for it.
+fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
+    let t = TestRepo::new();
+    let root = t.tmp.path().join("remote-root");
+    std::fs::create_dir(&root).unwrap();
+    let server = Server::start(kind, &root);
+    t.steps(&["init", "--remote", server.url(), "--transport", transport])
+        .ok();
+    (t, server)
+}
+
+/// The reference: the plan run uninterrupted, with no remote.
+fn reference(plan: &std::path::Path) -> (String, String) {
+    let r = TestRepo::new();
+    let doc = r
+        .steps(&["--json", "apply", plan.to_str().unwrap()])
+        .ok()
+        .json();
+    (
+        doc["data"]["artifact"].as_str().unwrap().to_string(),
+        doc["data"]["history"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Audit a finished run on the remote with plain git.
+#[track_caller]
+fn assert_finished(
+    t: &TestRepo,
+    server: &Server,
+    plan: &std::path::Path,
+    want: &(String, String),
+    ctx: &str,
+) {
+    assert_eq!(
+        server.step_ids(),
+        plan_ids(plan),
+        "{ctx}: receipts on the remote"
+    );
+    assert_eq!(
+        t.head(),
+        server.head(),
+        "{ctx}: local head equals durable head"
+    );
+    assert_eq!(
+        independent_fingerprint(t, "HEAD"),
+        want.0,
+        "{ctx}: artifact"
+    );
+    assert_eq!(independent_history(t), want.1, "{ctx}: history");
+    assert_eq!(
+        t.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+        "",
+        "{ctx}: worktree clean"
+    );
+}
+
+#[test]
+fn every_step_is_pushed_to_every_kind_of_server_with_both_transports() {
+    let plan = fixture("eight-steps.jsonl");
+    let want = reference(&plan);
+    for kind in ALL {
+        for transport in ["libgit2", "git"] {
+            let (t, server) = setup(kind, transport);
+            let r = t.steps(&["apply", plan.to_str().unwrap()]).ok();
+            assert!(
+                r.stderr().contains("durable domain: remote"),
+                "{}",
+                r.explain()
+            );
+            assert_finished(&t, &server, &plan, &want, &format!("{kind:?}/{transport}"));
+            let st = t.steps(&["--json", "status"]).ok().json();
+            assert_eq!(st["data"]["durable"], "remote");
+            assert_eq!(st["data"]["agree"], true, "{kind:?}/{transport}");
+            // A rerun adds nothing, locally or remotely.
+            let head = server.head();
+            t.steps(&["apply", plan.to_str().unwrap()]).ok();
+            assert_eq!(server.head(), head);
+        }
+    }
+}
+
+#[test]
+fn a_fresh_box_resumes_from_the_remote_after_the_first_one_vanished() {
+    let plan = fixture("mixed-30.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    let want = reference(&plan);
+    for kind in ALL {
+        let (t, server) = setup(kind, "libgit2");
+        let r = t.steps_env(&["apply", plan_s], &[("GIT_STEPS_CRASH", "pushed@m11")]);
+        assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+        std::fs::remove_dir_all(&t.work).unwrap();
+        let fresh = t.sibling("fresh", Some(server.url()));
+        fresh.steps(&["init", "--remote", "origin"]).ok();
+        let r = fresh.steps(&["--json", "apply", plan_s]).ok();
+        let steps = r.json()["data"]["steps"].as_array().unwrap().clone();
+        let skipped = steps.iter().filter(|s| s["action"] == "skip").count();
+        assert_eq!(
+            skipped,
+            11,
+            "{kind:?}: m01..m11 were durable\n{}",
+            r.explain()
+        );
+        assert_finished(&fresh, &server, &plan, &want, &format!("{kind:?}"));
+    }
+}
+
+#[test]
+fn a_local_branch_behind_the_remote_is_fast_forwarded() {
+    let plan = fixture("eight-steps.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&plan)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let (a, server) = setup(Kind::Path, "libgit2");
+    let first = a.plan("first.jsonl", &lines[..3]);
+    a.steps(&["apply", first.to_str().unwrap()]).ok();
+    let b = a.sibling("b", Some(server.url()));
+    b.steps(&["init", "--remote", "origin"]).ok();
+    a.steps(&["apply", plan.to_str().unwrap()]).ok();
+    let r = b.steps(&["--json", "resume"]).ok();
+    let doc = r.json();
+    assert_eq!(
+        doc["data"]["reconcile"]["action"],
+        "fast-forward",
+        "{}",
+        r.explain()
+    );
+    assert_eq!(doc["data"]["reconcile"]["steps"], 5);
+    assert_eq!(b.head(), server.head());
+    assert_eq!(b.read("log.txt"), a.read("log.txt"));
+    assert_eq!(
+        b.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+}
+
+#[test]
+fn local_receipted_commits_the_remote_lacks_are_pushed() {
+    let plan = fixture("eight-steps.jsonl");
+    let want = reference(&plan);
+    let (t, server) = setup(Kind::Daemon, "libgit2");
+    // Applied while the durable domain was local, then the remote is added.
+    t.steps(&["apply", "--remote", "", plan.to_str().unwrap()])
+        .ok();
+    assert_eq!(server.head(), None);
+    let r = t.steps(&["--json", "resume", "--dry-run"]).ok();
+    assert_eq!(r.json()["data"]["reconcile"]["action"], "push");
+    assert_eq!(server.head(), None, "a dry run pushes nothing");
+    let r = t.steps(&["--json", "resume"]).ok();
+    assert_eq!(
+        r.json()["data"]["reconcile"]["action"],
+        "push",
+        "{}",
+        r.explain()
+    );
+    assert_finished(&t, &server, &plan, &want, "ahead");
+}
+
+#[test]
+fn diverged_histories_are_refused_showing_both_heads() {
+    let (a, server) = setup(Kind::Path, "libgit2");
+    let s =
+        |id: &str, f: &str| line(serde_json::json!({"id": id, "files": {f: format!("{id}\n")}}));
+    a.steps_stdin(&["apply", "-"], &s("s1", "a")).ok();
+    let b = a.sibling("b", Some(server.url()));
+    b.steps(&["init", "--remote", "origin"]).ok();
+    a.steps_stdin(&["apply", "-"], &s("s2", "a")).ok();
+    // b makes a receipted commit that never reached the remote.
+    b.steps_stdin(&["apply", "--remote", "", "-"], &s("x2", "b"))
+        .ok();
+    let before = b.snapshot();
+    let remote_before = server.head();
+    let r = b.steps(&["--json", "resume"]).code_is(3);
+    let msg = r.json()["data"]["message"].as_str().unwrap().to_string();
+    let (bh, rh) = (b.head().unwrap(), remote_before.clone().unwrap());
+    assert!(msg.contains(&bh[..12]) && msg.contains(&rh[..12]), "{msg}");
+    assert!(r.stderr().contains("git reset --keep"), "{}", r.explain());
+    assert_eq!(b.snapshot(), before);
+    assert_eq!(server.head(), remote_before);
+}
+
+#[test]
+fn a_commit_without_receipt_on_the_remote_is_refused() {
+    let (a, server) = setup(Kind::Path, "libgit2");
+    a.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+    )
+    .ok();
+    // Someone pushes a hand-made commit to the run's branch.
+    let other = a.sibling("other", Some(server.url()));
+    other.write("g", "hand-made\n");
+    other.commit_all("hand-made");
+    other.git(&["push", "-q", "origin", "main"]).ok();
+    let before = a.snapshot();
+    a.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}})),
+    )
+    .code_is(3)
+    .stderr_has("no receipt");
+    assert_eq!(a.snapshot(), before);
+}
+
+#[test]
+fn a_worktree_left_mid_step_is_saved_then_repaired() {
+    let plan = fixture("mixed-30.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    let want = reference(&plan);
+    let (t, server) = setup(Kind::Http, "libgit2");
+    let r = t.steps_env(
+        &["apply", plan_s],
+        &[("GIT_STEPS_CRASH", "worktree-partial@m17")],
+    );
+    assert_eq!(r.out.status.signal(), Some(9));
+    assert_ne!(t.git_out(&["status", "--porcelain"]), "");
+    t.steps(&["apply", plan_s])
+        .ok()
+        .stderr_has("saved under refs/steps/rescue/main/1");
+    let rescue = t.git_out(&["log", "-1", "--format=%s", "refs/steps/rescue/main/1"]);
+    assert!(rescue.contains("mid-step m17"), "{rescue}");
+    assert_finished(&t, &server, &plan, &want, "repair");
+}
+
+#[test]
+fn a_lock_left_by_a_dead_process_does_not_block_and_a_live_one_does() {
+    let (t, _server) = setup(Kind::Path, "libgit2");
+    let lock = t.work.join(".git/steps.lock");
+    // A pid that cannot be running (above the kernel's pid_max).
+    std::fs::write(&lock, "4194305\n").unwrap();
+    let one = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &one)
+        .ok()
+        .stderr_has("no longer running");
+    // A live holder: `flock` keeps the lock while `sleep` runs.
+    let mut holder = std::process::Command::new("flock")
+        .arg("--close")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("flock(1) from util-linux");
+    let start = Instant::now();
+    while t.steps_stdin(&["apply", "-"], &one).code() == Some(0)
+        && start.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let two = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    t.steps_stdin(&["apply", "-"], &two)
+        .code_is(1)
+        .stderr_has("another git-steps is applying");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    t.steps_stdin(&["apply", "-"], &two).ok();
+}
+
+#[test]
+fn a_push_the_server_rejects_is_a_failure_never_a_success() {
+    for (kind, transport) in [
+        (Kind::Daemon, "libgit2"),
+        (Kind::Http, "libgit2"),
+        (Kind::Path, "git"),
+        (Kind::Daemon, "git"),
+    ] {
+        let (t, server) = setup(kind, transport);
+        t.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+        )
+        .ok();
+        server.hook(
+            "pre-receive",
+            "#!/bin/sh\necho 'policy: no more steps today' >&2\nexit 1\n",
+        );
+        let before = t.snapshot();
+        let remote_before = server.head();
+        let r = t
+            .steps_stdin(
+                &["--json", "apply", "-"],
+                &line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}})),
+            )
+            .code_is(1);
+        let msg = r.json()["data"]["message"].as_str().unwrap().to_string();
+        assert!(
+            msg.contains("refused the update"),
+            "{kind:?}/{transport}: {msg}"
+        );
+        assert_eq!(server.head(), remote_before, "{kind:?}/{transport}");
+        assert_eq!(
+            t.snapshot(),
+            before,
+            "{kind:?}/{transport}: no local receipt either"
+        );
+        assert_eq!(t.step_ids(), ["s1"]);
+    }
+}
+
+/// Two runners applying different plans to one branch at the same time: one
+/// wins each race, the loser exits 4 and reruns; nothing is lost or doubled.
+#[test]
+fn concurrent_runners_lose_nothing() {
+    for kind in [Kind::Path, Kind::Daemon] {
+        let (a, server) = setup(kind, "libgit2");
+        a.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "init0", "files": {"README": "x\n"}})),
+        )
+        .ok();
+        let b = a.sibling("b", Some(server.url()));
+        b.steps(&["init", "--remote", "origin"]).ok();
+        let mk = |t: &TestRepo, p: &str| {
+            let lines: Vec<String> = (1..=12)
+                .map(|i| line(serde_json::json!({"id": format!("{p}{i}"), "files": {format!("{p}/{i}.txt"): format!("{p} {i}\n")}})))
+                .collect();
+            t.plan(&format!("{p}.jsonl"), &lines)
+        };
+        let (pa, pb) = (mk(&a, "a"), mk(&b, "b"));
+        let run = |t: &TestRepo, p: &std::path::Path| -> (usize, usize) {
+            let (mut attempts, mut lost) = (0, 0);
+            loop {
+                attempts += 1;
+                assert!(attempts < 200, "no progress");
+                let r = t.steps(&["-q", "apply", p.to_str().unwrap()]);
+                match r.code() {
+                    Some(0) => return (attempts, lost),
+                    Some(4) => lost += 1,
+                    _ => panic!("unexpected\n{}", r.explain()),
+                }
+            }
+        };
+        let (ra, rb) = std::thread::scope(|s| {
+            let ha = s.spawn(|| run(&a, &pa));
+            let hb = s.spawn(|| run(&b, &pb));
+            (ha.join().unwrap(), hb.join().unwrap())
+        });
+        let ids = server.step_ids();
+        assert_eq!(ids.len(), 25, "{kind:?}: {ids:?}");
+        for p in ["a", "b"] {
+            let mine: Vec<&String> = ids.iter().filter(|i| i.starts_with(p)).collect();
+            let want: Vec<String> = (1..=12).map(|i| format!("{p}{i}")).collect();
+            assert_eq!(
+                mine,
+                want.iter().collect::<Vec<_>>(),
+                "{kind:?}: {p}'s steps once each, in order"
+            );
+        }
+        eprintln!("{kind:?}: runner a {ra:?}, runner b {rb:?} (attempts, races lost)");
+        // Both boxes converge on the durable head.
+        for t in [&a, &b] {
+            t.steps(&["resume"]).ok();
+            assert_eq!(t.head(), server.head());
+            t.steps(&["verify"]).ok();
+        }
+    }
+}
+
+/// A tiny deterministic generator, so a failing trial can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// SIGKILL at random instants, one to three times in a row (a kill can land
+/// in a resume), resuming on the same box or on a fresh clone; across all
+/// server kinds. Trials per kind: `GIT_STEPS_TRIALS` (default 60).
+#[test]
+fn random_kills_never_diverge() {
+    let trials: u64 = std::env::var("GIT_STEPS_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("GIT_STEPS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed_cafe);
+    let plan = fixture("eight-steps.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    let want = reference(&plan);
+    let mut total = (0, 0, 0); // trials, kills that landed, fresh boxes
+    for (k, kind) in ALL.into_iter().enumerate() {
+        let mut rng = Rng(seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        // How long an uninterrupted run takes here, to aim the kills.
+        let (t0, _s0) = setup(kind, "libgit2");
+        let start = Instant::now();
+        t0.steps(&["apply", plan_s]).ok();
+        let span = start.elapsed().as_micros() as u64;
+        for trial in 0..trials {
+            let ctx = format!("{kind:?} trial {trial} seed {seed}");
+            let (t, server) = setup(kind, "libgit2");
+            let mut box_ = t;
+            let kills = 1 + rng.below(3);
+            for n in 0..kills {
+                let mut child = box_.spawn_steps(&["apply", plan_s]);
+                std::thread::sleep(Duration::from_micros(rng.below(span * 6 / 5)));
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                if status.signal() == Some(9) {
+                    total.1 += 1;
+                }
+                if rng.below(2) == 0 {
+                    // The box vanishes: only the remote survives.
+                    let name = format!("fresh-{n}");
+                    let fresh = box_.sibling(&name, Some(server.url()));
+                    fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
+                    box_ = fresh;
+                    total.2 += 1;
+                }
+            }
+            let r = box_.steps(&["apply", plan_s]);
+            assert_eq!(r.code(), Some(0), "{ctx}\n{}", r.explain());
+            assert_finished(&box_, &server, &plan, &want, &ctx);
+            total.0 += 1;
+        }
+    }
+    eprintln!(
+        "random kills: {} trials, {} kills landed mid-run, {} fresh boxes, 0 divergences",
+        total.0, total.1, total.2
+    );
+    assert!(
+        total.1 > total.0 / 2,
+        "most kills must land mid-run to test anything: {total:?}"
+    );
+}

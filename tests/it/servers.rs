@@ -1,0 +1,221 @@
+//! Real git servers the tests start themselves on 127.0.0.1: a bare
+//! repository (as a path and as `file://`), `git daemon` with receive-pack,
+//! and smart HTTP through `git http-backend` behind lighttpd. Each server
+//! picks a free port and is stopped when dropped.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::hermetic;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Path,
+    FileUrl,
+    Daemon,
+    Http,
+}
+
+pub const ALL: [Kind; 4] = [Kind::Path, Kind::FileUrl, Kind::Daemon, Kind::Http];
+
+/// A bare repository served one way.
+pub struct Server {
+    pub kind: Kind,
+    pub root: PathBuf,
+    pub bare: PathBuf,
+    url: String,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_port(port: u16, child: &mut Child, what: &str, log: &Path) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{what} exited with {status} before listening on {port}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what} did not listen on port {port} within 10 s");
+}
+
+fn git_exec_path() -> PathBuf {
+    let out = Command::new("git").arg("--exec-path").output().unwrap();
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+impl Server {
+    /// A new empty bare repository (branch `main`) under `root`, served as `kind`.
+    pub fn start(kind: Kind, root: &Path) -> Server {
+        let bare = root.join("remote.git");
+        let mut init = Command::new("git");
+        init.args(["init", "-q", "--bare", "-b", "main"]).arg(&bare);
+        hermetic(&mut init, root);
+        assert!(init.status().unwrap().success());
+        let cfg = |k: &str, v: &str| {
+            let mut c = Command::new("git");
+            c.arg("-C").arg(&bare).args(["config", k, v]);
+            hermetic(&mut c, root);
+            assert!(c.status().unwrap().success());
+        };
+        cfg("http.receivepack", "true");
+        cfg("receive.denyNonFastForwards", "true");
+        let (url, child) = match kind {
+            Kind::Path => (bare.to_str().unwrap().to_string(), None),
+            Kind::FileUrl => (format!("file://{}", bare.display()), None),
+            Kind::Daemon => {
+                let port = free_port();
+                let log = root.join("daemon.log");
+                let mut cmd = Command::new("git");
+                cmd.args([
+                    "daemon",
+                    "--reuseaddr",
+                    "--listen=127.0.0.1",
+                    &format!("--port={port}"),
+                    &format!("--base-path={}", root.display()),
+                    "--export-all",
+                    "--enable=receive-pack",
+                ])
+                .arg(root)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap());
+                hermetic(&mut cmd, root);
+                let mut child = cmd.spawn().expect("git daemon");
+                wait_for_port(port, &mut child, "git daemon", &log);
+                (format!("git://127.0.0.1:{port}/remote.git"), Some(child))
+            }
+            Kind::Http => {
+                let port = free_port();
+                let www = root.join("www");
+                std::fs::create_dir_all(&www).unwrap();
+                let log = root.join("lighttpd.log");
+                let conf = root.join("lighttpd.conf");
+                let backend = git_exec_path().join("git-http-backend");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        r#"server.document-root = "{www}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.errorlog = "{log}"
+server.modules = ("mod_alias", "mod_cgi", "mod_setenv")
+alias.url = ("/git" => "{backend}")
+$HTTP["url"] =~ "^/git" {{
+  cgi.assign = ("" => "")
+  setenv.add-environment = (
+    "GIT_PROJECT_ROOT" => "{root}",
+    "GIT_HTTP_EXPORT_ALL" => "1",
+    "GIT_CONFIG_GLOBAL" => "/dev/null",
+    "GIT_CONFIG_NOSYSTEM" => "1"
+  )
+}}
+"#,
+                        www = www.display(),
+                        log = log.display(),
+                        backend = backend.display(),
+                        root = root.display(),
+                    ),
+                )
+                .unwrap();
+                let mut cmd = Command::new("lighttpd");
+                cmd.arg("-D")
+                    .arg("-f")
+                    .arg(&conf)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                let mut child = cmd.spawn().unwrap_or_else(|e| {
+                    panic!("cannot start lighttpd ({e}); scripts/test.sh installs it (apt-get install lighttpd)")
+                });
+                wait_for_port(port, &mut child, "lighttpd", &log);
+                (
+                    format!("http://127.0.0.1:{port}/git/remote.git"),
+                    Some(child),
+                )
+            }
+        };
+        Server {
+            kind,
+            root: root.to_path_buf(),
+            bare,
+            url,
+            child,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// `git` in the bare repository, asserting success; trimmed stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        let mut c = Command::new("git");
+        c.arg("-C").arg(&self.bare).args(args);
+        hermetic(&mut c, &self.root);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?} in the remote failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim_end()
+            .to_string()
+    }
+
+    /// Step ids on the remote's `main`, oldest first.
+    pub fn step_ids(&self) -> Vec<String> {
+        if self.git(&["for-each-ref", "refs/heads/main"]).is_empty() {
+            return Vec::new();
+        }
+        self.git(&[
+            "log",
+            "--reverse",
+            "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+            "main",
+        ])
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+    }
+
+    pub fn head(&self) -> Option<String> {
+        let out = self.git(&["for-each-ref", "--format=%(objectname)", "refs/heads/main"]);
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Install a hook in the bare repository.
+    pub fn hook(&self, name: &str, script: &str) {
+        let p = self.bare.join("hooks").join(name);
+        std::fs::write(&p, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: a scratch repository, the 8-step
-# fixture, a crash in the middle of a step, and the resume — audited with
-# plain git. Needs nothing but cargo and git; touches nothing outside a
-# temporary directory, which it removes.
+# The main job on an embedded default: a scratch repository and a local bare
+# remote, the 8-step fixture, two crashes — one where the box survives, one
+# where it vanishes and a fresh clone resumes — and the audit with plain git.
+# Needs nothing but cargo and git; touches nothing outside a temporary
+# directory, which it removes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --quiet --release --manifest-path "$root/Cargo.toml"
@@ -13,28 +14,39 @@ export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
 export GIT_AUTHOR_NAME=demo GIT_AUTHOR_EMAIL=demo@example.invalid
 export GIT_COMMITTER_NAME=demo GIT_COMMITTER_EMAIL=demo@example.invalid
 plan="$root/fixtures/eight-steps.jsonl"
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+say() { printf '\n== %s\n' "$*"; }
+expect() { # expect CODE what...
+  local want=$1; shift
+  set +e; "$@"; local rc=$?; set -e
+  echo "exit status $rc"
+  [ "$rc" -eq "$want" ] || { echo "expected exit status $want" >&2; exit 1; }
+}
 
-say "reference: an uninterrupted run of the 8 steps"
+say "reference: an uninterrupted run of the 8 steps (no remote)"
 git init -q -b main "$scratch/ref"
 "$bin" -q -C "$scratch/ref" apply "$plan" >/dev/null
 ref=$("$bin" -C "$scratch/ref" fingerprint)
 echo "artifact $ref"
 
-say "a run whose box dies after step s5's receipt is durable, before its worktree is written"
-git init -q -b main "$scratch/run"
-set +e
-GIT_STEPS_CRASH=ref-updated@s5 "$bin" -q -C "$scratch/run" apply "$plan"
-echo "exit status $? (killed by SIGKILL at crash point ref-updated@s5)"
-set -e
-git -C "$scratch/run" log --format='%h %s' | sed 's/^/  /'
+say "a run against a bare remote; the box dies after step s3 is pushed, before its local branch moves"
+git init -q --bare -b main "$scratch/remote.git"
+git init -q -b main "$scratch/box1"
+"$bin" -q -C "$scratch/box1" init --remote "$scratch/remote.git"
+expect 137 env GIT_STEPS_CRASH=pushed@s3 "$bin" -q -C "$scratch/box1" apply "$plan"
+echo "remote: $(git -C "$scratch/remote.git" log --format='%(trailers:key=Step-Id,valueonly,separator=)' main | paste -sd' ')"
 
-say "the box comes back and reruns the same command: that is the resume"
-"$bin" -C "$scratch/run" apply "$plan"
-got=$("$bin" -C "$scratch/run" fingerprint)
+say "the box survives and reruns the same command: reconcile fast-forwards, the run goes on; it dies again mid-way through s6's worktree update"
+expect 137 env GIT_STEPS_CRASH=worktree-partial@s6 "$bin" -C "$scratch/box1" apply "$plan"
 
-say "audit with plain git"
-git -C "$scratch/run" log --reverse --format='%(trailers:key=Step-Id,valueonly,separator=)' | paste -sd' ' | sed 's/^/  receipts: /'
+say "this time the box vanishes; a fresh clone runs the same command"
+rm -rf "$scratch/box1"
+git clone -q "$scratch/remote.git" "$scratch/box2"
+"$bin" -q -C "$scratch/box2" init --remote origin
+"$bin" -C "$scratch/box2" apply "$plan"
+got=$("$bin" -C "$scratch/box2" fingerprint)
+
+say "audit with plain git, on the remote"
+echo "  receipts: $(git -C "$scratch/remote.git" log --reverse --format='%(trailers:key=Step-Id,valueonly,separator=)' main | paste -sd' ')"
 echo "  resumed artifact   $got"
 echo "  reference artifact $ref"
 if [ "$got" = "$ref" ]; then
@@ -46,9 +58,4 @@ fi
 
 say "a model redelivers step s3's change under a new id: refused, nothing written"
 printf '%s\n' '{"id":"s3-again","patch":"--- a/log.txt\n+++ b/log.txt\n@@ -8 +8,2 @@\n line-8\n+line-3\n"}' > "$scratch/again.jsonl"
-set +e
-"$bin" -C "$scratch/run" apply "$scratch/again.jsonl"
-rc=$?
-set -e
-echo "exit status $rc (3 = refused)"
-[ "$rc" -eq 3 ] || { echo "expected a refusal (exit 3)" >&2; exit 1; }
+expect 3 "$bin" -C "$scratch/box2" apply "$scratch/again.jsonl"

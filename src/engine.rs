@@ -219,7 +219,7 @@ pub fn prepare(
         if let Some(stale) = &lock.stale {
             on_note(stale);
         }
-        for f in lock::clear_stale(repo.path(), &s.branch) {
+        for f in lock::clear_stale(repo.path()) {
             on_note(&format!(
                 "removed {f}, left by a process that was killed mid-write"
             ));

@@ -92,13 +92,32 @@ pub fn wait(dir: &Path, name: &str) -> Result<File> {
 /// removed, for a message. (A `git` command the user runs at the same moment
 /// would also hold such a lock; that is the one race this cannot tell apart,
 /// and the message names the file.)
-pub fn clear_stale(git_dir: &Path, branch: &str) -> Vec<String> {
+pub fn clear_stale(git_dir: &Path) -> Vec<String> {
     let mut removed = Vec::new();
-    let candidates = [
-        git_dir.join("index.lock"),
-        git_dir.join(format!("refs/heads/{branch}.lock")),
-        git_dir.join(format!("refs/steps/remote/{branch}.lock")),
-    ];
+    let mut candidates: Vec<PathBuf> = [
+        "index.lock",
+        "HEAD.lock",
+        "FETCH_HEAD.lock",
+        "packed-refs.lock",
+    ]
+    .iter()
+    .map(|f| git_dir.join(f))
+    .collect();
+    // Ref locks anywhere under refs/ (the run branch, fetch caches, rescue refs).
+    let mut dirs = vec![git_dir.join("refs")];
+    while let Some(d) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "lock") {
+                candidates.push(p);
+            }
+        }
+    }
     for p in candidates {
         if p.exists() && std::fs::remove_file(&p).is_ok() {
             removed.push(p.display().to_string());

@@ -99,16 +99,41 @@ fn callbacks<'a>(repo: &'a Repository) -> RemoteCallbacks<'a> {
     cb
 }
 
-fn libgit2_remote<'r>(repo: &'r Repository, spec: &str) -> Result<git2::Remote<'r>> {
-    match repo.find_remote(spec) {
-        Ok(r) => Ok(r),
-        Err(_) => repo.remote_anonymous(spec).map_err(|e| {
-            Error::other(format!(
-                "{spec:?} is neither a configured remote nor a URL: {}",
-                e.message()
-            ))
-        }),
+/// An anonymous remote for `spec` (a named remote's URL, or its push URL
+/// when pushing). Anonymous, so that libgit2 updates no remote-tracking
+/// refs of its own: every ref git-steps writes is one it knows about.
+fn libgit2_remote<'r>(repo: &'r Repository, spec: &str, push: bool) -> Result<git2::Remote<'r>> {
+    let url = match repo.find_remote(spec) {
+        Ok(r) => {
+            let push_url = if push {
+                r.pushurl_bytes().map(|b| b.to_vec())
+            } else {
+                None
+            };
+            String::from_utf8_lossy(&push_url.unwrap_or_else(|| r.url_bytes().to_vec()))
+                .into_owned()
+        }
+        Err(_) => spec.to_string(),
+    };
+    if url.contains("http") {
+        crate::settings::load_system_certs();
     }
+    // A relative path is relative to the repository, not to our cwd.
+    let url = if !url.contains("://") && !url.contains(':') && Path::new(&url).is_relative() {
+        repo.workdir()
+            .unwrap_or_else(|| repo.path())
+            .join(&url)
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        url
+    };
+    repo.remote_anonymous(&url).map_err(|e| {
+        Error::other(format!(
+            "{spec:?} is neither a configured remote nor a URL: {}",
+            e.message()
+        ))
+    })
 }
 
 fn git_cli(repo: &Repository) -> Result<Command> {
@@ -144,7 +169,7 @@ impl Remote {
         let refname = format!("refs/heads/{branch}");
         match self.transport {
             Transport::Libgit2 => {
-                let mut remote = libgit2_remote(repo, &self.spec)?;
+                let mut remote = libgit2_remote(repo, &self.spec, false)?;
                 let conn = remote
                     .connect_auth(git2::Direction::Fetch, Some(callbacks(repo)), None)
                     .map_err(|e| self.net_error("read", e))?;
@@ -178,10 +203,11 @@ impl Remote {
         let refspec = format!("+{refname}:{}", tracking_ref(branch));
         match self.transport {
             Transport::Libgit2 => {
-                let mut remote = libgit2_remote(repo, &self.spec)?;
+                let mut remote = libgit2_remote(repo, &self.spec, false)?;
                 let mut opts = FetchOptions::new();
                 opts.remote_callbacks(callbacks(repo))
-                    .download_tags(git2::AutotagOption::None);
+                    .download_tags(git2::AutotagOption::None)
+                    .update_fetchhead(false);
                 remote
                     .fetch(
                         &[refspec.as_str()],
@@ -368,7 +394,7 @@ impl Remote {
             return self.push_local(repo, &path, branch, expected, new);
         }
         let refname = format!("refs/heads/{branch}");
-        let mut remote = libgit2_remote(repo, &self.spec).map_err(PushError::Failed)?;
+        let mut remote = libgit2_remote(repo, &self.spec, true).map_err(PushError::Failed)?;
         let moved: RefCell<Option<Option<Oid>>> = RefCell::new(None);
         let statuses: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
         {

@@ -27,6 +27,7 @@
 //! - [`reconcile`]: bringing local and durable branches together on resume;
 //! - [`lock`]: one runner per repository;
 //! - [`crash`]: named crash points at every write boundary;
+//! - [`crashmatrix`]: the resume-equivalence matrix, and the classic runner;
 //! - [`settings`]: `steps.*` config and durability switches;
 //! - [`inspect`]: status, log, verify, fingerprint;
 //! - [`cli`]: the command line and its rendering;
@@ -35,6 +36,7 @@
 pub mod apply;
 pub mod cli;
 pub mod crash;
+pub mod crashmatrix;
 pub mod engine;
 pub mod error;
 pub mod fingerprint;

@@ -7,6 +7,9 @@
 //! [`Error`], which alone decides the exit code.
 
 mod apply;
+mod classic;
+mod crashtest;
+mod demo;
 mod fingerprint;
 mod init;
 mod log;
@@ -55,6 +58,10 @@ pub enum Command {
     Log(log::Args),
     Verify(verify::Args),
     Fingerprint(fingerprint::Args),
+    Crashtest(crashtest::Args),
+    Demo(demo::Args),
+    #[command(hide = true)]
+    ClassicApply(classic::Args),
 }
 
 /// Flags every run-scoped command takes.
@@ -167,6 +174,9 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
+        Command::Crashtest(a) => crashtest::run(&ctx, a, out),
+        Command::Demo(a) => demo::run(&ctx, a, out),
+        Command::ClassicApply(a) => classic::run(&ctx, a, out),
     }
 }
 

@@ -3,5 +3,6 @@
 
 mod core;
 mod harness;
+mod matrix;
 mod remote;
 mod servers;

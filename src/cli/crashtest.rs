@@ -1,0 +1,239 @@
+//! `git steps crashtest`: the resume-equivalence matrix.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{emit_json, Ctx, Failure};
+use crate::crash;
+use crate::crashmatrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
+use crate::error::{Error, Refusal, RefusalKind};
+
+/// Crash a plan at every step × crash point × box mode, resume, compare.
+///
+/// Runs PLAN once uninterrupted for the reference fingerprints, then, in
+/// scratch space with a local bare remote, for every row: crash at that
+/// point of that step (SIGKILL), keep the disk (survive) or only the remote
+/// (vanish: resume on a fresh clone), rerun the same command, and compare
+/// artifact and history fingerprints. Verdicts: SAME, REFUSED (the resume
+/// refused loudly, exit 3), DIVERGED. Exits 3 when any row DIVERGED.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plan to crash (JSON Lines).
+    #[arg(value_name = "PLAN", required_unless_present = "list_points")]
+    plan: Option<String>,
+    /// Print the crash points, one per line, and exit.
+    #[arg(long)]
+    list_points: bool,
+    /// The implementation under test: git-steps, or the built-in classic
+    /// runner (cursor checkpointed every 3 steps, receipts on the box).
+    #[arg(long, value_name = "git-steps|classic", default_value = "git-steps")]
+    runner: String,
+    /// The classic runner's durability switch: its artifact pushed every
+    /// step (durable) or only at the end (volatile).
+    #[arg(long, value_name = "durable|volatile", default_value = "durable")]
+    classic_log: String,
+    /// Rows run at once [default: the number of cores].
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+}
+
+fn runner(a: &Args) -> Result<Runner, Error> {
+    match (a.runner.as_str(), a.classic_log.as_str()) {
+        ("git-steps", _) => Ok(Runner::GitSteps),
+        ("classic", "durable") => Ok(Runner::ClassicDurableLog),
+        ("classic", "volatile") => Ok(Runner::ClassicVolatileLog),
+        ("classic", other) => Err(Error::input(format!(
+            "--classic-log {other:?}: use durable or volatile"
+        ))),
+        (other, _) => Err(Error::input(format!(
+            "--runner {other:?}: use git-steps or classic"
+        ))),
+    }
+}
+
+/// A progress line on stderr: only on a terminal, only after 250 ms, at
+/// most 30 times a second.
+pub(super) struct Progress {
+    start: Instant,
+    last: Mutex<Option<Instant>>,
+    enabled: bool,
+    label: String,
+}
+
+impl Progress {
+    pub(super) fn new(label: &str, quiet: bool) -> Progress {
+        // SAFETY: isatty on a standard descriptor has no preconditions.
+        let tty = unsafe { libc::isatty(2) } == 1;
+        Progress {
+            start: Instant::now(),
+            last: Mutex::new(None),
+            enabled: tty && !quiet,
+            label: label.to_string(),
+        }
+    }
+
+    pub(super) fn tick(&self, done: usize, total: usize) {
+        if !self.enabled || self.start.elapsed() < Duration::from_millis(250) {
+            return;
+        }
+        let mut last = self.last.lock().expect("progress lock");
+        if done < total && last.is_some_and(|l| l.elapsed() < Duration::from_millis(33)) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let width = 30;
+        let filled = width * done / total.max(1);
+        eprint!(
+            "\r{}: [{}{}] {done}/{total}",
+            self.label,
+            "#".repeat(filled),
+            " ".repeat(width - filled)
+        );
+        if done == total {
+            eprintln!();
+        }
+    }
+}
+
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Same => "SAME",
+        Verdict::Refused => "REFUSED",
+        Verdict::Diverged => "DIVERGED",
+    }
+}
+
+fn box_name(b: BoxMode) -> &'static str {
+    match b {
+        BoxMode::Survive => "survive",
+        BoxMode::Vanish => "vanish",
+    }
+}
+
+/// The human table.
+pub(super) fn table(m: &Matrix, out: &mut dyn Write) -> std::io::Result<()> {
+    let sw = m
+        .rows
+        .iter()
+        .map(|r| r.step.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let pw = m
+        .rows
+        .iter()
+        .map(|r| r.point.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    writeln!(
+        out,
+        "{:<sw$}  {:<pw$}  {:<7}  {:<8}  REASON",
+        "STEP", "POINT", "BOX", "VERDICT"
+    )?;
+    for r in &m.rows {
+        let mut reason = r.reason.clone();
+        if reason.chars().count() > 100 {
+            reason = reason.chars().take(99).collect::<String>() + "…";
+        }
+        writeln!(
+            out,
+            "{:<sw$}  {:<pw$}  {:<7}  {:<8}  {reason}",
+            r.step,
+            r.point,
+            box_name(r.box_mode),
+            verdict(r.verdict)
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn summary_line(m: &Matrix) -> String {
+    format!(
+        "{}: {} rows: {} SAME, {} REFUSED, {} DIVERGED (reference artifact {})",
+        m.runner.name(),
+        m.rows.len(),
+        m.summary.same,
+        m.summary.refused,
+        m.summary.diverged,
+        m.reference.artifact
+    )
+}
+
+pub(super) fn jobs(n: Option<usize>) -> usize {
+    n.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    })
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
+    if a.list_points {
+        if ctx.json {
+            let points: Vec<_> = crash::POINTS
+                .iter()
+                .map(|p| serde_json::json!({"name": p.name, "state": p.state, "scope": format!("{:?}", p.scope).to_lowercase()}))
+                .collect();
+            emit_json(out, "crash-points", &points)?;
+        } else {
+            for p in crash::POINTS {
+                writeln!(out, "{}", p.name)?;
+            }
+        }
+        return Ok(());
+    }
+    let runner = runner(&a)?;
+    let plan = std::path::PathBuf::from(a.plan.as_deref().unwrap_or_default());
+    let plan = plan
+        .canonicalize()
+        .map_err(|e| Error::input(format!("cannot open the plan {}: {e}", plan.display())))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::other(format!("cannot find this binary: {e}")))?;
+    let env = Env { exe, plan, runner };
+    let progress = Progress::new("crashtest", ctx.quiet);
+    let started = Instant::now();
+    let m = crashmatrix::run(&env, jobs(a.jobs), &|d, t| progress.tick(d, t))?;
+    if ctx.json {
+        emit_json(out, "crashtest", &m)?;
+    } else {
+        table(&m, out)?;
+        writeln!(out, "{}", summary_line(&m))?;
+    }
+    ctx.status(&format!(
+        "crashtest took {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    if m.summary.diverged == 0 {
+        return Ok(());
+    }
+    let first = m
+        .rows
+        .iter()
+        .find(|r| r.verdict == Verdict::Diverged)
+        .expect("counted");
+    Err(Failure {
+        json_written: ctx.json,
+        partial: None,
+        error: Error::from(Refusal {
+            kind: RefusalKind::Diverged,
+            step: Some(first.step.clone()),
+            saw: format!(
+                "{} of {} rows DIVERGED for {}; first: crash at {}@{} ({}): {}",
+                m.summary.diverged,
+                m.rows.len(),
+                m.runner.name(),
+                first.point,
+                first.step,
+                box_name(first.box_mode),
+                first.reason
+            ),
+            would: "call this plan resume-equivalent".into(),
+            hint: format!(
+                "replay one row by hand: GIT_STEPS_CRASH={}@{} git steps apply PLAN, then the same command again",
+                first.point, first.step
+            ),
+        }),
+    })
+}

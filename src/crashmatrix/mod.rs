@@ -1,0 +1,516 @@
+//! The crash matrix: resume equivalence checked for every step × every
+//! crash point × box mode.
+//!
+//! Owns the acceptance rule shipped as a command: run the plan once
+//! uninterrupted for the reference fingerprints; then, in scratch space, for
+//! each row crash the run at that point of that step (SIGKILL, through
+//! `GIT_STEPS_CRASH`), keep the disk (`survive`) or keep only the remote
+//! (`vanish`: resume on a fresh clone), rerun the same command, and compare.
+//! Invariant: a row is SAME only when the resumed artifact and history
+//! fingerprints equal the reference and the local branch equals the durable
+//! one; REFUSED only when the resume exited 3; anything else is DIVERGED.
+//! Every run is a real process of this binary against a real bare remote.
+
+pub mod classic;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use git2::Repository;
+use serde::Serialize;
+
+use crate::crash::{self, Scope};
+use crate::error::{Error, Result};
+use crate::step::Plan;
+
+/// Which implementation the matrix runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runner {
+    GitSteps,
+    /// The classic design with the artifact pushed every step.
+    ClassicDurableLog,
+    /// The classic design with the artifact pushed only at the end.
+    ClassicVolatileLog,
+}
+
+impl Runner {
+    pub fn name(self) -> &'static str {
+        match self {
+            Runner::GitSteps => "git-steps",
+            Runner::ClassicDurableLog => "classic (durable log)",
+            Runner::ClassicVolatileLog => "classic (volatile log)",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BoxMode {
+    /// The process dies, the disk is kept.
+    Survive,
+    /// Only the remote survives: resume starts from a fresh clone.
+    Vanish,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Same,
+    Refused,
+    Diverged,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fingerprints {
+    pub artifact: String,
+    pub history: String,
+}
+
+/// One row of the matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub step: String,
+    pub point: String,
+    #[serde(rename = "box")]
+    pub box_mode: BoxMode,
+    pub verdict: Verdict,
+    pub artifact: Option<String>,
+    pub history: Option<String>,
+    /// Why (refusal message, divergence details), or empty.
+    pub reason: String,
+    /// Step ids on the durable branch after the resume, oldest first.
+    pub receipts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub same: usize,
+    pub refused: usize,
+    pub diverged: usize,
+}
+
+/// The whole matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    pub runner: Runner,
+    pub reference: Fingerprints,
+    pub rows: Vec<Row>,
+    pub summary: Summary,
+}
+
+/// One crash of a row's scenario: arm this point at this step, with these
+/// extra arguments (a local-only phase runs with `--remote ""`).
+#[derive(Debug, Clone)]
+struct Phase {
+    crash: Option<String>,
+    local_only: bool,
+}
+
+/// What to run: a scenario of crashes, then the final resume.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub step: String,
+    pub point: String,
+    pub box_mode: BoxMode,
+    phases: Vec<Phase>,
+}
+
+fn crash_at(point: &str, step: &str) -> Phase {
+    Phase {
+        crash: Some(format!("{point}@{step}")),
+        local_only: false,
+    }
+}
+
+/// The cells of the matrix for `runner` over a plan with these step ids.
+pub fn cells(runner: Runner, ids: &[String]) -> Vec<Cell> {
+    let mut out = Vec::new();
+    let boxes = [BoxMode::Survive, BoxMode::Vanish];
+    match runner {
+        Runner::GitSteps => {
+            for (i, step) in ids.iter().enumerate() {
+                for p in crash::POINTS {
+                    let phases = match (p.scope, p.name) {
+                        (Scope::Step | Scope::RemoteStep, _) => vec![crash_at(p.name, step)],
+                        // Resume points need something to resume: a first
+                        // crash that leaves the work they guard.
+                        (Scope::Resume, "repair-saved") => {
+                            vec![crash_at("worktree-partial", step), crash_at(p.name, step)]
+                        }
+                        (Scope::Resume, "reconcile-ref") => {
+                            vec![crash_at("pushed", step), crash_at(p.name, step)]
+                        }
+                        (Scope::Resume, "reconcile-pushed") => {
+                            // Steps up to this one applied with no remote,
+                            // then the run resumes with the remote.
+                            let mut first = match ids.get(i + 1) {
+                                Some(next) => crash_at("before-write", next),
+                                None => Phase {
+                                    crash: None,
+                                    local_only: true,
+                                },
+                            };
+                            first.local_only = true;
+                            vec![first, crash_at(p.name, step)]
+                        }
+                        _ => continue,
+                    };
+                    let modes: &[BoxMode] = if p.scope == Scope::Resume {
+                        // A fresh clone has no local work for these points.
+                        &boxes[..1]
+                    } else {
+                        &boxes
+                    };
+                    for &b in modes {
+                        out.push(Cell {
+                            step: step.clone(),
+                            point: p.name.to_string(),
+                            box_mode: b,
+                            phases: phases.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        Runner::ClassicDurableLog | Runner::ClassicVolatileLog => {
+            for (i, step) in ids.iter().enumerate() {
+                for p in classic::POINTS {
+                    if p.name == "pushed" && runner == Runner::ClassicVolatileLog {
+                        continue;
+                    }
+                    if p.name == "checkpointed" && (i + 1) % classic::CHECKPOINT_EVERY != 0 {
+                        continue;
+                    }
+                    for b in boxes {
+                        out.push(Cell {
+                            step: step.clone(),
+                            point: p.name.to_string(),
+                            box_mode: b,
+                            phases: vec![crash_at(p.name, step)],
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How to run the binary against a scratch box.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// This binary.
+    pub exe: PathBuf,
+    pub plan: PathBuf,
+    pub runner: Runner,
+}
+
+fn git_env(cmd: &mut Command) {
+    // Scratch runs must not depend on the user's git config (signing,
+    // hooks, templates).
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+}
+
+/// A scratch area: a bare remote and the first box.
+struct Scratch {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    bare: PathBuf,
+}
+
+/// Where scratch runs live: `GIT_STEPS_SCRATCH`, else `/dev/shm` (memory:
+/// the matrix kills processes, it does not cut power, so fsync buys nothing
+/// there and costs most of the time), else the system temp dir.
+pub fn scratch_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("GIT_STEPS_SCRATCH") {
+        return PathBuf::from(d);
+    }
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() && tempfile::tempdir_in(shm).is_ok() {
+        return shm.to_path_buf();
+    }
+    std::env::temp_dir()
+}
+
+fn scratch() -> Result<Scratch> {
+    let tmp = tempfile::Builder::new()
+        .prefix("git-steps-crashtest-")
+        .tempdir_in(scratch_root())
+        .map_err(|e| Error::other(format!("cannot make a scratch dir: {e}")))?;
+    let root = tmp.path().to_path_buf();
+    let bare = root.join("remote.git");
+    let mut opts = git2::RepositoryInitOptions::new();
+    opts.bare(true).initial_head("main");
+    Repository::init_opts(&bare, &opts)?;
+    Ok(Scratch {
+        _tmp: tmp,
+        root,
+        bare,
+    })
+}
+
+fn new_box(s: &Scratch, n: usize, clone: bool) -> Result<PathBuf> {
+    let dir = s.root.join(format!("box{n}"));
+    let repo = if clone {
+        Repository::clone(s.bare.to_str().unwrap_or_default(), &dir)?
+    } else {
+        let mut opts = git2::RepositoryInitOptions::new();
+        opts.initial_head("main");
+        Repository::init_opts(&dir, &opts)?
+    };
+    let mut cfg = repo.config()?.open_level(git2::ConfigLevel::Local)?;
+    cfg.set_str("steps.remote", s.bare.to_str().unwrap_or_default())?;
+    // As `git steps init --branch main` would: a clone of an empty remote
+    // may name its unborn branch otherwise.
+    cfg.set_str("steps.branch", "main")?;
+    cfg.set_str("user.name", "crashtest")?;
+    cfg.set_str("user.email", "crashtest@localhost")?;
+    Ok(dir)
+}
+
+struct Outcome {
+    code: Option<i32>,
+    killed: bool,
+    stderr: String,
+}
+
+fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut cmd = Command::new(&env.exe);
+    cmd.arg("-C").arg(dir).arg("-q");
+    match env.runner {
+        Runner::GitSteps => {
+            cmd.arg("apply").arg(&env.plan);
+            if phase.local_only {
+                cmd.args(["--remote", ""]);
+            }
+        }
+        Runner::ClassicDurableLog | Runner::ClassicVolatileLog => {
+            cmd.arg("classic-apply")
+                .arg(&env.plan)
+                .arg("--remote")
+                .arg(bare)
+                .arg("--log")
+                .arg(if env.runner == Runner::ClassicDurableLog {
+                    "durable"
+                } else {
+                    "volatile"
+                });
+        }
+    }
+    git_env(&mut cmd);
+    match &phase.crash {
+        Some(c) => cmd.env(crash::ENV, c),
+        None => cmd.env_remove(crash::ENV),
+    };
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| Error::other(format!("cannot run {}: {e}", env.exe.display())))?;
+    Ok(Outcome {
+        code: out.status.code(),
+        killed: out.status.signal() == Some(libc::SIGKILL),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Fingerprints of the durable branch (and every receipt on it, duplicates
+/// included, oldest first).
+fn durable_fingerprints(bare: &Path) -> Result<(Fingerprints, Vec<String>)> {
+    crate::settings::enable_fsync()?;
+    let repo = Repository::open_bare(bare)?;
+    let head = repo.refname_to_id("refs/heads/main").ok();
+    let tree = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
+    let artifact = crate::fingerprint::artifact(&repo, tree.as_ref())?;
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Some(h) = head {
+        let mut walk = repo.revwalk()?;
+        walk.push(h)?;
+        walk.simplify_first_parent()?;
+        for oid in walk {
+            let c = repo.find_commit(oid?)?;
+            if let Ok(r) = c
+                .message()
+                .map_err(|_| ())
+                .and_then(|m| crate::receipt::parse(m).map_err(|_| ()))
+            {
+                pairs.push((r.id, r.decision));
+            }
+        }
+    }
+    pairs.reverse();
+    let history = crate::fingerprint::history(pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+    Ok((
+        Fingerprints { artifact, history },
+        pairs.into_iter().map(|(a, _)| a).collect(),
+    ))
+}
+
+fn error_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("Error:"))
+        .unwrap_or_else(|| stderr.lines().last().unwrap_or(""))
+        .trim_start_matches("Error: ")
+        .to_string()
+}
+
+/// Run the plan uninterrupted in scratch space: the reference.
+pub fn reference(env: &Env) -> Result<Fingerprints> {
+    let s = scratch()?;
+    let dir = new_box(&s, 0, false)?;
+    let o = run_once(
+        env,
+        &dir,
+        &s.bare,
+        &Phase {
+            crash: None,
+            local_only: false,
+        },
+    )?;
+    if o.code != Some(0) {
+        return Err(Error::other(format!(
+            "the uninterrupted reference run failed: {}",
+            error_line(&o.stderr)
+        )));
+    }
+    Ok(durable_fingerprints(&s.bare)?.0)
+}
+
+/// Run one cell: crash, (fresh box), resume, compare.
+pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row> {
+    let s = scratch()?;
+    let mut dir = new_box(&s, 0, false)?;
+    let mut fired = 0;
+    for (n, phase) in cell.phases.iter().enumerate() {
+        let o = run_once(env, &dir, &s.bare, phase)?;
+        if o.killed {
+            fired += 1;
+        }
+        if cell.box_mode == BoxMode::Vanish {
+            dir = new_box(&s, n + 1, true)?;
+        }
+    }
+    let o = run_once(
+        env,
+        &dir,
+        &s.bare,
+        &Phase {
+            crash: None,
+            local_only: false,
+        },
+    )?;
+    let (fp, receipts) = durable_fingerprints(&s.bare)?;
+    let mut row = Row {
+        step: cell.step.clone(),
+        point: cell.point.clone(),
+        box_mode: cell.box_mode,
+        verdict: Verdict::Same,
+        artifact: Some(fp.artifact.clone()),
+        history: Some(fp.history.clone()),
+        reason: String::new(),
+        receipts,
+    };
+    let armed = cell.phases.iter().filter(|p| p.crash.is_some()).count();
+    if fired < armed {
+        row.reason = format!("{fired} of {armed} crash(es) fired");
+    }
+    match o.code {
+        Some(0) => {
+            let local_agrees = match env.runner {
+                Runner::GitSteps => {
+                    let repo = Repository::open(&dir)?;
+                    let local = repo.refname_to_id("refs/heads/main").ok();
+                    let durable = Repository::open_bare(&s.bare)?
+                        .refname_to_id("refs/heads/main")
+                        .ok();
+                    local == durable
+                }
+                _ => true,
+            };
+            if fp.artifact != reference.artifact || fp.history != reference.history || !local_agrees
+            {
+                row.verdict = Verdict::Diverged;
+                row.reason = format!(
+                    "artifact {} vs reference {}; history {} vs reference {}{}",
+                    fp.artifact,
+                    reference.artifact,
+                    fp.history,
+                    reference.history,
+                    if local_agrees {
+                        ""
+                    } else {
+                        "; local branch differs from durable"
+                    }
+                );
+            }
+        }
+        Some(3) => {
+            row.verdict = Verdict::Refused;
+            row.reason = error_line(&o.stderr);
+        }
+        other => {
+            row.verdict = Verdict::Diverged;
+            row.reason = format!("the resume exited {other:?}: {}", error_line(&o.stderr));
+        }
+    }
+    Ok(row)
+}
+
+/// Run the whole matrix on `jobs` threads; `progress(done, total)` after each row.
+pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Matrix> {
+    crate::settings::enable_fsync()?;
+    let plan = Plan::open(env.plan.to_str().unwrap_or_default(), &std::env::temp_dir())?;
+    let mut ids = Vec::new();
+    for s in plan.steps()? {
+        ids.push(s?.id);
+    }
+    if ids.is_empty() {
+        return Err(Error::input("the plan holds no steps"));
+    }
+    let reference = reference(env)?;
+    let cells = cells(env.runner, &ids);
+    let total = cells.len();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Row>>>> = Mutex::new((0..total).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= total {
+                    break;
+                }
+                let r = run_cell(env, &cells[i], &reference);
+                results.lock().expect("no worker panics while holding it")[i] = Some(r);
+                progress(done.fetch_add(1, Ordering::SeqCst) + 1, total);
+            });
+        }
+    });
+    let mut rows = Vec::with_capacity(total);
+    for r in results.into_inner().expect("workers are done") {
+        rows.push(r.expect("every cell ran")?);
+    }
+    let mut summary = Summary::default();
+    for r in &rows {
+        match r.verdict {
+            Verdict::Same => summary.same += 1,
+            Verdict::Refused => summary.refused += 1,
+            Verdict::Diverged => summary.diverged += 1,
+        }
+    }
+    Ok(Matrix {
+        runner: env.runner,
+        reference,
+        rows,
+        summary,
+    })
+}

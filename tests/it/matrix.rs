@@ -1,0 +1,275 @@
+//! Issue 4: the crash matrix, the classic runner's divergences, `demo`.
+
+use std::path::{Path, PathBuf};
+
+use git_steps::crashmatrix::{self, BoxMode, Env, Runner, Verdict};
+use proptest::prelude::*;
+
+use crate::harness::*;
+
+#[test]
+fn list_points_prints_every_point_one_per_line() {
+    let t = TestRepo::new();
+    let out = t.steps(&["crashtest", "--list-points"]).ok().stdout();
+    let names: Vec<&str> = git_steps::crash::POINTS.iter().map(|p| p.name).collect();
+    assert_eq!(out.lines().collect::<Vec<_>>(), names);
+    for must in [
+        "before-write",
+        "objects-written",
+        "pushed",
+        "ref-updated",
+        "worktree-partial",
+        "worktree-done",
+    ] {
+        assert!(names.contains(&must), "{must}");
+    }
+}
+
+#[test]
+fn the_eight_step_matrix_is_all_same() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let r = t
+        .steps(&["--json", "crashtest", plan.to_str().unwrap()])
+        .ok();
+    let doc = r.json();
+    let data = &doc["data"];
+    let rows = data["rows"].as_array().unwrap();
+    // Every step × every point × both boxes (resume points: surviving box).
+    let direct = git_steps::crash::POINTS
+        .iter()
+        .filter(|p| p.scope != git_steps::crash::Scope::Resume)
+        .count();
+    let resume = git_steps::crash::POINTS.len() - direct;
+    assert_eq!(rows.len(), 8 * (direct * 2 + resume));
+    assert_eq!(data["summary"]["diverged"], 0, "{}", r.stdout());
+    assert_eq!(data["summary"]["refused"], 0);
+    assert_eq!(data["summary"]["same"], rows.len());
+    for row in rows {
+        assert_eq!(row["artifact"], data["reference"]["artifact"]);
+        assert_eq!(row["history"], data["reference"]["history"]);
+        assert_eq!(row["reason"], "", "every armed crash fired: {row}");
+        let receipts: Vec<&str> = row["receipts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(receipts, ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"]);
+    }
+}
+
+fn matrix_rows(runner: &str, log: &str) -> (serde_json::Value, Option<i32>) {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let r = t.steps(&[
+        "--json",
+        "crashtest",
+        "--runner",
+        runner,
+        "--classic-log",
+        log,
+        plan.to_str().unwrap(),
+    ]);
+    (r.json(), r.code())
+}
+
+fn verdict_of(doc: &serde_json::Value, step: &str, point: &str, b: &str) -> String {
+    doc["data"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["step"] == step && r["point"] == point && r["box"] == b)
+        .unwrap_or_else(|| panic!("no row {step} {point} {b}"))["verdict"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The harness can fail: the common design double-applies when its log is
+/// durable and its receipts are not, and loses hunks when its log is
+/// volatile — in exactly the rows the analysis predicts.
+#[test]
+fn the_classic_runner_diverges_where_it_must() {
+    let (durable, code) = matrix_rows("classic", "durable");
+    assert_eq!(code, Some(3), "any DIVERGED row fails the command");
+    // Durable log, volatile receipts: the box vanishes after s5 was pushed;
+    // the cursor says 3, so s4 and s5 are applied again (duplicated hunks).
+    assert_eq!(
+        verdict_of(&durable, "s5", "before-write", "vanish"),
+        "DIVERGED"
+    );
+    let row = durable["data"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["step"] == "s5" && r["point"] == "before-write" && r["box"] == "vanish")
+        .unwrap()
+        .clone();
+    let receipts: Vec<&str> = row["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        receipts,
+        ["s1", "s2", "s3", "s4", "s4", "s5", "s6", "s7", "s8"]
+    );
+    // Pushed but no receipt yet, even on a surviving box: applied twice.
+    assert_eq!(verdict_of(&durable, "s2", "pushed", "survive"), "DIVERGED");
+    // Right after a checkpoint nothing is lost or repeated.
+    assert_eq!(verdict_of(&durable, "s4", "before-write", "vanish"), "SAME");
+    assert_eq!(
+        verdict_of(&durable, "s3", "receipt-written", "survive"),
+        "SAME"
+    );
+
+    let (volatile, code) = matrix_rows("classic", "volatile");
+    assert_eq!(code, Some(3));
+    // Volatile log: the cursor checkpointed at 3 and 6 survives, the commits
+    // do not: resuming at 6 on a fresh clone loses s1..s6's hunks.
+    assert_eq!(
+        verdict_of(&volatile, "s7", "before-write", "vanish"),
+        "DIVERGED"
+    );
+    let row = volatile["data"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["step"] == "s7" && r["point"] == "before-write" && r["box"] == "vanish")
+        .unwrap()
+        .clone();
+    let receipts: Vec<&str> = row["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    // s7's hunk needs s6's line as context; with s1..s6 lost it does not even
+    // apply, and the durable branch ends without them.
+    assert!(
+        !receipts.contains(&"s1") && !receipts.contains(&"s6"),
+        "lost hunks: {receipts:?}"
+    );
+    assert_eq!(
+        verdict_of(&volatile, "s2", "before-write", "vanish"),
+        "SAME"
+    );
+}
+
+#[test]
+fn demo_tells_the_story() {
+    let t = TestRepo::new();
+    let r = t.steps(&["demo"]).ok();
+    let out = r.stdout();
+    assert!(
+        out.contains("verdict: resume equivalence holds"),
+        "{}",
+        r.explain()
+    );
+    assert!(out.contains("classic (durable log)") && out.contains("classic (volatile log)"));
+    let doc = t.steps(&["--json", "demo"]).ok().json();
+    assert_eq!(doc["data"]["holds"], true);
+    let ours = &doc["data"]["matrices"][2];
+    assert_eq!(ours["runner"], "git-steps");
+    assert_eq!(ours["summary"]["diverged"], 0);
+    assert!(
+        doc["data"]["matrices"][0]["summary"]["diverged"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+/// A random plan made with the git CLI: patch steps are real `git diff`
+/// output, files steps whole contents; edge contents included.
+fn make_plan(dir: &Path, steps: &[(u8, u8, u8)]) -> PathBuf {
+    let t = TestRepo::new();
+    let names = ["a.txt", "dir/é.txt", "crlf.txt"];
+    let mut lines = Vec::new();
+    for (i, &(file, shape, kind)) in steps.iter().enumerate() {
+        let name = names[file as usize % names.len()];
+        let exists = t.path(name).exists();
+        let old = if exists { t.read(name) } else { String::new() };
+        let new = match shape % 6 {
+            0 => String::new(),                            // empty file
+            1 => format!("{old}line-{i}"),                 // no final newline
+            2 => format!("{old}crlf-{i}\r\nmore-{i}\r\n"), // CRLF
+            3 => format!("ünïcödé-{i} ✓\n{old}"),          // non-ASCII, at the top
+            4 => old.lines().map(|l| format!("{l}\n")).collect::<String>() + &format!("tail-{i}\n"),
+            _ => format!("fresh-{i}\nbody-{i}\n"),
+        };
+        let delete = exists && shape % 7 == 6;
+        if !delete && exists && new == old {
+            continue;
+        }
+        let id = format!("p{i}");
+        if kind % 2 == 0 {
+            if delete {
+                std::fs::remove_file(t.path(name)).unwrap();
+            } else {
+                t.write(name, &new);
+            }
+            t.git(&["add", "-A"]).ok();
+            // Untrimmed: a CRLF file's last line ends in "\r\n".
+            let diff = t
+                .git(&["-c", "core.quotePath=false", "diff", "--cached"])
+                .ok()
+                .stdout();
+            if diff.trim().is_empty() {
+                continue;
+            }
+            t.git(&["commit", "-q", "-m", &id]).ok();
+            lines.push(
+                serde_json::to_string(&serde_json::json!({"id": id, "patch": diff})).unwrap(),
+            );
+        } else {
+            let content = if delete {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!(new)
+            };
+            if delete {
+                std::fs::remove_file(t.path(name)).unwrap();
+            } else {
+                t.write(name, &new);
+            }
+            t.git(&["add", "-A"]).ok();
+            t.git(&["commit", "-q", "--allow-empty", "-m", &id]).ok();
+            lines.push(
+                serde_json::to_string(&serde_json::json!({"id": id, "files": {name: content}}))
+                    .unwrap(),
+            );
+        }
+    }
+    if lines.is_empty() {
+        lines.push(r#"{"id":"only","files":{"x":"x\n"}}"#.to_string());
+    }
+    let p = dir.join("plan.jsonl");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random plans × a random crash point × a random box mode → SAME.
+    #[test]
+    fn random_plan_random_crash_resumes_to_the_same_fingerprint(
+        steps in proptest::collection::vec((0u8..3, 0u8..7, 0u8..2), 1..6),
+        pick in any::<u32>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = make_plan(dir.path(), &steps);
+        let env = Env { exe: PathBuf::from(BIN), plan: plan.clone(), runner: Runner::GitSteps };
+        let reference = crashmatrix::reference(&env).unwrap();
+        let ids = plan_ids(&plan);
+        let cells = crashmatrix::cells(Runner::GitSteps, &ids);
+        let cell = &cells[pick as usize % cells.len()];
+        let row = crashmatrix::run_cell(&env, cell, &reference).unwrap();
+        prop_assert_eq!(row.verdict, Verdict::Same, "{:?} at {}@{} ({:?}): {}\nplan:\n{}",
+            row.verdict, row.point, row.step, row.box_mode, row.reason, std::fs::read_to_string(&plan).unwrap());
+        prop_assert!(row.box_mode == BoxMode::Survive || row.box_mode == BoxMode::Vanish);
+    }
+}

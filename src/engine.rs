@@ -88,8 +88,8 @@ fn line_stats(repo: &Repository, changes: &[apply::Change]) -> Result<(usize, us
             })
         };
         let (a, b) = (read(&c.old)?, read(&c.new)?);
-        let diff = similar::TextDiff::from_lines(a.as_slice(), b.as_slice());
-        for op in diff.ops() {
+        let (_, _, ops) = crate::hunks::diff_lines(&a, &b);
+        for op in &ops {
             rem += op.old_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
             add += op.new_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
         }

@@ -10,7 +10,26 @@
 use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
-use similar::{DiffOp, TextDiff};
+use similar::algorithms::{Capture, Replace};
+use similar::DiffOp;
+
+/// The lines of `old` and `new` (split at LF only, as git does) and the
+/// Myers diff ops between them.
+///
+/// Not `similar::TextDiff`: its always-on compaction pass (similar 2.7.0)
+/// can return ops whose indices skip or repeat lines — our fuzzer found
+/// `a b c x` + 7 blank lines → 10 blank lines + `@` giving an Insert at old
+/// index 7 instead of 11 — so the hunks would name the wrong lines. The raw
+/// Myers ops (with adjacent delete + insert merged into replace) are exact.
+pub fn diff_lines<'a>(old: &'a [u8], new: &'a [u8]) -> (Vec<&'a [u8]>, Vec<&'a [u8]>, Vec<DiffOp>) {
+    let a: Vec<&[u8]> = old.split_inclusive(|b| *b == b'\n').collect();
+    let b: Vec<&[u8]> = new.split_inclusive(|b| *b == b'\n').collect();
+    let mut hook = Replace::new(Capture::new());
+    // Capture and Replace never fail.
+    let _ = similar::algorithms::myers::diff(&mut hook, &a, 0..a.len(), &b, 0..b.len());
+    let ops = hook.into_inner().into_ops();
+    (a, b, ops)
+}
 
 /// The identity of one hunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,13 +72,9 @@ fn key(path: &str, removed: &[Vec<u8>], added: &[Vec<u8>]) -> [u8; 32] {
 /// The identities of the hunks that turn `old` into `new` at `path`, in file
 /// order. Hunks that change only blank lines have none.
 pub fn identities(path: &str, old: &[u8], new: &[u8]) -> Vec<HunkId> {
-    let diff = TextDiff::configure()
-        .algorithm(similar::Algorithm::Myers)
-        .diff_lines(old, new);
-    let old_lines = diff.old_slices();
-    let new_lines = diff.new_slices();
+    let (old_lines, new_lines, ops) = diff_lines(old, new);
     let mut out = Vec::new();
-    for group in diff.grouped_ops(0) {
+    for group in similar::group_diff_ops(ops, 0) {
         let (mut removed, mut added) = (Vec::new(), Vec::new());
         let mut first_added: Option<&[u8]> = None;
         let mut first_removed: Option<&[u8]> = None;
@@ -191,6 +206,23 @@ mod tests {
         assert_ne!(a[0].key, a[0].inverse);
         // Different path, different identity.
         assert_ne!(identities("g", b"", b"line-1\n")[0].key, a[0].key);
+    }
+
+    /// Regression: similar's compaction misplaced this insert; the raw ops
+    /// must cover every line exactly once, in order.
+    #[test]
+    fn diff_ops_cover_every_line_in_order() {
+        let old = "a\nb\nc\n\u{fffd}\n\n\n\n\n\n\n\n";
+        let new = "\n\n\n\n\n\n\n\n\n\n@";
+        let (a, b, ops) = diff_lines(old.as_bytes(), new.as_bytes());
+        let (mut i, mut j) = (0, 0);
+        for op in &ops {
+            assert_eq!(op.old_range().start, i, "{ops:?}");
+            assert_eq!(op.new_range().start, j, "{ops:?}");
+            i = op.old_range().end;
+            j = op.new_range().end;
+        }
+        assert_eq!((i, j), (a.len(), b.len()));
     }
 
     #[test]

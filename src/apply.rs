@@ -174,6 +174,9 @@ impl<'r> Overlay<'r> {
 
     fn write(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
         self.check_parents(path)?;
+        if mode == MODE_LINK {
+            check_link_target(path, content)?;
+        }
         if let Kind::Dir = self.kind(path).map_err(|e| e.to_string())? {
             return Err(format!("{path} is a directory"));
         }
@@ -281,6 +284,44 @@ pub fn filemode(mode: u32) -> git2::FileMode {
         MODE_LINK => git2::FileMode::Link,
         _ => git2::FileMode::Blob,
     }
+}
+
+/// A symlink may only point inside the repository: a relative target that,
+/// read from the link's directory, never climbs above the top and never
+/// names `.git`. (git itself allows any target; a step from a model should
+/// not be able to plant a door to the rest of the machine.)
+pub fn check_link_target(path: &str, target: &[u8]) -> Result<(), String> {
+    let t = std::str::from_utf8(target)
+        .map_err(|_| format!("the symlink {path} has a target that is not UTF-8"))?;
+    if t.is_empty() || t.contains('\0') {
+        return Err(format!(
+            "the symlink {path} has an empty or NUL-containing target"
+        ));
+    }
+    if t.starts_with('/') {
+        return Err(format!(
+            "the symlink {path} points to the absolute path {t:?}, outside the repository"
+        ));
+    }
+    let mut depth: i64 = path.matches('/').count() as i64;
+    for c in t.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(format!(
+                        "the symlink {path} points to {t:?}, outside the repository"
+                    ));
+                }
+            }
+            c if crate::path::is_dotgit_alias(c) => {
+                return Err(format!("the symlink {path} points into .git ({t:?})"))
+            }
+            _ => depth += 1,
+        }
+    }
+    Ok(())
 }
 
 /// Apply `step` on top of `base` (None: the empty tree of an unborn branch).

@@ -81,7 +81,11 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
     let trailers = git2::message_trailers_strs(message)
         .map_err(|e| ParseError::Malformed(format!("cannot parse trailers: {}", e.message())))?;
     let (mut id, mut run, mut decision) = (Vec::new(), Vec::new(), Vec::new());
+    // git unfolds continuation lines into single spaces; so do we.
+    let unfold = |v: &str| v.split_whitespace().collect::<Vec<_>>().join(" ");
     for (k, v) in trailers.iter() {
+        let v = unfold(v);
+        let v = v.as_str();
         // git compares trailer keys case-insensitively.
         if k.eq_ignore_ascii_case(KEY_ID) {
             id.push(v.to_string());
@@ -95,11 +99,15 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
         return Err(ParseError::NotAReceipt);
     }
     match (id.as_slice(), run.as_slice(), decision.as_slice()) {
-        ([i], [r], [d]) => Ok(Receipt {
-            id: i.clone(),
-            run: r.clone(),
-            decision: d.clone(),
-        }),
+        ([i], [r], [d]) => {
+            crate::step::validate_id(i)
+                .map_err(|e| ParseError::Malformed(format!("bad Step-Id: {e}")))?;
+            Ok(Receipt {
+                id: i.clone(),
+                run: r.clone(),
+                decision: d.clone(),
+            })
+        }
         _ => Err(ParseError::Malformed(format!(
             "expected one each of {KEY_ID}, {KEY_RUN}, {KEY_DECISION}; found {}, {}, {}",
             id.len(),

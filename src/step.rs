@@ -316,7 +316,9 @@ pub struct PlanReader<R> {
     reader: R,
     line: usize,
     buf: String,
-    seen: HashMap<String, usize>,
+    /// 128 bits of each id's SHA-256 → its line: duplicate ids are caught
+    /// in 24 bytes a step, whatever the length of the ids or steps.
+    seen: HashMap<u128, usize>,
     first: bool,
     stopped: bool,
 }
@@ -384,7 +386,12 @@ impl<R: BufRead> PlanReader<R> {
             };
             self.first = false;
             let step = Step::from_value(value, start)?;
-            if let Some(prev) = self.seen.get(&step.id) {
+            let key = u128::from_le_bytes(
+                Sha256::digest(step.id.as_bytes())[..16]
+                    .try_into()
+                    .expect("16 bytes"),
+            );
+            if let Some(prev) = self.seen.get(&key) {
                 return Err(Error::Input {
                     step: Some(step.id.clone()),
                     line: Some(start),
@@ -393,7 +400,7 @@ impl<R: BufRead> PlanReader<R> {
                     ),
                 });
             }
-            self.seen.insert(step.id.clone(), start);
+            self.seen.insert(key, start);
             return Ok(Some(step));
         }
     }

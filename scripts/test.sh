@@ -8,6 +8,7 @@ missing=()
 command -v git >/dev/null || missing+=(git)
 command -v lighttpd >/dev/null || missing+=(lighttpd)
 command -v flock >/dev/null || missing+=(util-linux)
+command -v strace >/dev/null || missing+=(strace)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${missing[*]} (needed by the tests' real servers)" >&2

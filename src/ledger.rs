@@ -201,23 +201,20 @@ pub fn tree_hunks(
     old: Option<&git2::Tree<'_>>,
     new: Option<&git2::Tree<'_>>,
 ) -> Result<Vec<HunkId>> {
-    let diff = repo.diff_tree_to_tree(old, new, None)?;
+    let content = |e: &Option<crate::apply::Entry>| -> Result<Vec<u8>> {
+        match e {
+            // Submodules have no content to diff.
+            Some(e) if e.mode != 0o160000 => Ok(repo.find_blob(e.oid)?.content().to_vec()),
+            _ => Ok(Vec::new()),
+        }
+    };
     let mut out = Vec::new();
-    for delta in diff.deltas() {
-        let content = |f: git2::DiffFile<'_>| -> Result<Vec<u8>> {
-            if f.id().is_zero() || f.mode() == git2::FileMode::Commit {
-                return Ok(Vec::new());
-            }
-            Ok(repo.find_blob(f.id())?.content().to_vec())
-        };
-        let path = delta
-            .new_file()
-            .path()
-            .or(delta.old_file().path())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (a, b) = (content(delta.old_file())?, content(delta.new_file())?);
-        out.extend(hunks::identities(&path, &a, &b));
+    for c in crate::apply::tree_changes(repo, old, new)? {
+        out.extend(hunks::identities(
+            &c.path,
+            &content(&c.old)?,
+            &content(&c.new)?,
+        ));
     }
     Ok(out)
 }

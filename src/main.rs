@@ -11,6 +11,7 @@ use git_steps::error::exit;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.json;
+    let verbose = cli.verbose;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let code = match cli::run(cli, &mut out) {
@@ -32,5 +33,8 @@ fn main() -> ExitCode {
         }
     };
     let _ = out.flush();
+    if verbose {
+        git_steps::cli::report_peak_memory();
+    }
     ExitCode::from(code)
 }

@@ -173,12 +173,7 @@ impl Remote {
                 let conn = remote
                     .connect_auth(git2::Direction::Fetch, Some(callbacks(repo)), None)
                     .map_err(|e| self.net_error("read", e))?;
-                let found = conn
-                    .list()?
-                    .iter()
-                    .find(|h| h.name() == refname)
-                    .map(|h| h.oid());
-                Ok(found)
+                Ok(advertised(conn.list()?, &refname))
             }
             Transport::Git => {
                 let mut cmd = git_cli(repo)?;
@@ -215,12 +210,7 @@ impl Remote {
                         Some("git-steps: fetch"),
                     )
                     .map_err(|e| self.net_error("fetch from", e))?;
-                let found = remote
-                    .list()?
-                    .iter()
-                    .find(|h| h.name() == refname)
-                    .map(|h| h.oid());
-                Ok(found)
+                Ok(advertised(remote.list()?, &refname))
             }
             Transport::Git => {
                 let Some(oid) = self.head(repo, branch)? else {
@@ -498,6 +488,11 @@ impl Remote {
             err.trim()
         ))))
     }
+}
+
+/// The id a remote advertised for `refname`.
+fn advertised(heads: &[git2::RemoteHead<'_>], refname: &str) -> Option<Oid> {
+    heads.iter().find(|h| h.name() == refname).map(|h| h.oid())
 }
 
 fn parse_ls_remote(out: &str, refname: &str) -> Result<Option<Oid>> {

@@ -180,6 +180,15 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
     }
 }
 
+/// With `-v`: the process's peak resident memory, on stderr.
+pub fn report_peak_memory() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
+        let kib = line.split_whitespace().nth(1).unwrap_or("?");
+        eprintln!("peak memory: {kib} KiB");
+    }
+}
+
 /// Render a failure: a JSON document on stdout with `--json`, and always the
 /// human message on stderr (`Error:` / `Would have:` / `Hint:` / `Caused by:`).
 pub fn report_failure(json: bool, f: &Failure, out: &mut dyn Write) {

@@ -417,6 +417,21 @@ pub fn plan_ids(plan: &Path) -> Vec<String> {
         .collect()
 }
 
+/// What `git interpret-trailers --parse` reads from `message`.
+pub fn interpret_trailers(t: &TestRepo, message: &str) -> String {
+    let mut cmd = Command::new("git");
+    cmd.args(["interpret-trailers", "--parse"])
+        .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    t.run_cmd(
+        cmd,
+        "git interpret-trailers --parse".into(),
+        Some(message.as_bytes()),
+    )
+    .ok()
+    .stdout()
+}
+
 pub fn os(s: &str) -> &OsStr {
     OsStr::new(s)
 }

@@ -3,6 +3,7 @@
 
 mod core;
 mod harness;
+mod hostile;
 mod matrix;
 mod remote;
 mod servers;

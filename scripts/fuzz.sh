@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fuzz the step parser, the patch parser + hunk placement (differential:
+# applying a diff of (old, new) to old must give new), and the trailer
+# writer/reader. Seeds come from fixtures/. Usage: scripts/fuzz.sh [SECONDS]
+#
+# cargo-fuzz wants a nightly compiler for its -Z flags; these machines have
+# only stable, so RUSTC_BOOTSTRAP=1 lets stable accept them, and
+# --sanitizer none skips AddressSanitizer (the code under test is safe Rust
+# plus libgit2, which is not fuzzed here). Building takes about 3 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+secs=${1:-60}
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+mkdir -p corpus/step_parser corpus/patch_apply corpus/trailers
+cp ../fixtures/*.jsonl corpus/step_parser/
+python3 - <<'PY'
+import glob, json
+n = 0
+for f in sorted(glob.glob("../fixtures/*.jsonl")):
+    for line in open(f, encoding="utf-8"):
+        step = json.loads(line)
+        if "patch" in step:
+            open(f"corpus/patch_apply/fixture-{n}", "w", encoding="utf-8").write(step["patch"]); n += 1
+        open(f"corpus/trailers/fixture-{n}", "w", encoding="utf-8").write(
+            step.get("message", "") + "\x01" + json.dumps(step.get("intent", "")))
+PY
+export RUSTC_BOOTSTRAP=1
+for target in step_parser patch_apply trailers; do
+  echo "== $target for ${secs}s"
+  cargo fuzz run -O --sanitizer none "$target" "corpus/$target" -- -max_total_time="$secs" 2>&1 | grep -aE "^Done|panicked|SUMMARY" || true
+done

@@ -1,0 +1,504 @@
+//! Issue 5: hostile and broken input. Every bad input gets the SPEC's exit
+//! code, a message naming the step (and plan line) and the problem, no
+//! receipt, no write outside the repository, HEAD/index/worktree unchanged,
+//! and the user's uncommitted work untouched.
+
+use serde_json::json;
+
+use crate::harness::*;
+
+fn line(v: serde_json::Value) -> String {
+    serde_json::to_string(&v).unwrap()
+}
+
+/// A repository with one applied step, a committed symlink pointing outside
+/// (made by the user with git, before the run) and the user's own untracked
+/// work in the worktree.
+fn base() -> TestRepo {
+    let t = TestRepo::new();
+    let outside = t.tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, t.path("out")).unwrap();
+    t.write("keep.txt", "a\nb\nc\n");
+    t.commit_all("the user's base");
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(json!({"id": "s1", "files": {"f.txt": "one\ntwo\n"}})),
+    )
+    .ok();
+    t.write("notes.txt", "my uncommitted notes\n");
+    t
+}
+
+/// Run `plan`, expect `code` and every needle in the error, and nothing
+/// changed anywhere.
+#[track_caller]
+fn refused(t: &TestRepo, name: &str, plan: &str, code: i32, needles: &[&str]) {
+    let before = t.snapshot();
+    let ids = t.step_ids();
+    let r = t.steps_stdin(&["--json", "apply", "-"], plan);
+    assert_eq!(r.code(), Some(code), "{name}\n{}", r.explain());
+    let err = r.stderr();
+    let doc = r.json();
+    assert_eq!(doc["type"], "error", "{name}");
+    for n in needles {
+        assert!(
+            err.contains(n),
+            "{name}: stderr lacks {n:?}\n{}",
+            r.explain()
+        );
+    }
+    assert_eq!(t.snapshot(), before, "{name}: something changed");
+    assert_eq!(t.step_ids(), ids, "{name}: a receipt was written");
+    assert_eq!(t.read("notes.txt"), "my uncommitted notes\n", "{name}");
+    assert_eq!(
+        std::fs::read_dir(t.tmp.path().join("outside"))
+            .unwrap()
+            .count(),
+        0,
+        "{name}: wrote outside"
+    );
+}
+
+#[test]
+fn plan_syntax() {
+    let t = base();
+    let good = line(json!({"id": "ok", "files": {"g.txt": "g\n"}}));
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "malformed JSON",
+            format!("{good}\n{{\"id\": \"b\", \"files\": {{\"x\" \"y\"}}}}\n{good}"),
+            vec!["plan line 2", "not valid JSON"],
+        ),
+        (
+            "truncated last line",
+            format!("{good}\n{{\"id\":\"b\",\"files\":{{\"x\":\"y"),
+            vec!["plan line 2", "truncated"],
+        ),
+        (
+            "unknown field",
+            line(json!({"id": "b", "files": {"x": "y"}, "bogus": 1})),
+            vec!["step b", "unknown field `bogus`"],
+        ),
+        (
+            "files of wrong type",
+            line(json!({"id": "b", "files": "x"})),
+            vec!["step b", "must be an object"],
+        ),
+        (
+            "file content of wrong type",
+            line(json!({"id": "b", "files": {"x": 5}})),
+            vec!["step b", "must be a string or null"],
+        ),
+        (
+            "message of wrong type",
+            line(json!({"id": "b", "files": {"x": "y"}, "message": 5})),
+            vec!["step b", "`message` must be a string"],
+        ),
+        (
+            "id of wrong type",
+            line(json!({"id": 5, "files": {"x": "y"}})),
+            vec!["plan line 1", "`id` must be a string"],
+        ),
+        (
+            "not an object",
+            "[1,2]".into(),
+            vec!["plan line 1", "must be a JSON object"],
+        ),
+        (
+            "missing content",
+            line(json!({"id": "b"})),
+            vec!["step b", "no content"],
+        ),
+        (
+            "two content fields",
+            line(json!({"id": "b", "files": {"x": "y"}, "patch": "p"})),
+            vec!["step b", "2 content fields"],
+        ),
+        ("empty plan", String::new(), vec!["holds no steps"]),
+        ("blank plan", "\n \n\t\n".into(), vec!["holds no steps"]),
+        (
+            "empty files",
+            line(json!({"id": "b", "files": {}})),
+            vec!["step b", "empty object"],
+        ),
+    ];
+    for (name, plan, needles) in cases {
+        refused(&t, name, &plan, 1, &needles);
+    }
+}
+
+#[test]
+fn ids() {
+    let t = base();
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "empty id",
+            line(json!({"id": "", "files": {"x": "y"}})),
+            vec!["the id is empty"],
+        ),
+        (
+            "too long",
+            line(json!({"id": "x".repeat(129), "files": {"x": "y"}})),
+            vec!["at most 128"],
+        ),
+        (
+            "newline (trailer injection)",
+            line(json!({"id": "a\nStep-Id: forged", "files": {"x": "y"}})),
+            vec!["contains '\\n'"],
+        ),
+        (
+            "colon space",
+            line(json!({"id": "a: b", "files": {"x": "y"}})),
+            vec!["contains ' '"],
+        ),
+        (
+            "leading dash",
+            line(json!({"id": "-a", "files": {"x": "y"}})),
+            vec!["must start with a letter or digit"],
+        ),
+        (
+            "duplicate ids",
+            format!(
+                "{}\n{}",
+                line(json!({"id": "d", "files": {"x": "1"}})),
+                line(json!({"id": "d", "files": {"x": "2"}}))
+            ),
+            vec!["step d", "used twice", "first on line 1"],
+        ),
+    ];
+    for (name, plan, needles) in cases {
+        refused(&t, name, &plan, 1, &needles);
+    }
+}
+
+#[test]
+fn paths() {
+    let t = base();
+    let bad = [
+        "../x",
+        "a/../../x",
+        "/etc/passwd",
+        ".git/config",
+        ".GIT/config",
+        "sub/.git/hooks/pre-commit",
+        ".git./config",
+        ".git /config",
+        "GIT~1/config",
+        ".git::$INDEX_ALLOCATION/x",
+        ".g\u{200c}it/config",
+        "a\\b",
+        "a//b",
+        "a/",
+        "./a",
+        "a\u{0}b",
+    ];
+    for p in bad {
+        refused(
+            &t,
+            &format!("files {p:?}"),
+            &line(json!({"id": "p", "files": {p: "x\n"}})),
+            1,
+            &["step p"],
+        );
+        if !p.contains('\u{0}') && !p.contains("//") && !p.ends_with('/') {
+            let patch = format!("--- /dev/null\n+++ b/{p}\n@@ -0,0 +1 @@\n+x\n");
+            refused(
+                &t,
+                &format!("patch {p:?}"),
+                &line(json!({"id": "p", "patch": patch})),
+                1,
+                &["step p"],
+            );
+        }
+    }
+    // A rename into .git, through the rename header only.
+    let patch = "diff --git a/f.txt b/.git/hooks/post-checkout\nsimilarity index 100%\nrename from f.txt\nrename to .git/hooks/post-checkout\n";
+    refused(
+        &t,
+        "rename into .git",
+        &line(json!({"id": "p", "patch": patch})),
+        1,
+        &["step p", ".git"],
+    );
+}
+
+#[test]
+fn symlinks() {
+    let t = base();
+    // Through a symlink in the base tree (CVE-2023-23946 class).
+    refused(
+        &t,
+        "files through base symlink",
+        &line(json!({"id": "l", "files": {"out/pwned": "x\n"}})),
+        1,
+        &["step l", "through the symlink out"],
+    );
+    refused(
+        &t,
+        "patch through base symlink",
+        &line(json!({"id": "l", "patch": "--- /dev/null\n+++ b/out/pwned\n@@ -0,0 +1 @@\n+x\n"})),
+        1,
+        &["step l", "through the symlink out"],
+    );
+    // Symlinks that point outside are refused when created.
+    for target in ["/etc", "../x", "a/../../x", ".git/config"] {
+        let patch = format!("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n");
+        refused(
+            &t,
+            &format!("symlink to {target}"),
+            &line(json!({"id": "l", "patch": patch})),
+            1,
+            &["step l", "symlink l"],
+        );
+    }
+    // A symlink an earlier step created (pointing inside), then a write
+    // through it in a later step: refused too.
+    let mk = "diff --git a/dir/x b/dir/x\nnew file mode 100644\n--- /dev/null\n+++ b/dir/x\n@@ -0,0 +1 @@\n+x\ndiff --git a/alias b/alias\nnew file mode 120000\n--- /dev/null\n+++ b/alias\n@@ -0,0 +1 @@\n+dir\n\\ No newline at end of file\n";
+    t.steps_stdin(&["apply", "-"], &line(json!({"id": "mk", "patch": mk})))
+        .ok();
+    refused(
+        &t,
+        "through an earlier step's symlink",
+        &line(json!({"id": "w", "files": {"alias/y": "y\n"}})),
+        1,
+        &["step w", "through the symlink alias"],
+    );
+    // Deleting the symlink and creating a directory in its place is fine.
+    let swap = "diff --git a/alias b/alias\ndeleted file mode 120000\n--- a/alias\n+++ /dev/null\n@@ -1 +0,0 @@\n-dir\n\\ No newline at end of file\ndiff --git a/alias/y b/alias/y\nnew file mode 100644\n--- /dev/null\n+++ b/alias/y\n@@ -0,0 +1 @@\n+y\n";
+    t.steps_stdin(&["apply", "-"], &line(json!({"id": "swap", "patch": swap})))
+        .ok();
+    assert!(std::fs::symlink_metadata(t.path("alias")).unwrap().is_dir());
+    assert_eq!(t.read("alias/y"), "y\n");
+    assert_eq!(t.read("dir/x"), "x\n");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "?? notes.txt");
+}
+
+#[test]
+fn patches() {
+    let t = base();
+    let n = std::cell::Cell::new(0);
+    let p = |s: &str| {
+        n.set(n.get() + 1);
+        line(json!({"id": format!("q{}", n.get()), "patch": s}))
+    };
+    let cases: Vec<(&str, String, i32, Vec<&str>)> = vec![
+        ("does not apply", p("--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n one\n-zwei\n+drei\n"), 1, vec!["step q", "f.txt", "hunk #1", "does not apply"]),
+        ("modify twice", p("--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n-one\n+uno\n two\n"), 0, vec![]),
+        ("same path twice", p("--- a/f.txt\n+++ b/f.txt\n@@ -2 +2 @@\n-two\n+2\n--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-uno\n+1\n"), 1, vec!["step q", "f.txt is changed twice"]),
+        ("binary", p("diff --git a/b.bin b/b.bin\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\nliteral 3\nKcmZ>ZWB&jl\n\nliteral 0\nHcmV?d00001\n\n"), 1, vec!["step q", "binary patches are not supported"]),
+        ("empty patch", p(""), 1, vec!["step q", "`patch` is empty"]),
+        ("whitespace patch", p("\n\n"), 1, vec!["step q", "no file changes"]),
+        ("garbage between hunks", p("--- a/keep.txt\n+++ b/keep.txt\n@@ -1 +1 @@\n-a\n+A\nthis is not a diff line\n@@ -3 +3 @@\n-c\n+C\n"), 1, vec!["step q", "unexpected text"]),
+        ("counts that lie (too few lines)", p("--- a/keep.txt\n+++ b/keep.txt\n@@ -1,3 +1,3 @@\n-a\n+A\n"), 1, vec!["step q", "truncated"]),
+        ("counts that lie (too many lines)", p("--- a/keep.txt\n+++ b/keep.txt\n@@ -1 +1 @@\n-a\n+A\n+B\n"), 1, vec!["step q", "unexpected text"]),
+        ("delete what is not there", p("--- a/nope.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"), 1, vec!["step q", "nope.txt does not exist"]),
+        ("create what exists", p("--- /dev/null\n+++ b/keep.txt\n@@ -0,0 +1 @@\n+x\n"), 1, vec!["step q", "keep.txt already exists"]),
+    ];
+    for (name, plan, code, needles) in cases {
+        if code == 0 {
+            t.steps_stdin(&["apply", "-"], &plan).ok();
+            // The same patch again, under another id: it no longer applies.
+            let again = plan.replace("\"id\":\"q", "\"id\":\"again-q");
+            refused(
+                &t,
+                "apply twice",
+                &again,
+                1,
+                &["step again-q", "does not apply"],
+            );
+        } else {
+            refused(&t, name, &plan, code, &needles);
+        }
+    }
+    // An append applied twice still applies as a patch; it is a duplicated hunk.
+    let append = |id: &str| {
+        line(json!({"id": id, "patch": "--- a/keep.txt\n+++ b/keep.txt\n@@ -3 +3,2 @@\n c\n+d\n"}))
+    };
+    t.steps_stdin(&["apply", "-"], &append("ap1")).ok();
+    let twice = line(
+        json!({"id": "ap2", "patch": "--- a/keep.txt\n+++ b/keep.txt\n@@ -4 +4,2 @@\n d\n+d\n"}),
+    );
+    refused(
+        &t,
+        "append twice",
+        &twice,
+        3,
+        &["step ap2", "repeats a change step ap1 made"],
+    );
+    // CRLF content applies byte for byte.
+    let crlf = line(json!({"id": "cr1", "files": {"w.txt": "one\r\ntwo\r\n"}}));
+    t.steps_stdin(&["apply", "-"], &crlf).ok();
+    let crlf_patch = line(
+        json!({"id": "cr2", "patch": "--- a/w.txt\n+++ b/w.txt\n@@ -1,2 +1,2 @@\n one\r\n-two\r\n+TWO\r\n"}),
+    );
+    t.steps_stdin(&["apply", "-"], &crlf_patch).ok();
+    assert_eq!(t.read("w.txt"), "one\r\nTWO\r\n");
+}
+
+#[test]
+fn big_files_deep_trees() {
+    let t = base();
+    let big: String = (0..8 * 1024 * 1024 / 64)
+        .map(|i| format!("{i:063}\n"))
+        .collect();
+    assert!(big.len() >= 8 << 20);
+    let deep = (0..200)
+        .map(|i| format!("d{i}"))
+        .collect::<Vec<_>>()
+        .join("/")
+        + "/leaf.txt";
+    let plan = [
+        line(json!({"id": "big", "files": {"big.txt": big}})),
+        line(json!({"id": "deep", "files": {deep.clone(): "deep\n"}})),
+    ];
+    let p = t.plan("big.jsonl", &plan);
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert_eq!(
+        std::fs::metadata(t.path("big.txt")).unwrap().len(),
+        big.len() as u64
+    );
+    assert_eq!(t.read(&deep), "deep\n");
+    assert_eq!(
+        t.steps(&["fingerprint"]).ok().stdout().trim(),
+        independent_fingerprint(&t, "HEAD")
+    );
+}
+
+fn peak_kib(r: &Run) -> u64 {
+    let l = r
+        .stderr()
+        .lines()
+        .find(|l| l.starts_with("peak memory:"))
+        .map(str::to_string);
+    l.and_then(|l| l.split_whitespace().nth(2).and_then(|n| n.parse().ok()))
+        .unwrap_or_else(|| panic!("no peak memory line\n{}", r.explain()))
+}
+
+/// A 100k-line plan is streamed: validating it costs about what a 10k-line
+/// plan costs (24 bytes a step for duplicate-id detection), not the plan.
+#[test]
+fn a_long_plan_is_streamed() {
+    let t = base();
+    let body = "x".repeat(400);
+    let mk = |n: usize| {
+        let mut lines: Vec<String> = (0..n)
+            .map(|i| line(json!({"id": format!("step-{i}"), "files": {format!("f{}", i % 7): format!("{body}{i}\n")}})))
+            .collect();
+        // A bad last line: the whole plan is read, nothing is applied.
+        lines.push("{\"id\": \"last\", \"files\": ".into());
+        t.plan(&format!("long-{n}.jsonl"), &lines)
+    };
+    let (small, large) = (mk(10_000), mk(100_000));
+    let r_small = t
+        .steps(&["-v", "apply", small.to_str().unwrap()])
+        .code_is(1)
+        .stderr_has("plan line 10001");
+    let r_large = t
+        .steps(&["-v", "apply", large.to_str().unwrap()])
+        .code_is(1)
+        .stderr_has("plan line 100001");
+    let (s, l) = (peak_kib(&r_small), peak_kib(&r_large));
+    let plan_kib = std::fs::metadata(&large).unwrap().len() / 1024;
+    eprintln!("peak memory: 10k-line plan {s} KiB, 100k-line plan ({plan_kib} KiB) {l} KiB");
+    assert!(
+        l < s + 8 * 1024,
+        "memory grows with the plan: {s} KiB vs {l} KiB"
+    );
+    assert!(
+        l < plan_kib / 2,
+        "the plan is held in memory: {l} KiB for a {plan_kib} KiB plan"
+    );
+}
+
+/// SPEC "Trailer safety": git-steps' trailer parser (libgit2's port of
+/// git's) agrees with `git interpret-trailers --parse` on messages a forger
+/// might craft by hand, not only on the ones git-steps writes.
+#[test]
+fn our_trailer_parser_agrees_with_git() {
+    let t = TestRepo::new();
+    let receipt = "Step-Id: real\nStep-Run: r\nStep-Decision: sha256:00";
+    let messages = [
+        format!("subject\n\n{receipt}\n"),
+        format!("subject\n\nbody\n\n{receipt}\n"),
+        format!("subject\n\nStep-Id: forged\n\n{receipt}\n"),
+        format!("subject\n\n{receipt}\n---\npatch notes\n"),
+        format!("subject\n\n{receipt}\n\n---\nStep-Id: after-divider\n"),
+        format!("subject\n\n{receipt}\n # a comment\n"),
+        "subject\n\nStep-Id: real\n  continued\nStep-Run: r\nStep-Decision: sha256:00\n"
+            .to_string(),
+        format!("subject\n\nnot a trailer line\nmore prose\nstill prose\n{receipt}\n"),
+        format!("subject\n\n{receipt}\nSigned-off-by: someone <a@b>\n"),
+        format!("{receipt}\n"),
+        format!(
+            "subject\n\n{}\n{receipt}\n",
+            (0..50)
+                .map(|i| format!("Key-{i}: v"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+        "subject\n\nStep-Id : spaced\nStep-Run: r\nStep-Decision: d\n".to_string(),
+        "subject\n\nstep-id: lower\nStep-Run: r\nStep-Decision: d\n".to_string(),
+    ];
+    for (n, m) in messages.iter().enumerate() {
+        let git = interpret_trailers(&t, m);
+        let git_ids: Vec<String> = git
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .filter(|(k, _)| k.eq_ignore_ascii_case("Step-Id"))
+            .map(|(_, v)| v.trim().to_string())
+            .collect();
+        let ours: Vec<String> = match git_steps::receipt::parse(m) {
+            Ok(r) => vec![r.id],
+            Err(git_steps::receipt::ParseError::NotAReceipt) => vec![],
+            Err(git_steps::receipt::ParseError::Malformed(_)) => {
+                git_ids.clone().into_iter().take(2).collect::<Vec<_>>()
+            }
+        };
+        // Malformed receipts are refused by git-steps either way; where it
+        // reads one, git reads the same single Step-Id.
+        if git_ids.len() <= 1 {
+            assert_eq!(ours, git_ids, "message {n}:\n{m}\ngit said:\n{git}");
+        }
+    }
+}
+
+/// Local mode must not lose a step it reported done: the ref update and its
+/// directory are fsynced (libgit2 does neither by default). Observed with
+/// strace, the way an auditor would check it.
+#[test]
+fn reported_steps_are_fsynced() {
+    let t = TestRepo::new();
+    let plan = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"f": "1\n"}}))],
+    );
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args([
+        "-f",
+        "-y",
+        "-e",
+        "trace=fsync,fdatasync,rename,renameat,renameat2",
+        "-o",
+    ])
+    .arg(t.tmp.path().join("strace.log"))
+    .arg(BIN)
+    .args(["apply", plan.to_str().unwrap()])
+    .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    t.run_cmd(cmd, "strace git-steps apply".into(), None).ok();
+    let log = std::fs::read_to_string(t.tmp.path().join("strace.log")).unwrap();
+    let fsyncs: Vec<&str> = log.lines().filter(|l| l.contains("fsync(")).collect();
+    assert!(
+        fsyncs.iter().any(|l| l.contains("refs/heads/main.lock")),
+        "the ref file is not fsynced:\n{log}"
+    );
+    assert!(
+        fsyncs.iter().any(|l| l.contains("/refs/heads>")),
+        "the ref's directory is not fsynced:\n{log}"
+    );
+    assert!(
+        fsyncs.iter().any(|l| l.contains("/objects/")),
+        "objects are not fsynced:\n{log}"
+    );
+}

@@ -157,6 +157,18 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         .iter()
         .map(|p| format!("commit {}: {}", short(p.commit), p.what))
         .collect();
+    if let Some(remote) = &s.remote {
+        let durable = remote.head(repo, &s.branch)?;
+        if durable != head {
+            problems.push(format!(
+                "the local branch {} is at {} but the durable branch on {} is at {} (`git steps resume` reconciles them)",
+                s.branch,
+                head.map(short).unwrap_or_else(|| "nothing".into()),
+                remote.spec,
+                durable.map(short).unwrap_or_else(|| "nothing".into())
+            ));
+        }
+    }
     let (_, dups) = ledger::hunk_counts(repo, &ledger)?;
     for (id, d) in &dups {
         problems.push(format!(
@@ -205,7 +217,24 @@ pub fn fingerprint(repo: &Repository, s: &Settings, rev: Option<&str>) -> Result
                 .map_err(|e| Error::input(format!("cannot resolve {r:?}: {}", e.message())))?;
             (r.to_string(), Some(obj.peel_to_commit()?.id()))
         }
-        None => (s.branch.clone(), repo.refname_to_id(&s.refname()).ok()),
+        None => match &s.remote {
+            None => (s.branch.clone(), repo.refname_to_id(&s.refname()).ok()),
+            // The durable head: the remote's, which must be here already.
+            Some(remote) => {
+                let durable = remote.head(repo, &s.branch)?;
+                if let Some(d) = durable {
+                    if repo.find_commit(d).is_err() {
+                        return Err(Error::other(format!(
+                            "the durable head {} on {} is not in this repository yet",
+                            short(d),
+                            remote.spec
+                        ))
+                        .with_hint("`git steps resume` fetches it (or name a commit: `git steps fingerprint HEAD`)"));
+                    }
+                }
+                (format!("{} on {}", s.branch, remote.spec), durable)
+            }
+        },
     };
     let tree = oid.map(|o| repo.find_commit(o)?.tree()).transpose()?;
     let artifact = crate::fingerprint::artifact(repo, tree.as_ref())?;

@@ -131,6 +131,14 @@ fn a_local_branch_behind_the_remote_is_fast_forwarded() {
     let b = a.sibling("b", Some(server.url()));
     b.steps(&["init", "--remote", "origin"]).ok();
     a.steps(&["apply", plan.to_str().unwrap()]).ok();
+    // Before the resume, verify sees local and durable disagree, and the
+    // durable head's fingerprint is not computable here yet.
+    let v = b.steps(&["--json", "verify"]).code_is(3).json();
+    let first = v["data"]["problems"][0].as_str().unwrap().to_string();
+    assert!(first.contains("durable branch"), "{v}");
+    b.steps(&["fingerprint"])
+        .code_is(1)
+        .stderr_has("git steps resume");
     let r = b.steps(&["--json", "resume"]).ok();
     let doc = r.json();
     assert_eq!(
@@ -140,6 +148,11 @@ fn a_local_branch_behind_the_remote_is_fast_forwarded() {
         r.explain()
     );
     assert_eq!(doc["data"]["reconcile"]["steps"], 5);
+    b.steps(&["verify"]).ok();
+    assert_eq!(
+        b.steps(&["fingerprint"]).ok().stdout().trim(),
+        a.steps(&["fingerprint"]).ok().stdout().trim()
+    );
     assert_eq!(b.head(), server.head());
     assert_eq!(b.read("log.txt"), a.read("log.txt"));
     assert_eq!(

@@ -155,6 +155,18 @@ fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
     ))
 }
 
+/// Run git and return its stdout, or an error with its stderr.
+fn run_git_ok(cmd: Command, what: &str, spec: &str) -> Result<String> {
+    let (ok, out, err) = run_git(cmd, what)?;
+    if !ok {
+        return Err(Error::other(format!(
+            "git {what} {spec} failed: {}",
+            err.trim()
+        )));
+    }
+    Ok(out)
+}
+
 impl Remote {
     /// A name for messages (the URL of a named remote, where known).
     pub fn describe(&self, repo: &Repository) -> String {
@@ -178,14 +190,7 @@ impl Remote {
             Transport::Git => {
                 let mut cmd = git_cli(repo)?;
                 cmd.args(["ls-remote", "--", &self.spec, &refname]);
-                let (ok, out, err) = run_git(cmd, "ls-remote")?;
-                if !ok {
-                    return Err(Error::other(format!(
-                        "git ls-remote {} failed: {}",
-                        self.spec,
-                        err.trim()
-                    )));
-                }
+                let out = run_git_ok(cmd, "ls-remote", &self.spec)?;
                 parse_ls_remote(&out, &refname)
             }
         }
@@ -227,14 +232,7 @@ impl Remote {
                         &self.spec,
                         &refspec,
                     ]);
-                    let (ok, _, err) = run_git(cmd, "fetch")?;
-                    if !ok {
-                        return Err(Error::other(format!(
-                            "git fetch {} failed: {}",
-                            self.spec,
-                            err.trim()
-                        )));
-                    }
+                    run_git_ok(cmd, "fetch", &self.spec)?;
                 }
                 repo.reference(&tracking_ref(branch), oid, true, "git-steps: fetch")?;
                 Ok(Some(oid))

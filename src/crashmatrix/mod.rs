@@ -118,6 +118,12 @@ pub struct Cell {
     phases: Vec<Phase>,
 }
 
+/// The final, uninterrupted resume.
+const UNARMED: Phase = Phase {
+    crash: None,
+    local_only: false,
+};
+
 fn crash_at(point: &str, step: &str) -> Phase {
     Phase {
         crash: Some(format!("{point}@{step}")),
@@ -367,15 +373,7 @@ fn error_line(stderr: &str) -> String {
 pub fn reference(env: &Env) -> Result<Fingerprints> {
     let s = scratch()?;
     let dir = new_box(&s, 0, false)?;
-    let o = run_once(
-        env,
-        &dir,
-        &s.bare,
-        &Phase {
-            crash: None,
-            local_only: false,
-        },
-    )?;
+    let o = run_once(env, &dir, &s.bare, &UNARMED)?;
     if o.code != Some(0) {
         return Err(Error::other(format!(
             "the uninterrupted reference run failed: {}",
@@ -399,15 +397,7 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
             dir = new_box(&s, n + 1, true)?;
         }
     }
-    let o = run_once(
-        env,
-        &dir,
-        &s.bare,
-        &Phase {
-            crash: None,
-            local_only: false,
-        },
-    )?;
+    let o = run_once(env, &dir, &s.bare, &UNARMED)?;
     let (fp, receipts) = durable_fingerprints(&s.bare)?;
     let mut row = Row {
         step: cell.step.clone(),

@@ -229,7 +229,7 @@ pub fn prepare(
     // First the local side: finish a worktree update a crash interrupted.
     let repair = if settings::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
         let local = repo.refname_to_id(&s.refname()).ok();
-        let ledger = ledger::scan(repo, local, &s.run)?;
+        let ledger = crate::index::load(repo, local, &s.run)?.ledger;
         ledger.ensure_sound(&s.branch)?;
         let pending = match plan {
             Some(p) => preflight(p, &ledger)?,
@@ -300,10 +300,9 @@ fn apply_inner(
     // In a dry run whose durable head is not fetched, the steps are shown
     // against the local head.
     let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
-    let ledger = ledger::scan(repo, head, &s.run)?;
+    let crate::index::Indexed { ledger, mut counts } = crate::index::load(repo, head, &s.run)?;
     ledger.ensure_sound(&s.branch)?;
     preflight(plan, &ledger)?;
-    let (mut counts, _) = ledger::hunk_counts(repo, &ledger)?;
     let mut history: Vec<(String, String)> = ledger
         .entries
         .iter()
@@ -315,6 +314,7 @@ fn apply_inner(
     }
     let sig = signature(repo)?;
     let mut checked_clean = false;
+    let mut applied: Vec<ledger::Entry> = Vec::new();
     for step in plan.steps()? {
         let step = step?;
         if let Some(entry) = ledger.get(&step.id) {
@@ -336,8 +336,21 @@ fn apply_inner(
         let (outcome, new_head) = apply_one(repo, s, &step, head, &mut counts, opts, &sig)?;
         head = Some(new_head);
         history.push((step.id.clone(), step.digest.clone()));
+        applied.push(ledger::Entry {
+            index: history.len() - 1,
+            id: step.id.clone(),
+            decision: step.digest.clone(),
+            commit: new_head,
+        });
         on_step(&outcome);
         outcomes.push(outcome);
+    }
+    if !opts.dry_run && !applied.is_empty() {
+        // The next run starts from here without reading the history again.
+        let mut entries = ledger.entries.clone();
+        entries.extend(applied);
+        let done = ledger::Ledger::from_parts(head, ledger.base, entries);
+        crate::index::save(repo, &s.run, &done, &counts);
     }
     let artifact = match head {
         Some(h) => crate::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?))?,

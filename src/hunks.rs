@@ -135,6 +135,28 @@ pub struct HunkCounts {
 }
 
 impl HunkCounts {
+    /// Every positive count as (identity, count, maker), sorted by identity.
+    pub fn to_raw(&self) -> Vec<([u8; 32], u32, String)> {
+        let mut v: Vec<_> = self
+            .counts
+            .iter()
+            .map(|(k, c)| (*k, c.n, c.maker.clone()))
+            .collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v
+    }
+
+    /// The inverse of [`HunkCounts::to_raw`].
+    pub fn from_raw(raw: Vec<([u8; 32], u32, String)>) -> HunkCounts {
+        HunkCounts {
+            counts: raw
+                .into_iter()
+                .filter(|(_, n, _)| *n > 0)
+                .map(|(k, n, maker)| (k, Count { n, maker }))
+                .collect(),
+        }
+    }
+
     /// Check `step`'s hunks against the counts. If none repeats an earlier
     /// step's change, or `allow` is set, record them and return the
     /// duplicates found (empty unless `allow`); otherwise change nothing and

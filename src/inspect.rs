@@ -38,7 +38,7 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
         None => head,
         Some(r) => r.head(repo, &s.branch)?,
     };
-    let ledger = ledger::scan(repo, head, &s.run)?;
+    let ledger = crate::index::load(repo, head, &s.run)?.ledger;
     let pending = match plan {
         None => None,
         Some(p) => {

@@ -18,6 +18,7 @@
 //! - [`apply`]: a step applied to a tree in the object database;
 //! - [`receipt`]: the trailer block, written and read;
 //! - [`ledger`]: the history scan into the applied set;
+//! - [`index`]: the receipt index, a verified cache of the ledger;
 //! - [`hunks`]: hunk identity and the duplicated-hunk count;
 //! - [`fingerprint`]: artifact and history fingerprints;
 //! - [`worktree`]: bringing worktree and index up to a step;
@@ -41,6 +42,7 @@ pub mod engine;
 pub mod error;
 pub mod fingerprint;
 pub mod hunks;
+pub mod index;
 pub mod inspect;
 pub mod ledger;
 pub mod lock;

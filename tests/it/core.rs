@@ -668,3 +668,45 @@ fn forged_trailers_in_message_and_intent_do_not_change_the_receipt() {
     assert_eq!(t.step_ids(), ["t1", "t2", "t3", "t4", "t5", "t6"]);
     t.steps(&["verify"]).ok();
 }
+
+/// The receipt index is a cache of the log: a damaged or stale index must
+/// never change a decision.
+#[test]
+fn the_receipt_index_never_outranks_the_log() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    t.steps(&["apply", plan_s]).ok();
+    let dir = t.work.join(".git/steps/index");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // Damaged: a receipt line edited by hand (the checksum no longer holds).
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replacen("s3 ", "zz ", 1)).unwrap();
+    let st = t.steps(&["--json", "status", plan_s]).ok().json();
+    assert_eq!(st["data"]["steps_applied"], 8);
+    assert_eq!(st["data"]["pending"].as_array().unwrap().len(), 0);
+    // Stale: the branch moved back behind the index's head; the run resumes
+    // from the log, not from the index.
+    t.git(&["reset", "-q", "--hard", "HEAD~3"]).ok();
+    let r = t.steps(&["--json", "apply", plan_s]).ok().json();
+    let applied: Vec<&str> = r["data"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["action"] == "applied")
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(applied, ["s6", "s7", "s8"]);
+    assert_eq!(t.step_ids(), plan_ids(&plan));
+    t.steps(&["verify", plan_s]).ok();
+    // A duplicate made after the index was written is still refused.
+    let again = r#"{"id":"s8-again","patch":"--- a/log.txt\n+++ b/log.txt\n@@ -8 +8,2 @@\n line-8\n+line-8\n"}"#;
+    t.steps_stdin(&["apply", "-"], again)
+        .code_is(3)
+        .stderr_has("repeats a change step s8 made");
+}

@@ -141,6 +141,18 @@ pub fn load(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Indexed> 
     Ok(Indexed { ledger, counts })
 }
 
+/// Only the ledger: from the index where it is exact (or can be caught up),
+/// else from a plain history scan — without replaying the hunk counts,
+/// which `status` does not need.
+pub fn load_ledger(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
+    if let (Some(h), Some(cached)) = (head, read(repo, run)) {
+        if let Some(ix) = extend(repo, h, run, cached)? {
+            return Ok(ix.ledger);
+        }
+    }
+    ledger::scan(repo, head, run)
+}
+
 /// Bring a cached index from its head up to `head` by reading only the newer
 /// commits; None when that is not possible (then the caller scans).
 fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Option<Indexed>> {

@@ -38,7 +38,7 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
         None => head,
         Some(r) => r.head(repo, &s.branch)?,
     };
-    let ledger = crate::index::load(repo, head, &s.run)?.ledger;
+    let ledger = crate::index::load_ledger(repo, head, &s.run)?;
     let pending = match plan {
         None => None,
         Some(p) => {

@@ -25,16 +25,20 @@ fn pid_alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
-/// Take the lock in `git_dir`, or fail at once naming the holder.
-pub fn acquire(git_dir: &Path) -> Result<Lock> {
-    let path: PathBuf = git_dir.join("steps.lock");
-    let mut file = OpenOptions::new()
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::other(format!("cannot open the lock {}: {e}", path.display())))?;
+        .open(path)
+        .map_err(|e| Error::other(format!("cannot open the lock {}: {e}", path.display())))
+}
+
+/// Take the lock in `git_dir`, or fail at once naming the holder.
+pub fn acquire(git_dir: &Path) -> Result<Lock> {
+    let path: PathBuf = git_dir.join("steps.lock");
+    let mut file = open_lock_file(&path)?;
     let mut previous = String::new();
     let _ = file.read_to_string(&mut previous);
     // SAFETY: flock on a file descriptor we own.
@@ -68,13 +72,7 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
 /// is dropped or the process dies.
 pub fn wait(dir: &Path, name: &str) -> Result<File> {
     let path = dir.join(name);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::other(format!("cannot open the lock {}: {e}", path.display())))?;
+    let file = open_lock_file(&path)?;
     // SAFETY: flock on a file descriptor we own.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
     if rc != 0 {

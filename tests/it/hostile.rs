@@ -502,3 +502,49 @@ fn reported_steps_are_fsynced() {
         "objects are not fsynced:\n{log}"
     );
 }
+
+/// With a remote, the commit point is the remote's ref: in a bare repository
+/// on this machine, its ref file and directory and the pushed pack are
+/// fsynced before the step is reported (a guard for any future speed-up
+/// that relaxes fsync on the local side).
+#[test]
+fn the_remote_commit_point_is_fsynced() {
+    let t = TestRepo::new();
+    let bare = t.tmp.path().join("remote.git");
+    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
+        .ok();
+    t.steps(&["init", "--remote", bare.to_str().unwrap()]).ok();
+    let plan = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"f": "1\n"}}))],
+    );
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(t.tmp.path().join("strace.log"))
+        .arg(BIN)
+        .args(["apply", plan.to_str().unwrap()])
+        .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    t.run_cmd(cmd, "strace git-steps apply".into(), None).ok();
+    let log = std::fs::read_to_string(t.tmp.path().join("strace.log")).unwrap();
+    let remote_fsyncs: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("fsync(") && l.contains("remote.git"))
+        .collect();
+    assert!(
+        remote_fsyncs
+            .iter()
+            .any(|l| l.contains("refs/heads/main.lock")),
+        "the remote's ref is not fsynced:\n{log}"
+    );
+    assert!(
+        remote_fsyncs
+            .iter()
+            .any(|l| l.contains("remote.git/refs/heads>")),
+        "the remote's ref directory is not fsynced:\n{log}"
+    );
+    assert!(
+        remote_fsyncs.iter().any(|l| l.contains("/objects/pack/")),
+        "the pushed pack is not fsynced:\n{log}"
+    );
+}

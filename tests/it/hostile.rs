@@ -463,6 +463,21 @@ fn our_trailer_parser_agrees_with_git() {
     }
 }
 
+/// `git-steps apply PLAN` under strace: the fsync calls, with the paths of
+/// their file descriptors.
+fn fsync_log(t: &TestRepo, plan: &std::path::Path) -> String {
+    let out = t.tmp.path().join("strace.log");
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&out)
+        .arg(BIN)
+        .args(["apply", plan.to_str().unwrap()])
+        .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    t.run_cmd(cmd, "strace git-steps apply".into(), None).ok();
+    std::fs::read_to_string(out).unwrap()
+}
+
 /// Local mode must not lose a step it reported done: the ref update and its
 /// directory are fsynced (libgit2 does neither by default). Observed with
 /// strace, the way an auditor would check it.
@@ -473,21 +488,7 @@ fn reported_steps_are_fsynced() {
         "p.jsonl",
         &[line(json!({"id": "s1", "files": {"f": "1\n"}}))],
     );
-    let mut cmd = std::process::Command::new("strace");
-    cmd.args([
-        "-f",
-        "-y",
-        "-e",
-        "trace=fsync,fdatasync,rename,renameat,renameat2",
-        "-o",
-    ])
-    .arg(t.tmp.path().join("strace.log"))
-    .arg(BIN)
-    .args(["apply", plan.to_str().unwrap()])
-    .current_dir(&t.work);
-    hermetic(&mut cmd, &t.home());
-    t.run_cmd(cmd, "strace git-steps apply".into(), None).ok();
-    let log = std::fs::read_to_string(t.tmp.path().join("strace.log")).unwrap();
+    let log = fsync_log(&t, &plan);
     let fsyncs: Vec<&str> = log.lines().filter(|l| l.contains("fsync(")).collect();
     assert!(
         fsyncs.iter().any(|l| l.contains("refs/heads/main.lock")),
@@ -518,15 +519,7 @@ fn the_remote_commit_point_is_fsynced() {
         "p.jsonl",
         &[line(json!({"id": "s1", "files": {"f": "1\n"}}))],
     );
-    let mut cmd = std::process::Command::new("strace");
-    cmd.args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
-        .arg(t.tmp.path().join("strace.log"))
-        .arg(BIN)
-        .args(["apply", plan.to_str().unwrap()])
-        .current_dir(&t.work);
-    hermetic(&mut cmd, &t.home());
-    t.run_cmd(cmd, "strace git-steps apply".into(), None).ok();
-    let log = std::fs::read_to_string(t.tmp.path().join("strace.log")).unwrap();
+    let log = fsync_log(&t, &plan);
     let remote_fsyncs: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("fsync(") && l.contains("remote.git"))

@@ -431,7 +431,7 @@ fn apply_one(
     if let Some(remote) = &s.remote {
         // The commit point: the remote accepts the branch update.
         remote
-            .push(repo, &s.branch, head, commit)
+            .push(repo, &s.refname(), head, commit)
             .map_err(|e| reconcile::push_error(e, &s.branch, &remote.spec, head))?;
         crash::point("pushed", &step.id);
     }

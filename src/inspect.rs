@@ -36,7 +36,7 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
     let head = repo.refname_to_id(&s.refname()).ok();
     let durable_head = match &s.remote {
         None => head,
-        Some(r) => r.head(repo, &s.branch)?,
+        Some(r) => r.head(repo, &s.refname())?,
     };
     let ledger = crate::index::load_ledger(repo, head, &s.run)?;
     let pending = match plan {
@@ -158,7 +158,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         .map(|p| format!("commit {}: {}", short(p.commit), p.what))
         .collect();
     if let Some(remote) = &s.remote {
-        let durable = remote.head(repo, &s.branch)?;
+        let durable = remote.head(repo, &s.refname())?;
         if durable != head {
             problems.push(format!(
                 "the local branch {} is at {} but the durable branch on {} is at {} (`git steps resume` reconciles them)",
@@ -221,7 +221,7 @@ pub fn fingerprint(repo: &Repository, s: &Settings, rev: Option<&str>) -> Result
             None => (s.branch.clone(), repo.refname_to_id(&s.refname()).ok()),
             // The durable head: the remote's, which must be here already.
             Some(remote) => {
-                let durable = remote.head(repo, &s.branch)?;
+                let durable = remote.head(repo, &s.refname())?;
                 if let Some(d) = durable {
                     if repo.find_commit(d).is_err() {
                         return Err(Error::other(format!(

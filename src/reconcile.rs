@@ -139,9 +139,9 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
         });
     };
     let durable = if dry_run {
-        remote.head(repo, &s.branch)?
+        remote.head(repo, &s.refname())?
     } else {
-        remote.fetch(repo, &s.branch)?
+        remote.fetch(repo, &s.refname(), &crate::remote::tracking_ref(&s.branch))?
     };
     if let Some(r) = durable {
         if repo.find_commit(r).is_err() {
@@ -181,7 +181,7 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             if dry_run {
                 return Ok(done(action));
             }
-            match remote.push(repo, &s.branch, r, l) {
+            match remote.push(repo, &s.refname(), r, l) {
                 Ok(()) => {}
                 Err(e) => return Err(push_error(e, &s.branch, &remote.spec, r)),
             }

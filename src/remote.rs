@@ -12,7 +12,7 @@
 //! the remote again.
 
 use std::cell::RefCell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use git2::{Cred, CredentialType, FetchOptions, Oid, PushOptions, RemoteCallbacks, Repository};
@@ -176,31 +176,31 @@ impl Remote {
         }
     }
 
-    /// Read the remote branch's head without fetching anything.
-    pub fn head(&self, repo: &Repository, branch: &str) -> Result<Option<Oid>> {
-        let refname = format!("refs/heads/{branch}");
+    /// Read a remote ref (`refs/heads/<branch>`, a journal) without
+    /// fetching anything.
+    pub fn head(&self, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
         match self.transport {
             Transport::Libgit2 => {
                 let mut remote = libgit2_remote(repo, &self.spec, false)?;
                 let conn = remote
                     .connect_auth(git2::Direction::Fetch, Some(callbacks(repo)), None)
                     .map_err(|e| self.net_error("read", e))?;
-                Ok(advertised(conn.list()?, &refname))
+                Ok(advertised(conn.list()?, refname))
             }
             Transport::Git => {
                 let mut cmd = git_cli(repo)?;
-                cmd.args(["ls-remote", "--", &self.spec, &refname]);
+                cmd.args(["ls-remote", "--", &self.spec, refname]);
                 let out = run_git_ok(cmd, "ls-remote", &self.spec)?;
-                parse_ls_remote(&out, &refname)
+                parse_ls_remote(&out, refname)
             }
         }
     }
 
-    /// Fetch the remote branch into [`tracking_ref`]; returns its head, or
-    /// None when the remote has no such branch.
-    pub fn fetch(&self, repo: &Repository, branch: &str) -> Result<Option<Oid>> {
-        let refname = format!("refs/heads/{branch}");
-        let refspec = format!("+{refname}:{}", tracking_ref(branch));
+    /// Fetch a remote ref into the local ref `into` (for a branch,
+    /// [`tracking_ref`]); returns its value, or None when the remote has no
+    /// such ref.
+    pub fn fetch(&self, repo: &Repository, refname: &str, into: &str) -> Result<Option<Oid>> {
+        let refspec = format!("+{refname}:{into}");
         match self.transport {
             Transport::Libgit2 => {
                 let mut remote = libgit2_remote(repo, &self.spec, false)?;
@@ -215,10 +215,10 @@ impl Remote {
                         Some("git-steps: fetch"),
                     )
                     .map_err(|e| self.net_error("fetch from", e))?;
-                Ok(advertised(remote.list()?, &refname))
+                Ok(advertised(remote.list()?, refname))
             }
             Transport::Git => {
-                let Some(oid) = self.head(repo, branch)? else {
+                let Some(oid) = self.head(repo, refname)? else {
                     return Ok(None);
                 };
                 if repo.find_commit(oid).is_err() {
@@ -234,7 +234,7 @@ impl Remote {
                     ]);
                     run_git_ok(cmd, "fetch", &self.spec)?;
                 }
-                repo.reference(&tracking_ref(branch), oid, true, "git-steps: fetch")?;
+                repo.reference(into, oid, true, "git-steps: fetch")?;
                 Ok(Some(oid))
             }
         }
@@ -246,31 +246,31 @@ impl Remote {
         )
     }
 
-    /// Move the remote branch from `expected` (None: it must not exist) to
-    /// `new`, or fail without changing it.
+    /// Move the remote ref `refname` from `expected` (None: it must not
+    /// exist) to `new`, or fail without changing it.
     pub fn push(
         &self,
         repo: &Repository,
-        branch: &str,
+        refname: &str,
         expected: Option<Oid>,
         new: Oid,
     ) -> std::result::Result<(), PushError> {
         let first = match self.transport {
-            Transport::Libgit2 => self.push_libgit2(repo, branch, expected, new),
-            Transport::Git => self.push_git(repo, branch, expected, new),
+            Transport::Libgit2 => self.push_libgit2(repo, refname, expected, new),
+            Transport::Git => self.push_git(repo, refname, expected, new),
         };
         match first {
             Ok(()) => Ok(()),
             Err(PushError::Failed(e)) => {
                 // The update may have landed before the connection broke:
                 // ask the remote rather than guess.
-                match self.head(repo, branch) {
+                match self.head(repo, refname) {
                     Ok(Some(h)) if h == new => Ok(()),
                     Ok(found) if found != expected => Err(PushError::Moved { found }),
                     _ => Err(PushError::Failed(e)),
                 }
             }
-            Err(PushError::Rejected(msg)) => match self.head(repo, branch) {
+            Err(PushError::Rejected(msg)) => match self.head(repo, refname) {
                 Ok(found) if found != expected && found != Some(new) => {
                     Err(PushError::Moved { found })
                 }
@@ -281,7 +281,22 @@ impl Remote {
     }
 
     /// A path or file:// URL this remote resolves to, if it is local.
-    fn local_path(&self, repo: &Repository) -> Option<std::path::PathBuf> {
+    fn local_path(&self, repo: &Repository) -> Option<PathBuf> {
+        let key = (repo.path().to_path_buf(), self.spec.clone());
+        if let Some(hit) = LOCAL_PATHS.with(|c| {
+            c.borrow()
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+        }) {
+            return hit;
+        }
+        let found = self.resolve_local_path(repo);
+        LOCAL_PATHS.with(|c| c.borrow_mut().push((key, found.clone())));
+        found
+    }
+
+    fn resolve_local_path(&self, repo: &Repository) -> Option<PathBuf> {
         let url = match repo.find_remote(&self.spec) {
             Ok(r) => String::from_utf8_lossy(r.url_bytes()).into_owned(),
             Err(_) => self.spec.clone(),
@@ -311,15 +326,19 @@ impl Remote {
     /// Push into a bare repository on this machine. libgit2's local
     /// transport forces the ref without checking its current value, so two
     /// writers could both pass negotiation and one overwrite the other; here
-    /// the objects are copied as a pack and the ref moved with a real
-    /// compare-and-swap, under a flock that every git-steps pusher takes —
-    /// which also makes a ref lock file left by a killed pusher recognisably
-    /// stale.
+    /// the new objects are copied as loose objects (children before parents,
+    /// so the remote never holds a tree whose entries are missing — what
+    /// `git receive-pack` does for small pushes) and the ref is moved with a
+    /// real compare-and-swap, under a flock that every git-steps pusher
+    /// takes, which also makes a ref lock file left by a killed pusher
+    /// recognisably stale. The remote repository stays open for the next
+    /// step of the same process, so a push costs O(new objects), not
+    /// O(objects the remote holds).
     fn push_local(
         &self,
         repo: &Repository,
         path: &Path,
-        branch: &str,
+        refname: &str,
         expected: Option<Oid>,
         new: Oid,
     ) -> std::result::Result<(), PushError> {
@@ -330,58 +349,71 @@ impl Remote {
                 e.message()
             )))
         };
-        let remote = Repository::open(path).map_err(|e| fail("open", e))?;
-        let _guard =
-            crate::lock::wait(remote.path(), "steps-push.lock").map_err(PushError::Failed)?;
-        let refname = format!("refs/heads/{branch}");
-        let stale = remote.path().join(format!("{refname}.lock"));
-        let _ = std::fs::remove_file(stale);
-        let current = remote.refname_to_id(&refname).ok();
-        if current != expected {
-            return Err(PushError::Moved { found: current });
-        }
-        let mut walk = repo.revwalk().map_err(|e| fail("walk", e))?;
-        walk.push(new).map_err(|e| fail("walk", e))?;
-        if let Some(c) = current {
-            walk.hide(c).map_err(|e| fail("walk", e))?;
-        }
-        let mut pb = repo.packbuilder().map_err(|e| fail("pack", e))?;
-        pb.insert_walk(&mut walk).map_err(|e| fail("pack", e))?;
-        let mut buf = git2::Buf::new();
-        pb.write_buf(&mut buf).map_err(|e| fail("pack", e))?;
-        {
-            use std::io::Write;
-            let odb = remote.odb().map_err(|e| fail("odb", e))?;
-            let mut w = odb.packwriter().map_err(|e| fail("pack", e))?;
-            w.write_all(&buf).map_err(|e| {
-                PushError::Failed(Error::other(format!(
-                    "cannot write a pack to {}: {e}",
-                    path.display()
-                )))
-            })?;
-            w.commit().map_err(|e| fail("pack", e))?;
-        }
-        let msg = "git-steps: push";
-        let res = match current {
-            Some(c) => remote.reference_matching(&refname, new, true, c, msg),
-            None => remote.reference(&refname, new, false, msg),
-        };
-        res.map(|_| ()).map_err(|_| PushError::Moved {
-            found: remote.refname_to_id(&refname).ok(),
+        OPEN_REMOTE.with(|cell| {
+            let mut cached = cell.borrow_mut();
+            if cached.as_ref().is_none_or(|(p, _)| p != path) {
+                let remote = Repository::open(path).map_err(|e| fail("open", e))?;
+                *cached = Some((path.to_path_buf(), remote));
+            }
+            let remote = &cached.as_ref().expect("opened above").1;
+            let _guard =
+                crate::lock::wait(remote.path(), "steps-push.lock").map_err(PushError::Failed)?;
+            let stale = remote.path().join(format!("{refname}.lock"));
+            let _ = std::fs::remove_file(stale);
+            let current = remote.refname_to_id(refname).ok();
+            if current != expected {
+                return Err(PushError::Moved { found: current });
+            }
+            let mut copier = Copier::new(repo, remote).map_err(|e| fail("odb", e))?;
+            // The commits the remote lacks: everything it has is complete
+            // (objects are copied parents and entries first), so the search
+            // stops at the first commit it holds. (A revwalk hiding the
+            // remote head would read the whole history to mark it.)
+            let mut missing = std::collections::HashSet::new();
+            let mut todo = vec![new];
+            while let Some(id) = todo.pop() {
+                if missing.contains(&id) || copier.dst.exists(id) {
+                    continue;
+                }
+                missing.insert(id);
+                let c = repo.find_commit(id).map_err(|e| fail("read", e))?;
+                todo.extend(c.parent_ids());
+            }
+            for commit in parents_first(repo, new, &missing).map_err(|e| fail("walk", e))? {
+                let c = repo.find_commit(commit).map_err(|e| fail("read", e))?;
+                // The first parent's tree is complete in the remote if the
+                // parent is there.
+                let known = c
+                    .parents()
+                    .next()
+                    .filter(|p| copier.dst.exists(p.id()))
+                    .and_then(|p| p.tree().ok());
+                copier
+                    .tree(c.tree_id(), known.as_ref())
+                    .map_err(|e| fail("copy objects", e))?;
+                copier.object(commit).map_err(|e| fail("copy objects", e))?;
+            }
+            let msg = "git-steps: push";
+            let res = match current {
+                Some(c) => remote.reference_matching(refname, new, true, c, msg),
+                None => remote.reference(refname, new, false, msg),
+            };
+            res.map(|_| ()).map_err(|_| PushError::Moved {
+                found: remote.refname_to_id(refname).ok(),
+            })
         })
     }
 
     fn push_libgit2(
         &self,
         repo: &Repository,
-        branch: &str,
+        refname: &str,
         expected: Option<Oid>,
         new: Oid,
     ) -> std::result::Result<(), PushError> {
         if let Some(path) = self.local_path(repo) {
-            return self.push_local(repo, &path, branch, expected, new);
+            return self.push_local(repo, &path, refname, expected, new);
         }
-        let refname = format!("refs/heads/{branch}");
         let mut remote = libgit2_remote(repo, &self.spec, true).map_err(PushError::Failed)?;
         let moved: RefCell<Option<Option<Oid>>> = RefCell::new(None);
         let statuses: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
@@ -389,7 +421,7 @@ impl Remote {
             let mut cb = callbacks(repo);
             cb.push_negotiation(|updates| {
                 for u in updates {
-                    if u.dst_refname() == Ok(refname.as_str()) {
+                    if u.dst_refname() == Ok(refname) {
                         let found = (!u.src().is_zero()).then(|| u.src());
                         if found != expected {
                             *moved.borrow_mut() = Some(found);
@@ -426,7 +458,7 @@ impl Remote {
             Some((_, Some(msg))) => Err(PushError::Rejected(msg.clone())),
             // No status for our ref: nothing was sent because the remote is
             // already there (or the server said nothing): check.
-            None => match self.head(repo, branch) {
+            None => match self.head(repo, refname) {
                 Ok(Some(h)) if h == new => Ok(()),
                 Ok(found) => Err(PushError::Rejected(format!(
                     "the remote reported no status for {refname} and it is at {}",
@@ -440,11 +472,10 @@ impl Remote {
     fn push_git(
         &self,
         repo: &Repository,
-        branch: &str,
+        refname: &str,
         expected: Option<Oid>,
         new: Oid,
     ) -> std::result::Result<(), PushError> {
-        let refname = format!("refs/heads/{branch}");
         let lease = format!(
             "--force-with-lease={refname}:{}",
             expected.map(|o| o.to_string()).unwrap_or_default()
@@ -465,7 +496,7 @@ impl Remote {
         }
         let line = out
             .lines()
-            .find(|l| l.contains(&refname) && l.starts_with('!'))
+            .find(|l| l.contains(refname) && l.starts_with('!'))
             .unwrap_or("");
         if line.contains("stale info")
             || line.contains("fetch first")
@@ -486,6 +517,152 @@ impl Remote {
             err.trim()
         ))))
     }
+}
+
+/// A repository's git dir and a remote spec.
+type LocalPathKey = (PathBuf, String);
+
+thread_local! {
+    /// The local bare remote this process pushes to, kept open between steps.
+    static OPEN_REMOTE: RefCell<Option<(PathBuf, Repository)>> = const { RefCell::new(None) };
+    /// `Remote::local_path` answers, keyed by repository and spec.
+    static LOCAL_PATHS: RefCell<Vec<(LocalPathKey, Option<PathBuf>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The commits of `missing` (all reachable from `tip`) in an order where
+/// every parent comes before its children.
+fn parents_first(
+    repo: &Repository,
+    tip: Oid,
+    missing: &std::collections::HashSet<Oid>,
+) -> std::result::Result<Vec<Oid>, git2::Error> {
+    let mut order = Vec::with_capacity(missing.len());
+    let mut done = std::collections::HashSet::new();
+    let mut stack = vec![(tip, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if !missing.contains(&id) || done.contains(&id) {
+            continue;
+        }
+        if expanded {
+            done.insert(id);
+            order.push(id);
+            continue;
+        }
+        stack.push((id, true));
+        for p in repo.find_commit(id)?.parent_ids() {
+            stack.push((p, false));
+        }
+    }
+    Ok(order)
+}
+
+/// Copies objects from the local repository into a local bare remote.
+///
+/// A loose object is hard-linked, as `git clone --local` does: loose
+/// objects are immutable, so once the file is fsynced only the remote's
+/// directory entry needs an fsync, done right after the link so that an
+/// object never becomes durable before the objects it names. Creating files
+/// is what a step spends most on, and this avoids three per step.
+/// Anything else (a packed object, another filesystem) is read and written
+/// through libgit2, which fsyncs it the same way.
+struct Copier<'a> {
+    repo: &'a Repository,
+    src: git2::Odb<'a>,
+    dst: git2::Odb<'a>,
+    src_dir: PathBuf,
+    dst_dir: PathBuf,
+    link: bool,
+}
+
+impl<'a> Copier<'a> {
+    fn new(repo: &'a Repository, remote: &'a Repository) -> std::result::Result<Self, git2::Error> {
+        Ok(Copier {
+            repo,
+            src: repo.odb()?,
+            dst: remote.odb()?,
+            src_dir: repo.path().join("objects"),
+            dst_dir: remote.path().join("objects"),
+            link: true,
+        })
+    }
+
+    fn object(&mut self, id: Oid) -> std::result::Result<(), git2::Error> {
+        if self.link && self.link_loose(id).is_ok() {
+            return Ok(());
+        }
+        let obj = self.src.read(id)?;
+        let written = self.dst.write(obj.kind(), obj.data())?;
+        debug_assert_eq!(written, id);
+        Ok(())
+    }
+
+    fn link_loose(&mut self, id: Oid) -> std::io::Result<()> {
+        let hex = id.to_string();
+        let (fan, rest) = hex.split_at(2);
+        let dir = self.dst_dir.join(fan);
+        if !dir.is_dir() {
+            match std::fs::create_dir(&dir) {
+                Ok(()) => sync_dir(&self.dst_dir)?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Our own objects are fsynced when written, but one written by a
+        // git that does not fsync loose objects (its default) may not be:
+        // make sure (cheap when there is nothing left to flush).
+        let from = self.src_dir.join(fan).join(rest);
+        std::fs::File::open(&from)?.sync_all()?;
+        match std::fs::hard_link(&from, dir.join(rest)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EXDEV) {
+                    self.link = false;
+                }
+                return Err(e);
+            }
+        }
+        sync_dir(&dir)
+    }
+
+    /// Copy a tree and everything under it that the remote lacks, entries
+    /// first. The remote is complete for every object it has, so an entry
+    /// equal to the one at the same place in `known` (a tree of a commit the
+    /// remote already holds) or already there is skipped with its subtree.
+    fn tree(
+        &mut self,
+        id: Oid,
+        known: Option<&git2::Tree<'_>>,
+    ) -> std::result::Result<(), git2::Error> {
+        if self.dst.exists(id) {
+            return Ok(());
+        }
+        let tree = self.repo.find_tree(id)?;
+        for entry in tree.iter() {
+            let before = known.and_then(|k| k.get_name_bytes(entry.name_bytes()));
+            if before.as_ref().is_some_and(|b| b.id() == entry.id()) {
+                continue;
+            }
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) => {
+                    let sub = before
+                        .filter(|b| b.kind() == Some(git2::ObjectType::Tree))
+                        .and_then(|b| self.repo.find_tree(b.id()).ok());
+                    self.tree(entry.id(), sub.as_ref())?
+                }
+                Some(git2::ObjectType::Blob) if !self.dst.exists(entry.id()) => {
+                    self.object(entry.id())?
+                }
+                // Blobs it has; gitlinks name commits of other repositories.
+                _ => {}
+            }
+        }
+        self.object(id)
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The id a remote advertised for `refname`.

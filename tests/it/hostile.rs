@@ -536,8 +536,31 @@ fn the_remote_commit_point_is_fsynced() {
             .any(|l| l.contains("remote.git/refs/heads>")),
         "the remote's ref directory is not fsynced:\n{log}"
     );
-    assert!(
-        remote_fsyncs.iter().any(|l| l.contains("/objects/pack/")),
-        "the pushed pack is not fsynced:\n{log}"
-    );
+    // Every pushed object's directory entry in the remote is fsynced (the
+    // objects are hard-linked from loose objects fsynced locally).
+    let objects = t.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "rev-list",
+        "--objects",
+        "main",
+    ]);
+    let ids: Vec<&str> = objects
+        .lines()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "commit, tree, blob: {objects}");
+    for id in ids {
+        let dir = format!("remote.git/objects/{}>", &id[..2]);
+        assert!(
+            remote_fsyncs.iter().any(|l| l.contains(&dir)),
+            "the remote's entry for object {id} is not fsynced:\n{log}"
+        );
+        let local = format!("/.git/objects/{}>", &id[..2]);
+        assert!(
+            log.lines()
+                .any(|l| l.contains("fsync(") && !l.contains("remote.git") && l.contains(&local)),
+            "object {id} is not fsynced locally:\n{log}"
+        );
+    }
 }

@@ -466,3 +466,35 @@ fn random_kills_never_diverge() {
         "most kills must land mid-run to test anything: {total:?}"
     );
 }
+
+/// A local bare remote gets loose objects hard-linked; objects that are
+/// packed locally (here the base history, after `git gc`) must still be
+/// copied, and the remote must end up complete.
+#[test]
+fn a_local_remote_receives_packed_base_history_and_linked_steps() {
+    let t = TestRepo::new();
+    for i in 1..=3 {
+        t.write(&format!("base{i}.txt"), &format!("base {i}\n"));
+        t.git(&["add", "-A"]).ok();
+        t.git(&["commit", "-q", "-m", &format!("base {i}")]).ok();
+    }
+    t.git(&["gc", "-q"]).ok();
+    let loose = t.git_out(&["count-objects"]);
+    assert!(loose.starts_with("0 objects"), "base not packed: {loose}");
+    let root = t.tmp.path().join("remote-root");
+    std::fs::create_dir(&root).unwrap();
+    let server = Server::start(Kind::Path, &root);
+    t.steps(&["init", "--remote", server.url()]).ok();
+    let plan = fixture("eight-steps.jsonl");
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(server.step_ids(), plan_ids(&plan));
+    assert_eq!(t.head(), server.head());
+    server.git(&["fsck", "--strict", "--no-dangling"]);
+    let log = server.git(&["log", "--format=%s", "main"]);
+    for i in 1..=3 {
+        assert!(
+            log.contains(&format!("base {i}")),
+            "base {i} missing:\n{log}"
+        );
+    }
+}

@@ -130,8 +130,11 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
 /// is exact, else from a full scan (which refreshes the index).
 pub fn load(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Indexed> {
     if let (Some(h), Some(cached)) = (head, read(repo, run)) {
+        let cached_head = cached.head;
         if let Some(ix) = extend(repo, h, run, cached)? {
-            save(repo, run, &ix.ledger, &ix.counts);
+            if cached_head != h {
+                save(repo, run, &ix.ledger, &ix.counts);
+            }
             return Ok(ix);
         }
     }

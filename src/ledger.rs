@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use git2::{Commit, Oid, Repository};
+use git2::{Oid, Repository};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::hunks::{self, Duplicate, HunkCounts, HunkId};
@@ -134,22 +134,27 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
         parents: usize,
         receipt: Result<receipt::Receipt, ParseError>,
     }
-    let mut walk = repo.revwalk()?;
-    walk.push(head)?;
-    walk.simplify_first_parent()?;
-    walk.set_sorting(git2::Sort::TOPOLOGICAL)?;
+    // Follow first parents by hand: a revwalk sorts (and so reads) the
+    // whole graph before yielding the first commit, which reads every
+    // commit twice.
     let mut seen: Vec<Seen> = Vec::new();
     let mut oldest_receipt: Option<usize> = None;
-    for oid in walk {
-        let oid = oid?;
-        let commit = repo.find_commit(oid)?;
-        let r = parse_commit(&commit);
+    let odb = repo.odb()?;
+    let _fast = FastReads::begin();
+    let mut next = Some(head);
+    while let Some(oid) = next {
+        let raw = RawCommit::read(&odb, oid)?;
+        let r = match &raw.message {
+            Some(m) => receipt::parse(m),
+            None => Err(ParseError::NotAReceipt),
+        };
         if matches!(&r, Ok(rc) if rc.run == run) {
             oldest_receipt = Some(seen.len());
         }
+        next = raw.first_parent;
         seen.push(Seen {
             oid,
-            parents: commit.parent_count(),
+            parents: raw.parents,
             receipt: r,
         });
     }
@@ -204,10 +209,76 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
     Ok(ledger)
 }
 
-fn parse_commit(commit: &Commit<'_>) -> Result<receipt::Receipt, ParseError> {
-    match commit.message() {
-        Ok(m) => receipt::parse(m),
-        Err(_) => Err(ParseError::NotAReceipt),
+/// While alive, libgit2 neither re-hashes objects it reads nor caches
+/// them: a scan reads each commit once, and `git log` does not verify
+/// object ids on read either. (libgit2's defaults are restored on drop; the
+/// CLI is single-threaded.)
+struct FastReads;
+
+impl FastReads {
+    fn begin() -> FastReads {
+        git2::opts::strict_hash_verification(false);
+        git2::opts::enable_caching(false);
+        FastReads
+    }
+}
+
+impl Drop for FastReads {
+    fn drop(&mut self) {
+        git2::opts::strict_hash_verification(true);
+        git2::opts::enable_caching(true);
+    }
+}
+
+/// What a scan needs of a commit, read straight from the object database:
+/// parsing a full `git2::Commit` (signatures, the object cache) costs more
+/// than inflating it.
+struct RawCommit {
+    first_parent: Option<Oid>,
+    parents: usize,
+    /// None when the message is not UTF-8 (then it is no receipt).
+    message: Option<String>,
+}
+
+impl RawCommit {
+    fn read(odb: &git2::Odb<'_>, oid: Oid) -> Result<RawCommit> {
+        let obj = odb.read(oid)?;
+        if obj.kind() != git2::ObjectType::Commit {
+            return Err(crate::error::Error::other(format!("{oid} is not a commit")));
+        }
+        let data = obj.data();
+        let (header, message) = match data.windows(2).position(|w| w == b"\n\n") {
+            Some(i) => (&data[..i], &data[i + 2..]),
+            None => (data, &b""[..]),
+        };
+        let mut first_parent = None;
+        let mut parents = 0;
+        for line in header.split(|&b| b == b'\n') {
+            if let Some(hex) = line.strip_prefix(b"parent ") {
+                let id = std::str::from_utf8(hex)
+                    .ok()
+                    .and_then(|h| Oid::from_str(h).ok())
+                    .ok_or_else(|| {
+                        crate::error::Error::other(format!(
+                            "commit {oid} has a malformed parent line"
+                        ))
+                    })?;
+                first_parent.get_or_insert(id);
+                parents += 1;
+            }
+        }
+        // As git_commit_message: leading newlines are not part of it.
+        let start = message
+            .iter()
+            .position(|&b| b != b'\n')
+            .unwrap_or(message.len());
+        Ok(RawCommit {
+            first_parent,
+            parents,
+            message: std::str::from_utf8(&message[start..])
+                .ok()
+                .map(str::to_string),
+        })
     }
 }
 
@@ -241,20 +312,64 @@ pub fn hunk_counts(
     repo: &Repository,
     ledger: &Ledger,
 ) -> Result<(HunkCounts, Vec<(String, Duplicate)>)> {
+    // Replaying the diffs is independent per step: split the history over
+    // the cores (each worker with its own handle on the repository), then
+    // admit in order.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    let chunk = ledger.entries.len().div_ceil(workers).max(256);
+    let parts: Vec<&[Entry]> = ledger.entries.chunks(chunk).collect();
+    let hunks: Vec<Vec<Vec<HunkId>>> = if parts.len() <= 1 {
+        vec![entry_hunks(repo, &ledger.entries)?]
+    } else {
+        let path = repo.path().to_path_buf();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .iter()
+                .map(|part| {
+                    let path = &path;
+                    scope.spawn(move || -> Result<Vec<Vec<HunkId>>> {
+                        entry_hunks(&Repository::open(path)?, part)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("hunk worker panicked"))
+                .collect::<Result<Vec<_>>>()
+        })?
+    };
     let mut counts = HunkCounts::default();
     let mut dups = Vec::new();
-    for e in &ledger.entries {
-        let commit = repo.find_commit(e.commit)?;
-        let tree = commit.tree()?;
-        let parent = match commit.parent(0) {
-            Ok(p) => Some(p.tree()?),
-            Err(_) => None,
-        };
-        let ids = tree_hunks(repo, parent.as_ref(), Some(&tree))?;
+    for (e, ids) in ledger.entries.iter().zip(hunks.into_iter().flatten()) {
         let found = counts
             .admit(&e.id, &ids, true)
             .expect("admit with allow never fails");
         dups.extend(found.into_iter().map(|d| (e.id.clone(), d)));
     }
     Ok((counts, dups))
+}
+
+/// The hunk identities each of `entries` introduced, in order. Consecutive
+/// steps share a tree (the parent's is the previous step's), which is read
+/// once: libgit2 does not cache trees over 4 KiB.
+fn entry_hunks(repo: &Repository, entries: &[Entry]) -> Result<Vec<Vec<HunkId>>> {
+    let mut out = Vec::with_capacity(entries.len());
+    let mut prev: Option<(Oid, git2::Tree<'_>)> = None;
+    for e in entries {
+        let commit = repo.find_commit(e.commit)?;
+        let tree = commit.tree()?;
+        let parent = match commit.parent_ids().next() {
+            Some(p) => match prev.take() {
+                Some((c, t)) if c == p => Some(t),
+                _ => Some(repo.find_commit(p)?.tree()?),
+            },
+            None => None,
+        };
+        out.push(tree_hunks(repo, parent.as_ref(), Some(&tree))?);
+        prev = Some((e.commit, tree));
+    }
+    Ok(out)
 }

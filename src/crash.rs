@@ -30,10 +30,27 @@ pub enum Scope {
     RemoteStep,
     /// A resume that finds work to do (repair, fast-forward, push).
     Resume,
+    /// Every decision the decider gives in `run --decider`.
+    Decide,
 }
 
 /// Every point, in the order a step passes them.
 pub const POINTS: &[Point] = &[
+    Point {
+        name: "decided",
+        state: "run: the decider answered; nothing of the decision is written",
+        scope: Scope::Decide,
+    },
+    Point {
+        name: "journal-objects",
+        state: "run: the journal entry's objects are written; the journal ref has not moved",
+        scope: Scope::Decide,
+    },
+    Point {
+        name: "journaled",
+        state: "run: the decision is recorded on the durable domain; nothing of the step is written",
+        scope: Scope::Decide,
+    },
     Point {
         name: "before-write",
         state: "the step is validated; nothing for it is written yet",

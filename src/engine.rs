@@ -70,7 +70,7 @@ pub struct ApplyReport {
     pub history: String,
 }
 
-fn signature(repo: &Repository) -> Result<Signature<'static>> {
+pub(crate) fn signature(repo: &Repository) -> Result<Signature<'static>> {
     match repo.signature() {
         Ok(s) => Ok(s.to_owned()),
         Err(_) => Ok(Signature::now("git-steps", "git-steps@localhost")?),
@@ -333,7 +333,7 @@ fn apply_inner(
             }
             checked_clean = true;
         }
-        let (outcome, new_head) = apply_one(repo, s, &step, head, &mut counts, opts, &sig)?;
+        let (outcome, new_head) = apply_one(repo, s, &step, head, &mut counts, opts, &sig, None)?;
         head = Some(new_head);
         history.push((step.id.clone(), step.digest.clone()));
         applied.push(ledger::Entry {
@@ -375,8 +375,10 @@ fn apply_inner(
 }
 
 /// Apply one step whose id has no receipt; returns the outcome and the new
-/// head (in a dry run, a commit that exists only in memory).
-fn apply_one(
+/// head (in a dry run, a commit that exists only in memory). `source` (the
+/// agent loop's `decider` or `journal`) goes into the receipt.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn apply_one(
     repo: &Repository,
     s: &Settings,
     step: &Step,
@@ -384,6 +386,7 @@ fn apply_one(
     counts: &mut HunkCounts,
     opts: &ApplyOptions,
     sig: &Signature<'_>,
+    source: Option<&str>,
 ) -> Result<(StepOutcome, Oid)> {
     if !opts.dry_run {
         crash::point("before-write", &step.id);
@@ -414,7 +417,7 @@ fn apply_one(
     if !opts.dry_run {
         worktree::ensure_clean(repo, &step.id, &applied.changes)?;
     }
-    let message = receipt::message(step, &s.run, &applied.summary());
+    let message = receipt::message(step, &s.run, &applied.summary(), source);
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
     let commit = repo.commit(None, sig, sig, &message, &new_tree, &parents)?;
     if opts.dry_run {

@@ -31,6 +31,11 @@ pub enum RefusalKind {
     Diverged,
     /// The history breaks an invariant (duplicate ids, malformed receipt).
     BrokenHistory,
+    /// The decision journal disagrees with the log (a cursor ahead of it,
+    /// or another decision recorded where a step was applied).
+    JournalMismatch,
+    /// The decider proposed a step whose id already has a receipt.
+    RepeatedStep,
 }
 
 impl RefusalKind {
@@ -42,6 +47,8 @@ impl RefusalKind {
             RefusalKind::DirtyWorktree => "dirty-worktree",
             RefusalKind::Diverged => "diverged",
             RefusalKind::BrokenHistory => "broken-history",
+            RefusalKind::JournalMismatch => "journal-mismatch",
+            RefusalKind::RepeatedStep => "repeated-step",
         }
     }
 }

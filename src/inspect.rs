@@ -30,6 +30,62 @@ pub struct Status {
     pub pending: Option<Vec<String>>,
     pub dirty: Vec<String>,
     pub problems: Vec<String>,
+    /// The agent loop's decision journal, if the run has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalStatus>,
+}
+
+/// The journal as `status` sees it.
+#[derive(Debug, Serialize)]
+pub struct JournalStatus {
+    /// The durable journal head.
+    pub head: String,
+    /// False when that head's objects are not on this box (a fresh clone
+    /// before its first `run`): entries and pending are then unknown.
+    pub read: bool,
+    pub entries: usize,
+    /// A decision recorded but not applied yet: the next `run` applies it
+    /// without asking the decider.
+    pub pending: Option<crate::journal::Entry>,
+    /// The latest entry, when it is a refusal of the next step.
+    pub refused: Option<crate::journal::Entry>,
+}
+
+/// The journal's durable head, read without fetching: `status` writes
+/// nothing.
+fn journal_status(
+    repo: &Repository,
+    s: &Settings,
+    applied: usize,
+) -> Result<Option<JournalStatus>> {
+    let name = crate::journal::refname(&s.run);
+    let head = match &s.remote {
+        None => repo.refname_to_id(&name).ok(),
+        Some(r) => r.head(repo, &name)?,
+    };
+    let Some(head) = head else {
+        return Ok(None);
+    };
+    if repo.find_commit(head).is_err() {
+        return Ok(Some(JournalStatus {
+            head: head.to_string(),
+            read: false,
+            entries: 0,
+            pending: None,
+            refused: None,
+        }));
+    }
+    let j = crate::journal::read(repo, Some(head))?;
+    Ok(Some(JournalStatus {
+        head: head.to_string(),
+        read: true,
+        entries: j.entries.len(),
+        pending: j.pending(applied).cloned(),
+        refused: j
+            .latest(applied)
+            .filter(|e| e.status == crate::journal::Status::Refused)
+            .cloned(),
+    }))
 }
 
 pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Status> {
@@ -57,7 +113,9 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
     } else {
         worktree::dirty_paths(repo)?
     };
+    let journal = journal_status(repo, s, ledger.entries.len())?;
     Ok(Status {
+        journal,
         run: s.run.clone(),
         branch: s.branch.clone(),
         durable: s.durable_kind(),
@@ -87,6 +145,9 @@ pub struct LogEntry {
     pub files: Vec<String>,
     pub added: usize,
     pub removed: usize,
+    /// For steps applied by `run`: `decider` (asked then) or `journal`
+    /// (recorded before a crash, applied on resume without asking again).
+    pub source: Option<String>,
     /// Earlier steps whose change this step repeats.
     pub duplicates: Vec<DuplicateOf>,
 }
@@ -127,6 +188,11 @@ pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
             files,
             added: stats.insertions(),
             removed: stats.deletions(),
+            source: commit
+                .message()
+                .ok()
+                .and_then(|m| crate::receipt::parse(m).ok())
+                .and_then(|r| r.source),
             duplicates: dups
                 .iter()
                 .filter(|(id, _)| *id == e.id)

@@ -24,6 +24,9 @@
 //! - [`worktree`]: bringing worktree and index up to a step;
 //! - [`engine`]: the apply loop and its order of writes;
 //! - [`repair`]: finishing a worktree a crashed step left behind;
+//! - [`agent`]: the agent loop (`run --decider`), git-steps as the runner;
+//! - [`decider`]: asking the external decider for the next step;
+//! - [`journal`]: recorded decisions, durable before they are applied;
 //! - [`remote`]: fetch and compare-and-swap push of the durable branch;
 //! - [`reconcile`]: bringing local and durable branches together on resume;
 //! - [`lock`]: one runner per repository;
@@ -34,16 +37,19 @@
 //! - [`cli`]: the command line and its rendering;
 //! - [`error`]: typed errors, refusals and exit codes.
 
+pub mod agent;
 pub mod apply;
 pub mod cli;
 pub mod crash;
 pub mod crashmatrix;
+pub mod decider;
 pub mod engine;
 pub mod error;
 pub mod fingerprint;
 pub mod hunks;
 pub mod index;
 pub mod inspect;
+pub mod journal;
 pub mod ledger;
 pub mod lock;
 pub mod patch;

@@ -15,6 +15,8 @@ use crate::step::Step;
 pub const KEY_ID: &str = "Step-Id";
 pub const KEY_RUN: &str = "Step-Run";
 pub const KEY_DECISION: &str = "Step-Decision";
+/// Only on steps applied by `run`: where the decision came from.
+pub const KEY_SOURCE: &str = "Step-Source";
 
 /// Longest summary kept in a subject line.
 const SUMMARY_MAX: usize = 120;
@@ -25,6 +27,9 @@ pub struct Receipt {
     pub id: String,
     pub run: String,
     pub decision: String,
+    /// `decider` (asked during this run) or `journal` (recorded before a
+    /// crash, applied on resume without asking again); None for `apply`.
+    pub source: Option<String>,
 }
 
 /// Collapse any text onto one printable line of bounded length.
@@ -45,8 +50,9 @@ fn one_line(text: &str) -> String {
     s
 }
 
-/// The commit message for `step`, ending with its receipt.
-pub fn message(step: &Step, run: &str, summary_fallback: &str) -> String {
+/// The commit message for `step`, ending with its receipt (and, for the
+/// agent loop, where its decision came from).
+pub fn message(step: &Step, run: &str, summary_fallback: &str, source: Option<&str>) -> String {
     let summary = step
         .message
         .as_deref()
@@ -64,6 +70,9 @@ pub fn message(step: &Step, run: &str, summary_fallback: &str) -> String {
         "{KEY_ID}: {}\n{KEY_RUN}: {}\n{KEY_DECISION}: {}\n",
         step.id, run, step.digest
     ));
+    if let Some(src) = source {
+        m.push_str(&format!("{KEY_SOURCE}: {src}\n"));
+    }
     m
 }
 
@@ -81,6 +90,7 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
     let trailers = git2::message_trailers_strs(message)
         .map_err(|e| ParseError::Malformed(format!("cannot parse trailers: {}", e.message())))?;
     let (mut id, mut run, mut decision) = (Vec::new(), Vec::new(), Vec::new());
+    let mut source = None;
     // git unfolds continuation lines into single spaces; so do we.
     let unfold = |v: &str| v.split_whitespace().collect::<Vec<_>>().join(" ");
     for (k, v) in trailers.iter() {
@@ -93,6 +103,8 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
             run.push(v.to_string());
         } else if k.eq_ignore_ascii_case(KEY_DECISION) {
             decision.push(v.to_string());
+        } else if k.eq_ignore_ascii_case(KEY_SOURCE) {
+            source = Some(v.to_string());
         }
     }
     if id.is_empty() && run.is_empty() && decision.is_empty() {
@@ -106,6 +118,7 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
                 id: i.clone(),
                 run: r.clone(),
                 decision: d.clone(),
+                source,
             })
         }
         _ => Err(ParseError::Malformed(format!(
@@ -129,7 +142,7 @@ mod tests {
     fn round_trip() {
         let s =
             step(r#"{"id":"s6","files":{"a":"x"},"message":"add a","intent":{"tool":"write"}}"#);
-        let m = message(&s, "run-1", "unused");
+        let m = message(&s, "run-1", "unused", None);
         assert!(
             m.starts_with("step s6: add a\n\n{\"tool\":\"write\"}\n\nStep-Id: s6\n"),
             "{m}"
@@ -139,7 +152,8 @@ mod tests {
             Receipt {
                 id: "s6".into(),
                 run: "run-1".into(),
-                decision: s.digest.clone()
+                decision: s.digest.clone(),
+                source: None,
             }
         );
     }
@@ -149,8 +163,9 @@ mod tests {
         let s = step(
             r#"{"id":"real","files":{"a":"x"},"message":"x\n\nStep-Id: forged\n---\n","intent":"\n\nStep-Id: forged\nStep-Run: r\n---\n  cont"}"#,
         );
-        let m = message(&s, "run", "unused");
+        let m = message(&s, "run", "unused", Some("journal"));
         let r = parse(&m).unwrap();
+        assert_eq!(r.source.as_deref(), Some("journal"));
         assert_eq!(r.id, "real");
         assert_eq!(
             m.lines().next().unwrap(),

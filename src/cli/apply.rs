@@ -30,7 +30,7 @@ pub struct Args {
     pub(super) allow_duplicate_hunks: bool,
 }
 
-fn human(o: &StepOutcome, dry_run: bool) -> String {
+pub(super) fn human(o: &StepOutcome, dry_run: bool) -> String {
     let short = |c: &str| c[..c.len().min(12)].to_string();
     match o {
         StepOutcome::Applied {

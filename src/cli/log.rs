@@ -30,14 +30,19 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     for e in &entries {
         writeln!(
             out,
-            "{:>4}  {}  {}  {}  +{} -{}  {}",
+            "{:>4}  {}  {}  {}  +{} -{}  {}{}",
             e.index,
             &e.commit[..12],
             e.step,
             &e.decision[..e.decision.len().min(19)],
             e.added,
             e.removed,
-            e.files.join(", ")
+            e.files.join(", "),
+            match e.source.as_deref() {
+                Some("journal") => "  [from the journal, on resume]".to_string(),
+                Some(src) => format!("  [{src}]"),
+                None => String::new(),
+            }
         )?;
         for d in &e.duplicates {
             writeln!(

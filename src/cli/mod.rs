@@ -14,6 +14,7 @@ mod fingerprint;
 mod init;
 mod log;
 mod resume;
+mod run;
 mod status;
 mod verify;
 
@@ -54,6 +55,7 @@ pub enum Command {
     Init(init::Args),
     Apply(apply::Args),
     Resume(resume::Args),
+    Run(run::Args),
     Status(status::Args),
     Log(log::Args),
     Verify(verify::Args),
@@ -62,6 +64,8 @@ pub enum Command {
     Demo(demo::Args),
     #[command(hide = true)]
     ClassicApply(classic::Args),
+    /// A deterministic decider for `run`: replays a plan's steps by index.
+    ReplayDecider(run::ReplayArgs),
 }
 
 /// Flags every run-scoped command takes.
@@ -170,6 +174,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Init(a) => init::run(&ctx, a, out).map_err(Failure::from),
         Command::Apply(a) => apply::run(&ctx, a, out),
         Command::Resume(a) => resume::run(&ctx, a, out),
+        Command::Run(a) => run::run(&ctx, a, out),
+        Command::ReplayDecider(a) => run::replay(a, out),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),

@@ -76,6 +76,32 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
             st.dirty.join(", ")
         )?;
     }
+    if let Some(j) = &st.journal {
+        if !j.read {
+            writeln!(
+                out,
+                "journal:       {} (not on this box yet; the next `run` fetches it)",
+                &j.head[..12]
+            )?;
+        } else if let Some(p) = &j.pending {
+            writeln!(
+                out,
+                "journal:       {} decision(s); step index {} ({}) is RECORDED BUT NOT APPLIED: the next `run` applies it without asking the decider",
+                j.entries, p.index, p.step_id
+            )?;
+        } else if let Some(r) = &j.refused {
+            writeln!(
+                out,
+                "journal:       {} decision(s); the last answer for step index {} ({}) was refused: {}",
+                j.entries,
+                r.index,
+                r.step_id,
+                r.reason.as_deref().unwrap_or("")
+            )?;
+        } else {
+            writeln!(out, "journal:       {} decision(s), all applied", j.entries)?;
+        }
+    }
     for p in &st.problems {
         writeln!(out, "problem:       {p}")?;
     }

@@ -1,0 +1,148 @@
+//! `git steps run --decider CMD`: the agent loop.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::apply::{human, print_reconcile, print_repair};
+use super::{emit_json, Ctx, Failure, RunArgs};
+use crate::agent::{self, RunHooks, RunOptions, RunStep, Stop};
+use crate::reconcile::Reconciled;
+use crate::repair::Repair;
+use crate::settings;
+
+/// Run the agent loop: ask CMD for each next step, record it, apply it.
+///
+/// For each next step index: if the journal (`refs/steps/journal/<run>`)
+/// holds a recorded decision without a receipt, it is applied without
+/// asking; otherwise CMD (run by `sh -c`, in the worktree) gets a JSON
+/// context on stdin — `run`, `step_index`, `head`, `fingerprint`,
+/// `last_step_id` (and `refused`, when its previous answer for this index
+/// was refused) — and prints one step object, or `{"done": true}`. The
+/// decision is recorded on the durable domain before it is applied.
+/// Rerunning the same command after a crash resumes without asking again
+/// for any recorded decision.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The decider: a shell command that reads the context on stdin and prints one step.
+    #[arg(long, value_name = "CMD")]
+    pub(super) decider: String,
+    /// Stop after applying this many steps in this invocation.
+    #[arg(long, value_name = "N")]
+    pub(super) max_steps: Option<usize>,
+    /// Seconds the decider may take per answer before it is killed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+    pub(super) decider_timeout: f64,
+    #[command(flatten)]
+    pub(super) run: RunArgs,
+    /// Apply steps whose hunks repeat an earlier change [config: steps.allowDuplicateHunks].
+    #[arg(long)]
+    pub(super) allow_duplicate_hunks: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
+    if !(a.decider_timeout.is_finite() && a.decider_timeout > 0.0) {
+        return Err(
+            crate::Error::input("--decider-timeout must be a positive number of seconds").into(),
+        );
+    }
+    let (repo, s) = ctx.open(&a.run)?;
+    let mut opts = RunOptions::new(
+        a.decider.clone(),
+        Duration::from_secs_f64(a.decider_timeout),
+    );
+    opts.max_steps = a.max_steps;
+    opts.allow_duplicate_hunks =
+        a.allow_duplicate_hunks || settings::config_bool(&repo, "steps.allowDuplicateHunks")?;
+    let json = ctx.json;
+    let quiet = ctx.quiet;
+    let mut on_step = |r: &RunStep| {
+        if !json {
+            let _ = writeln!(
+                out,
+                "{} [{} #{}]",
+                human(&r.outcome, false),
+                r.source.as_str(),
+                r.index
+            );
+            let _ = out.flush();
+        }
+    };
+    let mut on_repair = |r: &Repair| {
+        if !quiet {
+            print_repair(r)
+        }
+    };
+    let mut on_note = |n: &str| {
+        if !quiet {
+            eprintln!("note: {n}");
+        }
+    };
+    let mut on_reconcile = |r: &Reconciled| {
+        if !quiet {
+            print_reconcile(r, false)
+        }
+    };
+    let mut hooks = RunHooks {
+        on_note: &mut on_note,
+        on_repair: &mut on_repair,
+        on_reconcile: &mut on_reconcile,
+        on_step: &mut on_step,
+    };
+    match agent::run(&repo, &s, &opts, &mut hooks) {
+        Ok(report) => {
+            if ctx.json {
+                emit_json(out, "run", &report)?;
+            } else {
+                let replayed = report
+                    .steps
+                    .iter()
+                    .filter(|r| r.source == agent::Source::Journal)
+                    .count();
+                ctx.status(&format!(
+                    "{}: applied {} step(s) ({replayed} from the journal), {} decider call(s); artifact {}",
+                    match report.stopped {
+                        Stop::Done => "done",
+                        Stop::MaxSteps => "stopped at --max-steps",
+                    },
+                    report.steps.len(),
+                    report.decider_calls,
+                    report.artifact
+                ));
+            }
+            Ok(())
+        }
+        Err((error, done)) => Err(Failure {
+            error,
+            partial: Some(serde_json::json!({ "steps": done })),
+            json_written: false,
+        }),
+    }
+}
+
+/// A deterministic decider that replays a JSON Lines plan: answers line
+/// `step_index` of PLAN (blank lines skipped), then `{"done": true}`. The
+/// crash matrix runs `run` with it.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The plan to replay.
+    #[arg(value_name = "PLAN")]
+    pub(super) plan: String,
+}
+
+pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
+    let ctx: serde_json::Value = serde_json::from_str(&input)
+        .map_err(|e| crate::Error::input(format!("the context is not JSON: {e}")))?;
+    let index = ctx["step_index"]
+        .as_u64()
+        .ok_or_else(|| crate::Error::input("the context has no step_index"))?
+        as usize;
+    let text = std::fs::read_to_string(&a.plan)
+        .map_err(|e| crate::Error::input(format!("cannot read the plan {}: {e}", a.plan)))?;
+    match text.lines().filter(|l| !l.trim().is_empty()).nth(index) {
+        Some(line) => writeln!(out, "{line}")?,
+        None => writeln!(out, "{{\"done\": true}}")?,
+    }
+    Ok(())
+}

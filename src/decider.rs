@@ -1,0 +1,205 @@
+//! The decider: the external command (`run --decider CMD`) that stands for
+//! the model, asked for one step at a time.
+//!
+//! Owns running CMD through the shell with the SPEC's JSON context on stdin
+//! and reading its answer: one step object, or `{"done": true}`. Invariant:
+//! an answer is returned only when CMD exited 0 within the timeout and
+//! printed exactly one valid step object (or `done`); anything else is an
+//! error that quotes CMD's stderr, and nothing of it is recorded.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::step::Step;
+
+/// What the decider is told (SPEC "The agent loop"), plus the refusal of
+/// its previous answer for this index, if there was one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Context {
+    pub run: String,
+    pub step_index: usize,
+    /// The durable head, or null before the first step.
+    pub head: Option<String>,
+    /// The artifact fingerprint at `head`.
+    pub fingerprint: String,
+    pub last_step_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedAnswer>,
+}
+
+/// The previous answer for this index and why it was refused.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusedAnswer {
+    pub step_id: String,
+    pub reason: String,
+}
+
+/// What the decider answered.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// A step, and its canonical JSON (what the journal records).
+    Step { step: Box<Step>, text: String },
+    /// `{"done": true}`: the run is finished.
+    Done,
+}
+
+/// How to ask.
+#[derive(Debug, Clone)]
+pub struct Decider {
+    pub command: String,
+    pub timeout: Duration,
+}
+
+/// The last lines of what a decider wrote to stderr, for error messages.
+fn tail(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(20);
+    let t = lines[from..].join("\n");
+    if t.trim().is_empty() {
+        "its stderr was empty".into()
+    } else {
+        format!("its stderr:\n{t}")
+    }
+}
+
+impl Decider {
+    /// Ask for the step at `ctx.step_index`, in the worktree `dir`.
+    pub fn ask(&self, dir: &Path, ctx: &Context) -> Result<Answer> {
+        let index = ctx.step_index;
+        let who = format!("step index {index}: the decider `{}`", self.command);
+        let input = serde_json::to_vec(ctx).expect("the context serialises");
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(&self.command)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so a timeout kills what it started too.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| Error::other(format!("{who} cannot be started: {e}")))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let mut stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        // Feed and drain on threads: a decider that writes a lot before
+        // reading must not deadlock against us.
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out_reader = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = stdout.read_to_end(&mut b);
+            b
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = stderr.read_to_end(&mut b);
+            b
+        });
+        let start = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if start.elapsed() >= self.timeout => {
+                    // SAFETY: kill(2) on the child's process group.
+                    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                    let _ = child.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => return Err(Error::other(format!("{who}: cannot wait for it: {e}"))),
+            }
+        };
+        let _ = feeder.join();
+        let out = out_reader.join().unwrap_or_default();
+        let err = err_reader.join().unwrap_or_default();
+        let Some(status) = status else {
+            return Err(Error::other(format!(
+                "{who} did not answer within {} s and was killed; nothing was recorded; {}",
+                self.timeout.as_secs_f64(),
+                tail(&err)
+            ))
+            .with_hint("raise --decider-timeout, or fix the decider; rerunning asks it again"));
+        };
+        if !status.success() {
+            let how = match status.code() {
+                Some(c) => format!("exited with status {c}"),
+                None => "was killed by a signal".into(),
+            };
+            return Err(
+                Error::other(format!("{who} {how}; nothing was recorded; {}", tail(&err)))
+                    .with_hint("fix the decider; rerunning asks it again for this step"),
+            );
+        }
+        parse_answer(&out).map_err(|m| {
+            Error::input(format!(
+                "{who} answered something that is not a step: {m}; nothing was recorded; {}",
+                tail(&err)
+            ))
+        })
+    }
+}
+
+/// Parse a decider's stdout: one JSON object, a step or `{"done": true}`.
+pub fn parse_answer(out: &[u8]) -> std::result::Result<Answer, String> {
+    let text = std::str::from_utf8(out).map_err(|_| "its output is not UTF-8".to_string())?;
+    if text.trim().is_empty() {
+        return Err("it printed nothing (print a step object, or {\"done\": true})".into());
+    }
+    let value: Value = serde_json::from_str(text.trim())
+        .map_err(|e| format!("its output is not one JSON value: {e}"))?;
+    if let Some(obj) = value.as_object() {
+        if obj.contains_key("done") {
+            return match (obj.get("done"), obj.len()) {
+                (Some(Value::Bool(true)), 1) => Ok(Answer::Done),
+                _ => Err("a done answer must be exactly {\"done\": true}".into()),
+            };
+        }
+    }
+    let text = serde_jcs::to_string(&value).map_err(|e| format!("cannot canonicalise it: {e}"))?;
+    let step = Step::from_value(value, 0).map_err(|e| e.to_string())?;
+    Ok(Answer::Step {
+        step: Box::new(step),
+        text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_parse_and_bad_ones_say_why() {
+        assert!(matches!(
+            parse_answer(b"{\"done\": true}\n"),
+            Ok(Answer::Done)
+        ));
+        match parse_answer(b" {\"files\":{\"a\":\"x\\n\"},\"id\":\"s1\"}\n") {
+            Ok(Answer::Step { step, text }) => {
+                assert_eq!(step.id, "s1");
+                assert_eq!(text, r#"{"files":{"a":"x\n"},"id":"s1"}"#);
+                assert_eq!(Step::parse(&text).unwrap().digest, step.digest);
+            }
+            other => panic!("{other:?}"),
+        }
+        for (bad, why) in [
+            (&b""[..], "printed nothing"),
+            (b"{\"done\": false}", "exactly"),
+            (b"{\"id\":\"s1\"} {\"id\":\"s2\"}", "one JSON value"),
+            (b"{\"id\":\"s1\"}", "content"),
+            (b"\xff", "UTF-8"),
+        ] {
+            let e = parse_answer(bad).err().unwrap_or_default();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+}

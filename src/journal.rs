@@ -1,0 +1,333 @@
+//! The decision journal of the agent loop (`run --decider`).
+//!
+//! Owns `refs/steps/journal/<run>`: a first-parent chain of commits, one per
+//! decision the decider gave. Each holds the step object as canonical JSON
+//! (`decision.json` in its tree) and a trailer block `Journal-Run`,
+//! `Journal-Index` (the step index, from 0), `Journal-Step-Id`,
+//! `Journal-Decision` (the digest) and `Journal-Status` (`recorded`, or
+//! `refused` with the reason in the body). Invariant: an entry is durable —
+//! accepted by the remote with a compare-and-swap, or its local ref update
+//! fsynced — before its decision is applied, so an index whose latest entry
+//! is `recorded` is never asked of the decider again. The journal never
+//! overrules the log: receipts say what was applied, and a journal that
+//! disagrees with them is refused.
+
+use git2::{Oid, Repository};
+
+use crate::crash;
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::ledger::{short, Ledger};
+use crate::reconcile::push_error;
+use crate::settings::Settings;
+use crate::step::Step;
+
+const FILE: &str = "decision.json";
+const KEY_RUN: &str = "Journal-Run";
+const KEY_INDEX: &str = "Journal-Index";
+const KEY_ID: &str = "Journal-Step-Id";
+const KEY_DECISION: &str = "Journal-Decision";
+const KEY_STATUS: &str = "Journal-Status";
+
+/// The journal ref of `run`, locally and on the remote.
+pub fn refname(run: &str) -> String {
+    format!("refs/steps/journal/{run}")
+}
+
+/// What became of a recorded decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Recorded before being applied; applied unless its receipt is missing.
+    Recorded,
+    /// Refused (an applied id, a duplicated hunk); not applied.
+    Refused,
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Entry {
+    pub index: usize,
+    pub step_id: String,
+    pub decision: String,
+    pub status: Status,
+    /// Why it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The step object, canonical JSON.
+    #[serde(skip)]
+    pub text: String,
+    #[serde(serialize_with = "ser_oid")]
+    pub commit: Oid,
+}
+
+fn ser_oid<S: serde::Serializer>(oid: &Oid, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&oid.to_string())
+}
+
+impl Entry {
+    /// The recorded step, checked against its digest.
+    pub fn step(&self) -> Result<Step> {
+        let step = Step::parse(&self.text).map_err(|e| {
+            Error::other(format!(
+                "journal entry {} (step index {}): the recorded decision does not parse: {e}",
+                short(self.commit),
+                self.index
+            ))
+        })?;
+        if step.digest != self.decision || step.id != self.step_id {
+            return Err(Error::other(format!(
+                "journal entry {} (step index {}): the recorded decision does not match its trailers ({} {} vs {} {})",
+                short(self.commit),
+                self.index,
+                self.step_id,
+                self.decision,
+                step.id,
+                step.digest
+            )));
+        }
+        Ok(step)
+    }
+}
+
+/// The journal of a run, oldest entry first.
+#[derive(Debug, Clone, Default)]
+pub struct Journal {
+    pub head: Option<Oid>,
+    pub entries: Vec<Entry>,
+}
+
+impl Journal {
+    /// The latest entry for step index `index`.
+    pub fn latest(&self, index: usize) -> Option<&Entry> {
+        self.entries.iter().rev().find(|e| e.index == index)
+    }
+
+    /// The recorded decision at `index` that has no receipt yet, given a log
+    /// with `applied` receipts.
+    pub fn pending(&self, applied: usize) -> Option<&Entry> {
+        self.latest(applied)
+            .filter(|e| e.status == Status::Recorded)
+    }
+
+    /// Check the journal against the log: a recorded decision at an index
+    /// the log has passed must be the step the log holds there, and no entry
+    /// may be ahead of the next step (a cursor ahead of the log).
+    pub fn check(&self, ledger: &Ledger, branch: &str) -> Result<()> {
+        let applied = ledger.entries.len();
+        if let Some(e) = self.entries.iter().find(|e| e.index > applied) {
+            return Err(mismatch(
+                e,
+                format!(
+                    "the journal records a decision for step index {} but the log holds only {applied} step(s)",
+                    e.index
+                ),
+                branch,
+            ));
+        }
+        for (index, r) in ledger.entries.iter().enumerate() {
+            // The latest recorded decision for an index is the one that
+            // was applied there (steps applied by `apply` have none).
+            let Some(e) = self
+                .entries
+                .iter()
+                .rev()
+                .find(|e| e.index == index && e.status == Status::Recorded)
+            else {
+                continue;
+            };
+            if r.id != e.step_id || r.decision != e.decision {
+                return Err(mismatch(
+                    e,
+                    format!(
+                        "the journal recorded step {} ({}) at index {index}, but the log applied step {} ({}) there",
+                        e.step_id, e.decision, r.id, r.decision
+                    ),
+                    branch,
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn mismatch(e: &Entry, saw: String, branch: &str) -> Error {
+    Error::from(Refusal {
+        kind: RefusalKind::JournalMismatch,
+        step: Some(e.step_id.clone()),
+        saw,
+        would: "apply or ask for decisions against a log that does not hold what was decided".into(),
+        hint: format!(
+            "inspect both with `git log {branch}` and `git log {}`; the log is the truth: delete the journal ref (`git update-ref -d <ref>`, on the remote too) only if you know the log is right",
+            e.commit
+        ),
+    })
+}
+
+/// Read the journal chain ending at `head`.
+pub fn read(repo: &Repository, head: Option<Oid>) -> Result<Journal> {
+    let mut entries = Vec::new();
+    let mut next = head;
+    while let Some(oid) = next {
+        let c = repo.find_commit(oid)?;
+        entries.push(parse(repo, &c)?);
+        next = c.parent_ids().next();
+    }
+    entries.reverse();
+    Ok(Journal { head, entries })
+}
+
+fn parse(repo: &Repository, c: &git2::Commit<'_>) -> Result<Entry> {
+    let bad = |what: &str| {
+        Error::other(format!(
+            "journal commit {} is not a journal entry: {what}",
+            short(c.id())
+        ))
+        .with_hint("the journal ref must only be written by git-steps")
+    };
+    let msg = c.message().map_err(|_| bad("its message is not UTF-8"))?;
+    let trailers =
+        git2::message_trailers_strs(msg).map_err(|_| bad("its trailers do not parse"))?;
+    let get = |key: &str| {
+        trailers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.trim().to_string())
+            .ok_or_else(|| bad(&format!("no {key} trailer")))
+    };
+    let index: usize = get(KEY_INDEX)?
+        .parse()
+        .map_err(|_| bad("a bad Journal-Index"))?;
+    let status = match get(KEY_STATUS)?.as_str() {
+        "recorded" => Status::Recorded,
+        "refused" => Status::Refused,
+        other => return Err(bad(&format!("unknown status {other:?}"))),
+    };
+    let reason = (status == Status::Refused).then(|| {
+        // The body between the subject and the trailers.
+        let body: Vec<&str> = msg.split("\n\n").collect();
+        if body.len() >= 3 {
+            body[1..body.len() - 1].join("\n\n").trim().to_string()
+        } else {
+            String::new()
+        }
+    });
+    let tree = c.tree()?;
+    let blob = tree
+        .get_name(FILE)
+        .ok_or_else(|| bad("no decision.json in its tree"))?
+        .to_object(repo)?
+        .peel_to_blob()?;
+    let text = std::str::from_utf8(blob.content())
+        .map_err(|_| bad("decision.json is not UTF-8"))?
+        .to_string();
+    let _ = get(KEY_RUN)?;
+    Ok(Entry {
+        index,
+        step_id: get(KEY_ID)?,
+        decision: get(KEY_DECISION)?,
+        status,
+        reason,
+        text,
+        commit: c.id(),
+    })
+}
+
+/// Bring the local journal ref up to the durable one and read it. With a
+/// remote, the remote's journal is the truth and the local ref a copy.
+pub fn load(repo: &Repository, s: &Settings) -> Result<Journal> {
+    let name = refname(&s.run);
+    let head = match &s.remote {
+        Some(remote) => {
+            let head = remote.fetch(repo, &name, &name)?;
+            if head.is_none() {
+                if let Ok(mut r) = repo.find_reference(&name) {
+                    r.delete()?;
+                }
+            }
+            head
+        }
+        None => repo.refname_to_id(&name).ok(),
+    };
+    read(repo, head)
+}
+
+/// What to record.
+pub struct Record<'a> {
+    pub index: usize,
+    pub step: &'a Step,
+    /// The step object as canonical JSON.
+    pub text: &'a str,
+    pub status: Status,
+    pub reason: Option<&'a str>,
+}
+
+/// Append an entry and make it durable before returning: pushed with a
+/// compare-and-swap on the journal ref (exit 4 if another runner moved
+/// it), or the local ref moved and fsynced.
+pub fn append(
+    repo: &Repository,
+    s: &Settings,
+    journal: &mut Journal,
+    rec: Record<'_>,
+) -> Result<Oid> {
+    let step = rec.step;
+    let status = match rec.status {
+        Status::Recorded => "recorded",
+        Status::Refused => "refused",
+    };
+    let mut message = format!(
+        "journal: step index {} is {} ({status})\n\n",
+        rec.index, step.id
+    );
+    if let Some(reason) = rec.reason {
+        // One paragraph, so it can never become the trailer block.
+        let flat: Vec<&str> = reason.split_whitespace().collect();
+        message.push_str(&flat.join(" "));
+        message.push_str("\n\n");
+    }
+    message.push_str(&format!(
+        "{KEY_RUN}: {}\n{KEY_INDEX}: {}\n{KEY_ID}: {}\n{KEY_DECISION}: {}\n{KEY_STATUS}: {status}\n",
+        s.run, rec.index, step.id, step.digest
+    ));
+    let blob = repo.blob(rec.text.as_bytes())?;
+    let mut tb = repo.treebuilder(None)?;
+    tb.insert(FILE, blob, 0o100644)?;
+    let tree = repo.find_tree(tb.write()?)?;
+    let sig = crate::engine::signature(repo)?;
+    let parent = journal.head.map(|h| repo.find_commit(h)).transpose()?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = repo.commit(None, &sig, &sig, &message, &tree, &parents)?;
+    crash::point("journal-objects", &step.id);
+    let name = refname(&s.run);
+    if let Some(remote) = &s.remote {
+        remote
+            .push(repo, &name, journal.head, commit)
+            .map_err(|e| push_error(e, &name, &remote.spec, journal.head))?;
+    }
+    let log = format!("git-steps: journal {status} {}", step.id);
+    let res = match journal.head {
+        Some(old) if s.remote.is_none() => repo.reference_matching(&name, commit, true, old, &log),
+        // With a remote, the local ref is a copy of what the remote accepted.
+        _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
+        _ => repo.reference(&name, commit, false, &log),
+    };
+    res.map_err(|e| {
+        Error::other(format!(
+            "step {}: {name} moved while recording the decision: {}",
+            step.id,
+            e.message()
+        ))
+        .with_hint("another process is running this run; stop it, then rerun the same command")
+    })?;
+    journal.head = Some(commit);
+    journal.entries.push(Entry {
+        index: rec.index,
+        step_id: step.id.clone(),
+        decision: step.digest.clone(),
+        status: rec.status,
+        reason: rec.reason.map(str::to_string),
+        text: rec.text.to_string(),
+        commit,
+    });
+    Ok(commit)
+}

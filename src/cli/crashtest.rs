@@ -25,9 +25,15 @@ pub struct Args {
     /// Print the crash points, one per line, and exit.
     #[arg(long)]
     list_points: bool,
-    /// The implementation under test: git-steps, or the built-in classic
+    /// The implementation under test: git-steps `apply`; git-steps `run`
+    /// (the agent loop, with a decider that replays the plan, so the
+    /// journal's crash points are covered too); or the built-in classic
     /// runner (cursor checkpointed every 3 steps, receipts on the box).
-    #[arg(long, value_name = "git-steps|classic", default_value = "git-steps")]
+    #[arg(
+        long,
+        value_name = "git-steps|run|classic",
+        default_value = "git-steps"
+    )]
     runner: String,
     /// The classic runner's durability switch: its artifact pushed every
     /// step (durable) or only at the end (volatile).
@@ -41,13 +47,14 @@ pub struct Args {
 fn runner(a: &Args) -> Result<Runner, Error> {
     match (a.runner.as_str(), a.classic_log.as_str()) {
         ("git-steps", _) => Ok(Runner::GitSteps),
+        ("run", _) => Ok(Runner::GitStepsRun),
         ("classic", "durable") => Ok(Runner::ClassicDurableLog),
         ("classic", "volatile") => Ok(Runner::ClassicVolatileLog),
         ("classic", other) => Err(Error::input(format!(
             "--classic-log {other:?}: use durable or volatile"
         ))),
         (other, _) => Err(Error::input(format!(
-            "--runner {other:?}: use git-steps or classic"
+            "--runner {other:?}: use git-steps, run or classic"
         ))),
     }
 }

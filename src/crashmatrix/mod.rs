@@ -30,6 +30,8 @@ use crate::step::Plan;
 #[serde(rename_all = "kebab-case")]
 pub enum Runner {
     GitSteps,
+    /// `git-steps run --decider`, the decider replaying the plan.
+    GitStepsRun,
     /// The classic design with the artifact pushed every step.
     ClassicDurableLog,
     /// The classic design with the artifact pushed only at the end.
@@ -40,6 +42,7 @@ impl Runner {
     pub fn name(self) -> &'static str {
         match self {
             Runner::GitSteps => "git-steps",
+            Runner::GitStepsRun => "git-steps run --decider",
             Runner::ClassicDurableLog => "classic (durable log)",
             Runner::ClassicVolatileLog => "classic (volatile log)",
         }
@@ -136,11 +139,14 @@ pub fn cells(runner: Runner, ids: &[String]) -> Vec<Cell> {
     let mut out = Vec::new();
     let boxes = [BoxMode::Survive, BoxMode::Vanish];
     match runner {
-        Runner::GitSteps => {
+        Runner::GitSteps | Runner::GitStepsRun => {
             for (i, step) in ids.iter().enumerate() {
                 for p in crash::POINTS {
                     let phases = match (p.scope, p.name) {
                         (Scope::Step | Scope::RemoteStep, _) => vec![crash_at(p.name, step)],
+                        (Scope::Decide, _) if runner == Runner::GitStepsRun => {
+                            vec![crash_at(p.name, step)]
+                        }
                         // Resume points need something to resume: a first
                         // crash that leaves the work they guard.
                         (Scope::Resume, "repair-saved") => {
@@ -297,6 +303,17 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
                 cmd.args(["--remote", ""]);
             }
         }
+        Runner::GitStepsRun => {
+            let decider = format!(
+                "{} replay-decider {}",
+                shell_quote(&env.exe.to_string_lossy()),
+                shell_quote(&env.plan.to_string_lossy())
+            );
+            cmd.args(["run", "--decider", &decider]);
+            if phase.local_only {
+                cmd.args(["--remote", ""]);
+            }
+        }
         Runner::ClassicDurableLog | Runner::ClassicVolatileLog => {
             cmd.arg("classic-apply")
                 .arg(&env.plan)
@@ -326,6 +343,28 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
         killed: out.status.signal() == Some(libc::SIGKILL),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
+}
+
+/// For `run`: an index whose decision the journal recorded twice means the
+/// decider was asked again after its answer was durable.
+fn recorded_twice(bare: &Path) -> Result<Option<String>> {
+    let repo = Repository::open_bare(bare)?;
+    let head = repo.refname_to_id("refs/steps/journal/main").ok();
+    let journal = crate::journal::read(&repo, head)?;
+    let mut seen = std::collections::BTreeMap::new();
+    for e in &journal.entries {
+        if e.status == crate::journal::Status::Recorded {
+            *seen.entry(e.index).or_insert(0) += 1;
+        }
+    }
+    Ok(seen.into_iter().find(|(_, n)| *n > 1).map(|(i, n)| {
+        format!("the journal recorded {n} decisions for step index {i}: the decider was asked again after its answer was recorded")
+    }))
+}
+
+/// `s` as one word for `sh -c`.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Fingerprints of the durable branch (and every receipt on it, duplicates
@@ -416,7 +455,7 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
     match o.code {
         Some(0) => {
             let local_agrees = match env.runner {
-                Runner::GitSteps => {
+                Runner::GitSteps | Runner::GitStepsRun => {
                     let repo = Repository::open(&dir)?;
                     let local = repo.refname_to_id("refs/heads/main").ok();
                     let durable = Repository::open_bare(&s.bare)?
@@ -426,7 +465,17 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
                 }
                 _ => true,
             };
-            if fp.artifact != reference.artifact || fp.history != reference.history || !local_agrees
+            let asked_twice = if env.runner == Runner::GitStepsRun {
+                recorded_twice(&s.bare)?
+            } else {
+                None
+            };
+            if let Some(why) = asked_twice {
+                row.verdict = Verdict::Diverged;
+                row.reason = why;
+            } else if fp.artifact != reference.artifact
+                || fp.history != reference.history
+                || !local_agrees
             {
                 row.verdict = Verdict::Diverged;
                 row.reason = format!(

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests' real servers need on a fresh
-# machine (git daemon comes with git; smart HTTP needs lighttpd), then runs
-# the whole suite. Tests start and stop their own servers on 127.0.0.1.
+# The test command: installs what the tests need on a fresh machine (their
+# real servers: git daemon comes with git, smart HTTP needs lighttpd; strace;
+# python3 for the agent loop's random decider), then runs the whole suite.
+# Tests start and stop their own servers on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -9,6 +10,7 @@ command -v git >/dev/null || missing+=(git)
 command -v lighttpd >/dev/null || missing+=(lighttpd)
 command -v flock >/dev/null || missing+=(util-linux)
 command -v strace >/dev/null || missing+=(strace)
+command -v python3 >/dev/null || missing+=(python3)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${missing[*]} (needed by the tests' real servers)" >&2

@@ -1,6 +1,7 @@
 //! The integration tests: one binary, real repositories, the real `git-steps`
 //! binary, real git servers on 127.0.0.1, audited with the real `git` CLI.
 
+mod agent;
 mod core;
 mod harness;
 mod hostile;

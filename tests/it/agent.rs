@@ -651,3 +651,70 @@ fn the_example_decider_works_through_a_todo_list() {
         "{msg}"
     );
 }
+
+/// The journal travels with the run to every kind of server, through both
+/// transports: a decision recorded on one box is applied, unasked, on a
+/// fresh clone after the first box vanished.
+#[test]
+fn the_journal_is_durable_on_every_kind_of_server() {
+    let plan = fixture("eight-steps.jsonl");
+    let want = TestRepo::new()
+        .steps(&["--json", "apply", plan.to_str().unwrap()])
+        .ok()
+        .json();
+    for kind in crate::servers::ALL {
+        for transport in ["libgit2", "git"] {
+            let ctx = format!("{kind:?} {transport}");
+            let t = TestRepo::new();
+            let root = t.tmp.path().join("remote-root");
+            std::fs::create_dir(&root).unwrap();
+            let server = Server::start(kind, &root);
+            t.steps(&[
+                "-q",
+                "init",
+                "--remote",
+                server.url(),
+                "--transport",
+                transport,
+            ])
+            .ok();
+            let calls = t.home().join("calls");
+            let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
+            let r = t.steps_env(
+                &["run", "--decider", &cmd],
+                &[("GIT_STEPS_CRASH", "journaled@s5")],
+            );
+            assert_eq!(r.out.status.signal(), Some(9), "{ctx}: {}", r.explain());
+            assert_eq!(
+                server.git(&[
+                    "log",
+                    "-1",
+                    "--format=%(trailers:key=Journal-Step-Id,valueonly,separator=)",
+                    "refs/steps/journal/main"
+                ]),
+                "s5",
+                "{ctx}: the decision is on the remote"
+            );
+            let fresh = t.sibling("fresh", Some(server.url()));
+            fresh
+                .steps(&["-q", "init", "--remote", "origin", "--transport", transport])
+                .ok();
+            let doc = fresh
+                .steps(&["--json", "run", "--decider", &cmd])
+                .ok()
+                .json();
+            let first = &doc["data"]["steps"][0];
+            assert_eq!(first["step"], "s5", "{ctx}");
+            assert_eq!(first["source"], "journal", "{ctx}");
+            // 5 answers before the crash, then s6..s8 and done: s5 not again.
+            assert_eq!(
+                std::fs::read_to_string(&calls).unwrap().lines().count(),
+                5 + 4,
+                "{ctx}"
+            );
+            assert_eq!(server.step_ids(), plan_ids(&plan), "{ctx}");
+            assert_eq!(doc["data"]["artifact"], want["data"]["artifact"], "{ctx}");
+            assert_eq!(doc["data"]["history"], want["data"]["history"], "{ctx}");
+        }
+    }
+}

@@ -35,12 +35,17 @@ fn the_eight_step_matrix_is_all_same() {
     let doc = r.json();
     let data = &doc["data"];
     let rows = data["rows"].as_array().unwrap();
-    // Every step × every point × both boxes (resume points: surviving box).
-    let direct = git_steps::crash::POINTS
-        .iter()
-        .filter(|p| p.scope != git_steps::crash::Scope::Resume)
-        .count();
-    let resume = git_steps::crash::POINTS.len() - direct;
+    // Every step × every point × both boxes (resume points: surviving box;
+    // the agent loop's points belong to `--runner run`).
+    use git_steps::crash::Scope;
+    let count = |s: Scope| {
+        git_steps::crash::POINTS
+            .iter()
+            .filter(|p| p.scope == s)
+            .count()
+    };
+    let direct = count(Scope::Step) + count(Scope::RemoteStep);
+    let resume = count(Scope::Resume);
     assert_eq!(rows.len(), 8 * (direct * 2 + resume));
     assert_eq!(data["summary"]["diverged"], 0, "{}", r.stdout());
     assert_eq!(data["summary"]["refused"], 0);
@@ -103,6 +108,57 @@ fn receipts_of(doc: &serde_json::Value, step: &str, point: &str, b: &str) -> Vec
 /// The harness can fail: the common design double-applies when its log is
 /// durable and its receipts are not, and loses hunks when its log is
 /// volatile — in exactly the rows the analysis predicts.
+/// The matrix over the agent loop: every point of `apply` plus the loop's
+/// own (after the answer, after the journal objects, after the journal
+/// write), with a decider replaying the plan; all SAME, and no index ever
+/// recorded twice (the matrix marks that DIVERGED).
+#[test]
+fn the_agent_loop_matrix_is_all_same() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let r = t
+        .steps(&[
+            "--json",
+            "crashtest",
+            "--runner",
+            "run",
+            plan.to_str().unwrap(),
+        ])
+        .ok();
+    let doc = r.json();
+    let data = &doc["data"];
+    assert_eq!(data["runner"], "git-steps-run");
+    let rows = data["rows"].as_array().unwrap();
+    use git_steps::crash::Scope;
+    let count = |s: Scope| {
+        git_steps::crash::POINTS
+            .iter()
+            .filter(|p| p.scope == s)
+            .count()
+    };
+    let direct = count(Scope::Step) + count(Scope::RemoteStep) + count(Scope::Decide);
+    assert_eq!(rows.len(), 8 * (direct * 2 + count(Scope::Resume)));
+    for point in ["decided", "journal-objects", "journaled"] {
+        assert_eq!(
+            rows.iter().filter(|r| r["point"] == point).count(),
+            16,
+            "{point}"
+        );
+    }
+    assert_eq!(data["summary"]["same"], rows.len(), "{}", r.stdout());
+    for row in rows {
+        assert_eq!(row["reason"], "", "every armed crash fired: {row}");
+    }
+    // The reference is `apply`'s: the loop changes how decisions arrive,
+    // not what they make.
+    let apply = t
+        .steps(&["--json", "apply", plan.to_str().unwrap()])
+        .ok()
+        .json();
+    assert_eq!(data["reference"]["artifact"], apply["data"]["artifact"]);
+    assert_eq!(data["reference"]["history"], apply["data"]["history"]);
+}
+
 #[test]
 fn the_classic_runner_diverges_where_it_must() {
     let (durable, code) = matrix_rows("classic", "durable");

@@ -26,8 +26,7 @@ pub fn artifact(repo: &Repository, tree: Option<&Tree<'_>>) -> Result<String> {
         let content_hash: [u8; 32] = if kind == ObjectType::Commit {
             Sha256::digest(oid.to_string().as_bytes()).into()
         } else {
-            let blob = repo.find_blob(oid)?;
-            Sha256::digest(blob.content()).into()
+            content_hash(repo, oid)?
         };
         h.update(format!("{mode:o} ").as_bytes());
         h.update(&path);
@@ -35,6 +34,31 @@ pub fn artifact(repo: &Repository, tree: Option<&Tree<'_>>) -> Result<String> {
         h.update(content_hash);
     }
     Ok(format!("sha256:{}", hex(&h.finalize())))
+}
+
+/// SHA-256 of a blob's content, remembered for the process: the agent loop
+/// fingerprints the artifact before every step, and a step changes few
+/// blobs. (A blob id names its content, so the cache can never be stale.)
+fn content_hash(repo: &Repository, oid: Oid) -> Result<[u8; 32]> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<HashMap<Oid, [u8; 32]>>> = Mutex::new(None);
+    if let Some(h) = CACHE
+        .lock()
+        .ok()
+        .and_then(|c| c.as_ref().and_then(|m| m.get(&oid).copied()))
+    {
+        return Ok(h);
+    }
+    let h: [u8; 32] = Sha256::digest(repo.find_blob(oid)?.content()).into();
+    if let Ok(mut c) = CACHE.lock() {
+        let m = c.get_or_insert_with(HashMap::new);
+        if m.len() > 1_000_000 {
+            m.clear();
+        }
+        m.insert(oid, h);
+    }
+    Ok(h)
 }
 
 fn collect(

@@ -229,7 +229,7 @@ pub fn prepare(
     // First the local side: finish a worktree update a crash interrupted.
     let repair = if settings::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
         let local = repo.refname_to_id(&s.refname()).ok();
-        let ledger = crate::index::load(repo, local, &s.run)?.ledger;
+        let ledger = crate::index::load_ledger(repo, local, &s.run)?;
         ledger.ensure_sound(&s.branch)?;
         let pending = match plan {
             Some(p) => preflight(p, &ledger)?,
@@ -300,14 +300,12 @@ fn apply_inner(
     // In a dry run whose durable head is not fetched, the steps are shown
     // against the local head.
     let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
-    let crate::index::Indexed { ledger, mut counts } = crate::index::load(repo, head, &s.run)?;
+    let ledger = crate::index::load_ledger(repo, head, &s.run)?;
     ledger.ensure_sound(&s.branch)?;
     preflight(plan, &ledger)?;
-    let mut history: Vec<(String, String)> = ledger
-        .entries
-        .iter()
-        .map(|e| (e.id.clone(), e.decision.clone()))
-        .collect();
+    // The hunk counts are read only when a step is to be applied: a rerun
+    // that skips everything does not need them.
+    let mut counts: Option<HunkCounts> = None;
     if opts.dry_run {
         // Objects a dry run builds go to memory and are dropped with it.
         repo.odb()?.add_new_mempack_backend(1000)?;
@@ -333,11 +331,14 @@ fn apply_inner(
             }
             checked_clean = true;
         }
-        let (outcome, new_head) = apply_one(repo, s, &step, head, &mut counts, opts, &sig, None)?;
+        let counts = match &mut counts {
+            Some(c) => c,
+            None => counts.insert(crate::index::load(repo, head, &s.run)?.counts),
+        };
+        let (outcome, new_head) = apply_one(repo, s, &step, head, counts, opts, &sig, None)?;
         head = Some(new_head);
-        history.push((step.id.clone(), step.digest.clone()));
         applied.push(ledger::Entry {
-            index: history.len() - 1,
+            index: ledger.entries.len() + applied.len(),
             id: step.id.clone(),
             decision: step.digest.clone(),
             commit: new_head,
@@ -345,12 +346,21 @@ fn apply_inner(
         on_step(&outcome);
         outcomes.push(outcome);
     }
+    let history = crate::fingerprint::history(
+        ledger
+            .entries
+            .iter()
+            .chain(&applied)
+            .map(|e| (e.id.as_str(), e.decision.as_str())),
+    );
     if !opts.dry_run && !applied.is_empty() {
         // The next run starts from here without reading the history again.
-        let mut entries = ledger.entries.clone();
+        let mut entries = ledger.entries;
         entries.extend(applied);
         let done = ledger::Ledger::from_parts(head, ledger.base, entries);
-        crate::index::save(repo, &s.run, &done, &counts);
+        if let Some(counts) = &counts {
+            crate::index::save(repo, &s.run, &done, counts);
+        }
     }
     let artifact = match head {
         Some(h) => crate::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?))?,
@@ -370,7 +380,7 @@ fn apply_inner(
             head.map(|h| h.to_string())
         },
         artifact,
-        history: crate::fingerprint::history(history.iter().map(|(a, b)| (a.as_str(), b.as_str()))),
+        history,
     })
 }
 

@@ -23,7 +23,9 @@ use crate::ledger::{self, Entry, Ledger};
 use crate::receipt;
 use crate::step::hex;
 
-const MAGIC: &str = "git-steps-index 1";
+/// Version 2: binary, CRC-32 checked (version 1 was text under SHA-256;
+/// reading 19 MB of it cost more than the rest of a warm resume).
+const MAGIC: &[u8] = b"git-steps-index 2\n";
 
 /// The ledger and hunk counts at a head.
 pub struct Indexed {
@@ -40,54 +42,102 @@ struct Cached {
     head: Oid,
     base: Option<Oid>,
     entries: Vec<Entry>,
-    counts: HunkCounts,
+    counts: Option<HunkCounts>,
 }
 
-fn read(repo: &Repository, run: &str) -> Option<Cached> {
-    let text = fs::read_to_string(path(repo, run)).ok()?;
-    let (body, sum) = text.rsplit_once("end ")?;
-    if hex(&Sha256::digest(body.as_bytes())) != sum.trim() {
+/// A cursor over the file's bytes; every read is bounds-checked.
+struct Bytes<'a>(&'a [u8]);
+
+impl<'a> Bytes<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Option<usize> {
+        self.take(8)
+            .and_then(|b| usize::try_from(u64::from_le_bytes(b.try_into().expect("8 bytes"))).ok())
+    }
+    fn oid(&mut self) -> Option<Oid> {
+        self.take(20).and_then(|b| Oid::from_bytes(b).ok())
+    }
+    fn str(&mut self, n: usize) -> Option<&'a str> {
+        self.take(n).and_then(|b| std::str::from_utf8(b).ok())
+    }
+}
+
+/// Read the index; with `want_counts` false the hunk counts are skipped
+/// (`status` needs only the ledger).
+fn read(repo: &Repository, run: &str, want_counts: bool) -> Option<Cached> {
+    let data = fs::read(path(repo, run)).ok()?;
+    let (body, sum) = data.split_at(data.len().checked_sub(4)?);
+    if crc32fast::hash(body).to_le_bytes() != sum {
         return None;
     }
-    let mut lines = body.lines();
-    if lines.next()? != MAGIC || lines.next()? != format!("run {run}") {
+    let mut b = Bytes(body);
+    if b.take(MAGIC.len())? != MAGIC {
         return None;
     }
-    let head = Oid::from_str(lines.next()?.strip_prefix("head ")?).ok()?;
-    let base = match lines.next()?.strip_prefix("base ")? {
-        "-" => None,
-        b => Some(Oid::from_str(b).ok()?),
+    let run_len = b.u32()? as usize;
+    if b.str(run_len)? != run {
+        return None;
+    }
+    let head = b.oid()?;
+    let base = match b.u8()? {
+        0 => None,
+        _ => Some(b.oid()?),
     };
-    let n: usize = lines.next()?.strip_prefix("entries ")?.parse().ok()?;
-    let mut entries = Vec::with_capacity(n);
+    let n = b.u64()?;
+    let mut entries = Vec::with_capacity(n.min(body.len() / 24));
     for index in 0..n {
-        let mut f = lines.next()?.split(' ');
-        let (id, decision, commit) = (f.next()?, f.next()?, f.next()?);
+        let id_len = b.u8()? as usize;
+        let id = b.str(id_len)?.to_string();
+        let d_len = b.u8()? as usize;
+        let decision = b.str(d_len)?.to_string();
+        let commit = b.oid()?;
         entries.push(Entry {
             index,
-            id: id.to_string(),
-            decision: decision.to_string(),
-            commit: Oid::from_str(commit).ok()?,
+            id,
+            decision,
+            commit,
         });
     }
-    let m: usize = lines.next()?.strip_prefix("counts ")?.parse().ok()?;
-    let mut raw = Vec::with_capacity(m);
-    for _ in 0..m {
-        let mut f = lines.next()?.split(' ');
-        let key = f.next()?;
-        let n: u32 = f.next()?.parse().ok()?;
-        let maker = f.next()?;
-        let mut k = [0u8; 32];
-        for (i, byte) in k.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(key.get(2 * i..2 * i + 2)?, 16).ok()?;
-        }
-        raw.push((k, n, maker.to_string()));
+    // The last entry is the head's own receipt (an index is only saved for
+    // a head that is one) — a cheap cross-check on top of the CRC.
+    if entries.last().is_some_and(|e| e.commit != head) {
+        return None;
     }
+    let counts = if want_counts {
+        let m = b.u64()?;
+        let mut raw = Vec::with_capacity(m.min(body.len() / 37));
+        for _ in 0..m {
+            let key: [u8; 32] = b.take(32)?.try_into().ok()?;
+            let n = b.u32()?;
+            let maker_len = b.u8()? as usize;
+            raw.push((key, n, b.str(maker_len)?.to_string()));
+        }
+        if !b.0.is_empty() {
+            return None;
+        }
+        Some(HunkCounts::from_raw(raw))
+    } else {
+        None
+    };
     Some(Cached {
         head,
         base,
         entries,
-        counts: HunkCounts::from_raw(raw),
+        counts,
     })
 }
 
@@ -96,31 +146,52 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
     let (Some(head), true) = (ledger.head, ledger.problems.is_empty()) else {
         return;
     };
-    let mut body = String::new();
-    body.push_str(&format!("{MAGIC}\nrun {run}\nhead {head}\n"));
-    body.push_str(&format!(
-        "base {}\n",
-        ledger
-            .base
-            .map(|b| b.to_string())
-            .unwrap_or_else(|| "-".into())
-    ));
-    body.push_str(&format!("entries {}\n", ledger.entries.len()));
-    for e in &ledger.entries {
-        body.push_str(&format!("{} {} {}\n", e.id, e.decision, e.commit));
+    if ledger.last().is_some_and(|e| e.commit != head) {
+        return;
     }
     let raw = counts.to_raw();
-    body.push_str(&format!("counts {}\n", raw.len()));
-    for (k, n, maker) in raw {
-        body.push_str(&format!("{} {n} {maker}\n", hex(&k)));
+    let mut body: Vec<u8> = Vec::with_capacity(64 + ledger.entries.len() * 100 + raw.len() * 45);
+    body.extend_from_slice(MAGIC);
+    body.extend_from_slice(&(run.len() as u32).to_le_bytes());
+    body.extend_from_slice(run.as_bytes());
+    body.extend_from_slice(head.as_bytes());
+    match ledger.base {
+        None => body.push(0),
+        Some(b) => {
+            body.push(1);
+            body.extend_from_slice(b.as_bytes());
+        }
     }
-    let sum = hex(&Sha256::digest(body.as_bytes()));
+    body.extend_from_slice(&(ledger.entries.len() as u64).to_le_bytes());
+    for e in &ledger.entries {
+        // Ids are at most 128 bytes; a decision that does not fit is not
+        // one git-steps wrote: such a ledger is not cached.
+        let (Ok(il), Ok(dl)) = (u8::try_from(e.id.len()), u8::try_from(e.decision.len())) else {
+            return;
+        };
+        body.push(il);
+        body.extend_from_slice(e.id.as_bytes());
+        body.push(dl);
+        body.extend_from_slice(e.decision.as_bytes());
+        body.extend_from_slice(e.commit.as_bytes());
+    }
+    body.extend_from_slice(&(raw.len() as u64).to_le_bytes());
+    for (k, n, maker) in raw {
+        let Ok(ml) = u8::try_from(maker.len()) else {
+            return;
+        };
+        body.extend_from_slice(&k);
+        body.extend_from_slice(&n.to_le_bytes());
+        body.push(ml);
+        body.extend_from_slice(maker.as_bytes());
+    }
+    let sum = crc32fast::hash(&body).to_le_bytes();
     let target = path(repo, run);
     let Some(dir) = target.parent() else { return };
     // A cache: failures to write it are not errors.
     let _ = fs::create_dir_all(dir);
     if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
-        if tmp.write_all(body.as_bytes()).is_ok() && writeln!(tmp, "end {sum}").is_ok() {
+        if tmp.write_all(&body).is_ok() && tmp.write_all(&sum).is_ok() {
             let _ = tmp.persist(&target);
         }
     }
@@ -129,7 +200,7 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
 /// The ledger and hunk counts of `run` at `head`, from the index where it
 /// is exact, else from a full scan (which refreshes the index).
 pub fn load(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Indexed> {
-    if let (Some(h), Some(cached)) = (head, read(repo, run)) {
+    if let (Some(h), Some(cached)) = (head, read(repo, run, true)) {
         let cached_head = cached.head;
         if let Some(ix) = extend(repo, h, run, cached)? {
             if cached_head != h {
@@ -148,7 +219,7 @@ pub fn load(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Indexed> 
 /// else from a plain history scan — without replaying the hunk counts,
 /// which `status` does not need.
 pub fn load_ledger(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
-    if let (Some(h), Some(cached)) = (head, read(repo, run)) {
+    if let (Some(h), Some(cached)) = (head, read(repo, run, false)) {
         if let Some(ix) = extend(repo, h, run, cached)? {
             return Ok(ix.ledger);
         }
@@ -173,7 +244,10 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
         }
     }
     let mut entries = cached.entries;
-    let mut counts = cached.counts;
+    // Without counts (a ledger-only read), newer steps' hunks are not
+    // replayed: the caller does not want them.
+    let want_counts = cached.counts.is_some();
+    let mut counts = cached.counts.unwrap_or_default();
     for oid in newer.into_iter().rev() {
         let c = repo.find_commit(oid)?;
         let r = match c.message().ok().map(receipt::parse) {
@@ -183,10 +257,12 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
         if entries.iter().any(|e| e.id == r.id) {
             return Ok(None);
         }
-        let tree = c.tree()?;
-        let parent = c.parent(0)?.tree()?;
-        let ids = ledger::tree_hunks(repo, Some(&parent), Some(&tree))?;
-        let _ = counts.admit(&r.id, &ids, true);
+        if want_counts {
+            let tree = c.tree()?;
+            let parent = c.parent(0)?.tree()?;
+            let ids = ledger::tree_hunks(repo, Some(&parent), Some(&tree))?;
+            let _ = counts.admit(&r.id, &ids, true);
+        }
         entries.push(Entry {
             index: entries.len(),
             id: r.id,

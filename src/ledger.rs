@@ -42,7 +42,8 @@ pub struct Ledger {
     pub base: Option<Oid>,
     /// Applied steps, oldest first.
     pub entries: Vec<Entry>,
-    by_id: HashMap<String, usize>,
+    /// Built on first lookup (`status` on a long run never needs it).
+    by_id: std::cell::OnceCell<IdIndex>,
     /// Commits in the segment that are not receipts of this run, malformed
     /// receipts, repeated ids.
     pub problems: Vec<Problem>,
@@ -51,22 +52,18 @@ pub struct Ledger {
 impl Ledger {
     /// A ledger from entries known to be sound (the receipt index).
     pub fn from_parts(head: Option<Oid>, base: Option<Oid>, entries: Vec<Entry>) -> Ledger {
-        let by_id = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.id.clone(), i))
-            .collect();
         Ledger {
             head,
             base,
             entries,
-            by_id,
+            by_id: std::cell::OnceCell::new(),
             problems: Vec::new(),
         }
     }
 
     pub fn get(&self, id: &str) -> Option<&Entry> {
-        self.by_id.get(id).map(|i| &self.entries[*i])
+        let by_id = self.by_id.get_or_init(|| IdIndex::new(&self.entries));
+        by_id.get(&self.entries, id)
     }
 
     pub fn last(&self) -> Option<&Entry> {
@@ -110,6 +107,56 @@ impl Ledger {
                 "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`; move commits that are not steps to another branch (or revert them with a step), then rerun; `git steps verify` lists every problem"
             ),
         }))
+    }
+}
+
+/// Step id → position, without a copy of each id: positions keyed by the
+/// id's hash, the (rare) colliding ones kept aside.
+#[derive(Debug, Default)]
+struct IdIndex {
+    first: HashMap<u64, u32>,
+    more: Vec<(u64, u32)>,
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // Fixed keys: the index lives for one process; the ids are ours.
+    let mut h =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .build_hasher();
+    h.write(id.as_bytes());
+    h.finish()
+}
+
+impl IdIndex {
+    fn new(entries: &[Entry]) -> IdIndex {
+        let mut ix = IdIndex {
+            first: HashMap::with_capacity(entries.len()),
+            more: Vec::new(),
+        };
+        for (i, e) in entries.iter().enumerate() {
+            let h = id_hash(&e.id);
+            match ix.first.entry(h) {
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(i as u32);
+                }
+                std::collections::hash_map::Entry::Occupied(_) => ix.more.push((h, i as u32)),
+            }
+        }
+        ix
+    }
+
+    fn get<'a>(&self, entries: &'a [Entry], id: &str) -> Option<&'a Entry> {
+        let h = id_hash(id);
+        let first = self.first.get(&h).map(|&i| &entries[i as usize]);
+        if let Some(e) = first.filter(|e| e.id == id) {
+            return Some(e);
+        }
+        self.more
+            .iter()
+            .filter(|(k, _)| *k == h)
+            .map(|&(_, i)| &entries[i as usize])
+            .find(|e| e.id == id)
     }
 }
 
@@ -163,8 +210,8 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
         return Ok(ledger);
     };
     ledger.base = seen.get(oldest + 1).map(|s| s.oid);
-    for (index, s) in seen[..=oldest].iter().rev().enumerate() {
-        let _ = index;
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    for s in seen[..=oldest].iter().rev() {
         match &s.receipt {
             Ok(r) if r.run == run => {
                 if s.parents > 1 {
@@ -173,7 +220,7 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
                         what: format!("step {} is a merge commit; a step has one parent", r.id),
                     });
                 }
-                if let Some(prev) = ledger.by_id.get(&r.id) {
+                if let Some(prev) = by_id.get(&r.id) {
                     ledger.problems.push(Problem {
                         commit: s.oid,
                         what: format!(
@@ -184,7 +231,7 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
                     });
                     continue;
                 }
-                ledger.by_id.insert(r.id.clone(), ledger.entries.len());
+                by_id.insert(r.id.clone(), ledger.entries.len());
                 ledger.entries.push(Entry {
                     index: ledger.entries.len(),
                     id: r.id.clone(),

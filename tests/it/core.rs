@@ -684,9 +684,14 @@ fn the_receipt_index_never_outranks_the_log() {
         .unwrap()
         .unwrap()
         .path();
-    // Damaged: a receipt line edited by hand (the checksum no longer holds).
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, text.replacen("s3 ", "zz ", 1)).unwrap();
+    // Damaged: a receipt's id edited by hand (the checksum no longer holds).
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes
+        .windows(3)
+        .position(|w| w == b"\x02s3")
+        .expect("s3 in the index");
+    bytes[at + 1..at + 3].copy_from_slice(b"zz");
+    std::fs::write(&file, &bytes).unwrap();
     let st = t.steps(&["--json", "status", plan_s]).ok().json();
     assert_eq!(st["data"]["steps_applied"], 8);
     assert_eq!(st["data"]["pending"].as_array().unwrap().len(), 0);

@@ -13,6 +13,7 @@ use std::path::Path;
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use crate::error::{Error, Result};
+use crate::formats;
 use crate::patch;
 use crate::step::{Content, Step};
 
@@ -359,14 +360,42 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
             let files = patch::parse(text).map_err(|m| fail(format!("patch: {m}")))?;
             apply_patch_files(&mut o, &files).map_err(fail)?;
         }
-        Content::Edits(_) | Content::ApplyPatch(_) | Content::SearchReplace(_) => {
-            return Err(fail(format!(
-                "the `{}` edit format is not supported yet; use `patch` or `files`",
-                step.content.format()
-            )))
+        Content::Edits(ops) => {
+            let ops = formats::edits::parse(ops).map_err(fail)?;
+            formats::edits::apply(&mut o, &ops).map_err(fail)?;
+        }
+        Content::ApplyPatch(text) => {
+            let ops = formats::apply_patch::parse(text)
+                .map_err(|m| fail(format!("apply_patch: {m}")))?;
+            formats::apply_patch::apply(&mut o, &ops).map_err(fail)?;
+        }
+        Content::SearchReplace(text) => {
+            let blocks = formats::search_replace::parse(text)
+                .map_err(|m| fail(format!("search_replace: {m}")))?;
+            formats::search_replace::apply(&mut o, &blocks).map_err(fail)?;
         }
     }
     o.finish()
+}
+
+/// The tree being built, as the edit formats see it: a symlink is reported
+/// with its mode (the formats refuse to edit it), and paths through
+/// symlinks or files are refused by `file` and `write`.
+impl formats::Files for Overlay<'_> {
+    fn get(&mut self, path: &str) -> std::result::Result<Option<(Vec<u8>, u32)>, String> {
+        match self.file(path)? {
+            None => Ok(None),
+            Some(e) => Ok(Some((self.read(&e).map_err(|e| e.to_string())?, e.mode))),
+        }
+    }
+    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> std::result::Result<(), String> {
+        self.write(path, &content, mode)
+    }
+    fn remove(&mut self, path: &str) -> std::result::Result<(), String> {
+        self.file(path)?;
+        self.delete(path);
+        Ok(())
+    }
 }
 
 fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<(), String> {

@@ -15,6 +15,7 @@
 //! - [`step`]: the plan and step format, validation, decision digests;
 //! - [`path`]: the path rules every edit format obeys;
 //! - [`patch`]: unified diffs, parsed and placed on file contents;
+//! - [`formats`]: the other edit formats (`edits`, `apply_patch`, `search_replace`);
 //! - [`apply`]: a step applied to a tree in the object database;
 //! - [`receipt`]: the trailer block, written and read;
 //! - [`ledger`]: the history scan into the applied set;
@@ -46,6 +47,7 @@ pub mod decider;
 pub mod engine;
 pub mod error;
 pub mod fingerprint;
+pub mod formats;
 pub mod hunks;
 pub mod index;
 pub mod inspect;

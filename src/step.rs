@@ -43,11 +43,11 @@ pub enum Content {
     Patch(String),
     /// Whole-file writes; `None` deletes the file.
     Files(BTreeMap<String, Option<String>>),
-    /// Text-editor operations (issue 8).
+    /// Text-editor operations (see `formats::edits`).
     Edits(Vec<Value>),
-    /// A `*** Begin Patch` … `*** End Patch` patch (issue 8).
+    /// A `*** Begin Patch` … `*** End Patch` patch (see `formats::apply_patch`).
     ApplyPatch(String),
-    /// SEARCH/REPLACE blocks (issue 8).
+    /// SEARCH/REPLACE blocks (see `formats::search_replace`).
     SearchReplace(String),
 }
 
@@ -226,13 +226,28 @@ impl Step {
         };
         let content = match field {
             "patch" => Content::Patch(want_string("patch")?),
-            "apply_patch" => Content::ApplyPatch(want_string("apply_patch")?),
-            "search_replace" => Content::SearchReplace(want_string("search_replace")?),
+            // The edit formats are parsed here too, so a malformed one fails
+            // plan validation, before any step is applied.
+            "apply_patch" => {
+                let text = want_string("apply_patch")?;
+                crate::formats::apply_patch::parse(&text)
+                    .map_err(|m| err(step, format!("apply_patch: {m}")))?;
+                Content::ApplyPatch(text)
+            }
+            "search_replace" => {
+                let text = want_string("search_replace")?;
+                crate::formats::search_replace::parse(&text)
+                    .map_err(|m| err(step, format!("search_replace: {m}")))?;
+                Content::SearchReplace(text)
+            }
             "edits" => match raw {
                 Value::Array(a) if a.is_empty() => {
                     return Err(err(step, "field `edits` is an empty array".into()))
                 }
-                Value::Array(a) => Content::Edits(a.clone()),
+                Value::Array(a) => {
+                    crate::formats::edits::parse(a).map_err(|m| err(step, m))?;
+                    Content::Edits(a.clone())
+                }
                 other => {
                     return Err(err(
                         step,

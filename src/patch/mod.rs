@@ -49,10 +49,16 @@ pub struct Hunk {
     pub lines: Vec<Line>,
     /// 1-based line of the patch holding the `@@` header.
     pub line: usize,
+    /// False for a hunk whose header has no line numbers (`@@ ... @@`):
+    /// it is placed by its context alone, which must then match once.
+    pub numbered: bool,
 }
 
 impl Hunk {
     pub fn header(&self) -> String {
+        if !self.numbered {
+            return "@@ ... @@".into();
+        }
         format!(
             "@@ -{},{} +{},{} @@",
             self.old_start, self.old_len, self.new_start, self.new_len

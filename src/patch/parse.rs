@@ -25,7 +25,7 @@ pub fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
             files.push(fp);
             i = next;
         } else if files.is_empty() {
-            if line.starts_with("@@ ") {
+            if is_hunk_header(line) {
                 return Err(format!(
                     "line {}: a hunk before any file header (`--- a/path` / `+++ b/path`)",
                     i + 1
@@ -36,7 +36,7 @@ pub fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
             break; // format-patch signature: the rest is not patch text
         } else if bare.trim().is_empty() {
             i += 1;
-        } else if line.starts_with("@@ ") {
+        } else if is_hunk_header(line) {
             return Err(format!(
                 "line {}: a hunk header outside a file patch",
                 i + 1
@@ -335,10 +335,81 @@ fn parse_hunk_header(l: &str, n: usize) -> Result<(usize, usize, usize, usize), 
     Ok((a, b, c, d))
 }
 
+/// `@@`, alone or followed by a space: a hunk header, numbered or not.
+fn is_hunk_header(line: &str) -> bool {
+    let l = strip_eol(line);
+    l == "@@" || l.starts_with("@@ ")
+}
+
+/// Where an unnumbered hunk's body ends: at the next hunk or file header.
+fn ends_unnumbered(lines: &[&str], i: usize) -> bool {
+    let l = lines[i];
+    is_hunk_header(l)
+        || l.starts_with("diff --git ")
+        || (l.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ ")))
+}
+
+/// A hunk without line numbers (`@@`, `@@ @@`, `@@ ... @@`): its body runs
+/// to the next header; it is placed by its context alone.
+fn parse_unnumbered(lines: &[&str], mut i: usize, fp: &FilePatch) -> Result<(Hunk, usize), String> {
+    let n = i + 1;
+    let mut hunk = Hunk {
+        old_start: 0,
+        old_len: 0,
+        new_start: 0,
+        new_len: 0,
+        lines: Vec::new(),
+        line: n,
+        numbered: false,
+    };
+    i += 1;
+    let mut blank_run = 0;
+    while i < lines.len() && !ends_unnumbered(lines, i) {
+        let text = lines[i].as_bytes();
+        match text.first() {
+            Some(b' ') => hunk.lines.push(Line::Context(text[1..].to_vec())),
+            Some(b'-') => hunk.lines.push(Line::Remove(text[1..].to_vec())),
+            Some(b'+') => hunk.lines.push(Line::Add(text[1..].to_vec())),
+            Some(b'\n') => hunk.lines.push(Line::Context(text.to_vec())),
+            Some(b'\r') if text.get(1) == Some(&b'\n') => {
+                hunk.lines.push(Line::Context(text[1..].to_vec()))
+            }
+            Some(b'\\') => no_newline(&mut hunk, i + 1)?,
+            _ => break,
+        }
+        blank_run = if matches!(text.first(), Some(b'\n' | b'\r')) {
+            blank_run + 1
+        } else {
+            0
+        };
+        i += 1;
+    }
+    // Blank lines that end the patch text are not context.
+    if i == lines.len() {
+        hunk.lines.truncate(hunk.lines.len() - blank_run);
+    }
+    hunk.old_len = hunk.preimage().len();
+    hunk.new_len = hunk.postimage().len();
+    if hunk.lines.is_empty() {
+        return Err(format!(
+            "line {n}: the hunk @@ ... @@ of {} is empty",
+            fp.display_path()
+        ));
+    }
+    Ok((hunk, i))
+}
+
 fn parse_hunks(lines: &[&str], mut i: usize, fp: &mut FilePatch) -> Result<usize, String> {
-    while i < lines.len() && lines[i].starts_with("@@ ") {
+    while i < lines.len() && is_hunk_header(lines[i]) {
         let n = i + 1;
-        let (old_start, old_len, new_start, new_len) = parse_hunk_header(strip_eol(lines[i]), n)?;
+        let header = strip_eol(lines[i]);
+        if !header.starts_with("@@ -") {
+            let (hunk, next) = parse_unnumbered(lines, i, fp)?;
+            fp.hunks.push(hunk);
+            i = next;
+            continue;
+        }
+        let (old_start, old_len, new_start, new_len) = parse_hunk_header(header, n)?;
         let mut hunk = Hunk {
             old_start,
             old_len,
@@ -346,6 +417,7 @@ fn parse_hunks(lines: &[&str], mut i: usize, fp: &mut FilePatch) -> Result<usize
             new_len,
             lines: Vec::new(),
             line: n,
+            numbered: true,
         };
         let (mut seen_old, mut seen_new) = (0, 0);
         i += 1;

@@ -29,13 +29,19 @@ pub fn apply_hunks(old: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, String> {
             hunk.old_start.saturating_sub(1)
         };
         let expected = (stated as isize + offset).max(cursor as isize) as usize;
-        let pos =
-            find(&lines, &pre, cursor, expected).map_err(|why| format!("{} {why}", name()))?;
+        let pos = if hunk.numbered {
+            find(&lines, &pre, cursor, expected)
+        } else {
+            find_unique(&lines, &pre, cursor)
+        }
+        .map_err(|why| format!("{} {why}", name()))?;
         for l in lines[cursor..pos].iter().chain(hunk.postimage().iter()) {
             out.push(l).map_err(|why| format!("{} {why}", name()))?;
         }
         cursor = pos + pre.len();
-        offset = pos as isize - stated as isize;
+        if hunk.numbered {
+            offset = pos as isize - stated as isize;
+        }
     }
     for l in &lines[cursor..] {
         out.push(l).map_err(|why| format!("the last hunk {why}"))?;
@@ -58,6 +64,46 @@ impl Out {
         }
         self.bytes.extend_from_slice(line);
         Ok(())
+    }
+}
+
+/// Where an unnumbered hunk goes: the one place at or after `min` where its
+/// context and removed lines match.
+fn find_unique(lines: &[&[u8]], pre: &[&[u8]], min: usize) -> Result<usize, String> {
+    if pre.is_empty() {
+        return Err(
+            "has no context or removed lines and no line numbers: nothing says where it goes"
+                .into(),
+        );
+    }
+    let hits: Vec<usize> = if lines.len() < pre.len() {
+        Vec::new()
+    } else {
+        (min..=lines.len() - pre.len())
+            .filter(|&p| lines[p..p + pre.len()] == *pre)
+            .collect()
+    };
+    match hits.as_slice() {
+        [p] => Ok(*p),
+        [] => Err(format!(
+            "does not apply: its context and removed lines (starting {:?}) are not in the file{}",
+            String::from_utf8_lossy(pre[0]).trim_end(),
+            if min > 0 {
+                format!(" after line {min}")
+            } else {
+                String::new()
+            }
+        )),
+        [a, b, ..] => Err(format!(
+            "is ambiguous: it has no line numbers and its context matches at line {} and at line {}{}",
+            a + 1,
+            b + 1,
+            if hits.len() > 2 {
+                format!(" (and {} more)", hits.len() - 2)
+            } else {
+                String::new()
+            }
+        )),
     }
 }
 
@@ -165,5 +211,31 @@ mod tests {
         assert_eq!(apply("a\nb\n", p).unwrap(), "a\nnew\nb\n");
         let p = "--- /dev/null\n+++ b/x\n@@ -0,0 +1,2 @@\n+a\n+b\n";
         assert_eq!(apply("", p).unwrap(), "a\nb\n");
+    }
+
+    #[test]
+    fn hunks_without_line_numbers_are_placed_by_context() {
+        for header in ["@@", "@@ @@", "@@ ... @@", "@@ def f():"] {
+            let p = format!("--- a/x\n+++ b/x\n{header}\n b\n-c\n+C\n{header}\n e\n+E\n");
+            assert_eq!(
+                apply("a\nb\nc\nd\ne\n", &p).unwrap(),
+                "a\nb\nC\nd\ne\nE\n",
+                "{header}"
+            );
+        }
+        // Twice in the file: ambiguous, both places named.
+        let p = "--- a/x\n+++ b/x\n@@ @@\n-x\n+y\n";
+        let e = apply("x\nq\nx\n", p).unwrap_err();
+        assert!(e.contains("ambiguous") && e.contains("line 1") && e.contains("line 3"), "{e}");
+        let e = apply("q\n", p).unwrap_err();
+        assert!(e.contains("does not apply") && e.contains("\"x\""), "{e}");
+        // Only additions and no numbers: nowhere to put them.
+        let p = "--- a/x\n+++ b/x\n@@ @@\n+y\n";
+        assert!(apply("q\n", p).unwrap_err().contains("nothing says where"));
+        // A later unnumbered hunk is looked for after the previous one.
+        let p = "--- a/x\n+++ b/x\n@@ @@\n-x\n+1\n@@ @@\n-x\n+2\n";
+        assert_eq!(apply("x\nx\n", p).unwrap_err().contains("ambiguous"), true);
+        let p = "--- a/x\n+++ b/x\n@@ @@\n-x\n+1\n q\n@@ @@\n-x\n+2\n";
+        assert_eq!(apply("x\nq\nx\n", p).unwrap(), "1\nq\n2\n");
     }
 }

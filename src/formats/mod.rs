@@ -1,0 +1,170 @@
+//! The edit formats agents emit besides unified diffs: `edits` (text-editor
+//! operations), `apply_patch` (`*** Begin Patch` … `*** End Patch`) and
+//! `search_replace` (SEARCH/REPLACE blocks).
+//!
+//! Owns parsing each format (at plan-validation time, so a malformed step
+//! fails before anything is applied) and applying it to files through
+//! [`Files`]. Invariant: applying is deterministic and exact — text is
+//! matched byte for byte, a match must be unique, and every failure (no
+//! match, several matches, a missing or already existing file, a malformed
+//! block) is an error naming the file and the text that did not match; it
+//! is never a guess. Paths obey the SPEC's path rules; symlinks are never
+//! edited as text and never written through (the [`Files`] implementation
+//! for trees enforces the latter).
+
+pub mod apply_patch;
+pub mod edits;
+pub mod search_replace;
+
+use std::collections::BTreeMap;
+
+/// Regular-file mode, and the executable and symlink modes.
+pub const MODE_FILE: u32 = 0o100644;
+const MODE_LINK: u32 = 0o120000;
+
+/// File access for an edit format: the tree being built, or memory.
+pub trait Files {
+    /// The content and mode of the file at `path`; None when there is none;
+    /// an error when something else is there (a directory, a path through
+    /// a symlink).
+    fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, String>;
+    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), String>;
+    fn remove(&mut self, path: &str) -> Result<(), String>;
+}
+
+/// Files in memory (tests, and anything that wants to preview a step).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemFiles(pub BTreeMap<String, (Vec<u8>, u32)>);
+
+impl Files for MemFiles {
+    fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, String> {
+        Ok(self.0.get(path).cloned())
+    }
+    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), String> {
+        self.0.insert(path.to_string(), (content, mode));
+        Ok(())
+    }
+    fn remove(&mut self, path: &str) -> Result<(), String> {
+        self.0.remove(path);
+        Ok(())
+    }
+}
+
+/// The text of an existing regular file, for editing.
+fn existing_text(files: &mut dyn Files, path: &str, what: &str) -> Result<(Vec<u8>, u32), String> {
+    match files.get(path)? {
+        None => Err(format!("{what}: {path} does not exist")),
+        Some((_, mode)) if mode == MODE_LINK => Err(format!(
+            "{what}: {path} is a symlink; edit formats change regular files only"
+        )),
+        Some(found) => Ok(found),
+    }
+}
+
+/// Create a file that must not exist yet.
+fn create(files: &mut dyn Files, path: &str, content: Vec<u8>, what: &str) -> Result<(), String> {
+    if files.get(path)?.is_some() {
+        return Err(format!("{what}: {path} already exists"));
+    }
+    files.put(path, content, MODE_FILE)
+}
+
+/// Split into lines that keep their `\n` (the last may lack one).
+fn lines(data: &[u8]) -> Vec<&[u8]> {
+    data.split_inclusive(|b| *b == b'\n').collect()
+}
+
+/// Text for an error message: one line, at most 80 characters, quoted.
+fn quote(text: &[u8]) -> String {
+    let s = String::from_utf8_lossy(text);
+    let mut one: String = s
+        .chars()
+        .map(|c| if c == '\n' { '⏎' } else { c })
+        .take(80)
+        .collect();
+    if s.chars().count() > 80 {
+        one.push('…');
+    }
+    format!("{one:?}")
+}
+
+/// A line without its `\n` (a `\r` stays: CRLF files match only CRLF text).
+fn body(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+/// Every position where `needle` occurs in `hay` as whole lines, at or after
+/// line `from`, comparing lines without their `\n` (so a file's last line
+/// matches whether or not it ends with one). An empty needle matches
+/// nowhere.
+fn line_matches(hay: &[&[u8]], needle: &[&[u8]], from: usize) -> Vec<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return Vec::new();
+    }
+    (from..=hay.len() - needle.len())
+        .filter(|&p| {
+            hay[p..p + needle.len()]
+                .iter()
+                .zip(needle)
+                .all(|(a, b)| body(a) == body(b))
+        })
+        .collect()
+}
+
+/// `hay` with lines `at..at + n` replaced by `with`. When the replaced lines
+/// end the file without a final newline, the result keeps it that way.
+fn splice_lines(hay: &[&[u8]], at: usize, n: usize, with: &[&[u8]]) -> Vec<u8> {
+    let mut out: Vec<u8> = hay[..at].concat();
+    out.extend(with.iter().flat_map(|l| l.iter()));
+    let rest = &hay[at + n..];
+    // The replacement's last line takes the place of a last line that had
+    // no newline.
+    let ends_without_newline = n > 0
+        && !with.is_empty()
+        && rest.is_empty()
+        && hay.last().is_some_and(|l| !l.ends_with(b"\n"));
+    if ends_without_newline && out.last() == Some(&b'\n') {
+        out.pop();
+    } else if !rest.is_empty() && !out.is_empty() && out.last() != Some(&b'\n') {
+        out.push(b'\n');
+    }
+    out.extend(rest.iter().flat_map(|l| l.iter()));
+    out
+}
+
+/// Every byte offset where `needle` occurs in `hay`.
+fn byte_matches(hay: &[u8], needle: &[u8]) -> Vec<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return Vec::new();
+    }
+    hay.windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The 1-based line number of byte offset `at`.
+fn line_of(hay: &[u8], at: usize) -> usize {
+    hay[..at].iter().filter(|b| **b == b'\n').count() + 1
+}
+
+/// "lines 3, 9 and 12" for error messages.
+fn list_lines(ns: &[usize]) -> String {
+    let s: Vec<String> = ns.iter().map(|n| n.to_string()).collect();
+    match s.len() {
+        0 => String::new(),
+        1 => format!("line {}", s[0]),
+        _ => format!(
+            "lines {} and {}",
+            s[..s.len() - 1].join(", "),
+            s[s.len() - 1]
+        ),
+    }
+}
+
+/// A path from inside a format's text, checked against the path rules.
+fn checked_path(p: &str, what: &str) -> Result<String, String> {
+    crate::path::validate(p).map_err(|m| format!("{what}: {m}"))?;
+    Ok(p.to_string())
+}

@@ -4,6 +4,9 @@
 Each plan is made by editing a scratch repository step by step with ordinary
 file operations and the git CLI; a `patch` step is exactly what
 `git diff --cached -M` printed for that edit, a `files` step the new contents.
+The plans for the other edit formats (`edits`, `apply_patch`,
+`search_replace`, and one mixing every format) are written out by hand
+below: those formats are what models emit, not what git prints.
 The output is deterministic: run it again and `git diff fixtures/` is empty.
 
     python3 scripts/make-fixtures.py        # writes fixtures/*.jsonl
@@ -156,7 +159,104 @@ def mixed():
     r.save("mixed-30.jsonl")
 
 
+def save_plan(name, steps):
+    out = os.path.join(ROOT, "fixtures", name)
+    with open(out, "w", encoding="utf-8") as f:
+        for s in steps:
+            f.write(json.dumps(s, ensure_ascii=False) + "\n")
+    print(f"wrote {out}: {len(steps)} steps", file=sys.stderr)
+
+
+APP = 'import sys\n\n\ndef greet(name):\n    print("Hi", name)\n\n\ndef bye(name):\n    print("Hi", name)\n'
+
+
+def edits():
+    """Text-editor operations: create, replace, insert, delete."""
+    save_plan("edits.jsonl", [
+        {"id": "e1", "message": "create the app", "edits": [{"path": "src/app.py", "create": APP}]},
+        {"id": "e2", "message": "say bye in bye", "edits": [
+            {"path": "src/app.py", "old_str": 'def bye(name):\n    print("Hi", name)', "new_str": 'def bye(name):\n    print("Bye", name)'}]},
+        {"id": "e3", "message": "a header", "edits": [{"path": "src/app.py", "insert_line": 0, "text": "#!/usr/bin/env python3\n"}]},
+        {"id": "e4", "message": "a main at the end", "edits": [
+            {"path": "src/app.py", "insert_line": 10, "text": "\n\nif __name__ == \"__main__\":\n    greet(sys.argv[1])\n"}]},
+        {"id": "e5", "message": "notes", "edits": [{"path": "docs/notes.md", "create": "# Notes\n\n- greet\n- bye\n"}]},
+        {"id": "e6", "message": "two files in one step", "edits": [
+            {"path": "docs/notes.md", "old_str": "- bye\n", "new_str": "- bye (says Bye)\n- main\n"},
+            {"path": "src/app.py", "old_str": 'print("Hi", name)', "new_str": 'print("Hello", name)'}]},
+        {"id": "e7", "message": "a second module", "edits": [{"path": "src/util.py", "create": "def shout(s):\n    return s.upper()\n"}]},
+        {"id": "e8", "message": "drop the notes", "edits": [{"path": "docs/notes.md", "delete": True}]},
+    ])
+
+
+def apply_patch():
+    """`*** Begin Patch` patches: add, update with anchors and several
+    chunks, move, end of file, delete."""
+    save_plan("apply-patch.jsonl", [
+        {"id": "a1", "message": "create the app", "apply_patch":
+            "*** Begin Patch\n*** Add File: src/app.py\n" + "".join("+" + l + "\n" for l in APP.splitlines()) + "*** End Patch\n"},
+        {"id": "a2", "message": "say bye in bye", "apply_patch":
+            '*** Begin Patch\n*** Update File: src/app.py\n@@ def bye(name):\n-    print("Hi", name)\n+    print("Bye", name)\n*** End Patch\n'},
+        {"id": "a3", "message": "two chunks", "apply_patch":
+            '*** Begin Patch\n*** Update File: src/app.py\n@@\n import sys\n+import os\n@@ def greet(name):\n-    print("Hi", name)\n+    print("Hello", name)\n*** End Patch\n'},
+        {"id": "a4", "message": "a module and a use of it", "apply_patch":
+            "*** Begin Patch\n*** Add File: src/util.py\n+def shout(s):\n+    return s.upper()\n*** Update File: src/app.py\n@@\n import os\n+from util import shout\n*** End Patch\n"},
+        {"id": "a5", "message": "main at the end", "apply_patch":
+            '*** Begin Patch\n*** Update File: src/app.py\n@@\n+\n+\n+if __name__ == "__main__":\n+    greet(sys.argv[1])\n*** End of File\n*** End Patch\n'},
+        {"id": "a6", "message": "rename the app and edit it", "apply_patch":
+            '*** Begin Patch\n*** Update File: src/app.py\n*** Move to: src/main.py\n@@ def greet(name):\n-    print("Hello", name)\n+    print(shout("Hello"), name)\n*** End Patch\n'},
+        {"id": "a7", "message": "notes", "apply_patch": "*** Begin Patch\n*** Add File: NOTES\n+remember\n*** End Patch\n"},
+        {"id": "a8", "message": "drop the notes", "apply_patch": "*** Begin Patch\n*** Delete File: NOTES\n*** End Patch\n"},
+    ])
+
+
+def search_replace():
+    """SEARCH/REPLACE blocks: create, replace with and without fences,
+    several blocks and files, deleting lines."""
+    save_plan("search-replace.jsonl", [
+        {"id": "r1", "message": "create the app", "search_replace":
+            "src/app.py\n```python\n<<<<<<< SEARCH\n=======\n" + APP + ">>>>>>> REPLACE\n```\n"},
+        {"id": "r2", "message": "say bye in bye", "search_replace":
+            'src/app.py\n```python\n<<<<<<< SEARCH\ndef bye(name):\n    print("Hi", name)\n=======\ndef bye(name):\n    print("Bye", name)\n>>>>>>> REPLACE\n```\n'},
+        {"id": "r3", "message": "two blocks in one file", "search_replace":
+            'src/app.py\n<<<<<<< SEARCH\nimport sys\n=======\nimport os\nimport sys\n>>>>>>> REPLACE\n<<<<<<< SEARCH\n    print("Hi", name)\n=======\n    print("Hello", name)\n>>>>>>> REPLACE\n'},
+        {"id": "r4", "message": "a module and a use of it", "search_replace":
+            "src/util.py\n<<<<<<< SEARCH\n=======\ndef shout(s):\n    return s.upper()\n>>>>>>> REPLACE\n\nsrc/app.py\n<<<<<<< SEARCH\nimport sys\n=======\nimport sys\nfrom util import shout\n>>>>>>> REPLACE\n"},
+        {"id": "r5", "message": "drop an import", "search_replace":
+            "src/app.py\n<<<<<<< SEARCH\nimport os\n=======\n>>>>>>> REPLACE\n"},
+        {"id": "r6", "message": "a readme", "search_replace":
+            "README.md\n<<<<<<< SEARCH\n=======\n# app\n\nSays hello.\n>>>>>>> REPLACE\n"},
+        {"id": "r7", "message": "the readme grows", "search_replace":
+            "README.md\n<<<<<<< SEARCH\nSays hello.\n=======\nSays hello, and bye.\n\nRun `python3 src/app.py NAME`.\n>>>>>>> REPLACE\n"},
+    ])
+
+
+def all_formats():
+    """One plan mixing every format, each step building on the last."""
+    save_plan("all-formats.jsonl", [
+        {"id": "x1", "message": "create the app (files)", "files": {"src/app.py": APP}},
+        {"id": "x2", "message": "bye says Bye (edits)", "edits": [
+            {"path": "src/app.py", "old_str": 'def bye(name):\n    print("Hi", name)', "new_str": 'def bye(name):\n    print("Bye", name)'}]},
+        {"id": "x3", "message": "greet says Hello (apply_patch)", "apply_patch":
+            '*** Begin Patch\n*** Update File: src/app.py\n@@ def greet(name):\n-    print("Hi", name)\n+    print("Hello", name)\n*** End Patch\n'},
+        {"id": "x4", "message": "import os (search_replace)", "search_replace":
+            "src/app.py\n<<<<<<< SEARCH\nimport sys\n=======\nimport os\nimport sys\n>>>>>>> REPLACE\n"},
+        {"id": "x5", "message": "a main (unified diff, line numbers off)", "patch":
+            '--- a/src/app.py\n+++ b/src/app.py\n@@ -20,2 +20,6 @@\n def bye(name):\n     print("Bye", name)\n+\n+\n+if __name__ == "__main__":\n+    greet(sys.argv[1])\n'},
+        {"id": "x6", "message": "a docstring (unified diff, no line numbers)", "patch":
+            '--- a/src/app.py\n+++ b/src/app.py\n@@ ... @@\n def greet(name):\n+    """Say hello."""\n     print("Hello", name)\n'},
+        {"id": "x7", "message": "notes (apply_patch add)", "apply_patch": "*** Begin Patch\n*** Add File: NOTES.md\n+# Notes\n*** End Patch\n"},
+        {"id": "x8", "message": "notes move (apply_patch)", "apply_patch":
+            "*** Begin Patch\n*** Update File: NOTES.md\n*** Move to: docs/NOTES.md\n@@ # Notes\n+\n+Every format, one artifact.\n*** End Patch\n"},
+        {"id": "x9", "message": "a helper (edits create)", "edits": [{"path": "src/util.py", "create": "def shout(s):\n    return s.upper()\n"}]},
+        {"id": "x10", "message": "drop the helper (files)", "files": {"src/util.py": None}},
+    ])
+
+
 if __name__ == "__main__":
     os.makedirs(os.path.join(ROOT, "fixtures"), exist_ok=True)
     eight_steps()
     mixed()
+    edits()
+    apply_patch()
+    search_replace()
+    all_formats()

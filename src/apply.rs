@@ -365,8 +365,8 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
             formats::edits::apply(&mut o, &ops).map_err(fail)?;
         }
         Content::ApplyPatch(text) => {
-            let ops = formats::apply_patch::parse(text)
-                .map_err(|m| fail(format!("apply_patch: {m}")))?;
+            let ops =
+                formats::apply_patch::parse(text).map_err(|m| fail(format!("apply_patch: {m}")))?;
             formats::apply_patch::apply(&mut o, &ops).map_err(fail)?;
         }
         Content::SearchReplace(text) => {

@@ -50,6 +50,9 @@ pub enum StepOutcome {
         files: Vec<String>,
         added: usize,
         removed: usize,
+        /// The change as resolved against the tree it would meet: a unified
+        /// diff with real line numbers, whatever format the step used.
+        diff: String,
     },
     /// Already applied: `commit` carries its receipt with the same digest.
     Skip { step: String, commit: String },
@@ -95,6 +98,24 @@ fn line_stats(repo: &Repository, changes: &[apply::Change]) -> Result<(usize, us
         }
     }
     Ok((add, rem))
+}
+
+/// The unified diff from `old` to `new`, as `git diff` prints it.
+fn resolved_diff(
+    repo: &Repository,
+    old: Option<&git2::Tree<'_>>,
+    new: &git2::Tree<'_>,
+) -> Result<String> {
+    let diff = repo.diff_tree_to_tree(old, Some(new), None)?;
+    let mut out = Vec::new();
+    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            out.push(line.origin() as u8);
+        }
+        out.extend_from_slice(line.content());
+        true
+    })?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Check the whole plan against the log before anything is written: every
@@ -437,6 +458,7 @@ pub(crate) fn apply_one(
             files,
             added,
             removed,
+            diff: resolved_diff(repo, base.as_ref(), &new_tree)?,
         };
         return Ok((o, commit));
     }

@@ -49,14 +49,23 @@ pub(super) fn human(o: &StepOutcome, dry_run: bool) -> String {
             files,
             added,
             removed,
-        } => format!(
-            "apply {step} ({}, +{added} -{removed})",
-            if files.is_empty() {
-                "no change".to_string()
-            } else {
-                files.join(", ")
+            diff,
+        } => {
+            let mut s = format!(
+                "apply {step} ({}, +{added} -{removed})",
+                if files.is_empty() {
+                    "no change".to_string()
+                } else {
+                    files.join(", ")
+                }
+            );
+            // The hunks as they would land, indented under the step.
+            for l in diff.lines() {
+                s.push_str("\n    ");
+                s.push_str(l);
             }
-        ),
+            s
+        }
         StepOutcome::Skip { step, commit } => format!(
             "{} {step} (receipt {})",
             if dry_run { "skip" } else { "skipped" },

@@ -22,7 +22,9 @@
 //! needs an anchor (it goes after it) or `*** End of File` (it is appended).
 //! Matching is exact, line by line.
 
-use super::{checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, Files};
+use super::{
+    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, Files,
+};
 
 /// One file operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +79,10 @@ pub fn parse(text: &str) -> Result<Vec<FileOp>, String> {
         i += 1;
     }
     if lines.get(i).map(|l| l.trim_end()) != Some(BEGIN) {
-        return Err(format!("line {}: the patch must start with {BEGIN:?}", i + 1));
+        return Err(format!(
+            "line {}: the patch must start with {BEGIN:?}",
+            i + 1
+        ));
     }
     i += 1;
     let mut ops = Vec::new();
@@ -220,7 +225,10 @@ fn parse_chunks(lines: &[&str], mut i: usize, path: &str) -> Result<(Vec<Chunk>,
     chunks.extend(cur);
     for c in &chunks {
         if c.old.is_empty() && c.new.is_empty() {
-            return Err(format!("line {}: an empty chunk in Update File {path}", c.line));
+            return Err(format!(
+                "line {}: an empty chunk in Update File {path}",
+                c.line
+            ));
         }
     }
     Ok((chunks, i))
@@ -230,11 +238,18 @@ fn parse_chunks(lines: &[&str], mut i: usize, path: &str) -> Result<(Vec<Chunk>,
 pub fn apply(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
     for op in ops {
         match op {
-            FileOp::Add { path, lines, line } => {
-                create(files, path, lines.concat().into_bytes(), &format!("apply_patch line {line}: Add File"))?
-            }
+            FileOp::Add { path, lines, line } => create(
+                files,
+                path,
+                lines.concat().into_bytes(),
+                &format!("apply_patch line {line}: Add File"),
+            )?,
             FileOp::Delete { path, line } => {
-                existing_text(files, path, &format!("apply_patch line {line}: Delete File"))?;
+                existing_text(
+                    files,
+                    path,
+                    &format!("apply_patch line {line}: Delete File"),
+                )?;
                 files.remove(path)?;
             }
             FileOp::Update {
@@ -254,7 +269,9 @@ pub fn apply(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
                 match move_to.as_deref().filter(|m| *m != path) {
                     Some(dest) => {
                         if files.get(dest)?.is_some() {
-                            return Err(format!("{what} {path}: Move to {dest}: it already exists"));
+                            return Err(format!(
+                                "{what} {path}: Move to {dest}: it already exists"
+                            ));
                         }
                         files.remove(path)?;
                         files.put(dest, content, mode)?;
@@ -364,7 +381,10 @@ mod tests {
     #[test]
     fn add_update_move_delete() {
         let mut f = files(&[
-            ("app.py", "import os\n\ndef greet():\n    print(\"Hi\")\n\ndef bye():\n    print(\"Hi\")\n"),
+            (
+                "app.py",
+                "import os\n\ndef greet():\n    print(\"Hi\")\n\ndef bye():\n    print(\"Hi\")\n",
+            ),
             ("old.txt", "x\n"),
         ]);
         let p = "*** Begin Patch\n*** Add File: docs/new.md\n+# New\n+\n*** Update File: app.py\n*** Move to: main.py\n@@ def bye():\n-    print(\"Hi\")\n+    print(\"Bye\")\n*** Delete File: old.txt\n*** End Patch\n";

@@ -50,7 +50,11 @@ fn parse_op(v: &Value) -> Result<Op, String> {
         Some(_) => return Err("`path` must be a string".into()),
         None => return Err("no `path`".into()),
     };
-    let mut keys: Vec<&str> = o.keys().map(String::as_str).filter(|k| *k != "path").collect();
+    let mut keys: Vec<&str> = o
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "path")
+        .collect();
     keys.sort_unstable();
     let string = |k: &str| match o.get(k) {
         Some(Value::String(s)) => Ok(s.clone()),
@@ -173,7 +177,8 @@ mod tests {
     fn run(start: &[(&str, &str)], ops: Value) -> Result<MemFiles, String> {
         let mut f = MemFiles::default();
         for (p, c) in start {
-            f.put(p, c.as_bytes().to_vec(), super::super::MODE_FILE).unwrap();
+            f.put(p, c.as_bytes().to_vec(), super::super::MODE_FILE)
+                .unwrap();
         }
         let ops = parse(ops.as_array().unwrap())?;
         apply(&mut f, &ops)?;
@@ -201,28 +206,62 @@ mod tests {
         let f = run(&[("a", "x")], json!([{"path": "a", "delete": true}])).unwrap();
         assert!(f.0.is_empty());
         // Inserting after a last line without a newline starts a new line.
-        let f = run(&[("a", "x")], json!([{"path": "a", "insert_line": 1, "text": "y\n"}])).unwrap();
+        let f = run(
+            &[("a", "x")],
+            json!([{"path": "a", "insert_line": 1, "text": "y\n"}]),
+        )
+        .unwrap();
         assert_eq!(text(&f, "a"), "x\ny\n");
     }
 
     #[test]
     fn every_failure_names_the_operation_the_file_and_the_text() {
         let cases = [
-            (json!([{"path": "a", "old_str": "nope", "new_str": "x"}]), "edits[0]: old_str \"nope\" is not in a"),
-            (json!([{"path": "a", "old_str": "o", "new_str": "x"}]), "occurs 2 times in a (at lines 1 and 2)"),
-            (json!([{"path": "zz", "old_str": "o", "new_str": "x"}]), "edits[0]: zz does not exist"),
-            (json!([{"path": "a", "create": "x"}]), "edits[0]: a already exists"),
-            (json!([{"path": "a", "insert_line": 9, "text": "x"}]), "it has 2 line(s)"),
+            (
+                json!([{"path": "a", "old_str": "nope", "new_str": "x"}]),
+                "edits[0]: old_str \"nope\" is not in a",
+            ),
+            (
+                json!([{"path": "a", "old_str": "o", "new_str": "x"}]),
+                "occurs 2 times in a (at lines 1 and 2)",
+            ),
+            (
+                json!([{"path": "zz", "old_str": "o", "new_str": "x"}]),
+                "edits[0]: zz does not exist",
+            ),
+            (
+                json!([{"path": "a", "create": "x"}]),
+                "edits[0]: a already exists",
+            ),
+            (
+                json!([{"path": "a", "insert_line": 9, "text": "x"}]),
+                "it has 2 line(s)",
+            ),
             (json!([{"path": "zz", "delete": true}]), "zz does not exist"),
-            (json!([{"path": "a", "delete": false}]), "`delete` must be true"),
-            (json!([{"path": "a", "old_str": "", "new_str": "x"}]), "`old_str` is empty"),
-            (json!([{"path": "a", "old_str": "one"}]), "unknown operation"),
+            (
+                json!([{"path": "a", "delete": false}]),
+                "`delete` must be true",
+            ),
+            (
+                json!([{"path": "a", "old_str": "", "new_str": "x"}]),
+                "`old_str` is empty",
+            ),
+            (
+                json!([{"path": "a", "old_str": "one"}]),
+                "unknown operation",
+            ),
             (json!([{"path": "a", "view": true}]), "unknown operation"),
             (json!([{"old_str": "a", "new_str": "b"}]), "no `path`"),
             (json!([{"path": "../x", "create": "x"}]), "path:"),
-            (json!([{"path": "a", "insert_line": -1, "text": "x"}]), "must be a line number"),
+            (
+                json!([{"path": "a", "insert_line": -1, "text": "x"}]),
+                "must be a line number",
+            ),
             (json!(["a"]), "must be an object"),
-            (json!([{"path": "a", "old_str": 1, "new_str": "x"}]), "`old_str` must be a string"),
+            (
+                json!([{"path": "a", "old_str": 1, "new_str": "x"}]),
+                "`old_str` must be a string",
+            ),
         ];
         for (ops, want) in cases {
             let e = run(&[("a", "one\ntwo\n")], ops.clone()).unwrap_err();
@@ -234,6 +273,9 @@ mod tests {
             json!([{"path": "a", "old_str": "one", "new_str": "1"}, {"path": "a", "old_str": "one", "new_str": "x"}]),
         )
         .unwrap_err();
-        assert!(e.starts_with("edits[1]: old_str \"one\" is not in a"), "{e}");
+        assert!(
+            e.starts_with("edits[1]: old_str \"one\" is not in a"),
+            "{e}"
+        );
     }
 }

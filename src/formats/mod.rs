@@ -168,3 +168,102 @@ fn checked_path(p: &str, what: &str) -> Result<String, String> {
     crate::path::validate(p).map_err(|m| format!("{what}: {m}"))?;
     Ok(p.to_string())
 }
+
+#[cfg(test)]
+mod roundtrip {
+    //! Generate an edit from text A to text B in each format, apply it to A,
+    //! and get B — for random texts from a small alphabet, so repeated lines
+    //! (and so ambiguity, which the generators must resolve with context)
+    //! are common.
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn text() -> impl Strategy<Value = Vec<String>> {
+        prop::collection::vec(prop::sample::select(vec!["a", "b", "c", "d", ""]), 1..14)
+            .prop_map(|v| v.into_iter().map(|l| format!("{l}\n")).collect())
+    }
+
+    /// The changed region (common prefix and suffix removed), widened with
+    /// context until `unique` says it occurs once in A: (lo, p, s, hi) with
+    /// A[lo..hi] the old text and A[lo..p] / A[nA-s..hi] its context.
+    fn region(
+        a: &[String],
+        b: &[String],
+        unique: impl Fn(usize, usize) -> bool,
+    ) -> (usize, usize, usize, usize) {
+        let p = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let s = a[p..]
+            .iter()
+            .rev()
+            .zip(b[p..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        let (mut lo, mut hi) = (p, a.len() - s);
+        while lo == hi || !unique(lo, hi) {
+            if lo > 0 && (hi == a.len() || (p - lo) <= (hi - (a.len() - s))) {
+                lo -= 1;
+            } else if hi < a.len() {
+                hi += 1;
+            } else {
+                break;
+            }
+        }
+        (lo, p, s, hi)
+    }
+
+    fn mem(a: &[String]) -> MemFiles {
+        let mut f = MemFiles::default();
+        f.put("f.txt", a.concat().into_bytes(), MODE_FILE).unwrap();
+        f
+    }
+
+    fn lines_unique(a: &[String], lo: usize, hi: usize) -> bool {
+        let hay: Vec<&[u8]> = a.iter().map(|l| l.as_bytes()).collect();
+        line_matches(&hay, &hay[lo..hi], 0).len() == 1
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn every_format_round_trips(a in text(), b in text()) {
+            prop_assume!(a != b);
+            let joined = a.concat();
+            let nb = b.len();
+            // edits: old_str must be unique as text.
+            let (lo, p, s, hi) = region(&a, &b, |lo, hi| byte_matches(joined.as_bytes(), a[lo..hi].concat().as_bytes()).len() == 1);
+            let new_mid = [&a[lo..p], &b[p..nb - s], &a[a.len() - s..hi]].concat().concat();
+            let ops = json!([{"path": "f.txt", "old_str": a[lo..hi].concat(), "new_str": new_mid}]);
+            let mut f = mem(&a);
+            edits::apply(&mut f, &edits::parse(ops.as_array().unwrap()).unwrap()).unwrap();
+            prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
+
+            // Line-based formats: the region must be unique as lines.
+            let (lo, p, s, hi) = region(&a, &b, |lo, hi| lines_unique(&a, lo, hi));
+            let old = &a[lo..hi];
+            let new: Vec<String> = [&a[lo..p], &b[p..nb - s], &a[a.len() - s..hi]].concat();
+
+            let sr = format!("f.txt\n<<<<<<< SEARCH\n{}=======\n{}>>>>>>> REPLACE\n", old.concat(), new.concat());
+            let mut f = mem(&a);
+            search_replace::apply(&mut f, &search_replace::parse(&sr).unwrap()).unwrap();
+            prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
+
+            let mut chunk = String::new();
+            for l in &a[lo..p] { chunk += &format!(" {l}"); }
+            for l in &a[p..a.len() - s] { chunk += &format!("-{l}"); }
+            for l in &b[p..nb - s] { chunk += &format!("+{l}"); }
+            for l in &a[a.len() - s..hi] { chunk += &format!(" {l}"); }
+            let ap = format!("*** Begin Patch\n*** Update File: f.txt\n@@\n{chunk}*** End Patch\n");
+            let mut f = mem(&a);
+            apply_patch::apply(&mut f, &apply_patch::parse(&ap).unwrap()).unwrap();
+            prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
+
+            // A unified diff without line numbers, placed by context.
+            let ud = format!("--- a/f.txt\n+++ b/f.txt\n@@ @@\n{chunk}");
+            let files = crate::patch::parse(&ud).unwrap();
+            let out = crate::patch::apply_hunks(joined.as_bytes(), &files[0].hunks).unwrap();
+            prop_assert_eq!(out, b.concat().into_bytes());
+        }
+    }
+}

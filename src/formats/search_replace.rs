@@ -16,7 +16,9 @@
 //! the file, as whole lines; they are replaced by the REPLACE lines. An empty
 //! SEARCH creates the file, which must not exist. Blocks apply in order.
 
-use super::{checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, Files};
+use super::{
+    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, Files,
+};
 
 const SEARCH: &str = "<<<<<<< SEARCH";
 const DIVIDER: &str = "=======";
@@ -104,9 +106,9 @@ pub fn parse(text: &str) -> Result<Vec<Block>, String> {
         };
     }
     match state {
-        State::Outside if blocks.is_empty() => Err(format!(
-            "no {SEARCH:?} … {DIVIDER:?} … {REPLACE:?} block"
-        )),
+        State::Outside if blocks.is_empty() => {
+            Err(format!("no {SEARCH:?} … {DIVIDER:?} … {REPLACE:?} block"))
+        }
         State::Outside => Ok(blocks),
         State::Search(b) | State::Replace(b) => Err(format!(
             "the block at line {} for {} is not closed with {REPLACE:?}",
@@ -136,7 +138,11 @@ pub fn apply(files: &mut dyn Files, blocks: &[Block]) -> Result<(), String> {
                     b.path
                 ))
             }
-            [p] => files.put(&b.path, splice_lines(&hay, *p, needle.len(), &replace), mode)?,
+            [p] => files.put(
+                &b.path,
+                splice_lines(&hay, *p, needle.len(), &replace),
+                mode,
+            )?,
             many => {
                 let ls: Vec<usize> = many.iter().map(|p| p + 1).collect();
                 return Err(format!(
@@ -176,7 +182,11 @@ mod tests {
         assert_eq!(run("x = 0\ny", t).unwrap(), "x = 1\n");
         // An empty SEARCH creates a file.
         let mut f = MemFiles::default();
-        apply(&mut f, &parse("new.txt\n<<<<<<< SEARCH\n=======\nhello\n>>>>>>> REPLACE\n").unwrap()).unwrap();
+        apply(
+            &mut f,
+            &parse("new.txt\n<<<<<<< SEARCH\n=======\nhello\n>>>>>>> REPLACE\n").unwrap(),
+        )
+        .unwrap();
         assert_eq!(f.0["new.txt"].0, b"hello\n");
     }
 
@@ -184,17 +194,41 @@ mod tests {
     fn every_failure_is_named() {
         let ok = "a.py\n<<<<<<< SEARCH\n";
         let cases = [
-            ("a.py\n<<<<<<< SEARCH\nnope\n=======\nx\n>>>>>>> REPLACE\n", "the SEARCH text \"nope⏎\" is not in a.py"),
-            ("a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n", "occurs 2 times in a.py (at lines 1 and 3)"),
-            ("b.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n", "b.py does not exist"),
-            ("a.py\n<<<<<<< SEARCH\n=======\ny\n>>>>>>> REPLACE\n", "a.py already exists"),
-            ("<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n", "no path line"),
+            (
+                "a.py\n<<<<<<< SEARCH\nnope\n=======\nx\n>>>>>>> REPLACE\n",
+                "the SEARCH text \"nope⏎\" is not in a.py",
+            ),
+            (
+                "a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
+                "occurs 2 times in a.py (at lines 1 and 3)",
+            ),
+            (
+                "b.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
+                "b.py does not exist",
+            ),
+            (
+                "a.py\n<<<<<<< SEARCH\n=======\ny\n>>>>>>> REPLACE\n",
+                "a.py already exists",
+            ),
+            (
+                "<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
+                "no path line",
+            ),
             (ok, "is not closed"),
-            ("a.py\n<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n", "inside the SEARCH part"),
-            ("a.py\n<<<<<<< SEARCH\nx\n=======\n<<<<<<< SEARCH\n", "inside the REPLACE part"),
+            (
+                "a.py\n<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n",
+                "inside the SEARCH part",
+            ),
+            (
+                "a.py\n<<<<<<< SEARCH\nx\n=======\n<<<<<<< SEARCH\n",
+                "inside the REPLACE part",
+            ),
             ("a.py\n=======\n", "outside a SEARCH block"),
             ("just prose\n", "no \"<<<<<<< SEARCH\""),
-            ("../etc/passwd\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n", "line 1: path"),
+            (
+                "../etc/passwd\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n",
+                "line 1: path",
+            ),
         ];
         for (text, want) in cases {
             let e = run("x\ny\nx\n", text).unwrap_err();

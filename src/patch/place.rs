@@ -226,7 +226,10 @@ mod tests {
         // Twice in the file: ambiguous, both places named.
         let p = "--- a/x\n+++ b/x\n@@ @@\n-x\n+y\n";
         let e = apply("x\nq\nx\n", p).unwrap_err();
-        assert!(e.contains("ambiguous") && e.contains("line 1") && e.contains("line 3"), "{e}");
+        assert!(
+            e.contains("ambiguous") && e.contains("line 1") && e.contains("line 3"),
+            "{e}"
+        );
         let e = apply("q\n", p).unwrap_err();
         assert!(e.contains("does not apply") && e.contains("\"x\""), "{e}");
         // Only additions and no numbers: nowhere to put them.
@@ -234,7 +237,7 @@ mod tests {
         assert!(apply("q\n", p).unwrap_err().contains("nothing says where"));
         // A later unnumbered hunk is looked for after the previous one.
         let p = "--- a/x\n+++ b/x\n@@ @@\n-x\n+1\n@@ @@\n-x\n+2\n";
-        assert_eq!(apply("x\nx\n", p).unwrap_err().contains("ambiguous"), true);
+        assert!(apply("x\nx\n", p).unwrap_err().contains("ambiguous"));
         let p = "--- a/x\n+++ b/x\n@@ @@\n-x\n+1\n q\n@@ @@\n-x\n+2\n";
         assert_eq!(apply("x\nq\nx\n", p).unwrap(), "1\nq\n2\n");
     }

@@ -3,6 +3,7 @@
 
 mod agent;
 mod core;
+mod formats;
 mod harness;
 mod hostile;
 mod matrix;

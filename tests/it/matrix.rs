@@ -319,3 +319,33 @@ proptest! {
         prop_assert!(row.box_mode == BoxMode::Survive || row.box_mode == BoxMode::Vanish);
     }
 }
+
+/// Issue 8's acceptance: a plan mixing every edit format (files, patch with
+/// wrong and with no line numbers, edits, apply_patch, search_replace)
+/// applies, and its crash matrix is all SAME.
+#[test]
+fn the_all_formats_matrix_is_all_same() {
+    let t = TestRepo::new();
+    let plan = fixture("all-formats.jsonl");
+    let formats: std::collections::BTreeSet<String> = std::fs::read_to_string(&plan)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            ["patch", "files", "edits", "apply_patch", "search_replace"]
+                .into_iter()
+                .find(|k| v.get(*k).is_some())
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(formats.len(), 5, "every format is in the plan: {formats:?}");
+    let r = t
+        .steps(&["--json", "crashtest", plan.to_str().unwrap()])
+        .ok();
+    let doc = r.json();
+    let data = &doc["data"];
+    let rows = data["rows"].as_array().unwrap();
+    assert!(rows.len() > 100);
+    assert_eq!(data["summary"]["same"], rows.len(), "{}", r.stdout());
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz the step parser, the patch parser + hunk placement (differential:
-# applying a diff of (old, new) to old must give new), and the trailer
-# writer/reader. Seeds come from fixtures/. Usage: scripts/fuzz.sh [SECONDS]
+# applying a diff of (old, new) to old must give new), the trailer
+# writer/reader, and the other edit formats (no panic, deterministic). Seeds come from fixtures/. Usage: scripts/fuzz.sh [SECONDS]
 #
 # cargo-fuzz wants a nightly compiler for its -Z flags; these machines have
 # only stable, so RUSTC_BOOTSTRAP=1 lets stable accept them, and
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:-60}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-mkdir -p corpus/step_parser corpus/patch_apply corpus/trailers
+mkdir -p corpus/step_parser corpus/patch_apply corpus/trailers corpus/edit_formats
 cp ../fixtures/*.jsonl corpus/step_parser/
 python3 - <<'PY'
 import glob, json
@@ -21,11 +21,16 @@ for f in sorted(glob.glob("../fixtures/*.jsonl")):
         step = json.loads(line)
         if "patch" in step:
             open(f"corpus/patch_apply/fixture-{n}", "w", encoding="utf-8").write(step["patch"]); n += 1
+        for kind, field in ((0, "apply_patch"), (1, "search_replace"), (2, "edits")):
+            if field in step:
+                text = step[field] if isinstance(step[field], str) else json.dumps(step[field])
+                open(f"corpus/edit_formats/fixture-{n}", "wb").write(bytes([kind]) + text.encode())
+                n += 1
         open(f"corpus/trailers/fixture-{n}", "w", encoding="utf-8").write(
             step.get("message", "") + "\x01" + json.dumps(step.get("intent", "")))
 PY
 export RUSTC_BOOTSTRAP=1
-for target in step_parser patch_apply trailers; do
+for target in step_parser patch_apply trailers edit_formats; do
   echo "== $target for ${secs}s"
   cargo fuzz run -O --sanitizer none "$target" "corpus/$target" -- -max_total_time="$secs" 2>&1 | grep -aE "^Done|panicked|SUMMARY" || true
 done

@@ -1,6 +1,6 @@
 //! `search_replace`: SEARCH/REPLACE blocks, as aider and others emit them.
 //!
-//! ```text
+//! ~~~text
 //! path/to/file.py
 //! ```python
 //! <<<<<<< SEARCH
@@ -9,7 +9,7 @@
 //! new lines
 //! >>>>>>> REPLACE
 //! ```
-//! ```
+//! ~~~
 //!
 //! A path line names the file for the blocks that follow it (a fence line
 //! around a block is optional). The SEARCH lines must occur exactly once in

@@ -149,7 +149,8 @@ fn run_inner(
         hooks.on_reconcile,
     )?;
     let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
-    let crate::index::Indexed { ledger, mut counts } = crate::index::load(repo, head, &s.run)?;
+    let crate::index::Indexed { ledger, mut counts } =
+        crate::index::load(repo, head, &s.run, true)?;
     ledger.ensure_sound(&s.branch)?;
     let mut journal = journal::load(repo, s)?;
     journal.check(&ledger, &s.branch)?;

@@ -354,7 +354,7 @@ fn apply_inner(
         }
         let counts = match &mut counts {
             Some(c) => c,
-            None => counts.insert(crate::index::load(repo, head, &s.run)?.counts),
+            None => counts.insert(crate::index::load(repo, head, &s.run, !opts.dry_run)?.counts),
         };
         let (outcome, new_head) = apply_one(repo, s, &step, head, counts, opts, &sig, None)?;
         head = Some(new_head);

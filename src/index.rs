@@ -190,6 +190,15 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
     let Some(dir) = target.parent() else { return };
     // A cache: failures to write it are not errors.
     let _ = fs::create_dir_all(dir);
+    // Saving happens under the runner's lock, so a temporary file here is
+    // what a killed runner left mid-write.
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".tmp") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
     if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
         if tmp.write_all(&body).is_ok() && tmp.write_all(&sum).is_ok() {
             let _ = tmp.persist(&target);
@@ -199,11 +208,14 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
 
 /// The ledger and hunk counts of `run` at `head`, from the index where it
 /// is exact, else from a full scan (which refreshes the index).
-pub fn load(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Indexed> {
+///
+/// `refresh`: write the refreshed index back (only under the runner's lock;
+/// a dry run writes nothing).
+pub fn load(repo: &Repository, head: Option<Oid>, run: &str, refresh: bool) -> Result<Indexed> {
     if let (Some(h), Some(cached)) = (head, read(repo, run, true)) {
         let cached_head = cached.head;
         if let Some(ix) = extend(repo, h, run, cached)? {
-            if cached_head != h {
+            if refresh && cached_head != h {
                 save(repo, run, &ix.ledger, &ix.counts);
             }
             return Ok(ix);
@@ -211,7 +223,9 @@ pub fn load(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Indexed> 
     }
     let ledger = ledger::scan(repo, head, run)?;
     let (counts, _) = ledger::hunk_counts(repo, &ledger)?;
-    save(repo, run, &ledger, &counts);
+    if refresh {
+        save(repo, run, &ledger, &counts);
+    }
     Ok(Indexed { ledger, counts })
 }
 

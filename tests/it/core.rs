@@ -715,3 +715,37 @@ fn the_receipt_index_never_outranks_the_log() {
         .code_is(3)
         .stderr_has("repeats a change step s8 made");
 }
+
+/// The receipt index is written only by a real run, under its lock: a dry
+/// run leaves `.git/steps/index` alone, and a run clears temporary files a
+/// killed runner left there.
+#[test]
+fn the_receipt_index_is_written_only_by_real_runs() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let first: Vec<String> = std::fs::read_to_string(&plan)
+        .unwrap()
+        .lines()
+        .take(4)
+        .map(str::to_string)
+        .collect();
+    let half = t.plan("half.jsonl", &first);
+    t.steps(&["apply", half.to_str().unwrap()]).ok();
+    let dir = t.work.join(".git/steps/index");
+    std::fs::remove_dir_all(&dir).unwrap();
+    t.steps(&["apply", "--dry-run", plan.to_str().unwrap()])
+        .ok();
+    assert!(!dir.exists(), "a dry run wrote the receipt index");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".tmpKILLED"), "half a write").unwrap();
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert!(
+        !dir.join(".tmpKILLED").exists(),
+        "a killed runner's temporary file is left"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "one index file"
+    );
+}

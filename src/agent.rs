@@ -177,7 +177,10 @@ fn run_inner(
         }
         let index = entries.len();
         let (step, text, source) = match journal.pending(index) {
-            Some(e) => (e.step()?, e.text.clone(), Source::Journal),
+            Some(e) => {
+                let (step, text) = e.step(repo)?;
+                (step, text, Source::Journal)
+            }
             None => {
                 let ctx = Context {
                     run: s.run.clone(),

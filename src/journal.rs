@@ -12,6 +12,8 @@
 //! overrules the log: receipts say what was applied, and a journal that
 //! disagrees with them is refused.
 
+use std::collections::HashMap;
+
 use git2::{Oid, Repository};
 
 use crate::crash;
@@ -53,9 +55,6 @@ pub struct Entry {
     /// Why it was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// The step object, canonical JSON.
-    #[serde(skip)]
-    pub text: String,
     #[serde(serialize_with = "ser_oid")]
     pub commit: Oid,
 }
@@ -65,9 +64,31 @@ fn ser_oid<S: serde::Serializer>(oid: &Oid, s: S) -> std::result::Result<S::Ok, 
 }
 
 impl Entry {
-    /// The recorded step, checked against its digest.
-    pub fn step(&self) -> Result<Step> {
-        let step = Step::parse(&self.text).map_err(|e| {
+    /// The recorded step object (canonical JSON), read from the entry's
+    /// tree: only the entry about to be applied needs it.
+    pub fn text(&self, repo: &Repository) -> Result<String> {
+        let bad = |what: &str| {
+            Error::other(format!(
+                "journal entry {} (step index {}): {what}",
+                short(self.commit),
+                self.index
+            ))
+        };
+        let tree = repo.find_commit(self.commit)?.tree()?;
+        let blob = tree
+            .get_name(FILE)
+            .ok_or_else(|| bad("no decision.json in its tree"))?
+            .to_object(repo)?
+            .peel_to_blob()?;
+        std::str::from_utf8(blob.content())
+            .map(str::to_string)
+            .map_err(|_| bad("decision.json is not UTF-8"))
+    }
+
+    /// The recorded step and its text, checked against the digest.
+    pub fn step(&self, repo: &Repository) -> Result<(Step, String)> {
+        let text = self.text(repo)?;
+        let step = Step::parse(&text).map_err(|e| {
             Error::other(format!(
                 "journal entry {} (step index {}): the recorded decision does not parse: {e}",
                 short(self.commit),
@@ -85,7 +106,7 @@ impl Entry {
                 step.digest
             )));
         }
-        Ok(step)
+        Ok((step, text))
     }
 }
 
@@ -94,12 +115,38 @@ impl Entry {
 pub struct Journal {
     pub head: Option<Oid>,
     pub entries: Vec<Entry>,
+    /// Step index → position of its latest entry, and of its latest
+    /// recorded one: lookups stay O(1) on long runs.
+    latest: HashMap<usize, usize>,
+    latest_recorded: HashMap<usize, usize>,
 }
 
 impl Journal {
+    fn from_entries(head: Option<Oid>, entries: Vec<Entry>) -> Journal {
+        let mut j = Journal {
+            head,
+            entries: Vec::new(),
+            latest: HashMap::new(),
+            latest_recorded: HashMap::new(),
+        };
+        for e in entries {
+            j.push(e);
+        }
+        j
+    }
+
+    fn push(&mut self, e: Entry) {
+        let at = self.entries.len();
+        self.latest.insert(e.index, at);
+        if e.status == Status::Recorded {
+            self.latest_recorded.insert(e.index, at);
+        }
+        self.entries.push(e);
+    }
+
     /// The latest entry for step index `index`.
     pub fn latest(&self, index: usize) -> Option<&Entry> {
-        self.entries.iter().rev().find(|e| e.index == index)
+        self.latest.get(&index).map(|&i| &self.entries[i])
     }
 
     /// The recorded decision at `index` that has no receipt yet, given a log
@@ -127,12 +174,7 @@ impl Journal {
         for (index, r) in ledger.entries.iter().enumerate() {
             // The latest recorded decision for an index is the one that
             // was applied there (steps applied by `apply` have none).
-            let Some(e) = self
-                .entries
-                .iter()
-                .rev()
-                .find(|e| e.index == index && e.status == Status::Recorded)
-            else {
+            let Some(e) = self.latest_recorded.get(&index).map(|&i| &self.entries[i]) else {
                 continue;
             };
             if r.id != e.step_id || r.decision != e.decision {
@@ -169,14 +211,14 @@ pub fn read(repo: &Repository, head: Option<Oid>) -> Result<Journal> {
     let mut next = head;
     while let Some(oid) = next {
         let c = repo.find_commit(oid)?;
-        entries.push(parse(repo, &c)?);
+        entries.push(parse(&c)?);
         next = c.parent_ids().next();
     }
     entries.reverse();
-    Ok(Journal { head, entries })
+    Ok(Journal::from_entries(head, entries))
 }
 
-fn parse(repo: &Repository, c: &git2::Commit<'_>) -> Result<Entry> {
+fn parse(c: &git2::Commit<'_>) -> Result<Entry> {
     let bad = |what: &str| {
         Error::other(format!(
             "journal commit {} is not a journal entry: {what}",
@@ -211,15 +253,6 @@ fn parse(repo: &Repository, c: &git2::Commit<'_>) -> Result<Entry> {
             String::new()
         }
     });
-    let tree = c.tree()?;
-    let blob = tree
-        .get_name(FILE)
-        .ok_or_else(|| bad("no decision.json in its tree"))?
-        .to_object(repo)?
-        .peel_to_blob()?;
-    let text = std::str::from_utf8(blob.content())
-        .map_err(|_| bad("decision.json is not UTF-8"))?
-        .to_string();
     let _ = get(KEY_RUN)?;
     Ok(Entry {
         index,
@@ -227,7 +260,6 @@ fn parse(repo: &Repository, c: &git2::Commit<'_>) -> Result<Entry> {
         decision: get(KEY_DECISION)?,
         status,
         reason,
-        text,
         commit: c.id(),
     })
 }
@@ -320,13 +352,12 @@ pub fn append(
         .with_hint("another process is running this run; stop it, then rerun the same command")
     })?;
     journal.head = Some(commit);
-    journal.entries.push(Entry {
+    journal.push(Entry {
         index: rec.index,
         step_id: step.id.clone(),
         decision: step.digest.clone(),
         status: rec.status,
         reason: rec.reason.map(str::to_string),
-        text: rec.text.to_string(),
         commit,
     });
     Ok(commit)

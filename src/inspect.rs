@@ -213,6 +213,8 @@ pub struct Verification {
     pub steps: usize,
     pub history: String,
     pub problems: Vec<String>,
+    /// What could not be checked, and why.
+    pub notes: Vec<String>,
 }
 
 pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Verification> {
@@ -242,6 +244,27 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
             d.earlier_step, d.hunk
         ));
     }
+    // The agent loop's journal must agree with the log (read where it is
+    // durable, without fetching: verify writes nothing).
+    let name = crate::journal::refname(&s.run);
+    let jhead = match &s.remote {
+        None => repo.refname_to_id(&name).ok(),
+        Some(r) => r.head(repo, &name)?,
+    };
+    let mut notes = Vec::new();
+    if let Some(jh) = jhead {
+        if repo.find_commit(jh).is_err() {
+            notes.push(format!(
+                "the journal {name} is at {} on the remote, which this box has not fetched (`git steps run` fetches it); it was not checked",
+                short(jh)
+            ));
+        } else {
+            let journal = crate::journal::read(repo, Some(jh))?;
+            if let Err(Error::Refused(r)) = journal.check(&ledger, &s.branch) {
+                problems.push(format!("journal {name}: {}", r.saw));
+            }
+        }
+    }
     if let Some(plan) = plan {
         for step in plan.steps()? {
             let step = step?;
@@ -263,6 +286,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         steps: ledger.entries.len(),
         history: ledger.history_fingerprint(),
         problems,
+        notes,
     })
 }
 

@@ -32,6 +32,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     if ctx.json {
         emit_json(out, "verify", &v)?;
     } else {
+        for n in &v.notes {
+            eprintln!("note: {n}");
+        }
         for p in &v.problems {
             writeln!(out, "problem: {p}")?;
         }

@@ -117,6 +117,8 @@ fn run_asks_records_then_applies_each_step_and_stops_when_done() {
         .json();
     assert_eq!(r["data"]["stopped"], "max-steps");
     assert_eq!(m.step_ids().len(), 3);
+    // Log and journal agree: verify is clean.
+    t.steps(&["verify", plan.to_str().unwrap()]).ok();
 }
 
 /// The decider gets the SPEC's context on stdin.
@@ -408,6 +410,12 @@ fn a_journal_that_disagrees_with_the_log_is_refused() {
         .stderr_has("the journal recorded step s2");
     assert_eq!(r.json()["data"]["kind"], "journal-mismatch");
     assert_eq!(t.snapshot(), before);
+    // `verify` reports it too.
+    let v = t.steps(&["verify"]).code_is(3).stdout();
+    assert!(
+        v.contains("problem: journal refs/steps/journal/main: the journal recorded step s2"),
+        "{v}"
+    );
 }
 
 /// The decider for the random-kill test: a different answer on every

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: a scratch repository and a local bare
 # remote, the 8-step fixture, two crashes — one where the box survives, one
-# where it vanishes and a fresh clone resumes — and the audit with plain git.
+# where it vanishes and a fresh clone resumes — and the audit with plain git;
+# then the agent loop with a decider that answers at random, killed after an
+# answer was recorded and resumed on a fresh clone without asking again.
 # Needs nothing but cargo and git; touches nothing outside a temporary
 # directory, which it removes.
 set -euo pipefail
@@ -59,3 +61,28 @@ fi
 say "a model redelivers step s3's change under a new id: refused, nothing written"
 printf '%s\n' '{"id":"s3-again","patch":"--- a/log.txt\n+++ b/log.txt\n@@ -8 +8,2 @@\n line-8\n+line-3\n"}' > "$scratch/again.jsonl"
 expect 3 "$bin" -C "$scratch/box2" apply "$scratch/again.jsonl"
+
+say "the agent loop: git-steps asks a decider (here one that answers at random, like a model) and records each answer before applying it"
+cat > "$scratch/decider.sh" <<'SH'
+ctx=$(cat)
+i=$(printf '%s' "$ctx" | sed -n 's/.*"step_index":\([0-9]*\).*/\1/p')
+[ "$i" -ge 3 ] && { echo '{"done": true}'; exit 0; }
+word=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+echo "asked for step $i, answered $word" >> "$CALLS"
+printf '{"id":"agent-%s","files":{"agent-%s.txt":"%s\\n"}}\n' "$i" "$i" "$word"
+SH
+git init -q --bare -b main "$scratch/agent.git"
+git init -q -b main "$scratch/agent1"
+"$bin" -q -C "$scratch/agent1" init --remote "$scratch/agent.git"
+export CALLS="$scratch/calls.txt"
+say "the box dies right after the answer for agent-1 is recorded, before it is applied"
+expect 137 env GIT_STEPS_CRASH=journaled@agent-1 "$bin" -q -C "$scratch/agent1" run --decider "sh $scratch/decider.sh"
+"$bin" -C "$scratch/agent1" status | grep journal
+say "a fresh clone resumes: agent-1 comes from the journal, the decider is not asked again"
+git clone -q "$scratch/agent.git" "$scratch/agent2"
+"$bin" -q -C "$scratch/agent2" init --remote origin
+"$bin" -C "$scratch/agent2" run --decider "sh $scratch/decider.sh"
+cat "$CALLS"
+calls=$(grep -c 'asked for step 1' "$CALLS")
+[ "$calls" -eq 1 ] || { echo "the decider was asked $calls times for step 1" >&2; exit 1; }
+"$bin" -C "$scratch/agent2" log

@@ -248,7 +248,9 @@ fn parse(c: &git2::Commit<'_>) -> Result<Entry> {
         // The body between the subject and the trailers.
         let body: Vec<&str> = msg.split("\n\n").collect();
         if body.len() >= 3 {
-            body[1..body.len() - 1].join("\n\n").trim().to_string()
+            let text = body[1..body.len() - 1].join("\n\n");
+            let text = text.trim();
+            text.strip_prefix("Refused: ").unwrap_or(text).to_string()
         } else {
             String::new()
         }
@@ -312,8 +314,10 @@ pub fn append(
         rec.index, step.id
     );
     if let Some(reason) = rec.reason {
-        // One paragraph, so it can never become the trailer block.
+        // One line of its own paragraph, starting with our words: it can
+        // neither become the trailer block nor be git's `---` divider.
         let flat: Vec<&str> = reason.split_whitespace().collect();
+        message.push_str("Refused: ");
         message.push_str(&flat.join(" "));
         message.push_str("\n\n");
     }

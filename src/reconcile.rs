@@ -95,6 +95,15 @@ pub fn ensure_on_branch(
             return Err(worktree::dirty_refusal(None, &dirty));
         }
     }
+    // A switch leaves the worktree a mix of both trees if it is killed
+    // half-way; the marker tells repair that the old tree's versions are
+    // explained (the worktree was clean at it), so the next run finishes
+    // the switch instead of refusing the leftovers as the user's edits.
+    let marker = crate::repair::switch_marker(&s.run);
+    let switching = start != head && head.is_some();
+    if let (true, Some(h)) = (switching, head) {
+        repo.reference(&marker, h, true, "git-steps: switching to the run branch")?;
+    }
     if let Some(oid) = start {
         repo.reference(&refname, oid, false, "git-steps: start run branch")?;
     }
@@ -104,6 +113,9 @@ pub fn ensure_on_branch(
         let new = start.map(|h| repo.find_commit(h)?.tree()).transpose()?;
         let changes = tree_changes(repo, old.as_ref(), new.as_ref())?;
         worktree::update(repo, &changes, "-")?;
+    }
+    if switching {
+        crate::repair::clear_switch_marker(repo, &s.run)?;
     }
     Ok(start)
 }

@@ -6,7 +6,10 @@
 //! update?". A path is explained when both its worktree file and its index
 //! entry hold a version the path had somewhere in the run (the branch head,
 //! a step, or the run's base) — exactly the states an interrupted update can
-//! leave behind, one path at a time. Invariant: no user work is ever discarded. Before anything is
+//! leave behind, one path at a time — or, after a switch to the run's
+//! branch was killed half-way, a version from the tree it was leaving
+//! (`refs/steps/switch/<run>`; the switch only starts from a clean
+//! worktree). Invariant: no user work is ever discarded. Before anything is
 //! restored, what was found is saved as a commit under
 //! `refs/steps/rescue/<run>/<n>`; anything not explained (the user's own
 //! edits) is refused and left untouched.
@@ -93,15 +96,32 @@ fn same(repo: &Repository, disk: &Option<(Vec<u8>, u32)>, e: &Option<Entry>) -> 
     })
 }
 
-/// Every version `path` had in the run: at the head, at each step, and at
-/// the base the run started from (None: absent).
+/// The ref naming the commit HEAD was on while `ensure_on_branch` switches
+/// a box to the run's branch; present only until the switch completes.
+pub fn switch_marker(run: &str) -> String {
+    format!("refs/steps/switch/{run}")
+}
+
+/// The switch is complete: the worktree is at the run's branch.
+pub fn clear_switch_marker(repo: &Repository, run: &str) -> Result<()> {
+    if let Ok(mut r) = repo.find_reference(&switch_marker(run)) {
+        r.delete()?;
+    }
+    Ok(())
+}
+
+/// Every version `path` had in the run: at the head, at each step, at the
+/// base the run started from (None: absent), and in `switched_from` (the
+/// tree a killed switch to the run's branch was leaving).
 fn run_versions(
     repo: &Repository,
     ledger: &Ledger,
     head: Oid,
+    switched_from: Option<Oid>,
     path: &str,
 ) -> Result<Vec<Option<Entry>>> {
     let mut commits: Vec<Oid> = vec![head];
+    commits.extend(switched_from);
     commits.extend(ledger.entries.iter().rev().map(|e| e.commit));
     if let Some(b) = ledger.base {
         commits.push(b);
@@ -127,7 +147,11 @@ fn run_versions(
 pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -> Result<Repair> {
     let workdir = worktree::workdir(repo)?;
     let dirty = worktree::dirty_paths(repo)?;
+    let switched_from = repo.refname_to_id(&switch_marker(&s.run)).ok();
     if dirty.is_empty() {
+        if !dry_run {
+            clear_switch_marker(repo, &s.run)?;
+        }
         return Ok(Repair::Clean);
     }
     let Some(head) = ledger.head else {
@@ -138,7 +162,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
     let mut unexplained = Vec::new();
     let mut to_fix = Vec::new();
     for p in &dirty {
-        let versions = run_versions(repo, ledger, head, p)?;
+        let versions = run_versions(repo, ledger, head, switched_from, p)?;
         let disk = on_disk(&workdir, p)?;
         let idx = index.get_path(Path::new(p), 0).map(|e| Entry {
             oid: e.id,
@@ -189,6 +213,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
     let rescue = save_rescue(repo, s, &workdir, head, &to_fix, &step)?;
     crash::point("repair-saved", &step);
     worktree::update(repo, &to_fix, &step)?;
+    clear_switch_marker(repo, &s.run)?;
     Ok(Repair::Repaired {
         step,
         paths,

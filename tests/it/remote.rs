@@ -498,3 +498,58 @@ fn a_local_remote_receives_packed_base_history_and_linked_steps() {
         );
     }
 }
+
+/// A box whose HEAD is on another branch switches to the run's branch,
+/// which exists only on the remote. Killed half-way through that switch,
+/// the rerun finishes it (saving what it found under a rescue ref) instead
+/// of refusing the old branch's files as the user's edits; the other
+/// branch keeps its commits.
+#[test]
+fn a_switch_to_the_run_branch_killed_half_way_is_finished_on_rerun() {
+    let plan = fixture("mixed-30.jsonl");
+    let plan_s = plan.to_str().unwrap();
+    let want = reference(&plan);
+    for point in ["worktree-partial", "worktree-files", "worktree-done"] {
+        let t = TestRepo::new();
+        let root = t.tmp.path().join("remote-root");
+        std::fs::create_dir(&root).unwrap();
+        let server = Server::start(Kind::Path, &root);
+        // The run, done elsewhere.
+        let first = t.sibling("first", None);
+        first.steps(&["-q", "init", "--remote", server.url()]).ok();
+        first.steps(&["-q", "apply", plan_s]).ok();
+        // This box works on `dev`.
+        t.git(&["switch", "-q", "-c", "dev"]).ok();
+        t.write("dev.txt", "my work\n");
+        t.write("README.md", "dev's readme\n");
+        t.commit_all("dev work");
+        let dev = t.git_out(&["rev-parse", "dev"]);
+        t.steps(&["-q", "init", "--remote", server.url(), "--branch", "main"])
+            .ok();
+        let r = t.steps_env(
+            &["apply", plan_s],
+            &[("GIT_STEPS_CRASH", &format!("{point}@-"))],
+        );
+        assert_eq!(
+            r.code(),
+            None,
+            "{point}: the crash did not fire: {}",
+            r.explain()
+        );
+        let r = t.steps(&["apply", plan_s]).ok();
+        assert_finished(&t, &server, &plan, &want, point);
+        assert_eq!(t.git_out(&["rev-parse", "dev"]), dev, "{point}: dev moved");
+        assert_eq!(
+            t.git_out(&["for-each-ref", "refs/steps/switch"]),
+            "",
+            "{point}: the switch marker is left"
+        );
+        if point != "worktree-done" {
+            assert!(
+                r.stderr().contains("refs/steps/rescue/main/"),
+                "{point}: {}",
+                r.stderr()
+            );
+        }
+    }
+}

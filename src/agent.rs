@@ -20,7 +20,7 @@ use crate::crash;
 use crate::decider::{Answer, Context, Decider, RefusedAnswer};
 use crate::engine::{self, ApplyOptions, StepOutcome};
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::journal::{self, Record, Status};
+use crate::journal::{self, Status};
 use crate::ledger::short;
 use crate::reconcile::Reconciled;
 use crate::repair::Repair;
@@ -219,14 +219,15 @@ fn run_inner(
                                     step.digest
                                 )
                             };
-                            let rec = Record {
+                            journal::append(
+                                repo,
+                                s,
+                                &mut journal,
                                 index,
-                                step: &step,
-                                text: &text,
-                                status: Status::Refused,
-                                reason: Some(&reason),
-                            };
-                            journal::append(repo, s, &mut journal, rec)?;
+                                &step,
+                                &text,
+                                Some(&reason),
+                            )?;
                             return Err(Error::from(Refusal {
                                 kind: if same {
                                     RefusalKind::RepeatedStep
@@ -239,14 +240,7 @@ fn run_inner(
                                 hint: "the journal records the refusal; rerun to ask the decider again (it is told why in `refused`), and have it use a new step id".into(),
                             }));
                         }
-                        let rec = Record {
-                            index,
-                            step: &step,
-                            text: &text,
-                            status: Status::Recorded,
-                            reason: None,
-                        };
-                        journal::append(repo, s, &mut journal, rec)?;
+                        journal::append(repo, s, &mut journal, index, &step, &text, None)?;
                         crash::point("journaled", &step.id);
                         (*step, text, Source::Decider)
                     }
@@ -277,14 +271,7 @@ fn run_inner(
                     _ => None,
                 };
                 if let Some(reason) = reason {
-                    let rec = Record {
-                        index,
-                        step: &step,
-                        text: &text,
-                        status: Status::Refused,
-                        reason: Some(&reason),
-                    };
-                    journal::append(repo, s, &mut journal, rec)?;
+                    journal::append(repo, s, &mut journal, index, &step, &text, Some(&reason))?;
                 }
                 return Err(e);
             }

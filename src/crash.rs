@@ -47,6 +47,11 @@ pub const POINTS: &[Point] = &[
         scope: Scope::Decide,
     },
     Point {
+        name: "journal-pushed",
+        state: "run, with a remote: the remote accepted the journal entry (durable); the local journal ref has not moved",
+        scope: Scope::Decide,
+    },
+    Point {
         name: "journaled",
         state: "run: the decision is recorded on the durable domain; nothing of the step is written",
         scope: Scope::Decide,

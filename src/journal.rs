@@ -285,35 +285,25 @@ pub fn load(repo: &Repository, s: &Settings) -> Result<Journal> {
     read(repo, head)
 }
 
-/// What to record.
-pub struct Record<'a> {
-    pub index: usize,
-    pub step: &'a Step,
-    /// The step object as canonical JSON.
-    pub text: &'a str,
-    pub status: Status,
-    pub reason: Option<&'a str>,
-}
-
-/// Append an entry and make it durable before returning: pushed with a
-/// compare-and-swap on the journal ref (exit 4 if another runner moved
-/// it), or the local ref moved and fsynced.
+/// Append an entry for the decision `step` (canonical JSON `text`) at
+/// `index` — recorded, or refused with the reason — and make it durable
+/// before returning: pushed with a compare-and-swap on the journal ref (exit
+/// 4 if another runner moved it), or the local ref moved and fsynced.
 pub fn append(
     repo: &Repository,
     s: &Settings,
     journal: &mut Journal,
-    rec: Record<'_>,
+    index: usize,
+    step: &Step,
+    text: &str,
+    refused: Option<&str>,
 ) -> Result<Oid> {
-    let step = rec.step;
-    let status = match rec.status {
-        Status::Recorded => "recorded",
-        Status::Refused => "refused",
+    let (status, label) = match refused {
+        None => (Status::Recorded, "recorded"),
+        Some(_) => (Status::Refused, "refused"),
     };
-    let mut message = format!(
-        "journal: step index {} is {} ({status})\n\n",
-        rec.index, step.id
-    );
-    if let Some(reason) = rec.reason {
+    let mut message = format!("journal: step index {index} is {} ({label})\n\n", step.id);
+    if let Some(reason) = refused {
         // One line of its own paragraph, starting with our words: it can
         // neither become the trailer block nor be git's `---` divider.
         let flat: Vec<&str> = reason.split_whitespace().collect();
@@ -322,10 +312,10 @@ pub fn append(
         message.push_str("\n\n");
     }
     message.push_str(&format!(
-        "{KEY_RUN}: {}\n{KEY_INDEX}: {}\n{KEY_ID}: {}\n{KEY_DECISION}: {}\n{KEY_STATUS}: {status}\n",
-        s.run, rec.index, step.id, step.digest
+        "{KEY_RUN}: {}\n{KEY_INDEX}: {index}\n{KEY_ID}: {}\n{KEY_DECISION}: {}\n{KEY_STATUS}: {label}\n",
+        s.run, step.id, step.digest
     ));
-    let blob = repo.blob(rec.text.as_bytes())?;
+    let blob = repo.blob(text.as_bytes())?;
     let mut tb = repo.treebuilder(None)?;
     tb.insert(FILE, blob, 0o100644)?;
     let tree = repo.find_tree(tb.write()?)?;
@@ -339,8 +329,9 @@ pub fn append(
         remote
             .push(repo, &name, journal.head, commit)
             .map_err(|e| push_error(e, &name, &remote.spec, journal.head))?;
+        crash::point("journal-pushed", &step.id);
     }
-    let log = format!("git-steps: journal {status} {}", step.id);
+    let log = format!("git-steps: journal {label} {}", step.id);
     let res = match journal.head {
         Some(old) if s.remote.is_none() => repo.reference_matching(&name, commit, true, old, &log),
         // With a remote, the local ref is a copy of what the remote accepted.
@@ -357,11 +348,11 @@ pub fn append(
     })?;
     journal.head = Some(commit);
     journal.push(Entry {
-        index: rec.index,
+        index,
         step_id: step.id.clone(),
         decision: step.digest.clone(),
-        status: rec.status,
-        reason: rec.reason.map(str::to_string),
+        status,
+        reason: refused.map(str::to_string),
         commit,
     });
     Ok(commit)

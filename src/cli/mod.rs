@@ -65,6 +65,7 @@ pub enum Command {
     #[command(hide = true)]
     ClassicApply(classic::Args),
     /// A deterministic decider for `run`: replays a plan's steps by index.
+    #[command(hide = true)]
     ReplayDecider(run::ReplayArgs),
 }
 

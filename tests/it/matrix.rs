@@ -138,7 +138,7 @@ fn the_agent_loop_matrix_is_all_same() {
     };
     let direct = count(Scope::Step) + count(Scope::RemoteStep) + count(Scope::Decide);
     assert_eq!(rows.len(), 8 * (direct * 2 + count(Scope::Resume)));
-    for point in ["decided", "journal-objects", "journaled"] {
+    for point in ["decided", "journal-objects", "journal-pushed", "journaled"] {
         assert_eq!(
             rows.iter().filter(|r| r["point"] == point).count(),
             16,

@@ -329,7 +329,7 @@ pub fn check_link_target(path: &str, target: &[u8]) -> Result<(), String> {
 pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<Applied> {
     let mut o = Overlay {
         repo,
-        base,
+        base: base.clone(),
         writes: BTreeMap::new(),
     };
     let fail = |m: String| Error::apply(&step.id, m);
@@ -375,7 +375,13 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
             formats::search_replace::apply(&mut o, &blocks).map_err(fail)?;
         }
     }
-    o.finish()
+    let applied = o.finish()?;
+    // A link is checked against the whole tree it lands in: through the
+    // links it holds, a target that reads as inside can lead outside.
+    let new_tree = repo.find_tree(applied.tree)?;
+    crate::guard::check_links(repo, base.as_ref(), &new_tree, &applied.changes)?
+        .map_err(|v| fail(v.why))?;
+    Ok(applied)
 }
 
 /// The tree being built, as the edit formats see it: a symlink is reported

@@ -446,7 +446,7 @@ pub(crate) fn apply_one(
     let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
     let (added, removed) = line_stats(repo, &applied.changes)?;
     if !opts.dry_run {
-        worktree::ensure_clean(repo, &step.id, &applied.changes)?;
+        worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
     }
     let message = receipt::message(step, &s.run, &applied.summary(), source);
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();

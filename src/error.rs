@@ -36,6 +36,12 @@ pub enum RefusalKind {
     JournalMismatch,
     /// The decider proposed a step whose id already has a receipt.
     RepeatedStep,
+    /// A tree holds an entry that must not reach the worktree (a `.git` or
+    /// `..` name, a symlink out of the repository).
+    UnsafeTree,
+    /// The plan and the history disagree: a receipt the plan does not hold
+    /// at that position, or a plan step missing before an applied one.
+    PlanMismatch,
 }
 
 impl RefusalKind {
@@ -49,6 +55,8 @@ impl RefusalKind {
             RefusalKind::BrokenHistory => "broken-history",
             RefusalKind::JournalMismatch => "journal-mismatch",
             RefusalKind::RepeatedStep => "repeated-step",
+            RefusalKind::UnsafeTree => "unsafe-tree",
+            RefusalKind::PlanMismatch => "plan-mismatch",
         }
     }
 }

@@ -14,6 +14,7 @@
 //! The modules, by domain concept:
 //! - [`step`]: the plan and step format, validation, decision digests;
 //! - [`path`]: the path rules every edit format obeys;
+//! - [`guard`]: the path rules applied to whole trees, before any reaches the worktree;
 //! - [`patch`]: unified diffs, parsed and placed on file contents;
 //! - [`formats`]: the other edit formats (`edits`, `apply_patch`, `search_replace`);
 //! - [`apply`]: a step applied to a tree in the object database;
@@ -48,6 +49,7 @@ pub mod engine;
 pub mod error;
 pub mod fingerprint;
 pub mod formats;
+pub mod guard;
 pub mod hunks;
 pub mod index;
 pub mod inspect;

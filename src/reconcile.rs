@@ -11,7 +11,6 @@
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::apply::tree_changes;
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::ledger::{self, short};
@@ -88,13 +87,24 @@ pub fn ensure_on_branch(
     if dry_run {
         return Ok(start);
     }
-    if start != head {
-        // Switching to a durable head elsewhere: only over a clean worktree.
-        let dirty = worktree::dirty_paths(repo)?;
-        if !dirty.is_empty() {
-            return Err(worktree::dirty_refusal(None, &dirty));
+    // Switching to a durable head elsewhere: only over a clean worktree,
+    // only with a tree that may reach it, and never over an untracked file.
+    let changes = match start {
+        Some(to) if start != head => {
+            let old = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
+            let new = repo.find_commit(to)?.tree()?;
+            let changes = crate::guard::checked_changes(
+                repo,
+                old.as_ref(),
+                Some(&new),
+                to,
+                &format!("the head of {} on the remote", s.branch),
+            )?;
+            worktree::ensure_clean(repo, None, &changes)?;
+            changes
         }
-    }
+        _ => Vec::new(),
+    };
     // A switch leaves the worktree a mix of both trees if it is killed
     // half-way; the marker tells repair that the old tree's versions are
     // explained (the worktree was clean at it), so the next run finishes
@@ -108,10 +118,7 @@ pub fn ensure_on_branch(
         repo.reference(&refname, oid, false, "git-steps: start run branch")?;
     }
     repo.set_head(&refname)?;
-    if start != head {
-        let old = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
-        let new = start.map(|h| repo.find_commit(h)?.tree()).transpose()?;
-        let changes = tree_changes(repo, old.as_ref(), new.as_ref())?;
+    if !changes.is_empty() {
         worktree::update(repo, &changes, "-")?;
     }
     if switching {
@@ -214,10 +221,18 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             if dry_run {
                 return Ok(done(action));
             }
-            let dirty = worktree::dirty_paths(repo)?;
-            if !dirty.is_empty() {
-                return Err(worktree::dirty_refusal(None, &dirty));
-            }
+            // Everything that can refuse is decided before the ref moves:
+            // the user's edits, the tree's paths, untracked files in its way.
+            let old = l.map(|h| repo.find_commit(h)?.tree()).transpose()?;
+            let new = repo.find_commit(r)?.tree()?;
+            let changes = crate::guard::checked_changes(
+                repo,
+                old.as_ref(),
+                Some(&new),
+                r,
+                &format!("the head of {} on {}", s.branch, remote.spec),
+            )?;
+            worktree::ensure_clean(repo, None, &changes)?;
             let refname = s.refname();
             match l {
                 Some(l) => repo.reference_matching(
@@ -236,9 +251,6 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             };
             let step = last_step(repo, s, r);
             crash::point("reconcile-ref", &step);
-            let old = l.map(|h| repo.find_commit(h)?.tree()).transpose()?;
-            let new = repo.find_commit(r)?.tree()?;
-            let changes = tree_changes(repo, old.as_ref(), Some(&new))?;
             worktree::update(repo, &changes, &step)?;
             Ok(Reconciled {
                 local: Some(r.to_string()),
@@ -291,6 +303,13 @@ pub fn push_error(e: PushError, branch: &str, spec: &str, expected: Option<Oid>)
             "{spec} refused the update of {branch}: {msg}"
         ))
         .with_hint("the remote's hooks or permissions said no; nothing of this step became durable"),
+        PushError::Locked(why) => Error::RemoteMoved {
+            message: format!(
+                "{branch} on {spec} is locked by another writer and stayed locked while git-steps waited: {why}; {branch} is still at {}, and nothing of this step was accepted",
+                expected.map(short).unwrap_or_else(|| "nothing".into()),
+            ),
+            hint: "rerun the same command once the other push is done; if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you".into(),
+        },
         PushError::Failed(e) => e,
     }
 }

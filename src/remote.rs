@@ -58,8 +58,70 @@ pub enum PushError {
     Moved { found: Option<Oid> },
     /// The remote refused the update (a hook, permissions, ...).
     Rejected(String),
+    /// The branch's lock on the remote is held by another writer (a push
+    /// in flight, a `git` on the server), or was left there by one that
+    /// died; the branch is still at the expected id. The text says which
+    /// lock and what the server said.
+    Locked(String),
     /// Transport or local failure; the remote state is unknown.
     Failed(Error),
+}
+
+/// How long a push waits for a branch lock that another writer holds on the
+/// remote before it gives up with [`PushError::Locked`] (exit 4): 8 seconds,
+/// or `GIT_STEPS_LOCK_WAIT` seconds.
+fn lock_patience() -> std::time::Duration {
+    let secs = std::env::var("GIT_STEPS_LOCK_WAIT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(8.0);
+    std::time::Duration::from_secs_f64(secs.min(3600.0))
+}
+
+/// Sort a ref update the remote did not make, by what it said: a hook or
+/// policy saying no is a refusal; a lock that another writer holds is
+/// contention; a branch that is no longer where we expected it has moved
+/// (the caller reads it); a write that failed on the server (its disk, its
+/// permissions) is a failure, reported with the server's own words.
+fn classify_rejection(status: &str, remote_said: &str) -> PushError {
+    let said = remote_said.trim();
+    let both = format!("{status}\n{said}");
+    let lower = both.to_lowercase();
+    let detail = if said.is_empty() {
+        status.to_string()
+    } else {
+        format!("{status} (the remote said: {})", one_paragraph(said))
+    };
+    if lower.contains("hook declined") || lower.contains("denied") {
+        PushError::Rejected(detail)
+    } else if lower.contains("file exists") || lower.contains("another git process") {
+        PushError::Locked(detail)
+    } else if lower.contains("but expected") || lower.contains("stale info") {
+        PushError::Moved { found: None }
+    } else if said.is_empty()
+        && (lower.contains("failed to update ref") || lower.contains("failed to lock"))
+    {
+        // receive-pack's status for a ref transaction that failed, without
+        // the reason (an old server, or no side band): most often another
+        // push holding the lock, so wait and retry before saying so.
+        PushError::Locked(detail)
+    } else if lower.contains("failed to update ref") || lower.contains("unable to") {
+        PushError::Failed(Error::other(format!(
+            "the remote could not record the branch update: {detail}"
+        )).with_hint("nothing of this step became durable; fix the remote (its disk, its permissions), then rerun"))
+    } else {
+        PushError::Rejected(detail)
+    }
+}
+
+/// Text folded onto one line, for an error message.
+fn one_paragraph(text: &str) -> String {
+    text.lines()
+        .map(|l| l.trim().trim_start_matches("remote:").trim())
+        .filter(|l| !l.is_empty() && !l.starts_with("hint:"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The private ref a fetch of `branch` lands in.
@@ -247,8 +309,30 @@ impl Remote {
     }
 
     /// Move the remote ref `refname` from `expected` (None: it must not
-    /// exist) to `new`, or fail without changing it.
+    /// exist) to `new`, or fail without changing it. A lock held by another
+    /// writer is contention, not a refusal: the push is retried for a few
+    /// seconds, then reported as [`PushError::Locked`].
     pub fn push(
+        &self,
+        repo: &Repository,
+        refname: &str,
+        expected: Option<Oid>,
+        new: Oid,
+    ) -> std::result::Result<(), PushError> {
+        let mut wait = std::time::Duration::from_millis(20);
+        let deadline = std::time::Instant::now() + lock_patience();
+        loop {
+            match self.push_once(repo, refname, expected, new) {
+                Err(PushError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(std::time::Duration::from_millis(500));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn push_once(
         &self,
         repo: &Repository,
         refname: &str,
@@ -259,24 +343,20 @@ impl Remote {
             Transport::Libgit2 => self.push_libgit2(repo, refname, expected, new),
             Transport::Git => self.push_git(repo, refname, expected, new),
         };
+        // What the remote holds now settles every failure: the update may
+        // have landed before the connection broke, or another writer may
+        // have moved the branch while we waited for its lock.
+        let settle = |e: PushError| match self.head(repo, refname) {
+            Ok(Some(h)) if h == new => Ok(()),
+            Ok(found) if found != expected => Err(PushError::Moved { found }),
+            _ => Err(e),
+        };
         match first {
             Ok(()) => Ok(()),
-            Err(PushError::Failed(e)) => {
-                // The update may have landed before the connection broke:
-                // ask the remote rather than guess.
-                match self.head(repo, refname) {
-                    Ok(Some(h)) if h == new => Ok(()),
-                    Ok(found) if found != expected => Err(PushError::Moved { found }),
-                    _ => Err(PushError::Failed(e)),
-                }
+            Err(e @ (PushError::Failed(_) | PushError::Rejected(_) | PushError::Locked(_))) => {
+                settle(e)
             }
-            Err(PushError::Rejected(msg)) => match self.head(repo, refname) {
-                Ok(found) if found != expected && found != Some(new) => {
-                    Err(PushError::Moved { found })
-                }
-                _ => Err(PushError::Rejected(msg)),
-            },
-            Err(other) => Err(other),
+            Err(moved @ PushError::Moved { .. }) => Err(moved),
         }
     }
 
@@ -329,9 +409,9 @@ impl Remote {
     /// the new objects are copied as loose objects (children before parents,
     /// so the remote never holds a tree whose entries are missing — what
     /// `git receive-pack` does for small pushes) and the ref is moved with a
-    /// real compare-and-swap, under a flock that every git-steps pusher
-    /// takes, which also makes a ref lock file left by a killed pusher
-    /// recognisably stale. The remote repository stays open for the next
+    /// real compare-and-swap ([`RefLock`]), under a flock that every
+    /// git-steps pusher takes; a ref lock held by anyone else is waited for,
+    /// never removed. The remote repository stays open for the next
     /// step of the same process, so a push costs O(new objects), not
     /// O(objects the remote holds).
     fn push_local(
@@ -358,8 +438,9 @@ impl Remote {
             let remote = &cached.as_ref().expect("opened above").1;
             let _guard =
                 crate::lock::wait(remote.path(), "steps-push.lock").map_err(PushError::Failed)?;
-            let stale = remote.path().join(format!("{refname}.lock"));
-            let _ = std::fs::remove_file(stale);
+            let lock = RefLock::new(remote.path(), refname);
+            lock.clear_own_leftover();
+            lock.check_free()?;
             let current = remote.refname_to_id(refname).ok();
             if current != expected {
                 return Err(PushError::Moved { found: current });
@@ -393,14 +474,7 @@ impl Remote {
                     .map_err(|e| fail("copy objects", e))?;
                 copier.object(commit).map_err(|e| fail("copy objects", e))?;
             }
-            let msg = "git-steps: push";
-            let res = match current {
-                Some(c) => remote.reference_matching(refname, new, true, c, msg),
-                None => remote.reference(refname, new, false, msg),
-            };
-            res.map(|_| ()).map_err(|_| PushError::Moved {
-                found: remote.refname_to_id(refname).ok(),
-            })
+            lock.swap(remote, expected, new)
         })
     }
 
@@ -417,8 +491,13 @@ impl Remote {
         let mut remote = libgit2_remote(repo, &self.spec, true).map_err(PushError::Failed)?;
         let moved: RefCell<Option<Option<Oid>>> = RefCell::new(None);
         let statuses: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
+        let said: RefCell<Vec<u8>> = RefCell::new(Vec::new());
         {
             let mut cb = callbacks(repo);
+            cb.sideband_progress(|data| {
+                said.borrow_mut().extend_from_slice(data);
+                true
+            });
             cb.push_negotiation(|updates| {
                 for u in updates {
                     if u.dst_refname() == Ok(refname) {
@@ -455,7 +534,10 @@ impl Remote {
         let statuses = statuses.into_inner();
         match statuses.iter().find(|(n, _)| *n == refname) {
             Some((_, None)) => Ok(()),
-            Some((_, Some(msg))) => Err(PushError::Rejected(msg.clone())),
+            Some((_, Some(msg))) => Err(classify_rejection(
+                msg,
+                &String::from_utf8_lossy(&said.into_inner()),
+            )),
             // No status for our ref: nothing was sent because the remote is
             // already there (or the server said nothing): check.
             None => match self.head(repo, refname) {
@@ -505,11 +587,9 @@ impl Remote {
             return Err(PushError::Moved { found: None });
         }
         if !line.is_empty() {
-            return Err(PushError::Rejected(format!(
-                "{} {}",
-                line.trim(),
-                err.trim()
-            )));
+            // `!<tab>src:dst<tab>[remote rejected] (reason)`
+            let status = line.rsplit('\t').next().unwrap_or(line).trim();
+            return Err(classify_rejection(status, &err));
         }
         Err(PushError::Failed(Error::other(format!(
             "git push {} failed: {}",
@@ -517,6 +597,131 @@ impl Remote {
             err.trim()
         ))))
     }
+}
+
+/// A compare-and-swap of one loose ref in a bare repository on this
+/// machine, done as git does it (`<ref>.lock` created exclusively, checked,
+/// renamed over the ref) but with a lock file git-steps can recognise as its
+/// own: the lock is a hard link of `steps-push.pending`, written first. A
+/// pusher killed between the two leaves both names on one inode, and only
+/// then is a leftover lock removed; a lock with any other inode belongs to
+/// another writer (a live `git receive-pack` or `update-ref`, or one that
+/// died, which git reports and leaves to the user) and is never touched.
+/// Every step runs under the `steps-push.lock` flock, so no two git-steps
+/// pushers are in it at once.
+struct RefLock {
+    pending: PathBuf,
+    lock: PathBuf,
+    target: PathBuf,
+}
+
+fn io_failed(what: &str, path: &Path, e: std::io::Error) -> PushError {
+    PushError::Failed(Error::other(format!("cannot {what} {}: {e}", path.display())).with_hint(
+        "nothing of this step became durable on the remote; fix the remote's disk or permissions, then rerun",
+    ))
+}
+
+impl RefLock {
+    fn new(git_dir: &Path, refname: &str) -> RefLock {
+        RefLock {
+            pending: git_dir.join("steps-push.pending"),
+            lock: git_dir.join(format!("{refname}.lock")),
+            target: git_dir.join(refname),
+        }
+    }
+
+    /// Remove what a killed git-steps pusher left: its pending file, and
+    /// the lock only when it is that same file.
+    fn clear_own_leftover(&self) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(p) = std::fs::symlink_metadata(&self.pending) else {
+            return;
+        };
+        if let Ok(l) = std::fs::symlink_metadata(&self.lock) {
+            if (l.dev(), l.ino()) == (p.dev(), p.ino()) {
+                let _ = std::fs::remove_file(&self.lock);
+            }
+        }
+        let _ = std::fs::remove_file(&self.pending);
+    }
+
+    /// Another writer's lock is contention (retried by `push`).
+    fn check_free(&self) -> std::result::Result<(), PushError> {
+        match std::fs::symlink_metadata(&self.lock) {
+            Ok(_) => Err(PushError::Locked(format!(
+                "{} exists (another git process is updating the branch, or one died holding it)",
+                self.lock.display()
+            ))),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Move the ref from `expected` to `new`, or leave it as it was.
+    fn swap(
+        &self,
+        remote: &Repository,
+        expected: Option<Oid>,
+        new: Oid,
+    ) -> std::result::Result<(), PushError> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&self.pending)
+            .map_err(|e| io_failed("create", &self.pending, e))?;
+        f.write_all(format!("{new}\n").as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| io_failed("write", &self.pending, e))?;
+        drop(f);
+        let done = |r: std::result::Result<(), PushError>| {
+            let _ = std::fs::remove_file(&self.pending);
+            r
+        };
+        let dir = self.target.parent().expect("a ref has a directory");
+        if let Err(e) = create_dirs(dir) {
+            return done(Err(io_failed("create", dir, e)));
+        }
+        match std::fs::hard_link(&self.pending, &self.lock) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return done(self.check_free());
+            }
+            Err(e) => return done(Err(io_failed("create the lock", &self.lock, e))),
+        }
+        // Under the lock: nobody else can move the ref now.
+        let refname = self
+            .target
+            .strip_prefix(remote.path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let current = remote.refname_to_id(&refname).ok();
+        if current != expected {
+            let _ = std::fs::remove_file(&self.lock);
+            return done(Err(PushError::Moved { found: current }));
+        }
+        if let Err(e) = std::fs::rename(&self.lock, &self.target) {
+            let _ = std::fs::remove_file(&self.lock);
+            return done(Err(io_failed("update", &self.target, e)));
+        }
+        // The commit point: the rename, made durable.
+        if let Err(e) = sync_dir(dir) {
+            return done(Err(io_failed("sync", dir, e)));
+        }
+        done(Ok(()))
+    }
+}
+
+/// Create `dir` and its missing parents, each made durable in its parent.
+fn create_dirs(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs(parent)?;
+        match std::fs::create_dir(dir) {
+            Ok(()) => sync_dir(parent)?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A repository's git dir and a remote spec.

@@ -38,10 +38,10 @@ pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
 /// Refuse when tracked files are modified, or when a step would create a file
 /// where an untracked one (or a directory, or a symlink the index does not
 /// know) stands.
-pub fn ensure_clean(repo: &Repository, step: &str, changes: &[Change]) -> Result<()> {
+pub fn ensure_clean(repo: &Repository, step: Option<&str>, changes: &[Change]) -> Result<()> {
     let dirty = dirty_paths(repo)?;
     if !dirty.is_empty() {
-        return Err(dirty_refusal(Some(step), &dirty));
+        return Err(dirty_refusal(step, &dirty));
     }
     let workdir = workdir(repo)?;
     let index = repo.index()?;
@@ -51,7 +51,7 @@ pub fn ensure_clean(repo: &Repository, step: &str, changes: &[Change]) -> Result
         if let Some(blocker) = first_blocker(&workdir, &c.path, &tracked, &deleted)? {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::DirtyWorktree,
-                step: Some(step.to_string()),
+                step: step.map(str::to_string),
                 saw: format!(
                     "{} is in the worktree but not in the last step's tree (untracked)",
                     blocker
@@ -141,6 +141,12 @@ pub fn workdir(repo: &Repository) -> Result<PathBuf> {
 /// Bring worktree and index from the previous step to this step's commit,
 /// touching only `changes`. Crash points mark each boundary.
 pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
+    // Every caller checked its tree (`guard`); this is the last line, for
+    // any path that reaches here by another way.
+    for c in changes {
+        crate::guard::check_path(&c.path)
+            .map_err(|v| Error::other(format!("refusing to write {v} into the worktree")))?;
+    }
     let workdir = workdir(repo)?;
     let staging = crate::lock::tmp_dir(repo.path());
     let mut index = repo.index()?;

@@ -209,21 +209,20 @@ impl TestRepo {
     }
 
     pub fn steps_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        self.steps_env_stdin(args, env, None)
+    }
+
+    pub fn steps_env_stdin(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
         let (mut cmd, what) = self.command(BIN, args);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        self.run_cmd(
-            cmd,
-            format!(
-                "{} {what}",
-                env.iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ),
-            None,
-        )
+        let shown = env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.run_cmd(cmd, format!("{shown} {what}"), stdin.map(str::as_bytes))
     }
 
     pub fn steps_stdin(&self, args: &[&str], stdin: &str) -> Run {

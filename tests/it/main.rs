@@ -9,3 +9,4 @@ mod hostile;
 mod matrix;
 mod remote;
 mod servers;
+mod trust;

@@ -1,0 +1,441 @@
+//! Issue 12: a hostile remote, a careless user and a crash at the wrong
+//! moment must not get past the invariant. Each test is named after the
+//! promise it keeps and drives the real binary against real repositories.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use crate::harness::*;
+use crate::servers::{Kind, Server};
+
+fn line(json: serde_json::Value) -> String {
+    serde_json::to_string(&json).unwrap()
+}
+
+fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
+    let t = TestRepo::new();
+    let root = t.tmp.path().join("remote-root");
+    std::fs::create_dir(&root).unwrap();
+    let server = Server::start(kind, &root);
+    t.steps(&["init", "--remote", server.url(), "--transport", transport])
+        .ok();
+    (t, server)
+}
+
+/// Another writer on the remote: a live `git update-ref --stdin`
+/// transaction that holds `refs/heads/main.lock` until it is told to commit.
+struct RefHolder {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl RefHolder {
+    fn hold(server: &Server, at: &str) -> RefHolder {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C")
+            .arg(&server.bare)
+            .args(["update-ref", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        hermetic(&mut cmd, &server.root);
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        writeln!(stdin, "start\nupdate refs/heads/main {at} {at}\nprepare").unwrap();
+        stdin.flush().unwrap();
+        let mut l = String::new();
+        for want in ["start: ok", "prepare: ok"] {
+            l.clear();
+            out.read_line(&mut l).unwrap();
+            assert_eq!(l.trim(), want);
+        }
+        assert!(server.bare.join("refs/heads/main.lock").exists());
+        RefHolder { child, stdin, out }
+    }
+
+    /// Commit the transaction: it succeeds only if its lock is still its own.
+    fn commit(mut self) {
+        writeln!(self.stdin, "commit").unwrap();
+        self.stdin.flush().unwrap();
+        let mut l = String::new();
+        self.out.read_line(&mut l).unwrap();
+        assert_eq!(l.trim(), "commit: ok", "the other writer's transaction");
+        drop(self.stdin);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// Issue 12, first item and item 6: a branch lock that another writer holds
+/// on the remote is contention. git-steps waits for it within a bound, never
+/// deletes it, and when it stays held exits 4 naming it (never "the hooks
+/// said no"); the other writer's transaction still commits.
+#[test]
+fn a_branch_lock_another_writer_holds_on_the_remote_is_waited_for_never_deleted() {
+    for (kind, transport) in [
+        (Kind::Path, "libgit2"),
+        (Kind::Daemon, "libgit2"),
+        (Kind::Daemon, "git"),
+        (Kind::Http, "libgit2"),
+    ] {
+        let ctx = format!("{kind:?}/{transport}");
+        let (t, server) = setup(kind, transport);
+        let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+        let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+        t.steps_stdin(&["apply", "-"], &s1).ok();
+        let at = server.head().unwrap();
+        let lock = server.bare.join("refs/heads/main.lock");
+
+        // Held for longer than git-steps waits: exit 4, the lock named, kept.
+        let holder = RefHolder::hold(&server, &at);
+        let before = t.snapshot();
+        let r = t
+            .steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "1")], Some(&s2))
+            .code_is(4);
+        let err = r.stderr();
+        assert!(
+            err.contains("locked by another writer"),
+            "{ctx}\n{}",
+            r.explain()
+        );
+        assert!(
+            !err.contains("hooks or permissions"),
+            "{ctx}\n{}",
+            r.explain()
+        );
+        assert!(lock.exists(), "{ctx}: the other writer's lock was deleted");
+        assert_eq!(server.head().as_deref(), Some(at.as_str()), "{ctx}");
+        assert_eq!(t.snapshot(), before, "{ctx}: nothing local moved");
+        holder.commit();
+
+        // Held for a moment: waited for, then the step lands once.
+        let holder = RefHolder::hold(&server, &at);
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            holder.commit();
+        });
+        t.steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "20")], Some(&s2))
+            .ok();
+        release.join().unwrap();
+        assert_eq!(server.step_ids(), ["s1", "s2"], "{ctx}");
+        assert_eq!(t.head(), server.head(), "{ctx}");
+    }
+}
+
+/// `git` in `t` with `input` on stdin; its trimmed stdout.
+fn git_in(t: &TestRepo, args: &[&str], input: &str) -> String {
+    let mut cmd = Command::new("git");
+    cmd.args(args).current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    let r = t.run_cmd(
+        cmd,
+        format!("git {}", args.join(" ")),
+        Some(input.as_bytes()),
+    );
+    assert!(r.out.status.success(), "{}", r.explain());
+    r.stdout().trim().to_string()
+}
+
+/// An attacker who can push to the run branch: a commit on top of `parent`
+/// whose tree is `parent`'s plus `entries` (`ls-tree` lines, written with
+/// `git mktree`, which checks no names), with a well-formed receipt of run
+/// `run`, pushed to the remote. Returns the commit id.
+fn push_hostile(
+    attacker: &TestRepo,
+    branch: &str,
+    run: &str,
+    id: &str,
+    entries: &[String],
+) -> String {
+    attacker.git(&["fetch", "-q", "origin"]).ok();
+    let parent = attacker.git_out(&["rev-parse", &format!("origin/{branch}")]);
+    let mut listing = attacker.git_out(&["ls-tree", &parent]);
+    for e in entries {
+        listing.push('\n');
+        listing.push_str(e);
+    }
+    listing.push('\n');
+    let tree = git_in(attacker, &["mktree"], &listing);
+    let msg = format!(
+        "step {id}: harmless, honest\n\nStep-Id: {id}\nStep-Run: {run}\nStep-Decision: sha256:{}\n",
+        "0".repeat(64)
+    );
+    let commit = git_in(
+        attacker,
+        &["commit-tree", &tree, "-p", &parent, "-F", "-"],
+        &msg,
+    );
+    attacker
+        .git(&[
+            "push",
+            "-q",
+            "origin",
+            &format!("{commit}:refs/heads/{branch}"),
+        ])
+        .ok();
+    commit
+}
+
+fn blob(t: &TestRepo, content: &str) -> String {
+    git_in(t, &["hash-object", "-w", "--stdin"], content)
+}
+
+fn tree_of(t: &TestRepo, listing: &str) -> String {
+    git_in(t, &["mktree"], &format!("{listing}\n"))
+}
+
+/// Issue 12 item 1: a tree from the remote is checked before one byte of
+/// it reaches the worktree, on a fresh box (the switch to the run branch)
+/// and on a box behind the remote (the fast-forward): a `.git` entry, a
+/// `..` entry, a case-folded `.GIT`, and a symlink out are each refused
+/// with exit 3 naming the commit and the entry, and nothing is written.
+#[test]
+fn a_hostile_tree_on_the_remote_never_reaches_the_worktree() {
+    let (t, server) = setup(Kind::Path, "libgit2");
+    // The user's branch `main` on the remote; the run lives on `steps`.
+    t.write("README", "the user's project\n");
+    t.commit_all("base");
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    t.steps(&[
+        "init",
+        "--remote",
+        server.url(),
+        "--branch",
+        "steps",
+        "--run",
+        "steps",
+    ])
+    .ok();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    let attacker = t.sibling("attacker", Some(server.url()));
+    let hook = blob(&attacker, "#!/bin/sh\ntouch /tmp/pwned\n");
+    let hooks = tree_of(&attacker, &format!("100755 blob {hook}\tpost-commit"));
+    let dotgit = tree_of(&attacker, &format!("040000 tree {hooks}\thooks"));
+    let escaped = tree_of(&attacker, &format!("100644 blob {hook}\tescaped.txt"));
+    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+        (
+            ".git/hooks",
+            vec![format!("040000 tree {dotgit}\t.git")],
+            ".git",
+        ),
+        (
+            ".GIT/hooks",
+            vec![format!("040000 tree {dotgit}\t.GIT")],
+            ".GIT",
+        ),
+        (
+            "sub/.git/hooks",
+            vec![format!(
+                "040000 tree {}\tsub",
+                tree_of(&attacker, &format!("040000 tree {dotgit}\t.git"))
+            )],
+            "sub/.git",
+        ),
+        ("..", vec![format!("040000 tree {escaped}\t..")], ".."),
+        (
+            "symlink out",
+            vec![format!(
+                "120000 blob {}\tetc",
+                blob(&attacker, "../../../../etc")
+            )],
+            "etc",
+        ),
+        (
+            "a chain of symlinks out",
+            vec![
+                format!("120000 blob {}\tdot", blob(&attacker, ".")),
+                format!("120000 blob {}\tup", blob(&attacker, "dot/..")),
+            ],
+            "up",
+        ),
+    ];
+    let base = server.git(&["rev-parse", "steps"]);
+    for (name, entries, entry) in cases {
+        // Reset the remote to the honest head, then push the hostile commit.
+        server.git(&["update-ref", "refs/heads/steps", base.trim()]);
+        let bad = push_hostile(&attacker, "steps", "steps", "evil", &entries);
+
+        // A box behind the remote: the fast-forward is refused.
+        let before = t.snapshot();
+        let r = t.steps_stdin(&["apply", "-"], &s1).code_is(3);
+        for needle in [bad.as_str(), entry, "nothing was written"] {
+            assert!(
+                r.stderr().contains(needle),
+                "{name}: lacks {needle}\n{}",
+                r.explain()
+            );
+        }
+        assert_eq!(t.snapshot(), before, "{name}: the box changed");
+
+        // A fresh box: the clone is on `main`; the switch to `steps` is refused.
+        let fresh = t.sibling(
+            &format!("fresh-{}", name.replace(['/', ' ', '.'], "_")),
+            Some(server.url()),
+        );
+        fresh
+            .steps(&[
+                "init", "--remote", "origin", "--branch", "steps", "--run", "steps",
+            ])
+            .ok();
+        let before = fresh.snapshot();
+        let r = fresh.steps_stdin(&["apply", "-"], &s1).code_is(3);
+        assert!(r.stderr().contains(&bad), "{name}\n{}", r.explain());
+        assert_eq!(fresh.snapshot(), before, "{name}: the fresh box changed");
+        assert_eq!(fresh.git_out(&["branch", "--show-current"]), "main");
+        for b in [&t, &fresh] {
+            assert!(
+                !b.path(".git/hooks/post-commit").exists(),
+                "{name}: hook planted"
+            );
+            assert!(
+                !b.path(".GIT").exists() && !b.path("sub").exists(),
+                "{name}"
+            );
+            assert!(!b.path("etc").exists() && !b.path("up").exists(), "{name}");
+        }
+        assert!(
+            !t.tmp.path().join("escaped.txt").exists(),
+            "{name}: wrote outside"
+        );
+        // git itself refuses such a tree, too.
+        if entry != "etc" && entry != "up" {
+            let r = fresh.git(&["switch", "-q", "steps"]);
+            assert_ne!(r.code(), Some(0), "{name}: git switched\n{}", r.explain());
+        }
+    }
+}
+
+/// Issue 12 item 2: symlink containment is resolved, not counted: a chain
+/// `dot -> .`, `up1 -> dot/..`, … that reads as inside but leads to the
+/// host's files is refused, in one step or built up over several, and a
+/// link a later step makes escape (by replacing what it goes through) too.
+#[test]
+fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
+    let t = TestRepo::new();
+    let link = |path: &str, target: &str| {
+        format!("diff --git a/{path} b/{path}\nnew file mode 120000\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n")
+    };
+    let mut chain = link("dot", ".");
+    chain += &link("up1", "dot/..");
+    chain += &link("up2", "up1/..");
+    chain += &link("passwd", "up2/etc/passwd");
+    let before = t.snapshot();
+    let r = t
+        .steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "c", "patch": chain})),
+        )
+        .code_is(1);
+    assert!(r.stderr().contains("step c"), "{}", r.explain());
+    assert!(
+        r.stderr().contains("outside the repository"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(t.snapshot(), before);
+    // Over several steps: each link alone reads as inside.
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "d", "patch": link("dot", ".")})),
+    )
+    .ok();
+    let before = t.snapshot();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "u", "patch": link("up1", "dot/..")})),
+    )
+    .code_is(1)
+    .stderr_has("through the symlink(s) dot");
+    assert_eq!(t.snapshot(), before);
+    // A link that is inside now, made to escape by a later link it goes through.
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "m", "files": {"sub/deep/x": "x\n"}})),
+    )
+    .ok();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "v", "patch": link("via", "hop/..")})),
+    )
+    .ok();
+    let before = t.snapshot();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "h", "patch": link("hop", "dot")})),
+    )
+    .code_is(1)
+    .stderr_has("the symlink via");
+    assert_eq!(t.snapshot(), before);
+    // Links that stay inside, through each other, are fine.
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "ok", "patch": link("in", "dot/sub/deep/x")})),
+    )
+    .ok();
+    assert_eq!(t.read("in"), "x\n");
+}
+
+/// Issue 12 item 3: the fast-forward and the switch to the run branch
+/// never overwrite an untracked file; they are refused (exit 3) as a step
+/// in the same place is, and the file keeps its content.
+#[test]
+fn an_untracked_file_is_never_overwritten_by_a_fast_forward_or_a_switch() {
+    let (t, server) = setup(Kind::Path, "libgit2");
+    t.write("README", "the user's project\n");
+    t.commit_all("base");
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    t.steps(&[
+        "init",
+        "--remote",
+        server.url(),
+        "--branch",
+        "steps",
+        "--run",
+        "steps",
+    ])
+    .ok();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"notes.txt": "the step's notes\n"}}));
+    let both = format!("{s1}\n{s2}\n");
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    // Another box of the same run applies s2, which creates notes.txt.
+    let other = t.sibling("other", Some(server.url()));
+    other
+        .steps(&[
+            "init", "--remote", "origin", "--branch", "steps", "--run", "steps",
+        ])
+        .ok();
+    other.steps_stdin(&["apply", "-"], &both).ok();
+    // This box, behind, has an untracked notes.txt of its own.
+    t.write("notes.txt", "my own notes\n");
+    let before = t.snapshot();
+    let r = t.steps_stdin(&["apply", "-"], &both).code_is(3);
+    assert!(r.stderr().contains("notes.txt"), "{}", r.explain());
+    assert_eq!(t.read("notes.txt"), "my own notes\n");
+    assert_eq!(t.snapshot(), before);
+    // A fresh box on `main` with its own notes.txt: the switch is refused.
+    let fresh = t.sibling("fresh", Some(server.url()));
+    fresh.write("notes.txt", "fresh notes\n");
+    fresh
+        .steps(&[
+            "init", "--remote", "origin", "--branch", "steps", "--run", "steps",
+        ])
+        .ok();
+    let before = fresh.snapshot();
+    let r = fresh.steps_stdin(&["apply", "-"], &both).code_is(3);
+    assert!(r.stderr().contains("notes.txt"), "{}", r.explain());
+    assert_eq!(fresh.read("notes.txt"), "fresh notes\n");
+    assert_eq!(fresh.snapshot(), before);
+    assert_eq!(fresh.git_out(&["branch", "--show-current"]), "main");
+    // Moved out of the way, both finish.
+    for b in [&t, &fresh] {
+        std::fs::remove_file(b.path("notes.txt")).unwrap();
+        b.steps_stdin(&["apply", "-"], &both).ok();
+        assert_eq!(b.read("notes.txt"), "the step's notes\n");
+        assert_eq!(
+            b.head().unwrap(),
+            server.git(&["rev-parse", "steps"]).trim()
+        );
+    }
+}

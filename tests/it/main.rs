@@ -9,4 +9,5 @@ mod hostile;
 mod matrix;
 mod remote;
 mod servers;
+mod trailers;
 mod trust;

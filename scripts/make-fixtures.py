@@ -252,6 +252,47 @@ def all_formats():
     ])
 
 
+def type_changes():
+    """Every type transition a path can make, each in one step: file <-> dir,
+    dir <-> symlink, file <-> symlink, and nested ones (a file replaced by a
+    deep tree and back). Mostly `git diff` output (a file replaced by a
+    symlink is a deletion and an addition of one path there), some `files`."""
+    import shutil
+
+    def rm(repo, path):
+        full = os.path.join(repo, path)
+        if os.path.islink(full) or os.path.isfile(full):
+            os.remove(full)
+        else:
+            shutil.rmtree(full)
+
+    def link(repo, path, target):
+        rm(repo, path)
+        os.symlink(target, os.path.join(repo, path))
+
+    def replace(repo, path, new_path, text):
+        rm(repo, path)
+        write(repo, new_path, text)
+
+    r = Recorder()
+    r.step("t1", "patch", "files, a directory, a deep tree", lambda repo: [
+        write(repo, "a", "a file\n"), write(repo, "d/x", "x\n"),
+        write(repo, "l", "a plain file\n"), write(repo, "n/deep/f", "deep\n")])
+    r.step("t2", "patch", "file a becomes directory a", lambda repo: replace(repo, "a", "a/inner", "inner\n"))
+    r.step("t3", "patch", "directory d becomes file d", lambda repo: replace(repo, "d", "d", "now a file\n"))
+    r.step("t4", "patch", "file l becomes a symlink", lambda repo: link(repo, "l", "a/inner"))
+    r.step("t5", "patch", "symlink l becomes a directory", lambda repo: replace(repo, "l", "l/sub.txt", "sub\n"))
+    r.step("t6", "patch", "directory l becomes a symlink", lambda repo: link(repo, "l", "d"))
+    r.step("t7", "patch", "symlink l becomes a file", lambda repo: replace(repo, "l", "l", "a file again\n"))
+    r.step("t8", "files", "file d becomes directory d (files)", lambda repo: replace(repo, "d", "d/y", "y\n"))
+    r.step("t9", "files", "deep tree n becomes file n (files)", lambda repo: replace(repo, "n", "n", "flat\n"))
+    r.step("t10", "patch", "file n becomes a deep tree", lambda repo: replace(repo, "n", "n/a/b/c", "c\n"))
+    r.step("t11", "patch", "directory a becomes a symlink into the deep tree", lambda repo: link(repo, "a", "n/a"))
+    r.step("t12", "patch", "symlink a becomes a file, d/y goes with its directory", lambda repo: [
+        replace(repo, "a", "a", "last\n"), rm(repo, "d")])
+    r.save("type-changes.jsonl")
+
+
 if __name__ == "__main__":
     os.makedirs(os.path.join(ROOT, "fixtures"), exist_ok=True)
     eight_steps()
@@ -260,3 +301,4 @@ if __name__ == "__main__":
     apply_patch()
     search_replace()
     all_formats()
+    type_changes()

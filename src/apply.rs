@@ -233,7 +233,7 @@ impl<'r> Overlay<'r> {
 /// applied; None when the result is empty. Handles a file or symlink
 /// replaced by a directory and back, which libgit2's tree updater refuses as
 /// a D/F conflict.
-fn build_tree(
+pub(crate) fn build_tree(
     repo: &Repository,
     base: Option<Tree<'_>>,
     updates: &[(&str, Option<Entry>)],
@@ -406,13 +406,20 @@ impl formats::Files for Overlay<'_> {
 
 fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<(), String> {
     let mut touched: BTreeMap<&str, usize> = BTreeMap::new();
+    // git prints a type change (a file replaced by a symlink and back) as a
+    // deletion and a creation of the same path, in that order: one change.
+    let mut deleted: BTreeMap<&str, usize> = BTreeMap::new();
     for fp in files {
+        if let (Some(old), None) = (&fp.old_path, &fp.new_path) {
+            deleted.insert(old.as_str(), fp.line);
+        }
         for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
             if fp.is_copy && Some(p) == fp.old_path.as_ref() {
                 continue;
             }
+            let recreated = fp.old_path.is_none() && deleted.remove(p.as_str()).is_some();
             if let Some(prev) = touched.insert(p.as_str(), fp.line) {
-                if prev != fp.line {
+                if prev != fp.line && !recreated {
                     return Err(format!(
                         "patch line {}: {p} is changed twice in one patch (first at line {prev})",
                         fp.line
@@ -421,7 +428,11 @@ fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<
             }
         }
     }
-    for fp in files {
+    // Deletions first: git sorts `d` before `d/x`, so a directory replaced
+    // by a file comes as the file's creation, then the directory's files'
+    // deletions.
+    let (deletions, others): (Vec<_>, Vec<_>) = files.iter().partition(|fp| fp.new_path.is_none());
+    for fp in deletions.into_iter().chain(others) {
         let at = |m: String| format!("patch line {}: {m}", fp.line);
         let old = match &fp.old_path {
             None => None,

@@ -19,10 +19,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use git2::build::TreeUpdateBuilder;
 use git2::{Oid, Repository};
 
-use crate::apply::{filemode, Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+use crate::apply::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::ledger::{short, Ledger};
@@ -48,12 +47,15 @@ pub enum Repair {
     },
 }
 
-/// The version of a path on disk: None when absent.
+/// The version of a path on disk, as a file: None when there is no file
+/// there (nothing, a directory, or a parent that is a file or symlink —
+/// the states a step that changes a path's type passes through).
 fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
     let full = workdir.join(path);
     let meta = match fs::symlink_metadata(&full) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     if meta.file_type().is_symlink() {
@@ -61,7 +63,7 @@ fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
         return Ok(Some((target.as_os_str().as_bytes().to_vec(), MODE_LINK)));
     }
     if meta.is_dir() {
-        return Ok(Some((b"<directory>".to_vec(), 0o040000)));
+        return Ok(None);
     }
     let mode = if meta.permissions().mode() & 0o111 != 0 {
         MODE_EXEC
@@ -74,6 +76,8 @@ fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
 fn entry_at(repo: &Repository, tree: Option<&git2::Tree<'_>>, path: &str) -> Result<Option<Entry>> {
     let Some(tree) = tree else { return Ok(None) };
     match tree.get_path(Path::new(path)) {
+        // A directory is no version of a file path.
+        Ok(e) if e.kind() == Some(git2::ObjectType::Tree) => Ok(None),
         Ok(e) => Ok(Some(Entry {
             oid: e.id(),
             mode: e.filemode() as u32,
@@ -233,20 +237,31 @@ fn save_rescue(
 ) -> Result<String> {
     let head_commit = repo.find_commit(head)?;
     let head_tree = head_commit.tree()?;
-    let mut b = TreeUpdateBuilder::new();
+    // Built like a step's tree, so a path found as a file where the head
+    // has a directory (or the reverse) is saved as found.
+    let mut updates: Vec<(&str, Option<Entry>)> = Vec::new();
     for c in paths {
         match on_disk(workdir, &c.path)? {
-            Some((bytes, mode)) if mode != 0o040000 => {
-                let oid = repo.blob(&bytes)?;
-                b.upsert(c.path.as_str(), oid, filemode(mode));
+            Some((bytes, mode)) => updates.push((
+                c.path.as_str(),
+                Some(Entry {
+                    oid: repo.blob(&bytes)?,
+                    mode,
+                }),
+            )),
+            None if entry_at(repo, Some(&head_tree), &c.path)?.is_some() => {
+                updates.push((c.path.as_str(), None))
             }
-            _ if entry_at(repo, Some(&head_tree), &c.path)?.is_some() => {
-                b.remove(c.path.as_str());
-            }
-            _ => {}
+            None => {}
         }
     }
-    let tree = repo.find_tree(b.create_updated(repo, &head_tree)?)?;
+    // A file found where the head has a directory replaces it: its
+    // deletions must not reach into the file.
+    updates.sort_by_key(|(p, e)| (e.is_some(), *p));
+    let tree = match crate::apply::build_tree(repo, Some(head_tree), &updates)? {
+        Some(t) => repo.find_tree(t)?,
+        None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
+    };
     let sig = repo
         .signature()
         .map(|s| s.to_owned())

@@ -274,14 +274,12 @@ fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) 
 fn remove(workdir: &Path, path: &str) -> Result<()> {
     let target = workdir.join(path);
     match fs::symlink_metadata(&target) {
-        Ok(m) if m.is_dir() => {
-            return Err(Error::other(format!(
-                "{} is a directory in the worktree; expected the file {path}",
-                target.display()
-            )))
-        }
+        // The file is gone already: an interrupted update that turned it
+        // into a directory got that far (repair finishes it).
+        Ok(m) if m.is_dir() => return Ok(()),
         Ok(_) => fs::remove_file(&target).context(|| format!("cannot remove {path}"))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
     // Remove parents left empty, as git does.

@@ -119,23 +119,53 @@ fn resolved_diff(
 }
 
 /// Check the whole plan against the log before anything is written: every
-/// step parses, recorded decisions match, and the plan's applied steps are a
-/// prefix of the plan in history order. Returns the number of steps without
-/// a receipt.
+/// step parses, recorded decisions match, and plan and history agree both
+/// ways. Returns the number of steps without a receipt.
 fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
+    let (pending, mut problems) = plan_agreement(plan, ledger, true)?;
+    match problems.pop() {
+        Some(e) => Err(e),
+        None => Ok(pending),
+    }
+}
+
+/// Where `plan` and the run's history disagree, as refusals (only the first
+/// with `first_only`), and how many plan steps have no receipt.
+///
+/// A plan is a window on the run: the steps it holds that have receipts
+/// must be consecutive receipts of the history, in the plan's order, from
+/// the plan's first step on; the steps without receipts come after them,
+/// and only when those receipts reach the head. So the whole plan, the plan
+/// from some step on, and one step at a time (a runner handing git-steps the
+/// next step) all work; a plan edited mid-run (`[s1, s3]` after `s1, s2`),
+/// or one whose steps are not the history's (another runner's plan on the
+/// same run) is refused: applying it would not give what an uninterrupted
+/// run of it gives.
+pub fn plan_agreement(
+    plan: &Plan,
+    ledger: &Ledger,
+    first_only: bool,
+) -> Result<(usize, Vec<Error>)> {
     let mut pending = 0;
+    let mut problems = Vec::new();
     let mut first_pending: Option<String> = None;
-    let mut last_index: Option<(usize, String)> = None;
+    // The history position the next receipted plan step must have, and the
+    // plan step before it.
+    let mut expect: Option<(usize, String)> = None;
+    let new_run_hint = "run the plan this run was started with (`git steps log` lists its steps), or give the edited plan a run of its own: `git steps init --branch <new branch> --run <new id>`";
     for step in plan.steps()? {
+        if first_only && !problems.is_empty() {
+            break;
+        }
         let step = step?;
         match ledger.get(&step.id) {
             Some(entry) => {
                 if entry.decision != step.digest {
-                    return Err(digest_refusal(&step, entry));
+                    problems.push(digest_refusal(&step, entry));
                 }
                 if let Some(pending) = &first_pending {
-                    return Err(Error::from(Refusal {
-                        kind: RefusalKind::Diverged,
+                    problems.push(Error::from(Refusal {
+                        kind: RefusalKind::PlanMismatch,
                         step: Some(step.id.clone()),
                         saw: format!(
                             "step {} has a receipt ({}) but the earlier step {pending} of this plan has none",
@@ -146,32 +176,68 @@ fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
                             "apply {pending} after {}, which an uninterrupted run would not do",
                             step.id
                         ),
-                        hint: "check that this is the plan the run was started with (`git steps log`); a plan that was edited mid-run needs a new run (`--run`)".into(),
+                        hint: new_run_hint.into(),
                     }));
-                }
-                if let Some((prev, prev_id)) = &last_index {
-                    if entry.index < *prev {
-                        return Err(Error::from(Refusal {
-                            kind: RefusalKind::Diverged,
+                } else if let Some((at, prev)) = &expect {
+                    if entry.index != *at {
+                        problems.push(Error::from(Refusal {
+                            kind: RefusalKind::PlanMismatch,
                             step: Some(step.id.clone()),
                             saw: format!(
-                                "the history applied {} before {prev_id}, the plan orders them the other way",
-                                step.id
+                                "the plan puts {} right after {prev}, but the history holds {} there, and {}'s receipt ({}) is at position {}",
+                                step.id,
+                                position(ledger, *at),
+                                step.id,
+                                short(entry.commit),
+                                entry.index + 1
                             ),
-                            would: "continue a run whose order no longer matches its plan".into(),
-                            hint: "check that this is the plan the run was started with (`git steps log`)".into(),
+                            would: "continue a run whose history is not this plan's: the artifact would differ from an uninterrupted run of the plan".into(),
+                            hint: new_run_hint.into(),
                         }));
                     }
                 }
-                last_index = Some((entry.index, step.id.clone()));
+                expect = Some((entry.index + 1, step.id.clone()));
             }
             None => {
+                if first_pending.is_none() {
+                    if let Some((at, prev)) = &expect {
+                        if *at != ledger.entries.len() {
+                            problems.push(Error::from(Refusal {
+                                kind: RefusalKind::PlanMismatch,
+                                step: Some(step.id.clone()),
+                                saw: format!(
+                                    "the plan puts {} right after {prev}, but the history holds {} there, a receipt the plan does not hold at that position",
+                                    step.id,
+                                    position(ledger, *at)
+                                ),
+                                would: format!(
+                                    "apply {} on top of steps this plan does not have: the artifact would differ from an uninterrupted run of the plan",
+                                    step.id
+                                ),
+                                hint: new_run_hint.into(),
+                            }));
+                        }
+                    }
+                    first_pending = Some(step.id.clone());
+                }
                 pending += 1;
-                first_pending.get_or_insert(step.id.clone());
             }
         }
     }
-    Ok(pending)
+    Ok((pending, problems))
+}
+
+/// "step X (commit C, position N)" for a history position.
+fn position(ledger: &Ledger, at: usize) -> String {
+    match ledger.entries.get(at) {
+        Some(e) => format!(
+            "step {} (receipt {}, position {})",
+            e.id,
+            short(e.commit),
+            at + 1
+        ),
+        None => format!("nothing (the history ends at position {at})"),
+    }
 }
 
 fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {

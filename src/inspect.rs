@@ -266,19 +266,15 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         }
     }
     if let Some(plan) = plan {
-        for step in plan.steps()? {
-            let step = step?;
-            if let Some(e) = ledger.get(&step.id) {
-                if e.decision != step.digest {
-                    problems.push(format!(
-                        "step {}: receipt {} records decision {}, the plan says {}",
-                        step.id,
-                        short(e.commit),
-                        e.decision,
-                        step.digest
-                    ));
-                }
-            }
+        let (_, found) = crate::engine::plan_agreement(plan, &ledger, false)?;
+        for e in found {
+            problems.push(match e {
+                Error::Refused(r) => match r.step {
+                    Some(step) => format!("step {step}: {}", r.saw),
+                    None => r.saw,
+                },
+                other => other.to_string(),
+            });
         }
     }
     Ok(Verification {

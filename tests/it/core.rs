@@ -380,7 +380,7 @@ fn plan_order_disagreeing_with_the_log_is_refused() {
         &format!("{}\n{}\n{}", s("a"), s("b"), s("c")),
     )
     .code_is(3)
-    .stderr_has("has a receipt");
+    .stderr_has("the history holds step c");
     assert_eq!(t.snapshot(), before);
 }
 

@@ -439,3 +439,143 @@ fn an_untracked_file_is_never_overwritten_by_a_fast_forward_or_a_switch() {
         );
     }
 }
+
+/// Issue 12 item 5: plan and history must agree both ways. A plan edited
+/// mid-run (`[s1, s3]` resumed after `s1, s2`) is refused naming the step
+/// and the receipt, and `verify` of it reports the same; runners with
+/// different plans on one run are refused after the first; the whole plan,
+/// the plan from a later step on, one step at a time and an old step
+/// redelivered alone all still work.
+#[test]
+fn the_plan_and_the_history_agree_both_ways() {
+    let t = TestRepo::new();
+    let s = |id: &str| {
+        line(serde_json::json!({"id": id, "files": {format!("{id}.txt"): format!("{id}\n")}}))
+    };
+    let plan = t.plan("plan.jsonl", &[s("s1"), s("s2"), s("s3")]);
+    // Crashed before s3.
+    t.steps_env(
+        &["apply", plan.to_str().unwrap()],
+        &[("GIT_STEPS_CRASH", "before-write@s3")],
+    );
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+    let s2_commit = t.git_out(&["rev-parse", "--short=12", "HEAD"]);
+    let edited = t.plan("edited.jsonl", &[s("s1"), s("s3")]);
+    let before = t.snapshot();
+    let r = t
+        .steps(&["--json", "apply", edited.to_str().unwrap()])
+        .code_is(3);
+    assert_eq!(r.json()["data"]["kind"], "plan-mismatch", "{}", r.explain());
+    for needle in ["step s3", "step s2", &s2_commit] {
+        assert!(
+            r.stderr().contains(needle),
+            "lacks {needle}\n{}",
+            r.explain()
+        );
+    }
+    assert_eq!(t.snapshot(), before);
+    let v = t.steps(&["verify", edited.to_str().unwrap()]).code_is(3);
+    assert!(
+        v.stdout().contains("step s2") || v.stderr().contains("step s2"),
+        "{}",
+        v.explain()
+    );
+    t.steps(&["verify", plan.to_str().unwrap()]).ok();
+    // The real plan finishes the run; then one step at a time continues it,
+    // and an old step redelivered alone is skipped.
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    t.steps_stdin(&["apply", "-"], &s("s4")).ok();
+    t.steps_stdin(&["apply", "-"], &s("s2")).ok();
+    t.steps_stdin(&["apply", "-"], &format!("{}\n{}\n", s("s4"), s("s5")))
+        .ok();
+    assert_eq!(t.step_ids(), ["s1", "s2", "s3", "s4", "s5"]);
+    t.steps(&["verify"]).ok();
+
+    // Three runners, three plans, one run: the first continues it, the
+    // others are refused once their plans would interleave.
+    let u = TestRepo::new();
+    let plans: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|p| {
+            let lines: Vec<String> = (1..=3).map(|i| s(&format!("{p}{i}"))).collect();
+            u.plan(&format!("{p}.jsonl"), &lines)
+        })
+        .collect();
+    u.steps(&["apply", plans[0].to_str().unwrap()]).ok();
+    for p in &plans[1..] {
+        // Each is a continuation the first time (it holds no receipt)...
+        u.steps(&["apply", p.to_str().unwrap()]).ok();
+    }
+    assert_eq!(u.step_ids().len(), 9);
+    // ...but none of them can go on once another plan's steps follow its own.
+    for p in ["a", "b"] {
+        let lines: Vec<String> = (1..=4).map(|i| s(&format!("{p}{i}"))).collect();
+        let extended = u.plan(&format!("{p}-extended.jsonl"), &lines);
+        let before = u.snapshot();
+        u.steps(&["apply", extended.to_str().unwrap()])
+            .code_is(3)
+            .stderr_has("a receipt the plan does not hold at that position");
+        assert_eq!(u.snapshot(), before);
+    }
+}
+
+/// Issue 12 item 4: a step that changes a path's type (file <-> directory
+/// <-> symlink, nested) resumes after a crash at any point: the crash
+/// matrix over fixtures/type-changes.jsonl is all SAME.
+#[test]
+fn a_crash_in_a_step_that_changes_a_paths_type_resumes() {
+    let t = TestRepo::new();
+    let plan = fixture("type-changes.jsonl");
+    for runner in ["git-steps", "run"] {
+        let r = t
+            .steps(&[
+                "--json",
+                "crashtest",
+                "--runner",
+                runner,
+                plan.to_str().unwrap(),
+            ])
+            .ok();
+        let doc = r.json();
+        let rows = doc["data"]["rows"].as_array().unwrap();
+        assert!(rows.len() > 200, "{runner}: {} rows", rows.len());
+        assert_eq!(
+            doc["data"]["summary"]["same"],
+            rows.len(),
+            "{runner}: {}",
+            r.stdout()
+        );
+    }
+}
+
+/// Issue 12 item 10: git's own diff of a file replaced by a symlink (a
+/// deletion and an addition of one path) applies, as `git apply` takes it;
+/// a path changed twice otherwise is still refused.
+#[test]
+fn gits_diff_of_a_file_replaced_by_a_symlink_applies() {
+    let t = TestRepo::new();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "f", "files": {"d": "a file\n", "t": "target\n"}})),
+    )
+    .ok();
+    let swap = "diff --git a/d b/d\ndeleted file mode 100644\nindex 0000000..0000000\n--- a/d\n+++ /dev/null\n@@ -1 +0,0 @@\n-a file\ndiff --git a/d b/d\nnew file mode 120000\n--- /dev/null\n+++ b/d\n@@ -0,0 +1 @@\n+t\n\\ No newline at end of file\n";
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "l", "patch": swap})),
+    )
+    .ok();
+    assert_eq!(std::fs::read_link(t.path("d")).unwrap().to_str(), Some("t"));
+    assert_eq!(
+        t.git_out(&["ls-tree", "HEAD", "d"]).split(' ').next(),
+        Some("120000")
+    );
+    let twice =
+        "--- a/t\n+++ b/t\n@@ -1 +1 @@\n-target\n+one\n--- a/t\n+++ b/t\n@@ -1 +1 @@\n-one\n+two\n";
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "x", "patch": twice})),
+    )
+    .code_is(1)
+    .stderr_has("changed twice");
+}

@@ -409,7 +409,7 @@ impl Remote {
     /// the new objects are copied as loose objects (children before parents,
     /// so the remote never holds a tree whose entries are missing — what
     /// `git receive-pack` does for small pushes) and the ref is moved with a
-    /// real compare-and-swap ([`RefLock`]), under a flock that every
+    /// real compare-and-swap ([`swap_local_ref`]), under a flock that every
     /// git-steps pusher takes; a ref lock held by anyone else is waited for,
     /// never removed. The remote repository stays open for the next
     /// step of the same process, so a push costs O(new objects), not
@@ -438,13 +438,7 @@ impl Remote {
             let remote = &cached.as_ref().expect("opened above").1;
             let _guard =
                 crate::lock::wait(remote.path(), "steps-push.lock").map_err(PushError::Failed)?;
-            let lock = RefLock::new(remote.path(), refname);
-            lock.clear_own_leftover();
-            lock.check_free()?;
-            let current = remote.refname_to_id(refname).ok();
-            if current != expected {
-                return Err(PushError::Moved { found: current });
-            }
+            let lock = local_ref_lock(remote, refname, expected)?;
             let mut copier = Copier::new(repo, remote).map_err(|e| fail("odb", e))?;
             // The commits the remote lacks: everything it has is complete
             // (objects are copied parents and entries first), so the search
@@ -474,7 +468,7 @@ impl Remote {
                     .map_err(|e| fail("copy objects", e))?;
                 copier.object(commit).map_err(|e| fail("copy objects", e))?;
             }
-            lock.swap(remote, expected, new)
+            swap_local_ref(remote, &lock, refname, expected, new)
         })
     }
 
@@ -599,129 +593,67 @@ impl Remote {
     }
 }
 
-/// A compare-and-swap of one loose ref in a bare repository on this
-/// machine, done as git does it (`<ref>.lock` created exclusively, checked,
-/// renamed over the ref) but with a lock file git-steps can recognise as its
-/// own: the lock is a hard link of `steps-push.pending`, written first. A
-/// pusher killed between the two leaves both names on one inode, and only
-/// then is a leftover lock removed; a lock with any other inode belongs to
-/// another writer (a live `git receive-pack` or `update-ref`, or one that
-/// died, which git reports and leaves to the user) and is never touched.
-/// Every step runs under the `steps-push.lock` flock, so no two git-steps
-/// pushers are in it at once.
-struct RefLock {
-    pending: PathBuf,
-    lock: PathBuf,
-    target: PathBuf,
-}
-
 fn io_failed(what: &str, path: &Path, e: std::io::Error) -> PushError {
     PushError::Failed(Error::other(format!("cannot {what} {}: {e}", path.display())).with_hint(
         "nothing of this step became durable on the remote; fix the remote's disk or permissions, then rerun",
     ))
 }
 
-impl RefLock {
-    fn new(git_dir: &Path, refname: &str) -> RefLock {
-        RefLock {
-            pending: git_dir.join("steps-push.pending"),
-            lock: git_dir.join(format!("{refname}.lock")),
-            target: git_dir.join(refname),
-        }
-    }
-
-    /// Remove what a killed git-steps pusher left: its pending file, and
-    /// the lock only when it is that same file.
-    fn clear_own_leftover(&self) {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(p) = std::fs::symlink_metadata(&self.pending) else {
-            return;
-        };
-        if let Ok(l) = std::fs::symlink_metadata(&self.lock) {
-            if (l.dev(), l.ino()) == (p.dev(), p.ino()) {
-                let _ = std::fs::remove_file(&self.lock);
-            }
-        }
-        let _ = std::fs::remove_file(&self.pending);
-    }
-
-    /// Another writer's lock is contention (retried by `push`).
-    fn check_free(&self) -> std::result::Result<(), PushError> {
-        match std::fs::symlink_metadata(&self.lock) {
-            Ok(_) => Err(PushError::Locked(format!(
-                "{} exists (another git process is updating the branch, or one died holding it)",
-                self.lock.display()
-            ))),
-            Err(_) => Ok(()),
-        }
-    }
-
-    /// Move the ref from `expected` to `new`, or leave it as it was.
-    fn swap(
-        &self,
-        remote: &Repository,
-        expected: Option<Oid>,
-        new: Oid,
-    ) -> std::result::Result<(), PushError> {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&self.pending)
-            .map_err(|e| io_failed("create", &self.pending, e))?;
-        f.write_all(format!("{new}\n").as_bytes())
-            .and_then(|()| f.sync_all())
-            .map_err(|e| io_failed("write", &self.pending, e))?;
-        drop(f);
-        let done = |r: std::result::Result<(), PushError>| {
-            let _ = std::fs::remove_file(&self.pending);
-            r
-        };
-        let dir = self.target.parent().expect("a ref has a directory");
-        if let Err(e) = create_dirs(dir) {
-            return done(Err(io_failed("create", dir, e)));
-        }
-        match std::fs::hard_link(&self.pending, &self.lock) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return done(self.check_free());
-            }
-            Err(e) => return done(Err(io_failed("create the lock", &self.lock, e))),
-        }
-        // Under the lock: nobody else can move the ref now.
-        let refname = self
-            .target
-            .strip_prefix(remote.path())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let current = remote.refname_to_id(&refname).ok();
-        if current != expected {
-            let _ = std::fs::remove_file(&self.lock);
-            return done(Err(PushError::Moved { found: current }));
-        }
-        if let Err(e) = std::fs::rename(&self.lock, &self.target) {
-            let _ = std::fs::remove_file(&self.lock);
-            return done(Err(io_failed("update", &self.target, e)));
-        }
-        // The commit point: the rename, made durable.
-        if let Err(e) = sync_dir(dir) {
-            return done(Err(io_failed("sync", dir, e)));
-        }
-        done(Ok(()))
-    }
+fn lock_held(p: &Path) -> PushError {
+    PushError::Locked(format!(
+        "{} exists (another git process is updating the branch, or one died holding it)",
+        p.display()
+    ))
 }
 
-/// Create `dir` and its missing parents, each made durable in its parent.
-fn create_dirs(dir: &Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
+/// The lock for `refname` in a bare repository on this machine, through
+/// which [`swap_local_ref`] moves it with git's own protocol (`<ref>.lock`,
+/// checked, renamed): a lock that a killed git-steps pusher left is
+/// removed, anyone else's is contention and never touched. Fails early when
+/// the lock is held or the branch is no longer at `expected`.
+fn local_ref_lock(
+    remote: &Repository,
+    refname: &str,
+    expected: Option<Oid>,
+) -> std::result::Result<crate::lock::OwnLock, PushError> {
+    let lock = crate::lock::OwnLock::new(
+        &remote.path().join(refname),
+        &remote.path().join("steps-push.pending"),
+    );
+    lock.clear_own_leftover();
+    if lock.held() {
+        return Err(lock_held(lock.lock_path()));
     }
-    if let Some(parent) = dir.parent() {
-        create_dirs(parent)?;
-        match std::fs::create_dir(dir) {
-            Ok(()) => sync_dir(parent)?,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
+    let current = remote.refname_to_id(refname).ok();
+    if current != expected {
+        return Err(PushError::Moved { found: current });
+    }
+    Ok(lock)
+}
+
+/// Compare-and-swap `refname` from `expected` to `new` under `lock`.
+fn swap_local_ref(
+    remote: &Repository,
+    lock: &crate::lock::OwnLock,
+    refname: &str,
+    expected: Option<Oid>,
+    new: Oid,
+) -> std::result::Result<(), PushError> {
+    use crate::lock::ReplaceError;
+    let check = || {
+        let current = remote.refname_to_id(refname).ok();
+        if current == expected {
+            Ok(())
+        } else {
+            Err(current)
         }
-    }
-    Ok(())
+    };
+    lock.replace(format!("{new}\n").as_bytes(), check)
+        .map_err(|e| match e {
+            ReplaceError::Held(p) => lock_held(&p),
+            ReplaceError::Io(what, path, e) => io_failed(&what, &path, e),
+            ReplaceError::Check(found) => PushError::Moved { found },
+        })
 }
 
 /// A repository's git dir and a remote spec.
@@ -866,9 +798,7 @@ impl<'a> Copier<'a> {
     }
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
+use crate::lock::sync_dir;
 
 /// The id a remote advertised for `refname`.
 fn advertised(heads: &[git2::RemoteHead<'_>], refname: &str) -> Option<Oid> {

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use git2::{ConfigLevel, Repository};
+use git2::Repository;
 
 use crate::error::{Context, Error, Result};
 use crate::remote::{Remote, Transport};
@@ -207,27 +207,77 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
 }
 
 /// Store settings in the repository's own config (`steps.branch`,
-/// `steps.run`, `steps.remote`, `steps.transport`).
+/// `steps.run`, `steps.remote`, `steps.transport`), all in one replacement
+/// of the config file: a copy is edited with libgit2, then renamed over
+/// `config` under `config.lock` (git's protocol, through
+/// [`crate::lock::OwnLock`]), so a kill leaves the old settings or the new
+/// ones, never some of each.
 pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
-    let mut cfg = repo.config()?.open_level(ConfigLevel::Local)?;
-    cfg.set_str("steps.branch", &s.branch)?;
-    cfg.set_str("steps.run", &s.run)?;
-    match &s.remote {
-        Some(r) => {
-            cfg.set_str("steps.remote", &r.spec)?;
-            cfg.set_str(
-                "steps.transport",
-                match r.transport {
-                    Transport::Libgit2 => "libgit2",
-                    Transport::Git => "git",
-                },
-            )?;
+    use crate::lock::{OwnLock, ReplaceError};
+    let dir = repo.commondir();
+    let target = dir.join("config");
+    // git-steps writers of this config (from any worktree) one at a time.
+    let _writers = crate::lock::wait(dir, "steps-config.flock")?;
+    let lock = OwnLock::new(&target, &dir.join("steps-config.pending"));
+    lock.clear_own_leftover();
+    let before = std::fs::read(&target).context(|| format!("cannot read {}", target.display()))?;
+    // A private copy (and the lock libgit2 takes on it, if a kill left one:
+    // nobody but git-steps, under the flock above, uses these names).
+    let scratch = dir.join("steps-config.edit");
+    let _ = std::fs::remove_file(&scratch);
+    let _ = std::fs::remove_file(dir.join("steps-config.edit.lock"));
+    std::fs::write(&scratch, &before).context(|| format!("cannot write {}", scratch.display()))?;
+    let edited = (|| -> Result<Vec<u8>> {
+        let mut cfg = git2::Config::open(&scratch)?;
+        cfg.set_str("steps.branch", &s.branch)?;
+        cfg.set_str("steps.run", &s.run)?;
+        match &s.remote {
+            Some(r) => {
+                cfg.set_str("steps.remote", &r.spec)?;
+                cfg.set_str(
+                    "steps.transport",
+                    match r.transport {
+                        Transport::Libgit2 => "libgit2",
+                        Transport::Git => "git",
+                    },
+                )?;
+            }
+            None => {
+                let _ = cfg.remove("steps.remote");
+                let _ = cfg.remove("steps.transport");
+            }
         }
-        None => {
-            let _ = cfg.remove("steps.remote");
-        }
+        drop(cfg);
+        std::fs::read(&scratch).context(|| format!("cannot read {}", scratch.display()))
+    })();
+    let _ = std::fs::remove_file(&scratch);
+    let edited = edited?;
+    if edited == before {
+        return Ok(());
     }
-    Ok(())
+    // Under the lock: nobody changed the config since it was read.
+    let unchanged = || match std::fs::read(&target) {
+        Ok(now) if now == before => Ok(()),
+        _ => Err(()),
+    };
+    lock.replace(&edited, unchanged).map_err(|e| match e {
+        ReplaceError::Held(p) => Error::other(format!(
+            "cannot write the run's settings: {} exists",
+            p.display()
+        ))
+        .with_hint(format!(
+            "another git process is writing the config, or one was killed while writing it; if no git process is running in this repository, remove it (`rm {}`) and rerun",
+            p.display()
+        )),
+        ReplaceError::Io(what, path, e) => Error::other(format!(
+            "cannot write the run's settings: cannot {what} {}: {e}",
+            path.display()
+        )),
+        ReplaceError::Check(()) => Error::other(
+            "cannot write the run's settings: the config changed while they were being written",
+        )
+        .with_hint("rerun the same `git steps init`"),
+    })
 }
 
 /// A boolean `steps.*` setting.

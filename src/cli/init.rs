@@ -25,6 +25,8 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     if let Some(r) = &s.remote {
         crate::remote::check_spec(&repo, &r.spec)?;
     }
+    // No run applies while its settings change.
+    let _lock = crate::lock::acquire(repo.path())?;
     settings::store(&repo, &s)?;
     if ctx.json {
         emit_json(

@@ -579,3 +579,77 @@ fn gits_diff_of_a_file_replaced_by_a_symlink_applies() {
     .code_is(1)
     .stderr_has("changed twice");
 }
+
+/// Issue 12 item 7: `init` writes all of a run's settings in one
+/// replacement of the config file. Killed at any instant, it leaves the old
+/// settings or the new ones, never some of each; the rerun finishes (a
+/// `config.lock` it left is its own and is cleared), and anyone else's
+/// `config.lock` is reported, never removed.
+#[test]
+fn init_is_all_or_nothing() {
+    let t = TestRepo::new();
+    let bare = t.tmp.path().join("remote.git");
+    t.git(&["init", "-q", "--bare", bare.to_str().unwrap()])
+        .ok();
+    t.steps(&["init", "--branch", "old", "--run", "old-run"])
+        .ok();
+    let settings = |t: &TestRepo| {
+        let r = t.git(&["config", "--get-regexp", "^steps\\."]);
+        let mut lines: Vec<String> = r.stdout().lines().map(str::to_string).collect();
+        lines.sort();
+        lines.join("\n")
+    };
+    let old = settings(&t);
+    let args = [
+        "init",
+        "--remote",
+        bare.to_str().unwrap(),
+        "--branch",
+        "new",
+        "--run",
+        "new-run",
+    ];
+    let start = std::time::Instant::now();
+    t.steps(&args).ok();
+    let span = start.elapsed().as_micros() as u64;
+    let new = settings(&t);
+    assert!(
+        new.contains("steps.run new-run") && new.contains("steps.remote"),
+        "{new}"
+    );
+    let (mut killed, mut seed) = (0, 0x2545_f491_4f6c_dd1d_u64);
+    for _ in 0..60 {
+        t.steps(&[
+            "init", "--branch", "old", "--run", "old-run", "--remote", "",
+        ])
+        .ok();
+        assert_eq!(settings(&t), old);
+        let mut child = t.spawn_steps(&args);
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(std::time::Duration::from_micros(seed % (span + 1)));
+        let _ = child.kill();
+        if child.wait().unwrap().code().is_none() {
+            killed += 1;
+        }
+        let now = settings(&t);
+        assert!(now == old || now == new, "a killed init left:\n{now}");
+        t.steps(&args).ok();
+        assert_eq!(settings(&t), new);
+        assert!(!t.path(".git/config.lock").exists());
+    }
+    assert!(killed > 10, "only {killed} of 60 kills landed mid-init");
+
+    // Someone else's config.lock is never removed: init says so and stops.
+    t.steps(&args).ok();
+    std::fs::write(t.path(".git/config.lock"), "another writer\n").unwrap();
+    t.steps(&["init", "--branch", "other", "--run", "other"])
+        .code_is(1)
+        .stderr_has("config.lock exists");
+    assert_eq!(
+        std::fs::read_to_string(t.path(".git/config.lock")).unwrap(),
+        "another writer\n"
+    );
+    assert_eq!(settings(&t), new);
+}

@@ -103,9 +103,17 @@ impl Ledger {
                 }
             ),
             would: "apply further steps on top of a history whose receipts no longer tell which steps ran".into(),
-            hint: format!(
-                "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`; move commits that are not steps to another branch (or revert them with a step), then rerun; `git steps verify` lists every problem"
-            ),
+            hint: match kind {
+                // Only hints that work: a step cannot revert a commit the
+                // run refuses to build on, and git-steps never force-pushes.
+                RefusalKind::ForeignCommit => format!(
+                    "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} is only on this box, keep it on a side branch and take it off the run's branch: `git branch keep-{c} {c} && git reset --keep {c}^` (steps after it, if any, are applied again by the rerun). If the durable branch has it, this run cannot go on over it without rewriting the branch, which git-steps never does: start a new run from here, `git steps init --branch <new branch> --run <new id>`, and apply the remaining steps there. `git steps verify` lists every problem",
+                    c = short(p.commit)
+                ),
+                _ => format!(
+                    "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`; `git steps verify` lists every problem; a run whose history is broken cannot go on: start a new one from a sound commit, `git steps init --branch <new branch> --run <new id>`"
+                ),
+            },
         }))
     }
 }

@@ -653,3 +653,72 @@ fn init_is_all_or_nothing() {
     );
     assert_eq!(settings(&t), new);
 }
+
+/// Issue 12 item 11: the refusal of a hand-made commit inside the run only
+/// gives hints that work. Followed word for word: the commit that is only
+/// on this box goes to a side branch and the run goes on; one the remote
+/// holds leads to a new run from here, which goes on.
+#[test]
+fn the_hints_for_a_hand_commit_in_the_run_work_when_followed() {
+    let (t, server) = setup(Kind::Path, "libgit2");
+    let s = |id: &str, v: &str| line(serde_json::json!({"id": id, "files": {"f": v}}));
+    t.steps_stdin(&["apply", "-"], &s("s1", "1\n")).ok();
+    t.write("hand.txt", "a fix by hand\n");
+    t.commit_all("hand fix");
+    let hand = t.git_out(&["rev-parse", "--short=12", "HEAD"]);
+    let r = t.steps_stdin(&["apply", "-"], &s("s2", "2\n")).code_is(3);
+    let err = r.stderr();
+    assert!(!err.contains("revert them with a step"), "{err}");
+    let cmd = format!("git branch keep-{hand} {hand} && git reset --keep {hand}^");
+    assert!(err.contains(&cmd), "lacks {cmd:?}\n{err}");
+    for c in [
+        vec!["branch".to_string(), format!("keep-{hand}"), hand.clone()],
+        vec![
+            "reset".to_string(),
+            "--keep".to_string(),
+            format!("{hand}^"),
+        ],
+    ] {
+        t.git(&c.iter().map(String::as_str).collect::<Vec<_>>())
+            .ok();
+    }
+    t.steps_stdin(&["apply", "-"], &s("s2", "2\n")).ok();
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+    assert!(t
+        .git_out(&["log", "--format=%s", &format!("keep-{hand}")])
+        .contains("hand fix"));
+
+    // The same commit pushed to the durable branch by hand: a new run.
+    t.write("hand.txt", "pushed by hand\n");
+    t.commit_all("hand fix, pushed");
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    let r = t.steps_stdin(&["apply", "-"], &s("s3", "3\n")).code_is(3);
+    assert!(
+        r.stderr()
+            .contains("git steps init --branch <new branch> --run <new id>"),
+        "{}",
+        r.explain()
+    );
+    t.steps(&[
+        "init",
+        "--remote",
+        server.url(),
+        "--branch",
+        "run-2",
+        "--run",
+        "run-2",
+    ])
+    .ok();
+    t.steps_stdin(&["apply", "-"], &s("s3", "3\n")).ok();
+    assert_eq!(t.read("f"), "3\n");
+    assert_eq!(t.read("hand.txt"), "pushed by hand\n");
+    assert_eq!(
+        t.git_out(&[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Step-Id,valueonly)",
+            "run-2"
+        ]),
+        "s3"
+    );
+}

@@ -290,6 +290,9 @@ def type_changes():
     r.step("t11", "patch", "directory a becomes a symlink into the deep tree", lambda repo: link(repo, "a", "n/a"))
     r.step("t12", "patch", "symlink a becomes a file, d/y goes with its directory", lambda repo: [
         replace(repo, "a", "a", "last\n"), rm(repo, "d")])
+    r.step("t13", "patch", "two directories holding the same file", lambda repo: [
+        write(repo, "e/f", "same\n"), write(repo, "sub/f", "same\n")])
+    r.step("t14", "patch", "directory e becomes a symlink to its twin", lambda repo: link(repo, "e", "sub"))
     r.save("type-changes.jsonl")
 
 

@@ -528,6 +528,18 @@ pub(crate) fn apply_one(
         };
         return Ok((o, commit));
     }
+    // Refer to nothing that is not really written (a full disk must not
+    // turn into a receipt for a missing object).
+    let odb = repo.odb()?;
+    for (what, id) in [("commit", commit), ("tree", applied.tree)] {
+        if !odb.exists(id) {
+            return Err(Error::other(format!(
+                "step {}: the {what} {id} was written but is not in the object database",
+                step.id
+            ))
+            .with_hint("check the disk this repository is on (space, errors), then rerun"));
+        }
+    }
     crash::point("objects-written", &step.id);
     if let Some(remote) = &s.remote {
         // The commit point: the remote accepts the branch update.
@@ -536,10 +548,23 @@ pub(crate) fn apply_one(
             .map_err(|e| reconcile::push_error(e, &s.branch, &remote.spec, head))?;
         crash::point("pushed", &step.id);
     }
-    move_ref(repo, s, head, commit, &step.id)?;
+    // From here on the step is durable: a failure is this box's only.
+    let local = |e: Error| {
+        match &s.remote {
+        Some(remote) => Error::other(format!(
+            "step {} is durable on {} (commit {}); updating this box failed: {e}",
+            step.id,
+            remote.spec,
+            short(commit)
+        ))
+        .with_hint("fix what failed here (the disk, a lock), then rerun the same command: it brings this box up to the durable head and does not apply the step again"),
+        None => e,
+    }
+    };
+    move_ref(repo, s, head, commit, &step.id).map_err(local)?;
     *counts = trial;
     crash::point("ref-updated", &step.id);
-    worktree::update(repo, &applied.changes, &step.id)?;
+    worktree::update(repo, &applied.changes, &step.id).map_err(local)?;
     let o = StepOutcome::Applied {
         step: step.id.clone(),
         commit: commit.to_string(),
@@ -567,12 +592,29 @@ fn move_ref(
     };
     res.map(|_| ()).map_err(|e| {
         let now = repo.refname_to_id(&refname).ok();
-        Error::other(format!(
-            "step {step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
-            expected.map(short).unwrap_or_else(|| "no branch".into()),
-            now.map(short).unwrap_or_else(|| "no branch".into()),
-            e.message()
-        ))
-        .with_hint("another process is writing this branch; stop it, then rerun the same command")
+        let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
+        if now == expected && e.code() != git2::ErrorCode::Locked {
+            // Nobody moved it: the write itself failed. Say how.
+            Error::other(format!(
+                "step {step}: cannot update {refname} (still at {}): {}",
+                shown(now),
+                e.message()
+            ))
+            .with_hint("check the disk this repository is on (space, permissions), then rerun the same command")
+        } else if now == expected {
+            Error::other(format!(
+                "step {step}: {refname} is locked by another process: {}",
+                e.message()
+            ))
+            .with_hint("another git command is writing this branch; let it finish, then rerun the same command")
+        } else {
+            Error::other(format!(
+                "step {step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
+                shown(expected),
+                shown(now),
+                e.message()
+            ))
+            .with_hint("another process is writing this branch; stop it, then rerun the same command")
+        }
     })
 }

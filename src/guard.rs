@@ -343,21 +343,23 @@ pub fn resolve(
     Ok(Ok(()))
 }
 
-/// When `changes` (from `old` to `new`) add or change a symlink, check
-/// that no symlink of `new` leads outside the repository unless it already
-/// did, identically, in `old` (the user's own link, already on disk).
-/// Links are resolved through each other, so a new link can make an old
-/// one escape; both are caught.
+/// When `changes` (from `old` to `new`) add, change or remove a symlink,
+/// check that no symlink of `new` leads outside the repository unless it
+/// already did, identically, in `old` (the user's own link, already on
+/// disk). Links are resolved through each other, so a new link can make an
+/// old one escape, and so can a link replaced by a directory (`l ->
+/// x/../..` reads as inside while `x` is a deep link, and leaves once `x`
+/// is a directory); all are caught. Only links change how a path resolves
+/// (a missing or non-directory component makes it fail, not escape), so
+/// steps that touch no link skip the walk.
 pub fn check_links(
     repo: &Repository,
     old: Option<&Tree<'_>>,
     new: &Tree<'_>,
     changes: &[Change],
 ) -> Result<std::result::Result<(), Violation>> {
-    if !changes
-        .iter()
-        .any(|c| c.new.is_some_and(|e| e.mode == MODE_LINK))
-    {
+    let is_link = |e: &Option<Entry>| e.is_some_and(|e| e.mode == MODE_LINK);
+    if !changes.iter().any(|c| is_link(&c.old) || is_link(&c.new)) {
         return Ok(Ok(()));
     }
     let before: HashSet<(String, Vec<u8>)> = match old {

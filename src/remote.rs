@@ -346,17 +346,36 @@ impl Remote {
         // What the remote holds now settles every failure: the update may
         // have landed before the connection broke, or another writer may
         // have moved the branch while we waited for its lock.
-        let settle = |e: PushError| match self.head(repo, refname) {
+        let settle = |e: PushError| {
+            match self.head(repo, refname) {
             Ok(Some(h)) if h == new => Ok(()),
             Ok(found) if found != expected => Err(PushError::Moved { found }),
-            _ => Err(e),
+            // Said to have moved, yet where we expected it: the update was
+            // refused for another reason, most likely a lock; try again.
+            Ok(_) if matches!(e, PushError::Moved { .. }) => Err(PushError::Locked(format!(
+                "{refname} on {} refused the update although it is still at the expected commit",
+                self.spec
+            ))),
+            Ok(_) => Err(e),
+            Err(unreachable) => match e {
+                // The connection broke and the remote cannot be asked: the
+                // update may or may not have landed. Say exactly that.
+                PushError::Failed(first) => Err(PushError::Failed(
+                    Error::other(format!(
+                        "the push to {} broke off ({first}) and the remote cannot be asked now ({unreachable}): whether it accepted {} is unknown",
+                        self.spec,
+                        short(new)
+                    ))
+                    .with_hint("rerun the same command when the remote answers: it asks the remote first, so a step it accepted is finished, not applied again"),
+                )),
+                other => Err(other),
+            },
+        }
         };
         match first {
             Ok(()) => Ok(()),
-            Err(e @ (PushError::Failed(_) | PushError::Rejected(_) | PushError::Locked(_))) => {
-                settle(e)
-            }
-            Err(moved @ PushError::Moved { .. }) => Err(moved),
+            Err(moved @ PushError::Moved { found: Some(_) }) => Err(moved),
+            Err(e) => settle(e),
         }
     }
 
@@ -624,11 +643,41 @@ fn local_ref_lock(
     if lock.held() {
         return Err(lock_held(lock.lock_path()));
     }
+    if let Some(other) = name_conflict(remote, refname) {
+        return Err(PushError::Failed(
+            Error::other(format!(
+                "{refname} cannot be created on {}: the ref {other} is there, and git refuses a ref whose name is a directory of another (a clone of the remote would fail)",
+                remote.path().display()
+            ))
+            .with_hint("give the run another branch: `git steps init --branch <name>`"),
+        ));
+    }
     let current = remote.refname_to_id(refname).ok();
     if current != expected {
         return Err(PushError::Moved { found: current });
     }
     Ok(lock)
+}
+
+/// A ref of `repo` that `refname` cannot live beside: one named like a
+/// parent directory of it (`refs/heads/feat` for `refs/heads/feat/run`),
+/// or one under it, packed or loose (what receive-pack checks too).
+fn name_conflict(repo: &Repository, refname: &str) -> Option<String> {
+    let mut prefix = refname;
+    while let Some((parent, _)) = prefix.rsplit_once('/') {
+        if parent.matches('/').count() < 2 {
+            break;
+        }
+        if repo.find_reference(parent).is_ok() {
+            return Some(parent.to_string());
+        }
+        prefix = parent;
+    }
+    let mut under = repo.references_glob(&format!("{refname}/*")).ok()?;
+    under
+        .next()
+        .and_then(|r| r.ok())
+        .and_then(|r| r.name().ok().map(str::to_string))
 }
 
 /// Compare-and-swap `refname` from `expected` to `new` under `lock`.

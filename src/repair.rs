@@ -51,6 +51,9 @@ pub enum Repair {
 /// there (nothing, a directory, or a parent that is a file or symlink —
 /// the states a step that changes a path's type passes through).
 fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
+    if worktree::through_non_dir(workdir, path) {
+        return Ok(None);
+    }
     let full = workdir.join(path);
     let meta = match fs::symlink_metadata(&full) {
         Ok(m) => m,

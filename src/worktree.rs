@@ -128,6 +128,7 @@ fn untracked_inside(
             return Ok(Some(child));
         }
     }
+    // Left empty (or holding only empty directories): git removes it.
     Ok(None)
 }
 
@@ -227,7 +228,10 @@ fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) 
     let dir = parent_dir(workdir, path)?;
     let target = workdir.join(path);
     if let Ok(m) = fs::symlink_metadata(&target) {
-        if m.is_dir() {
+        // A directory that the step emptied (its tracked files are gone,
+        // and `ensure_clean` saw no untracked file in it) may still hold
+        // empty directories; git removes them too.
+        if m.is_dir() && remove_empty_dirs(&target).is_err() {
             return Err(Error::other(format!(
                 "{} is a directory in the worktree; cannot write the file {path}",
                 target.display()
@@ -271,7 +275,41 @@ fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) 
     Err(Error::other(format!("cannot write {path}")))
 }
 
+/// Remove `dir` if it holds nothing but empty directories; fails, leaving
+/// everything, at the first thing that is not one.
+fn remove_empty_dirs(dir: &Path) -> std::io::Result<()> {
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        if !e.file_type()?.is_dir() {
+            return Err(std::io::Error::other("not empty"));
+        }
+        remove_empty_dirs(&e.path())?;
+    }
+    fs::remove_dir(dir)
+}
+
+/// Whether a parent of `path` is not a real directory on disk (a symlink
+/// or a file, the states a step that changes a path's type passes
+/// through): then nothing is at `path` as far as the worktree goes, and
+/// nothing may be read or removed through it.
+pub fn through_non_dir(workdir: &Path, path: &str) -> bool {
+    let mut dir = PathBuf::from(workdir);
+    let parts: Vec<&str> = path.split('/').collect();
+    for part in &parts[..parts.len() - 1] {
+        dir.push(part);
+        match fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            _ => return true,
+        }
+    }
+    false
+}
+
 fn remove(workdir: &Path, path: &str) -> Result<()> {
+    if through_non_dir(workdir, path) {
+        // Never through a link; the file is not there as a file of ours.
+        return Ok(());
+    }
     let target = workdir.join(path);
     match fs::symlink_metadata(&target) {
         // The file is gone already: an interrupted update that turned it

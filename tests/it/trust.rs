@@ -722,3 +722,156 @@ fn the_hints_for_a_hand_commit_in_the_run_work_when_followed() {
         "s3"
     );
 }
+
+/// Found attacking the fixes: a link that resolves inside while the path it
+/// goes through is a deep link leaves the repository once that link is
+/// replaced by a directory. Refused from the remote (exit 3) and from a
+/// step (exit 1), though no link is added.
+#[test]
+fn replacing_a_link_by_a_directory_cannot_make_another_link_escape() {
+    let (t, server) = setup(Kind::Path, "libgit2");
+    t.steps(&[
+        "init",
+        "--remote",
+        server.url(),
+        "--branch",
+        "steps",
+        "--run",
+        "steps",
+    ])
+    .ok();
+    let deep = "a/b/c/d/e/f/g/h/i/j";
+    let up = format!("x/{}etc", "../".repeat(10));
+    // The links arrive from the remote: they resolve inside, so they pass.
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"a/b/c/d/e/f/g/h/i/j/k": "k\n"}})),
+    )
+    .ok();
+    let attacker = t.sibling("attacker", Some(server.url()));
+    let pushed = |entries: &[String], drop: &str, id: &str| {
+        attacker.git(&["fetch", "-q", "origin"]).ok();
+        let parent = attacker.git_out(&["rev-parse", "origin/steps"]);
+        let mut listing: String = attacker
+            .git_out(&["ls-tree", &parent])
+            .lines()
+            .filter(|l| !l.ends_with(&format!("\t{drop}")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        for e in entries {
+            listing.push_str(e);
+            listing.push('\n');
+        }
+        let tree = git_in(&attacker, &["mktree"], &listing);
+        let msg = format!(
+            "step {id}: x\n\nStep-Id: {id}\nStep-Run: steps\nStep-Decision: sha256:{}\n",
+            "0".repeat(64)
+        );
+        let c = git_in(
+            &attacker,
+            &["commit-tree", &tree, "-p", &parent, "-F", "-"],
+            &msg,
+        );
+        attacker
+            .git(&["push", "-q", "origin", &format!("{c}:refs/heads/steps")])
+            .ok();
+    };
+    pushed(
+        &[
+            format!("120000 blob {}\tx", blob(&attacker, deep)),
+            format!("120000 blob {}\tl", blob(&attacker, &up)),
+        ],
+        "-",
+        "s2",
+    );
+    t.steps(&["resume"]).ok();
+    assert!(std::fs::symlink_metadata(t.path("l"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A step: x becomes a directory.
+    let before = t.snapshot();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s3", "files": {"x": null, "x/k": "k\n"}})),
+    )
+    .code_is(1)
+    .stderr_has("the symlink l");
+    assert_eq!(t.snapshot(), before);
+    // The remote: the same change, pushed by someone else.
+    let x = tree_of(
+        &attacker,
+        &format!("100644 blob {}\tk", blob(&attacker, "k\n")),
+    );
+    pushed(&[format!("040000 tree {x}\tx")], "x", "s3");
+    let r = t.steps(&["resume"]).code_is(3);
+    assert!(r.stderr().contains("the symlink l"), "{}", r.explain());
+    assert_eq!(t.snapshot(), before);
+    assert!(std::fs::symlink_metadata(t.path("x"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+/// Found attacking the fixes: an empty directory the user left inside a
+/// directory that a step or a fast-forward turns into a file does not stop
+/// it half-way (git removes empty directories too); a file in it does,
+/// before anything moves.
+#[test]
+fn an_empty_directory_in_the_way_is_removed_a_file_in_it_refuses_first() {
+    let (t, server) = setup(Kind::Path, "libgit2");
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"d/f": "f\n"}}));
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"d/f": null, "d": "now a file\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    // A box of the same run, soon behind the remote.
+    let other = t.sibling("other", None);
+    other.steps(&["init", "--remote", server.url()]).ok();
+    let plan = format!("{s1}\n{s2}\n");
+    other.steps_stdin(&["apply", "-"], &s1).ok();
+    std::fs::create_dir_all(t.path("d/empty/deeper")).unwrap();
+    t.steps_stdin(&["apply", "-"], &s2).ok();
+    assert_eq!(t.read("d"), "now a file\n");
+    // Behind, with an empty directory and a file in it.
+    std::fs::create_dir_all(other.path("d/empty")).unwrap();
+    std::fs::write(other.path("d/empty/mine.txt"), "mine\n").unwrap();
+    let before = other.snapshot();
+    other
+        .steps_stdin(&["apply", "-"], &plan)
+        .code_is(3)
+        .stderr_has("d/empty/mine.txt");
+    assert_eq!(other.snapshot(), before);
+    std::fs::remove_file(other.path("d/empty/mine.txt")).unwrap();
+    other.steps_stdin(&["apply", "-"], &plan).ok();
+    assert_eq!(other.read("d"), "now a file\n");
+    assert_eq!(other.head(), server.head());
+}
+
+/// Found attacking the fixes: on a bare remote on this machine the run's
+/// branch `feat/run` must not be created beside a (packed) branch `feat`;
+/// git refuses such a pair, and a clone of the remote would fail.
+#[test]
+fn a_run_branch_whose_name_conflicts_with_a_remote_ref_is_not_created() {
+    let (t, server) = setup(Kind::Path, "libgit2");
+    t.write("README", "x\n");
+    t.commit_all("base");
+    t.git(&["push", "-q", server.url(), "main:feat"]).ok();
+    server.git(&["pack-refs", "--all"]);
+    t.steps(&[
+        "init",
+        "--remote",
+        server.url(),
+        "--branch",
+        "feat/run",
+        "--run",
+        "r",
+    ])
+    .ok();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+    )
+    .code_is(1)
+    .stderr_has("refs/heads/feat is there");
+    let clone = t.sibling("clone", Some(server.url()));
+    assert!(clone.git_out(&["branch", "-r"]).contains("origin/feat"));
+}

@@ -875,3 +875,62 @@ fn a_run_branch_whose_name_conflicts_with_a_remote_ref_is_not_created() {
     let clone = t.sibling("clone", Some(server.url()));
     assert!(clone.git_out(&["branch", "-r"]).contains("origin/feat"));
 }
+
+/// Issue 12 item 8: failures are reported as what they are. A step the
+/// remote accepted before this box failed to record it says it is durable
+/// and that the rerun finishes (which it does, once); a server that dies
+/// after accepting a push leaves an outcome the error calls unknown, with
+/// no hint about credentials, and the rerun finds the step durable.
+#[test]
+fn a_failure_after_the_push_says_the_step_is_durable_and_the_rerun_finishes() {
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    let plan = format!("{s1}\n{s2}\n");
+
+    // The remote accepts s2; meanwhile the box's branch gets locked.
+    let (t, server) = setup(Kind::Daemon, "libgit2");
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    let local_lock = t.path(".git/refs/heads/main.lock");
+    server.hook(
+        "pre-receive",
+        &format!("#!/bin/sh\necho held > '{}'\n", local_lock.display()),
+    );
+    let r = t.steps_stdin(&["apply", "-"], &plan).code_is(1);
+    for needle in [
+        "step s2 is durable on",
+        "updating this box failed",
+        "locked",
+        "rerun",
+    ] {
+        assert!(
+            r.stderr().contains(needle),
+            "lacks {needle}\n{}",
+            r.explain()
+        );
+    }
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+    std::fs::remove_file(&local_lock).unwrap();
+    t.steps_stdin(&["apply", "-"], &plan).ok();
+    assert_eq!(t.head(), server.head());
+    assert_eq!(t.read("f"), "2\n");
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+
+    // The HTTP server dies right after accepting s2.
+    let (t, server) = setup(Kind::Http, "libgit2");
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    server.hook(
+        "post-receive",
+        "#!/bin/sh\np=$PPID\nwhile [ \"$p\" -gt 1 ]; do\n  if [ \"$(cat /proc/$p/comm)\" = lighttpd ]; then kill -9 $p; break; fi\n  p=$(awk '{print $4}' /proc/$p/stat)\ndone\n",
+    );
+    let r = t.steps_stdin(&["apply", "-"], &plan).code_is(1);
+    let err = r.stderr();
+    assert!(err.contains("unknown"), "{}", r.explain());
+    assert!(!err.contains("credentials"), "{}", r.explain());
+    assert_eq!(server.step_ids(), ["s1", "s2"], "the remote accepted s2");
+    // The same remote, reached as a path now: the rerun finds s2 durable.
+    t.steps(&["init", "--remote", server.bare.to_str().unwrap()])
+        .ok();
+    t.steps_stdin(&["apply", "-"], &plan).ok();
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+    assert_eq!(t.read("f"), "2\n");
+}

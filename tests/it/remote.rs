@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use crate::harness::*;
 use crate::servers::{Kind, Server, ALL};
 
-fn line(json: serde_json::Value) -> String {
+pub(crate) fn line(json: serde_json::Value) -> String {
     serde_json::to_string(&json).unwrap()
 }
 
 /// A scratch dir with a server of `kind` and a first box set up for it.
-fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
+pub(crate) fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
     let t = TestRepo::new();
     let root = t.tmp.path().join("remote-root");
     std::fs::create_dir(&root).unwrap();

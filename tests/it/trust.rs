@@ -6,19 +6,31 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::harness::*;
+use crate::remote::{line, setup};
 use crate::servers::{Kind, Server};
 
-fn line(json: serde_json::Value) -> String {
-    serde_json::to_string(&json).unwrap()
-}
-
-fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
-    let t = TestRepo::new();
-    let root = t.tmp.path().join("remote-root");
-    std::fs::create_dir(&root).unwrap();
-    let server = Server::start(kind, &root);
-    t.steps(&["init", "--remote", server.url(), "--transport", transport])
-        .ok();
+/// A user's project on `main`, pushed, and a run of it on the branch
+/// `steps` (run id `steps`) with one step applied.
+fn project_with_a_run() -> (TestRepo, Server) {
+    let (t, server) = setup(Kind::Path, "libgit2");
+    t.write("README", "the user's project\n");
+    t.commit_all("base");
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    t.steps(&[
+        "init",
+        "--remote",
+        server.url(),
+        "--branch",
+        "steps",
+        "--run",
+        "steps",
+    ])
+    .ok();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+    )
+    .ok();
     (t, server)
 }
 
@@ -191,23 +203,9 @@ fn tree_of(t: &TestRepo, listing: &str) -> String {
 /// with exit 3 naming the commit and the entry, and nothing is written.
 #[test]
 fn a_hostile_tree_on_the_remote_never_reaches_the_worktree() {
-    let (t, server) = setup(Kind::Path, "libgit2");
     // The user's branch `main` on the remote; the run lives on `steps`.
-    t.write("README", "the user's project\n");
-    t.commit_all("base");
-    t.git(&["push", "-q", server.url(), "main"]).ok();
-    t.steps(&[
-        "init",
-        "--remote",
-        server.url(),
-        "--branch",
-        "steps",
-        "--run",
-        "steps",
-    ])
-    .ok();
+    let (t, server) = project_with_a_run();
     let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
-    t.steps_stdin(&["apply", "-"], &s1).ok();
     let attacker = t.sibling("attacker", Some(server.url()));
     let hook = blob(&attacker, "#!/bin/sh\ntouch /tmp/pwned\n");
     let hooks = tree_of(&attacker, &format!("100755 blob {hook}\tpost-commit"));
@@ -381,24 +379,10 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
 /// in the same place is, and the file keeps its content.
 #[test]
 fn an_untracked_file_is_never_overwritten_by_a_fast_forward_or_a_switch() {
-    let (t, server) = setup(Kind::Path, "libgit2");
-    t.write("README", "the user's project\n");
-    t.commit_all("base");
-    t.git(&["push", "-q", server.url(), "main"]).ok();
-    t.steps(&[
-        "init",
-        "--remote",
-        server.url(),
-        "--branch",
-        "steps",
-        "--run",
-        "steps",
-    ])
-    .ok();
+    let (t, server) = project_with_a_run();
     let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
     let s2 = line(serde_json::json!({"id": "s2", "files": {"notes.txt": "the step's notes\n"}}));
     let both = format!("{s1}\n{s2}\n");
-    t.steps_stdin(&["apply", "-"], &s1).ok();
     // Another box of the same run applies s2, which creates notes.txt.
     let other = t.sibling("other", Some(server.url()));
     other

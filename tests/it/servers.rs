@@ -83,9 +83,10 @@ impl Server {
             Kind::Daemon => {
                 let port = free_port();
                 let log = root.join("daemon.log");
-                let mut cmd = Command::new("git");
+                // The daemon itself, not `git daemon`: git runs it as a child
+                // and waits, so killing `git` would leave the daemon running.
+                let mut cmd = Command::new(git_exec_path().join("git-daemon"));
                 cmd.args([
-                    "daemon",
                     "--reuseaddr",
                     "--listen=127.0.0.1",
                     &format!("--port={port}"),

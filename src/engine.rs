@@ -306,9 +306,12 @@ pub fn prepare(
         if let Some(stale) = &lock.stale {
             on_note(stale);
         }
-        for f in lock::clear_stale(repo.path()) {
+        for f in lock::clear_stale(repo.path())
+            .into_iter()
+            .chain(settings::clear_config_leftover(repo))
+        {
             on_note(&format!(
-                "removed {f}, left by a process that was killed mid-write"
+                "removed {f}, left by a git-steps that was killed mid-write"
             ));
         }
         Some(lock)
@@ -586,10 +589,10 @@ fn move_ref(
 ) -> Result<()> {
     let refname = s.refname();
     let log = format!("git-steps: step {step}");
-    let res = match expected {
+    let res = lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
         Some(old) => repo.reference_matching(&refname, new, true, old, &log),
         None => repo.reference(&refname, new, false, &log),
-    };
+    });
     res.map(|_| ()).map_err(|e| {
         let now = repo.refname_to_id(&refname).ok();
         let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());

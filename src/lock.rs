@@ -85,41 +85,103 @@ pub fn wait(dir: &Path, name: &str) -> Result<File> {
     Ok(file)
 }
 
-/// Lock files and temporary files that only a killed writer leaves behind.
-/// Called with the lock held: no other git-steps is writing. Returns what was
-/// removed, for a message. (A `git` command the user runs at the same moment
-/// would also hold such a lock; that is the one race this cannot tell apart,
-/// and the message names the file.)
+/// The lock files libgit2 may take to update `refname` in `repo`: the ref's
+/// own, its reflog's and HEAD's reflog's, and `packed-refs.lock` (a deletion
+/// of a packed ref).
+pub fn ref_locks(repo: &git2::Repository, refname: &str) -> Vec<PathBuf> {
+    let common = repo.commondir();
+    let dir = if refname == "HEAD" {
+        repo.path()
+    } else {
+        common
+    };
+    vec![
+        dir.join(format!("{refname}.lock")),
+        dir.join("logs").join(format!("{refname}.lock")),
+        repo.path().join("logs/HEAD.lock"),
+        common.join("packed-refs.lock"),
+    ]
+}
+
+/// The index's lock file.
+pub fn index_locks(repo: &git2::Repository) -> Vec<PathBuf> {
+    vec![repo.path().join("index.lock")]
+}
+
+fn intent_path(git_dir: &Path) -> PathBuf {
+    git_dir.join("steps-intent")
+}
+
+thread_local! {
+    /// `<git dir>/steps-intent`, kept open for the process.
+    static INTENT: std::cell::RefCell<Option<(PathBuf, File)>> = const { std::cell::RefCell::new(None) };
+}
+
+fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
+    let path = intent_path(git_dir);
+    INTENT.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.as_ref().is_none_or(|(p, _)| *p != path) {
+            *cell = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .ok()
+                .map(|f| (path.clone(), f));
+        }
+        if let Some((_, f)) = cell.as_mut() {
+            let mut text = String::new();
+            for l in locks {
+                text.push_str(&l.to_string_lossy());
+                text.push('\n');
+            }
+            // In place: no new file, no fsync (it only has to outlive a
+            // killed process, not the machine; after a power loss a lock
+            // is reported, as git reports it).
+            let _ = f.set_len(0);
+            let _ = f.seek(SeekFrom::Start(0));
+            let _ = f.write_all(text.as_bytes());
+        }
+    });
+}
+
+/// Run `write`, a libgit2 call that takes the lock files `locks`, with
+/// those files named in `<git dir>/steps-intent` meanwhile. If the process
+/// is killed inside `write`, the next run (under the repository lock) finds
+/// them named there and knows a lock among them made since is its own
+/// leftover; any other lock file belongs to another writer and is left
+/// alone. The caller holds the repository lock.
+pub fn intending<T>(repo: &git2::Repository, locks: Vec<PathBuf>, write: impl FnOnce() -> T) -> T {
+    note_intent(repo.path(), &locks);
+    let out = write();
+    note_intent(repo.path(), &[]);
+    out
+}
+
+/// Lock files that a killed git-steps left behind (named in its intent,
+/// and made after it wrote the intent), and the files its staging area
+/// holds. Called with the repository lock held, so no other git-steps is
+/// writing; a lock file any other process holds or left is never removed
+/// (git reports those, and so does the write that meets one). Returns what
+/// was removed, for a message.
 pub fn clear_stale(git_dir: &Path) -> Vec<String> {
     let mut removed = Vec::new();
-    let mut candidates: Vec<PathBuf> = [
-        "index.lock",
-        "HEAD.lock",
-        "FETCH_HEAD.lock",
-        "packed-refs.lock",
-    ]
-    .iter()
-    .map(|f| git_dir.join(f))
-    .collect();
-    // Ref locks anywhere under refs/ (the run branch, fetch caches, rescue refs).
-    let mut dirs = vec![git_dir.join("refs")];
-    while let Some(d) = dirs.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "lock") {
-                candidates.push(p);
+    let intent = intent_path(git_dir);
+    if let (Ok(text), Ok(meta)) = (std::fs::read_to_string(&intent), std::fs::metadata(&intent)) {
+        let since = meta.modified().ok();
+        for l in text.lines().filter(|l| !l.is_empty()) {
+            let p = PathBuf::from(l);
+            let made = std::fs::symlink_metadata(&p)
+                .and_then(|m| m.modified())
+                .ok();
+            if let (Some(made), Some(since)) = (made, since) {
+                if made >= since && std::fs::remove_file(&p).is_ok() {
+                    removed.push(p.display().to_string());
+                }
             }
         }
-    }
-    for p in candidates {
-        if p.exists() && std::fs::remove_file(&p).is_ok() {
-            removed.push(p.display().to_string());
-        }
+        note_intent(git_dir, &[]);
     }
     let tmp = tmp_dir(git_dir);
     if let Ok(rd) = std::fs::read_dir(&tmp) {
@@ -209,20 +271,28 @@ impl OwnLock {
         std::fs::symlink_metadata(&self.lock).is_ok()
     }
 
-    /// Replace the file with `content` if `check`, run under the lock, agrees.
+    /// Replace the file with `content` if `check`, run under the lock,
+    /// agrees. The new file gets the permission bits of the one it replaces
+    /// (a private config stays private), 0644 for a new one.
     pub fn replace<E>(
         &self,
         content: &[u8],
         check: impl FnOnce() -> std::result::Result<(), E>,
     ) -> std::result::Result<(), ReplaceError<E>> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let io = |what: &str, path: &Path, e| ReplaceError::Io(what.into(), path.to_path_buf(), e);
+        let mode = std::fs::metadata(&self.target)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644);
         let _ = std::fs::remove_file(&self.pending);
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(mode & 0o600)
             .open(&self.pending)
             .map_err(|e| io("create", &self.pending, e))?;
-        f.write_all(content)
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .and_then(|()| f.write_all(content))
             .and_then(|()| f.sync_all())
             .map_err(|e| io("write", &self.pending, e))?;
         drop(f);

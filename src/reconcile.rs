@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::ledger::{self, short};
+use crate::lock;
 use crate::remote::PushError;
 use crate::settings::{self, Settings};
 use crate::worktree;
@@ -112,12 +113,18 @@ pub fn ensure_on_branch(
     let marker = crate::repair::switch_marker(&s.run);
     let switching = start != head && head.is_some();
     if let (true, Some(h)) = (switching, head) {
-        repo.reference(&marker, h, true, "git-steps: switching to the run branch")?;
+        lock::intending(repo, lock::ref_locks(repo, &marker), || {
+            repo.reference(&marker, h, true, "git-steps: switching to the run branch")
+        })?;
     }
     if let Some(oid) = start {
-        repo.reference(&refname, oid, false, "git-steps: start run branch")?;
+        lock::intending(repo, lock::ref_locks(repo, &refname), || {
+            repo.reference(&refname, oid, false, "git-steps: start run branch")
+        })?;
     }
-    repo.set_head(&refname)?;
+    lock::intending(repo, lock::ref_locks(repo, "HEAD"), || {
+        repo.set_head(&refname)
+    })?;
     if !changes.is_empty() {
         worktree::update(repo, &changes, "-")?;
     }
@@ -234,21 +241,11 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             )?;
             worktree::ensure_clean(repo, None, &changes)?;
             let refname = s.refname();
-            match l {
-                Some(l) => repo.reference_matching(
-                    &refname,
-                    r,
-                    true,
-                    l,
-                    "git-steps: fast-forward to the durable head",
-                )?,
-                None => repo.reference(
-                    &refname,
-                    r,
-                    false,
-                    "git-steps: fast-forward to the durable head",
-                )?,
-            };
+            let log = "git-steps: fast-forward to the durable head";
+            lock::intending(repo, lock::ref_locks(repo, &refname), || match l {
+                Some(l) => repo.reference_matching(&refname, r, true, l, log),
+                None => repo.reference(&refname, r, false, log),
+            })?;
             let step = last_step(repo, s, r);
             crash::point("reconcile-ref", &step);
             worktree::update(repo, &changes, &step)?;

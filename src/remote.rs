@@ -270,13 +270,14 @@ impl Remote {
                 opts.remote_callbacks(callbacks(repo))
                     .download_tags(git2::AutotagOption::None)
                     .update_fetchhead(false);
-                remote
-                    .fetch(
+                crate::lock::intending(repo, crate::lock::ref_locks(repo, into), || {
+                    remote.fetch(
                         &[refspec.as_str()],
                         Some(&mut opts),
                         Some("git-steps: fetch"),
                     )
-                    .map_err(|e| self.net_error("fetch from", e))?;
+                })
+                .map_err(|e| self.net_error("fetch from", e))?;
                 Ok(advertised(remote.list()?, refname))
             }
             Transport::Git => {
@@ -296,7 +297,9 @@ impl Remote {
                     ]);
                     run_git_ok(cmd, "fetch", &self.spec)?;
                 }
-                repo.reference(into, oid, true, "git-steps: fetch")?;
+                crate::lock::intending(repo, crate::lock::ref_locks(repo, into), || {
+                    repo.reference(into, oid, true, "git-steps: fetch")
+                })?;
                 Ok(Some(oid))
             }
         }
@@ -642,6 +645,18 @@ fn local_ref_lock(
     lock.clear_own_leftover();
     if lock.held() {
         return Err(lock_held(lock.lock_path()));
+    }
+    // What receive-pack refuses by default (receive.denyCurrentBranch): the
+    // branch a non-bare remote has checked out, whose worktree would then
+    // read as a staged revert of every step.
+    if !remote.is_bare()
+        && crate::settings::head_branch(remote)
+            .is_some_and(|b| format!("refs/heads/{b}") == refname)
+    {
+        return Err(PushError::Rejected(format!(
+            "{refname} is checked out in the worktree of {}, which git refuses to update (receive.denyCurrentBranch); push to a bare repository, or to a branch that is not checked out there",
+            remote.workdir().unwrap_or(remote.path()).display()
+        )));
     }
     if let Some(other) = name_conflict(remote, refname) {
         return Err(PushError::Failed(

@@ -111,8 +111,9 @@ pub fn switch_marker(run: &str) -> String {
 
 /// The switch is complete: the worktree is at the run's branch.
 pub fn clear_switch_marker(repo: &Repository, run: &str) -> Result<()> {
-    if let Ok(mut r) = repo.find_reference(&switch_marker(run)) {
-        r.delete()?;
+    let name = switch_marker(run);
+    if let Ok(mut r) = repo.find_reference(&name) {
+        crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || r.delete())?;
     }
     Ok(())
 }
@@ -280,6 +281,8 @@ fn save_rescue(
         n += 1;
     }
     let name = format!("{prefix}{n}");
-    repo.reference(&name, oid, false, "git-steps: rescue")?;
+    crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
+        repo.reference(&name, oid, false, "git-steps: rescue")
+    })?;
     Ok(name)
 }

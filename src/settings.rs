@@ -216,25 +216,43 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
     use crate::lock::{OwnLock, ReplaceError};
     let dir = repo.commondir();
     let target = dir.join("config");
+    clear_config_leftover(repo);
     // git-steps writers of this config (from any worktree) one at a time.
     let _writers = crate::lock::wait(dir, "steps-config.flock")?;
     let lock = OwnLock::new(&target, &dir.join("steps-config.pending"));
-    lock.clear_own_leftover();
     let before = std::fs::read(&target).context(|| format!("cannot read {}", target.display()))?;
     // A private copy (and the lock libgit2 takes on it, if a kill left one:
     // nobody but git-steps, under the flock above, uses these names).
     let scratch = dir.join("steps-config.edit");
     let _ = std::fs::remove_file(&scratch);
     let _ = std::fs::remove_file(dir.join("steps-config.edit.lock"));
-    std::fs::write(&scratch, &before).context(|| format!("cannot write {}", scratch.display()))?;
+    {
+        // As private as the config itself (it may hold credentials).
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&scratch)
+            .and_then(|mut f| f.write_all(&before))
+            .context(|| format!("cannot write {}", scratch.display()))?;
+    }
     let edited = (|| -> Result<Vec<u8>> {
         let mut cfg = git2::Config::open(&scratch)?;
-        cfg.set_str("steps.branch", &s.branch)?;
-        cfg.set_str("steps.run", &s.run)?;
+        let mut set = |key: &str, value: &str| {
+            cfg.set_str(key, value).map_err(|e| {
+                Error::other(format!("cannot set {key}: {}", e.message())).with_hint(format!(
+                    "git config holds {key} more than once, or through an include; see `git config --show-origin --get-all {key}`, keep one in .git/config, then rerun init; nothing was changed"
+                ))
+            })
+        };
+        set("steps.branch", &s.branch)?;
+        set("steps.run", &s.run)?;
         match &s.remote {
             Some(r) => {
-                cfg.set_str("steps.remote", &r.spec)?;
-                cfg.set_str(
+                set("steps.remote", &r.spec)?;
+                set(
                     "steps.transport",
                     match r.transport {
                         Transport::Libgit2 => "libgit2",
@@ -252,15 +270,17 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
     })();
     let _ = std::fs::remove_file(&scratch);
     let edited = edited?;
-    if edited == before {
-        return Ok(());
-    }
     // Under the lock: nobody changed the config since it was read.
     let unchanged = || match std::fs::read(&target) {
         Ok(now) if now == before => Ok(()),
         _ => Err(()),
     };
-    lock.replace(&edited, unchanged).map_err(|e| match e {
+    let write = |content: &[u8], unchanged: &dyn Fn() -> std::result::Result<(), ()>| {
+        lock.replace(content, unchanged)
+    };
+    let changed = edited != before;
+    if changed {
+        write(&edited, &unchanged).map_err(|e| match e {
         ReplaceError::Held(p) => Error::other(format!(
             "cannot write the run's settings: {} exists",
             p.display()
@@ -277,7 +297,43 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
             "cannot write the run's settings: the config changed while they were being written",
         )
         .with_hint("rerun the same `git steps init`"),
-    })
+        })?;
+    }
+    // Another config file (an include, the worktree's own config) may set
+    // the same keys and win: then what was written is not what runs. Put
+    // the old file back and say so.
+    let repo = Repository::open(repo.path())?;
+    let now = resolve(&repo, &Overrides::default())?;
+    if now != *s {
+        let restored = || match std::fs::read(&target) {
+            Ok(cur) if cur == edited => Ok(()),
+            _ => Err(()),
+        };
+        if changed {
+            let _ = write(&before, &restored);
+        }
+        return Err(Error::other(format!(
+            "git config reads back run {} on branch {}{}, not what init was asked for: another config file sets these keys and takes precedence; nothing was changed",
+            now.run,
+            now.branch,
+            now.remote.as_ref().map(|r| format!(" with remote {}", r.spec)).unwrap_or_default()
+        ))
+        .with_hint("see where with `git config --show-origin --get-regexp '^steps\\.'`, remove them there (or pass the flags on every command), then rerun init"));
+    }
+    Ok(())
+}
+
+/// Clear what a killed `init` left: its own `config.lock` (which would
+/// block every `git config` of the user) and its scratch files. Another
+/// writer's `config.lock` is left alone.
+pub fn clear_config_leftover(repo: &Repository) -> Option<String> {
+    let dir = repo.commondir();
+    let _writers = crate::lock::wait(dir, "steps-config.flock").ok()?;
+    let _ = std::fs::remove_file(dir.join("steps-config.edit"));
+    let _ = std::fs::remove_file(dir.join("steps-config.edit.lock"));
+    crate::lock::OwnLock::new(&dir.join("config"), &dir.join("steps-config.pending"))
+        .clear_own_leftover()
+        .map(|p| p.display().to_string())
 }
 
 /// A boolean `steps.*` setting.

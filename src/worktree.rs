@@ -175,7 +175,8 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     for c in changes.iter().filter(|c| c.new.is_none()) {
         index.remove_path(Path::new(&c.path))?;
     }
-    index.write().context(|| "cannot write the index".into())?;
+    crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write())
+        .context(|| "cannot write the index".into())?;
     crash::point("worktree-done", step);
     Ok(())
 }

@@ -918,3 +918,122 @@ fn a_failure_after_the_push_says_the_step_is_durable_and_the_rerun_finishes() {
     assert_eq!(server.step_ids(), ["s1", "s2"]);
     assert_eq!(t.read("f"), "2\n");
 }
+
+/// Found attacking the fixes: a lock a live `git` holds in the box's own
+/// repository (here the index, held by `git update-index --index-info`
+/// waiting for its input) is never removed; a lock that a git-steps killed
+/// inside a write left (named in its `steps-intent`, made after it) is.
+#[test]
+fn a_live_local_lock_is_never_removed_a_killed_runs_own_lock_is() {
+    let t = TestRepo::new();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    let mut cmd = Command::new("git");
+    cmd.args(["update-index", "--index-info"])
+        .current_dir(&t.work)
+        .stdin(Stdio::piped());
+    hermetic(&mut cmd, &t.home());
+    let mut user = cmd.spawn().unwrap();
+    let lock = t.path(".git/index.lock");
+    let start = std::time::Instant::now();
+    while !lock.exists() && start.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(lock.exists());
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    assert!(lock.exists(), "the user's live index.lock was removed");
+    drop(user.stdin.take());
+    assert!(user.wait().unwrap().success(), "the user's git failed");
+
+    // What a git-steps killed inside a ref update leaves: the ref's lock,
+    // named in its intent. The next run clears it, and only it.
+    let intent = t.path(".git/steps-intent");
+    let own = t.path(".git/refs/heads/main.lock");
+    let other = t.path(".git/refs/heads/other.lock");
+    std::fs::write(&intent, format!("{}\n", own.display())).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&own, "half-written\n").unwrap();
+    std::fs::write(&other, "someone else's\n").unwrap();
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    t.steps_stdin(&["apply", "-"], &format!("{s1}\n{s2}\n"))
+        .ok()
+        .stderr_has("main.lock");
+    assert!(!own.exists());
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "someone else's\n");
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+}
+
+/// Found attacking the fixes: init keeps a private config private, refuses
+/// (changing nothing) when another config file overrides what it writes,
+/// and a `config.lock` a killed init left is cleared by the next run, so
+/// the user's own `git config` works again.
+#[test]
+fn init_keeps_the_config_private_and_effective() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestRepo::new();
+    let config = t.path(".git/config");
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    t.git(&["config", "http.extraHeader", "Authorization: Bearer SECRET"])
+        .ok();
+    t.steps(&["init", "--branch", "b", "--run", "r"]).ok();
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "init made the config readable by others");
+
+    // Another file that sets steps.branch and wins over .git/config: an
+    // include (libgit2 sees the key twice) and an includeIf for this
+    // repository (seen only when the settings are read back).
+    let inc = t.tmp.path().join("inc.cfg");
+    std::fs::write(&inc, "[steps]\n\tbranch = fromfile\n").unwrap();
+    let gitdir = format!("includeIf.gitdir:{}/.path", t.work.display());
+    for (key, needle) in [
+        ("include.path", "more than once"),
+        (gitdir.as_str(), "another config file sets these keys"),
+    ] {
+        t.git(&["config", key, inc.to_str().unwrap()]).ok();
+        let before = std::fs::read(&config).unwrap();
+        t.steps(&["init", "--branch", "want", "--run", "want"])
+            .code_is(1)
+            .stderr_has(needle)
+            .stderr_has("git config --show-origin");
+        assert_eq!(
+            std::fs::read(&config).unwrap(),
+            before,
+            "{key}: init changed the config"
+        );
+        t.git(&["config", "--unset", key]).ok();
+    }
+
+    // A killed init's own config.lock: the pending file and the lock are one
+    // inode. The next run clears it; `git config` works again.
+    let pending = t.path(".git/steps-config.pending");
+    std::fs::write(&pending, "half\n").unwrap();
+    std::fs::hard_link(&pending, t.path(".git/config.lock")).unwrap();
+    assert_ne!(t.git(&["config", "user.probe", "x"]).code(), Some(0));
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+    )
+    .ok()
+    .stderr_has("config.lock");
+    t.git(&["config", "user.probe", "x"]).ok();
+}
+
+/// Found attacking the fixes: a non-bare repository on this machine as the
+/// remote keeps its checked-out branch, as `git push` does
+/// (receive.denyCurrentBranch); nothing moves.
+#[test]
+fn the_checked_out_branch_of_a_non_bare_remote_is_not_moved() {
+    let t = TestRepo::new();
+    let other = t.sibling("other", None);
+    other.write("x", "x\n");
+    other.commit_all("base");
+    let clone = t.sibling("clone", Some(other.work.to_str().unwrap()));
+    clone.steps(&["init", "--remote", "origin"]).ok();
+    let before = other.head();
+    clone
+        .steps_stdin(&["apply", "-"], &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})))
+        .code_is(1)
+        .stderr_has("checked out");
+    assert_eq!(other.head(), before);
+    assert_eq!(other.git_out(&["status", "--porcelain"]), "");
+}

@@ -314,6 +314,7 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
     let link = |path: &str, target: &str| {
         format!("diff --git a/{path} b/{path}\nnew file mode 120000\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n")
     };
+    let patch_step = |id: &str, patch: String| line(serde_json::json!({"id": id, "patch": patch}));
     let mut chain = link("dot", ".");
     chain += &link("up1", "dot/..");
     chain += &link("up2", "up1/..");
@@ -333,18 +334,12 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
     );
     assert_eq!(t.snapshot(), before);
     // Over several steps: each link alone reads as inside.
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "d", "patch": link("dot", ".")})),
-    )
-    .ok();
+    t.steps_stdin(&["apply", "-"], &patch_step("d", link("dot", ".")))
+        .ok();
     let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "u", "patch": link("up1", "dot/..")})),
-    )
-    .code_is(1)
-    .stderr_has("through the symlink(s) dot");
+    t.steps_stdin(&["apply", "-"], &patch_step("u", link("up1", "dot/..")))
+        .code_is(1)
+        .stderr_has("through the symlink(s) dot");
     assert_eq!(t.snapshot(), before);
     // A link that is inside now, made to escape by a later link it goes through.
     t.steps_stdin(
@@ -352,23 +347,17 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
         &line(serde_json::json!({"id": "m", "files": {"sub/deep/x": "x\n"}})),
     )
     .ok();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "v", "patch": link("via", "hop/..")})),
-    )
-    .ok();
+    t.steps_stdin(&["apply", "-"], &patch_step("v", link("via", "hop/..")))
+        .ok();
     let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "h", "patch": link("hop", "dot")})),
-    )
-    .code_is(1)
-    .stderr_has("the symlink via");
+    t.steps_stdin(&["apply", "-"], &patch_step("h", link("hop", "dot")))
+        .code_is(1)
+        .stderr_has("the symlink via");
     assert_eq!(t.snapshot(), before);
     // Links that stay inside, through each other, are fine.
     t.steps_stdin(
         &["apply", "-"],
-        &line(serde_json::json!({"id": "ok", "patch": link("in", "dot/sub/deep/x")})),
+        &patch_step("ok", link("in", "dot/sub/deep/x")),
     )
     .ok();
     assert_eq!(t.read("in"), "x\n");
@@ -1031,7 +1020,10 @@ fn the_checked_out_branch_of_a_non_bare_remote_is_not_moved() {
     clone.steps(&["init", "--remote", "origin"]).ok();
     let before = other.head();
     clone
-        .steps_stdin(&["apply", "-"], &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})))
+        .steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+        )
         .code_is(1)
         .stderr_has("checked out");
     assert_eq!(other.head(), before);

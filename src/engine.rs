@@ -122,8 +122,9 @@ fn resolved_diff(
 /// step parses, recorded decisions match, and plan and history agree both
 /// ways. Returns the number of steps without a receipt.
 fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
-    let (pending, mut problems) = plan_agreement(plan, ledger, true)?;
-    match problems.pop() {
+    let (pending, problems) = plan_agreement(plan, ledger, true)?;
+    // The first found: a step's own digest mismatch comes before where it sits.
+    match problems.into_iter().next() {
         Some(e) => Err(e),
         None => Ok(pending),
     }

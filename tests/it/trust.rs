@@ -463,6 +463,21 @@ fn the_plan_and_the_history_agree_both_ways() {
         .ok();
     assert_eq!(t.step_ids(), ["s1", "s2", "s3", "s4", "s5"]);
     t.steps(&["verify"]).ok();
+    // A step both out of place and with another decision: the decision is
+    // what is reported first.
+    let other = line(serde_json::json!({"id": "s3", "files": {"s3.txt": "other\n"}}));
+    let r = t
+        .steps_stdin(
+            &["--json", "apply", "-"],
+            &format!("{}\n{other}\n", s("s1")),
+        )
+        .code_is(3);
+    assert_eq!(
+        r.json()["data"]["kind"],
+        "digest-mismatch",
+        "{}",
+        r.explain()
+    );
 
     // Three runners, three plans, one run: the first continues it, the
     // others are refused once their plans would interleave.

@@ -39,31 +39,15 @@
 //! - [`cli`]: the command line and its rendering;
 //! - [`error`]: typed errors, refusals and exit codes.
 
-pub mod agent;
-pub mod apply;
 pub mod cli;
 pub mod crash;
-pub mod crashmatrix;
-pub mod decider;
-pub mod engine;
 pub mod error;
-pub mod fingerprint;
-pub mod formats;
-pub mod guard;
-pub mod hunks;
-pub mod index;
-pub mod inspect;
-pub mod journal;
-pub mod ledger;
-pub mod lock;
-pub mod patch;
-pub mod path;
-pub mod receipt;
-pub mod reconcile;
-pub mod remote;
-pub mod repair;
+pub mod history;
+pub mod plan;
+pub mod run;
 pub mod settings;
-pub mod step;
-pub mod worktree;
+pub mod sync;
+pub mod tree;
+pub mod workdir;
 
 pub use error::{Error, Refusal, RefusalKind, Result};

@@ -11,7 +11,7 @@ use std::path::Path;
 use git2::Repository;
 
 use crate::error::{Context, Error, Result};
-use crate::remote::{Remote, Transport};
+use crate::sync::remote::{Remote, Transport};
 
 /// Durability switches libgit2 leaves off by default. Objects and refs are
 /// fsynced (file and directory) so a step reported done survives power loss.
@@ -210,15 +210,15 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
 /// `steps.run`, `steps.remote`, `steps.transport`), all in one replacement
 /// of the config file: a copy is edited with libgit2, then renamed over
 /// `config` under `config.lock` (git's protocol, through
-/// [`crate::lock::OwnLock`]), so a kill leaves the old settings or the new
+/// [`crate::workdir::lock::OwnLock`]), so a kill leaves the old settings or the new
 /// ones, never some of each.
 pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
-    use crate::lock::{OwnLock, ReplaceError};
+    use crate::workdir::lock::{OwnLock, ReplaceError};
     let dir = repo.commondir();
     let target = dir.join("config");
     clear_config_leftover(repo);
     // git-steps writers of this config (from any worktree) one at a time.
-    let _writers = crate::lock::wait(dir, "steps-config.flock")?;
+    let _writers = crate::workdir::lock::wait(dir, "steps-config.flock")?;
     let lock = OwnLock::new(&target, &dir.join("steps-config.pending"));
     let before = std::fs::read(&target).context(|| format!("cannot read {}", target.display()))?;
     // A private copy (and the lock libgit2 takes on it, if a kill left one:
@@ -328,10 +328,10 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
 /// writer's `config.lock` is left alone.
 pub fn clear_config_leftover(repo: &Repository) -> Option<String> {
     let dir = repo.commondir();
-    let _writers = crate::lock::wait(dir, "steps-config.flock").ok()?;
+    let _writers = crate::workdir::lock::wait(dir, "steps-config.flock").ok()?;
     let _ = std::fs::remove_file(dir.join("steps-config.edit"));
     let _ = std::fs::remove_file(dir.join("steps-config.edit.lock"));
-    crate::lock::OwnLock::new(&dir.join("config"), &dir.join("steps-config.pending"))
+    crate::workdir::lock::OwnLock::new(&dir.join("config"), &dir.join("steps-config.pending"))
         .clear_own_leftover()
         .map(|p| p.display().to_string())
 }

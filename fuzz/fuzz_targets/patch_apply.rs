@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// A unified diff of `old` → `new`, lines split at LF only, as git does.
 fn unified(old: &str, new: &str) -> String {
-    let (a, b, ops) = git_steps::hunks::diff_lines(old.as_bytes(), new.as_bytes());
+    let (a, b, ops) = git_steps::tree::hunks::diff_lines(old.as_bytes(), new.as_bytes());
     let text = |l: &[u8]| String::from_utf8_lossy(l).into_owned();
     let a: Vec<String> = a.into_iter().map(text).collect();
     let b: Vec<String> = b.into_iter().map(text).collect();
@@ -54,9 +54,9 @@ fn push(out: &mut String, sign: char, line: &str) {
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     // Arbitrary input as a patch: must not panic.
-    if let Ok(files) = git_steps::patch::parse(&text) {
+    if let Ok(files) = git_steps::plan::formats::patch::parse(&text) {
         for f in &files {
-            let _ = git_steps::patch::apply_hunks(text.as_bytes(), &f.hunks);
+            let _ = git_steps::plan::formats::patch::apply_hunks(text.as_bytes(), &f.hunks);
         }
     }
     // Differential round trip.
@@ -67,8 +67,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let patch = unified(old, new);
-    let files = git_steps::patch::parse(&patch).unwrap_or_else(|e| panic!("{e}\n{patch}"));
-    let got = git_steps::patch::apply_hunks(old.as_bytes(), &files[0].hunks)
+    let files = git_steps::plan::formats::patch::parse(&patch).unwrap_or_else(|e| panic!("{e}\n{patch}"));
+    let got = git_steps::plan::formats::patch::apply_hunks(old.as_bytes(), &files[0].hunks)
         .unwrap_or_else(|e| panic!("{e}\n{patch}"));
     assert_eq!(got, new.as_bytes(), "{patch}");
 });

@@ -12,10 +12,10 @@ fuzz_target!(|data: &[u8]| {
         "message": message,
         "intent": intent,
     });
-    let step = git_steps::step::Step::from_value(step, 1).expect("a valid step");
+    let step = git_steps::plan::step::Step::from_value(step, 1).expect("a valid step");
     for source in [None, Some("journal")] {
-        let m = git_steps::receipt::message(&step, "run", "summary", source);
-        let r = git_steps::receipt::parse(&m).unwrap_or_else(|e| panic!("{e:?}\n{m}"));
+        let m = git_steps::history::receipt::message(&step, "run", "summary", source);
+        let r = git_steps::history::receipt::parse(&m).unwrap_or_else(|e| panic!("{e:?}\n{m}"));
         assert_eq!(r.id, "fuzz-1", "{m}");
         assert_eq!(r.run, "run");
         assert_eq!(r.decision, step.digest);

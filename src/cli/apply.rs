@@ -3,11 +3,11 @@
 use std::io::Write;
 
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::engine::{self, ApplyOptions, StepOutcome};
-use crate::reconcile::{Action, Reconciled};
-use crate::repair::Repair;
+use crate::plan::step::Plan;
+use crate::run::engine::{self, ApplyOptions, StepOutcome};
 use crate::settings;
-use crate::step::Plan;
+use crate::sync::reconcile::{Action, Reconciled};
+use crate::workdir::repair::Repair;
 
 /// Apply each step of PLAN that has no receipt, in order, one commit per step.
 ///

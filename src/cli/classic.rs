@@ -4,10 +4,10 @@
 use std::io::Write;
 
 use super::{Ctx, Failure};
-use crate::crashmatrix::classic::{self, Log};
+use crate::crash::matrix::classic::{self, Log};
 use crate::error::Error;
-use crate::remote::{Remote, Transport};
-use crate::step::Plan;
+use crate::plan::step::Plan;
+use crate::sync::remote::{Remote, Transport};
 
 /// Run a plan the common broken way (cursor checkpointed every 3 steps,
 /// receipts on the box, no trailer check). For demonstrations only.
@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, a: Args, _out: &mut dyn Write) -> Result<(), Failure> {
     };
     let repo = crate::settings::open(&ctx.repo)?;
     let plan = Plan::open(&a.plan, repo.path())?;
-    let workdir = crate::worktree::workdir(&repo)?;
+    let workdir = crate::workdir::worktree::workdir(&repo)?;
     let remote = Remote {
         spec: a.remote,
         transport: Transport::Libgit2,

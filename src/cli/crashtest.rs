@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{emit_json, Ctx, Failure};
 use crate::crash;
-use crate::crashmatrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
+use crate::crash::matrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
 use crate::error::{Error, Refusal, RefusalKind};
 
 /// Crash a plan at every step × crash point × box mode, resume, compare.
@@ -201,7 +201,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let env = Env { exe, plan, runner };
     let progress = Progress::new("crashtest", ctx.quiet);
     let started = Instant::now();
-    let m = crashmatrix::run(&env, jobs(a.jobs), &|d, t| progress.tick(d, t))?;
+    let m = matrix::run(&env, jobs(a.jobs), &|d, t| progress.tick(d, t))?;
     if ctx.json {
         emit_json(out, "crashtest", &m)?;
     } else {

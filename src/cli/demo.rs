@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::crashtest::{jobs, summary_line, Progress};
 use super::{emit_json, Ctx, Failure};
-use crate::crashmatrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
+use crate::crash::matrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
 use crate::error::Error;
 
 /// The invariant's example: step i adds the line `line-i`.
@@ -105,7 +105,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             plan: plan.clone(),
             runner,
         };
-        matrices.push(crashmatrix::run(&env, jobs, &|d, t| progress.tick(d, t))?);
+        matrices.push(matrix::run(&env, jobs, &|d, t| progress.tick(d, t))?);
     }
     let ours = &matrices[2];
     let classic_diverged: usize = matrices[..2].iter().map(|m| m.summary.diverged).sum();

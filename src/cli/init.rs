@@ -23,10 +23,10 @@ pub struct Args {
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open(&a.run)?;
     if let Some(r) = &s.remote {
-        crate::remote::check_spec(&repo, &r.spec)?;
+        crate::sync::remote::check_spec(&repo, &r.spec)?;
     }
     // No run applies while its settings change.
-    let _lock = crate::lock::acquire(repo.path())?;
+    let _lock = crate::workdir::lock::acquire(repo.path())?;
     settings::store(&repo, &s)?;
     if ctx.json {
         emit_json(

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::{emit_json, Ctx, RunArgs};
 use crate::error::Result;
-use crate::inspect;
+use crate::run::inspect;
 
 /// List the run's steps, read from their receipts.
 ///

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::apply::{print_reconcile, print_repair};
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::engine;
+use crate::run::engine;
 
 /// Reconcile the local and durable branches (and apply PLAN, if given).
 ///
@@ -41,7 +41,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         );
     }
     let (repo, s) = ctx.open(&a.run)?;
-    crate::worktree::workdir(&repo)?;
+    crate::workdir::worktree::workdir(&repo)?;
     let quiet = ctx.quiet;
     let dry_run = a.dry_run;
     let (_lock, repair, reconciled) = engine::prepare(

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use super::apply::{human, print_reconcile, print_repair};
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::agent::{self, RunHooks, RunOptions, RunStep, Stop};
-use crate::reconcile::Reconciled;
-use crate::repair::Repair;
+use crate::run::agent::{self, RunHooks, RunOptions, RunStep, Stop};
 use crate::settings;
+use crate::sync::reconcile::Reconciled;
+use crate::workdir::repair::Repair;
 
 /// Run the agent loop: ask CMD for each next step, record it, apply it.
 ///

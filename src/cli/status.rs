@@ -4,8 +4,8 @@ use std::io::Write;
 
 use super::{emit_json, Ctx, RunArgs};
 use crate::error::Result;
-use crate::inspect;
-use crate::step::Plan;
+use crate::plan::step::Plan;
+use crate::run::inspect;
 
 /// Show where the run stands.
 ///

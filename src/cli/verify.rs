@@ -4,8 +4,8 @@ use std::io::Write;
 
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::error::{Error, Refusal, RefusalKind};
-use crate::inspect;
-use crate::step::Plan;
+use crate::plan::step::Plan;
+use crate::run::inspect;
 
 /// Check every invariant of the run's history (exit 0, or 3).
 ///

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use git_steps::crashmatrix::{self, Env, Runner, Verdict};
+use git_steps::crash::matrix::{self, Env, Runner, Verdict};
 use proptest::prelude::*;
 
 use crate::harness::*;
@@ -368,11 +368,11 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let plan = make_plan(dir.path(), &steps);
         let env = Env { exe: PathBuf::from(BIN), plan: plan.clone(), runner: Runner::GitSteps };
-        let reference = crashmatrix::reference(&env).unwrap();
+        let reference = matrix::reference(&env).unwrap();
         let ids = plan_ids(&plan);
-        let cells = crashmatrix::cells(Runner::GitSteps, &ids);
+        let cells = matrix::cells(Runner::GitSteps, &ids);
         let cell = &cells[pick as usize % cells.len()];
-        let row = crashmatrix::run_cell(&env, cell, &reference).unwrap();
+        let row = matrix::run_cell(&env, cell, &reference).unwrap();
         prop_assert_eq!(row.verdict, Verdict::Same, "{:?} at {}@{} ({:?}): {}\nplan:\n{}",
             row.verdict, row.point, row.step, row.box_mode, row.reason, std::fs::read_to_string(&plan).unwrap());
     }

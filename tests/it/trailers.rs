@@ -1,14 +1,14 @@
 //! SPEC "Receipts": a receipt is what
 //! `git log --format='%(trailers:key=Step-Id,valueonly)'` shows, for every
 //! message shape. Each shape below is committed with the real git, and
-//! `git_steps::receipt::parse` on the stored message must read exactly the
+//! `git_steps::history::receipt::parse` on the stored message must read exactly the
 //! `Step-Id`, `Step-Run`, `Step-Decision` (and `Step-Source`) values git
 //! shows: one of each and a valid id is a receipt, none is no receipt,
 //! anything else is a malformed one.
 
 use std::process::Command;
 
-use git_steps::receipt::{self, ParseError, Receipt};
+use git_steps::history::receipt::{self, ParseError, Receipt};
 
 use crate::harness::{hermetic, TestRepo};
 
@@ -419,7 +419,7 @@ fn expected(g: &GitView) -> Result<Receipt, ParseError> {
         return Err(ParseError::NotAReceipt);
     }
     match (g.ids.as_slice(), g.runs.as_slice(), g.decisions.as_slice()) {
-        ([i], [r], [d]) if git_steps::step::validate_id(i).is_ok() => Ok(Receipt {
+        ([i], [r], [d]) if git_steps::plan::step::validate_id(i).is_ok() => Ok(Receipt {
             id: i.clone(),
             run: r.clone(),
             decision: d.clone(),
@@ -498,7 +498,7 @@ fn receipts_are_read_exactly_as_git_log_shows_trailers() {
             // The contract in its plainest words: git shows a single valid
             // Step-Id iff parse returns a receipt with that id.
             let shown = match g.ids.as_slice() {
-                [one] if git_steps::step::validate_id(one).is_ok() => Some(one.as_str()),
+                [one] if git_steps::plan::step::validate_id(one).is_ok() => Some(one.as_str()),
                 _ => None,
             };
             if want.is_ok() && got.as_ref().ok().map(|r| r.id.as_str()) != shown {
@@ -546,7 +546,7 @@ fn written_receipts_read_back_through_git() {
         r##"{"id":"s4","files":{"a":"x"},"message":"# c\n\n\n","intent":-1}"##.to_string(),
     ];
     for (n, json) in steps.iter().enumerate() {
-        let step = git_steps::step::Step::parse(json).unwrap();
+        let step = git_steps::plan::step::Step::parse(json).unwrap();
         let source = (n % 2 == 1).then_some("journal");
         let m = receipt::message(&step, "run-1", "fallback", source);
         let oid = commit(&t, tree, m.as_bytes());

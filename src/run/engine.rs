@@ -12,18 +12,18 @@
 use git2::{Oid, Repository, Signature};
 use serde::Serialize;
 
-use crate::apply;
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::hunks::HunkCounts;
-use crate::ledger::{self, short, Ledger};
-use crate::lock;
-use crate::receipt;
-use crate::reconcile::{self, Reconciled};
-use crate::repair::{self, Repair};
+use crate::history::ledger::{self, short, Ledger};
+use crate::history::receipt;
+use crate::plan::step::{Plan, Step};
 use crate::settings::{self, Settings};
-use crate::step::{Plan, Step};
-use crate::worktree;
+use crate::sync::reconcile::{self, Reconciled};
+use crate::tree::build;
+use crate::tree::hunks::HunkCounts;
+use crate::workdir::lock;
+use crate::workdir::repair::{self, Repair};
+use crate::workdir::worktree;
 
 /// How to apply.
 #[derive(Debug, Clone, Default)]
@@ -81,17 +81,17 @@ pub(crate) fn signature(repo: &Repository) -> Result<Signature<'static>> {
 }
 
 /// Lines added and removed by `changes`.
-fn line_stats(repo: &Repository, changes: &[apply::Change]) -> Result<(usize, usize)> {
+fn line_stats(repo: &Repository, changes: &[build::Change]) -> Result<(usize, usize)> {
     let (mut add, mut rem) = (0, 0);
     for c in changes {
-        let read = |e: &Option<apply::Entry>| -> Result<Vec<u8>> {
+        let read = |e: &Option<build::Entry>| -> Result<Vec<u8>> {
             Ok(match e {
                 Some(e) => repo.find_blob(e.oid)?.content().to_vec(),
                 None => Vec::new(),
             })
         };
         let (a, b) = (read(&c.old)?, read(&c.new)?);
-        let (_, _, ops) = crate::hunks::diff_lines(&a, &b);
+        let (_, _, ops) = crate::tree::hunks::diff_lines(&a, &b);
         for op in &ops {
             rem += op.old_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
             add += op.new_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
@@ -320,7 +320,7 @@ pub fn prepare(
     // First the local side: finish a worktree update a crash interrupted.
     let repair = if settings::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
         let local = repo.refname_to_id(&s.refname()).ok();
-        let ledger = crate::index::load_ledger(repo, local, &s.run)?;
+        let ledger = crate::history::cache::load_ledger(repo, local, &s.run)?;
         ledger.ensure_sound(&s.branch)?;
         let pending = match plan {
             Some(p) => preflight(p, &ledger)?,
@@ -391,7 +391,7 @@ fn apply_inner(
     // In a dry run whose durable head is not fetched, the steps are shown
     // against the local head.
     let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
-    let ledger = crate::index::load_ledger(repo, head, &s.run)?;
+    let ledger = crate::history::cache::load_ledger(repo, head, &s.run)?;
     ledger.ensure_sound(&s.branch)?;
     preflight(plan, &ledger)?;
     // The hunk counts are read only when a step is to be applied: a rerun
@@ -424,7 +424,8 @@ fn apply_inner(
         }
         let counts = match &mut counts {
             Some(c) => c,
-            None => counts.insert(crate::index::load(repo, head, &s.run, !opts.dry_run)?.counts),
+            None => counts
+                .insert(crate::history::cache::load(repo, head, &s.run, !opts.dry_run)?.counts),
         };
         let (outcome, new_head) = apply_one(repo, s, &step, head, counts, opts, &sig, None)?;
         head = Some(new_head);
@@ -437,7 +438,7 @@ fn apply_inner(
         on_step(&outcome);
         outcomes.push(outcome);
     }
-    let history = crate::fingerprint::history(
+    let history = crate::tree::fingerprint::history(
         ledger
             .entries
             .iter()
@@ -450,12 +451,12 @@ fn apply_inner(
         entries.extend(applied);
         let done = ledger::Ledger::from_parts(head, ledger.base, entries);
         if let Some(counts) = &counts {
-            crate::index::save(repo, &s.run, &done, counts);
+            crate::history::cache::save(repo, &s.run, &done, counts);
         }
     }
     let artifact = match head {
-        Some(h) => crate::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?))?,
-        None => crate::fingerprint::artifact(repo, None)?,
+        Some(h) => crate::tree::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?))?,
+        None => crate::tree::fingerprint::artifact(repo, None)?,
     };
     Ok(ApplyReport {
         run: s.run.clone(),
@@ -494,7 +495,7 @@ pub(crate) fn apply_one(
     }
     let parent = head.map(|h| repo.find_commit(h)).transpose()?;
     let base = parent.as_ref().map(|c| c.tree()).transpose()?;
-    let applied = apply::apply(repo, base.clone(), step)?;
+    let applied = build::apply(repo, base.clone(), step)?;
     let new_tree = repo.find_tree(applied.tree)?;
     let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
     let mut trial = counts.clone();

@@ -8,10 +8,10 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::ledger::{self, short};
+use crate::history::ledger::{self, short};
+use crate::plan::step::Plan;
 use crate::settings::Settings;
-use crate::step::Plan;
-use crate::worktree;
+use crate::workdir::worktree;
 
 /// `status`.
 #[derive(Debug, Serialize)]
@@ -46,9 +46,9 @@ pub struct JournalStatus {
     pub entries: usize,
     /// A decision recorded but not applied yet: the next `run` applies it
     /// without asking the decider.
-    pub pending: Option<crate::journal::Entry>,
+    pub pending: Option<crate::run::journal::Entry>,
     /// The latest entry, when it is a refusal of the next step.
-    pub refused: Option<crate::journal::Entry>,
+    pub refused: Option<crate::run::journal::Entry>,
 }
 
 /// The journal's durable head, read without fetching: `status` writes
@@ -58,7 +58,7 @@ fn journal_status(
     s: &Settings,
     applied: usize,
 ) -> Result<Option<JournalStatus>> {
-    let name = crate::journal::refname(&s.run);
+    let name = crate::run::journal::refname(&s.run);
     let head = match &s.remote {
         None => repo.refname_to_id(&name).ok(),
         Some(r) => r.head(repo, &name)?,
@@ -75,7 +75,7 @@ fn journal_status(
             refused: None,
         }));
     }
-    let j = crate::journal::read(repo, Some(head))?;
+    let j = crate::run::journal::read(repo, Some(head))?;
     Ok(Some(JournalStatus {
         head: head.to_string(),
         read: true,
@@ -83,7 +83,7 @@ fn journal_status(
         pending: j.pending(applied).cloned(),
         refused: j
             .latest(applied)
-            .filter(|e| e.status == crate::journal::Status::Refused)
+            .filter(|e| e.status == crate::run::journal::Status::Refused)
             .cloned(),
     }))
 }
@@ -94,7 +94,7 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
         None => head,
         Some(r) => r.head(repo, &s.refname())?,
     };
-    let ledger = crate::index::load_ledger(repo, head, &s.run)?;
+    let ledger = crate::history::cache::load_ledger(repo, head, &s.run)?;
     let pending = match plan {
         None => None,
         Some(p) => {
@@ -191,7 +191,7 @@ pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
             source: commit
                 .message()
                 .ok()
-                .and_then(|m| crate::receipt::parse(m).ok())
+                .and_then(|m| crate::history::receipt::parse(m).ok())
                 .and_then(|r| r.source),
             duplicates: dups
                 .iter()
@@ -246,7 +246,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
     }
     // The agent loop's journal must agree with the log (read where it is
     // durable, without fetching: verify writes nothing).
-    let name = crate::journal::refname(&s.run);
+    let name = crate::run::journal::refname(&s.run);
     let jhead = match &s.remote {
         None => repo.refname_to_id(&name).ok(),
         Some(r) => r.head(repo, &name)?,
@@ -259,14 +259,14 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
                 short(jh)
             ));
         } else {
-            let journal = crate::journal::read(repo, Some(jh))?;
+            let journal = crate::run::journal::read(repo, Some(jh))?;
             if let Err(Error::Refused(r)) = journal.check(&ledger, &s.branch) {
                 problems.push(format!("journal {name}: {}", r.saw));
             }
         }
     }
     if let Some(plan) = plan {
-        let (_, found) = crate::engine::plan_agreement(plan, &ledger, false)?;
+        let (_, found) = crate::run::engine::plan_agreement(plan, &ledger, false)?;
         for e in found {
             problems.push(match e {
                 Error::Refused(r) => match r.step {
@@ -323,7 +323,7 @@ pub fn fingerprint(repo: &Repository, s: &Settings, rev: Option<&str>) -> Result
         },
     };
     let tree = oid.map(|o| repo.find_commit(o)?.tree()).transpose()?;
-    let artifact = crate::fingerprint::artifact(repo, tree.as_ref())?;
+    let artifact = crate::tree::fingerprint::artifact(repo, tree.as_ref())?;
     let ledger = ledger::scan(repo, oid, &s.run)?;
     Ok(Fingerprints {
         rev: label,

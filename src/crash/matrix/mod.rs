@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::crash::{self, Scope};
 use crate::error::{Error, Result};
-use crate::step::Plan;
+use crate::plan::step::Plan;
 
 /// Which implementation the matrix runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -350,10 +350,10 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
 fn recorded_twice(bare: &Path) -> Result<Option<String>> {
     let repo = Repository::open_bare(bare)?;
     let head = repo.refname_to_id("refs/steps/journal/main").ok();
-    let journal = crate::journal::read(&repo, head)?;
+    let journal = crate::run::journal::read(&repo, head)?;
     let mut seen = std::collections::BTreeMap::new();
     for e in &journal.entries {
-        if e.status == crate::journal::Status::Recorded {
+        if e.status == crate::run::journal::Status::Recorded {
             *seen.entry(e.index).or_insert(0) += 1;
         }
     }
@@ -374,7 +374,7 @@ fn durable_fingerprints(bare: &Path) -> Result<(Fingerprints, Vec<String>)> {
     let repo = Repository::open_bare(bare)?;
     let head = repo.refname_to_id("refs/heads/main").ok();
     let tree = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
-    let artifact = crate::fingerprint::artifact(&repo, tree.as_ref())?;
+    let artifact = crate::tree::fingerprint::artifact(&repo, tree.as_ref())?;
     let mut pairs: Vec<(String, String)> = Vec::new();
     if let Some(h) = head {
         let mut walk = repo.revwalk()?;
@@ -385,14 +385,15 @@ fn durable_fingerprints(bare: &Path) -> Result<(Fingerprints, Vec<String>)> {
             if let Ok(r) = c
                 .message()
                 .map_err(|_| ())
-                .and_then(|m| crate::receipt::parse(m).map_err(|_| ()))
+                .and_then(|m| crate::history::receipt::parse(m).map_err(|_| ()))
             {
                 pairs.push((r.id, r.decision));
             }
         }
     }
     pairs.reverse();
-    let history = crate::fingerprint::history(pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+    let history =
+        crate::tree::fingerprint::history(pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     Ok((
         Fingerprints { artifact, history },
         pairs.into_iter().map(|(a, _)| a).collect(),

@@ -7,6 +7,8 @@
 //! listed in [`POINTS`], so the crash matrix can stop the run on either side
 //! of it.
 
+pub mod matrix;
+
 use std::sync::OnceLock;
 
 /// The environment variable that arms a crash point.

@@ -18,7 +18,7 @@ use std::process::Command;
 use git2::{Cred, CredentialType, FetchOptions, Oid, PushOptions, RemoteCallbacks, Repository};
 
 use crate::error::{Error, Result};
-use crate::ledger::short;
+use crate::history::ledger::short;
 
 /// How to talk to the remote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -270,13 +270,17 @@ impl Remote {
                 opts.remote_callbacks(callbacks(repo))
                     .download_tags(git2::AutotagOption::None)
                     .update_fetchhead(false);
-                crate::lock::intending(repo, crate::lock::ref_locks(repo, into), || {
-                    remote.fetch(
-                        &[refspec.as_str()],
-                        Some(&mut opts),
-                        Some("git-steps: fetch"),
-                    )
-                })
+                crate::workdir::lock::intending(
+                    repo,
+                    crate::workdir::lock::ref_locks(repo, into),
+                    || {
+                        remote.fetch(
+                            &[refspec.as_str()],
+                            Some(&mut opts),
+                            Some("git-steps: fetch"),
+                        )
+                    },
+                )
                 .map_err(|e| self.net_error("fetch from", e))?;
                 Ok(advertised(remote.list()?, refname))
             }
@@ -297,9 +301,11 @@ impl Remote {
                     ]);
                     run_git_ok(cmd, "fetch", &self.spec)?;
                 }
-                crate::lock::intending(repo, crate::lock::ref_locks(repo, into), || {
-                    repo.reference(into, oid, true, "git-steps: fetch")
-                })?;
+                crate::workdir::lock::intending(
+                    repo,
+                    crate::workdir::lock::ref_locks(repo, into),
+                    || repo.reference(into, oid, true, "git-steps: fetch"),
+                )?;
                 Ok(Some(oid))
             }
         }
@@ -458,8 +464,8 @@ impl Remote {
                 *cached = Some((path.to_path_buf(), remote));
             }
             let remote = &cached.as_ref().expect("opened above").1;
-            let _guard =
-                crate::lock::wait(remote.path(), "steps-push.lock").map_err(PushError::Failed)?;
+            let _guard = crate::workdir::lock::wait(remote.path(), "steps-push.lock")
+                .map_err(PushError::Failed)?;
             let lock = local_ref_lock(remote, refname, expected)?;
             let mut copier = Copier::new(repo, remote).map_err(|e| fail("odb", e))?;
             // The commits the remote lacks: everything it has is complete
@@ -637,8 +643,8 @@ fn local_ref_lock(
     remote: &Repository,
     refname: &str,
     expected: Option<Oid>,
-) -> std::result::Result<crate::lock::OwnLock, PushError> {
-    let lock = crate::lock::OwnLock::new(
+) -> std::result::Result<crate::workdir::lock::OwnLock, PushError> {
+    let lock = crate::workdir::lock::OwnLock::new(
         &remote.path().join(refname),
         &remote.path().join("steps-push.pending"),
     );
@@ -698,12 +704,12 @@ fn name_conflict(repo: &Repository, refname: &str) -> Option<String> {
 /// Compare-and-swap `refname` from `expected` to `new` under `lock`.
 fn swap_local_ref(
     remote: &Repository,
-    lock: &crate::lock::OwnLock,
+    lock: &crate::workdir::lock::OwnLock,
     refname: &str,
     expected: Option<Oid>,
     new: Oid,
 ) -> std::result::Result<(), PushError> {
-    use crate::lock::ReplaceError;
+    use crate::workdir::lock::ReplaceError;
     let check = || {
         let current = remote.refname_to_id(refname).ok();
         if current == expected {
@@ -862,7 +868,7 @@ impl<'a> Copier<'a> {
     }
 }
 
-use crate::lock::sync_dir;
+use crate::workdir::lock::sync_dir;
 
 /// The id a remote advertised for `refname`.
 fn advertised(heads: &[git2::RemoteHead<'_>], refname: &str) -> Option<Oid> {

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use git2::{Oid, Repository};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::hunks::{self, Duplicate, HunkCounts, HunkId};
-use crate::receipt::{self, ParseError};
+use crate::history::receipt::{self, ParseError};
+use crate::tree::hunks::{self, Duplicate, HunkCounts, HunkId};
 
 /// One applied step, as its receipt says.
 #[derive(Debug, Clone)]
@@ -72,7 +72,7 @@ impl Ledger {
 
     /// The history fingerprint of the applied steps.
     pub fn history_fingerprint(&self) -> String {
-        crate::fingerprint::history(
+        crate::tree::fingerprint::history(
             self.entries
                 .iter()
                 .map(|e| (e.id.as_str(), e.decision.as_str())),
@@ -343,7 +343,7 @@ pub fn tree_hunks(
     old: Option<&git2::Tree<'_>>,
     new: Option<&git2::Tree<'_>>,
 ) -> Result<Vec<HunkId>> {
-    let content = |e: &Option<crate::apply::Entry>| -> Result<Vec<u8>> {
+    let content = |e: &Option<crate::tree::build::Entry>| -> Result<Vec<u8>> {
         match e {
             // Submodules have no content to diff.
             Some(e) if e.mode != 0o160000 => Ok(repo.find_blob(e.oid)?.content().to_vec()),
@@ -351,7 +351,7 @@ pub fn tree_hunks(
         }
     };
     let mut out = Vec::new();
-    for c in crate::apply::tree_changes(repo, old, new)? {
+    for c in crate::tree::build::tree_changes(repo, old, new)? {
         out.extend(hunks::identities(
             &c.path,
             &content(&c.old)?,

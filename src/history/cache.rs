@@ -18,10 +18,10 @@ use git2::{Oid, Repository};
 use sha2::{Digest, Sha256};
 
 use crate::error::Result;
-use crate::hunks::HunkCounts;
-use crate::ledger::{self, Entry, Ledger};
-use crate::receipt;
-use crate::step::hex;
+use crate::history::ledger::{self, Entry, Ledger};
+use crate::history::receipt;
+use crate::plan::step::hex;
+use crate::tree::hunks::HunkCounts;
 
 /// Version 2: binary, CRC-32 checked (version 1 was text under SHA-256;
 /// reading 19 MB of it cost more than the rest of a warm resume).

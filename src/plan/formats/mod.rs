@@ -14,6 +14,7 @@
 
 pub mod apply_patch;
 pub mod edits;
+pub mod patch;
 pub mod search_replace;
 
 use std::collections::BTreeMap;
@@ -165,7 +166,7 @@ fn list_lines(ns: &[usize]) -> String {
 
 /// A path from inside a format's text, checked against the path rules.
 fn checked_path(p: &str, what: &str) -> Result<String, String> {
-    crate::path::validate(p).map_err(|m| format!("{what}: {m}"))?;
+    crate::plan::path::validate(p).map_err(|m| format!("{what}: {m}"))?;
     Ok(p.to_string())
 }
 
@@ -261,8 +262,8 @@ mod roundtrip {
 
             // A unified diff without line numbers, placed by context.
             let ud = format!("--- a/f.txt\n+++ b/f.txt\n@@ @@\n{chunk}");
-            let files = crate::patch::parse(&ud).unwrap();
-            let out = crate::patch::apply_hunks(joined.as_bytes(), &files[0].hunks).unwrap();
+            let files = crate::plan::formats::patch::parse(&ud).unwrap();
+            let out = crate::plan::formats::patch::apply_hunks(joined.as_bytes(), &files[0].hunks).unwrap();
             prop_assert_eq!(out, b.concat().into_bytes());
         }
     }

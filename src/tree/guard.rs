@@ -19,9 +19,9 @@ use std::path::Path;
 
 use git2::{ObjectType, Oid, Repository, Tree};
 
-use crate::apply::{Change, Entry, MODE_LINK};
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::path::is_dotgit_alias;
+use crate::plan::path::is_dotgit_alias;
+use crate::tree::build::{Change, Entry, MODE_LINK};
 
 /// How many symlinks one resolution may follow (Linux's `MAXSYMLINKS`).
 const MAX_HOPS: usize = 40;

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 use git2::{IndexEntry, IndexTime, Repository, Status, StatusOptions};
 
-use crate::apply::{Change, MODE_EXEC, MODE_LINK};
 use crate::crash;
 use crate::error::{Context, Error, Refusal, RefusalKind, Result};
+use crate::tree::build::{Change, MODE_EXEC, MODE_LINK};
 
 /// Tracked paths whose index or worktree differ from HEAD.
 pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
@@ -145,11 +145,11 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     // Every caller checked its tree (`guard`); this is the last line, for
     // any path that reaches here by another way.
     for c in changes {
-        crate::guard::check_path(&c.path)
+        crate::tree::guard::check_path(&c.path)
             .map_err(|v| Error::other(format!("refusing to write {v} into the worktree")))?;
     }
     let workdir = workdir(repo)?;
-    let staging = crate::lock::tmp_dir(repo.path());
+    let staging = crate::workdir::lock::tmp_dir(repo.path());
     let mut index = repo.index()?;
     // Deletions first: a step may replace a file or symlink by a directory.
     let mut written = 0usize;
@@ -175,8 +175,10 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     for c in changes.iter().filter(|c| c.new.is_none()) {
         index.remove_path(Path::new(&c.path))?;
     }
-    crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write())
-        .context(|| "cannot write the index".into())?;
+    crate::workdir::lock::intending(repo, crate::workdir::lock::index_locks(repo), || {
+        index.write()
+    })
+    .context(|| "cannot write the index".into())?;
     crash::point("worktree-done", step);
     Ok(())
 }

@@ -13,9 +13,9 @@ use std::path::Path;
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use crate::error::{Error, Result};
-use crate::formats;
-use crate::patch;
-use crate::step::{Content, Step};
+use crate::plan::formats;
+use crate::plan::formats::patch;
+use crate::plan::step::{Content, Step};
 
 pub const MODE_FILE: u32 = 0o100644;
 pub const MODE_EXEC: u32 = 0o100755;
@@ -316,7 +316,7 @@ pub fn check_link_target(path: &str, target: &[u8]) -> Result<(), String> {
                     ));
                 }
             }
-            c if crate::path::is_dotgit_alias(c) => {
+            c if crate::plan::path::is_dotgit_alias(c) => {
                 return Err(format!("the symlink {path} points into .git ({t:?})"))
             }
             _ => depth += 1,
@@ -379,7 +379,7 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
     // A link is checked against the whole tree it lands in: through the
     // links it holds, a target that reads as inside can lead outside.
     let new_tree = repo.find_tree(applied.tree)?;
-    crate::guard::check_links(repo, base.as_ref(), &new_tree, &applied.changes)?
+    crate::tree::guard::check_links(repo, base.as_ref(), &new_tree, &applied.changes)?
         .map_err(|v| fail(v.why))?;
     Ok(applied)
 }

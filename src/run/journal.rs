@@ -18,10 +18,10 @@ use git2::{Oid, Repository};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::ledger::{short, Ledger};
-use crate::reconcile::push_error;
+use crate::history::ledger::{short, Ledger};
+use crate::plan::step::Step;
 use crate::settings::Settings;
-use crate::step::Step;
+use crate::sync::reconcile::push_error;
 
 const FILE: &str = "decision.json";
 const KEY_RUN: &str = "Journal-Run";
@@ -275,9 +275,11 @@ pub fn load(repo: &Repository, s: &Settings) -> Result<Journal> {
             let head = remote.fetch(repo, &name, &name)?;
             if head.is_none() {
                 if let Ok(mut r) = repo.find_reference(&name) {
-                    crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
-                        r.delete()
-                    })?;
+                    crate::workdir::lock::intending(
+                        repo,
+                        crate::workdir::lock::ref_locks(repo, &name),
+                        || r.delete(),
+                    )?;
                 }
             }
             head
@@ -321,7 +323,7 @@ pub fn append(
     let mut tb = repo.treebuilder(None)?;
     tb.insert(FILE, blob, 0o100644)?;
     let tree = repo.find_tree(tb.write()?)?;
-    let sig = crate::engine::signature(repo)?;
+    let sig = crate::run::engine::signature(repo)?;
     let parent = journal.head.map(|h| repo.find_commit(h)).transpose()?;
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
     let commit = repo.commit(None, &sig, &sig, &message, &tree, &parents)?;
@@ -334,16 +336,17 @@ pub fn append(
         crash::point("journal-pushed", &step.id);
     }
     let log = format!("git-steps: journal {label} {}", step.id);
-    let res = crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
-        match journal.head {
-            Some(old) if s.remote.is_none() => {
-                repo.reference_matching(&name, commit, true, old, &log)
+    let res =
+        crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, &name), || {
+            match journal.head {
+                Some(old) if s.remote.is_none() => {
+                    repo.reference_matching(&name, commit, true, old, &log)
+                }
+                // With a remote, the local ref is a copy of what the remote accepted.
+                _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
+                _ => repo.reference(&name, commit, false, &log),
             }
-            // With a remote, the local ref is a copy of what the remote accepted.
-            _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
-            _ => repo.reference(&name, commit, false, &log),
-        }
-    });
+        });
     res.map_err(|e| {
         Error::other(format!(
             "step {}: {name} moved while recording the decision: {}",

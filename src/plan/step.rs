@@ -16,7 +16,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::path;
+use crate::plan::path;
 
 /// Longest id the SPEC allows.
 pub const MAX_ID_LEN: usize = 128;
@@ -230,13 +230,13 @@ impl Step {
             // plan validation, before any step is applied.
             "apply_patch" => {
                 let text = want_string("apply_patch")?;
-                crate::formats::apply_patch::parse(&text)
+                crate::plan::formats::apply_patch::parse(&text)
                     .map_err(|m| err(step, format!("apply_patch: {m}")))?;
                 Content::ApplyPatch(text)
             }
             "search_replace" => {
                 let text = want_string("search_replace")?;
-                crate::formats::search_replace::parse(&text)
+                crate::plan::formats::search_replace::parse(&text)
                     .map_err(|m| err(step, format!("search_replace: {m}")))?;
                 Content::SearchReplace(text)
             }
@@ -245,7 +245,7 @@ impl Step {
                     return Err(err(step, "field `edits` is an empty array".into()))
                 }
                 Value::Array(a) => {
-                    crate::formats::edits::parse(a).map_err(|m| err(step, m))?;
+                    crate::plan::formats::edits::parse(a).map_err(|m| err(step, m))?;
                     Content::Edits(a.clone())
                 }
                 other => {

@@ -15,13 +15,13 @@ use std::path::Path;
 
 use git2::{Oid, Repository, Signature};
 
-use crate::apply;
 use crate::crash::{self, Point, Scope};
 use crate::error::{Error, Result};
-use crate::receipt;
-use crate::remote::Remote;
-use crate::step::Plan;
-use crate::worktree;
+use crate::history::receipt;
+use crate::plan::step::Plan;
+use crate::sync::remote::Remote;
+use crate::tree::build;
+use crate::workdir::worktree;
 
 /// Where the classic runner keeps its cursor on the remote.
 pub const CURSOR_REF: &str = "refs/classic/cursor";
@@ -169,7 +169,7 @@ pub fn run(
         let head = repo.refname_to_id(&refname).ok();
         let parent = head.map(|h| repo.find_commit(h)).transpose()?;
         let base = parent.as_ref().map(|c| c.tree()).transpose()?;
-        let applied = apply::apply(&repo, base, &step)?;
+        let applied = build::apply(&repo, base, &step)?;
         let tree = repo.find_tree(applied.tree)?;
         let msg = receipt::message(&step, run_id, &applied.summary(), None);
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();

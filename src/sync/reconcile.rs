@@ -13,11 +13,11 @@ use serde::Serialize;
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::ledger::{self, short};
-use crate::lock;
-use crate::remote::PushError;
+use crate::history::ledger::{self, short};
 use crate::settings::{self, Settings};
-use crate::worktree;
+use crate::sync::remote::PushError;
+use crate::workdir::lock;
+use crate::workdir::worktree;
 
 /// What reconcile did (or, in a dry run, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -94,7 +94,7 @@ pub fn ensure_on_branch(
         Some(to) if start != head => {
             let old = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
             let new = repo.find_commit(to)?.tree()?;
-            let changes = crate::guard::checked_changes(
+            let changes = crate::tree::guard::checked_changes(
                 repo,
                 old.as_ref(),
                 Some(&new),
@@ -110,7 +110,7 @@ pub fn ensure_on_branch(
     // half-way; the marker tells repair that the old tree's versions are
     // explained (the worktree was clean at it), so the next run finishes
     // the switch instead of refusing the leftovers as the user's edits.
-    let marker = crate::repair::switch_marker(&s.run);
+    let marker = crate::workdir::repair::switch_marker(&s.run);
     let switching = start != head && head.is_some();
     if let (true, Some(h)) = (switching, head) {
         lock::intending(repo, lock::ref_locks(repo, &marker), || {
@@ -129,7 +129,7 @@ pub fn ensure_on_branch(
         worktree::update(repo, &changes, "-")?;
     }
     if switching {
-        crate::repair::clear_switch_marker(repo, &s.run)?;
+        crate::workdir::repair::clear_switch_marker(repo, &s.run)?;
     }
     Ok(start)
 }
@@ -138,7 +138,11 @@ pub fn ensure_on_branch(
 fn last_step(repo: &Repository, s: &Settings, head: Oid) -> String {
     repo.find_commit(head)
         .ok()
-        .and_then(|c| c.message().ok().and_then(|m| crate::receipt::parse(m).ok()))
+        .and_then(|c| {
+            c.message()
+                .ok()
+                .and_then(|m| crate::history::receipt::parse(m).ok())
+        })
         .filter(|r| r.run == s.run)
         .map(|r| r.id)
         .unwrap_or_else(|| "-".into())
@@ -167,7 +171,11 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
     let durable = if dry_run {
         remote.head(repo, &s.refname())?
     } else {
-        remote.fetch(repo, &s.refname(), &crate::remote::tracking_ref(&s.branch))?
+        remote.fetch(
+            repo,
+            &s.refname(),
+            &crate::sync::remote::tracking_ref(&s.branch),
+        )?
     };
     if let Some(r) = durable {
         if repo.find_commit(r).is_err() {
@@ -232,7 +240,7 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             // the user's edits, the tree's paths, untracked files in its way.
             let old = l.map(|h| repo.find_commit(h)?.tree()).transpose()?;
             let new = repo.find_commit(r)?.tree()?;
-            let changes = crate::guard::checked_changes(
+            let changes = crate::tree::guard::checked_changes(
                 repo,
                 old.as_ref(),
                 Some(&new),

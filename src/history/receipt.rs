@@ -51,7 +51,7 @@
 //!    space), as `git interpret-trailers --parse` and `%(trailers:unfold)` do.
 //!    Keys compare ASCII-case-insensitively, as `%(trailers:key=…)` does.
 
-use crate::step::Step;
+use crate::plan::step::Step;
 
 pub const KEY_ID: &str = "Step-Id";
 pub const KEY_RUN: &str = "Step-Run";
@@ -148,7 +148,7 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
     }
     match (id.as_slice(), run.as_slice(), decision.as_slice()) {
         ([i], [r], [d]) => {
-            crate::step::validate_id(i)
+            crate::plan::step::validate_id(i)
                 .map_err(|e| ParseError::Malformed(format!("bad Step-Id: {e}")))?;
             Ok(Receipt {
                 id: i.clone(),

@@ -17,15 +17,15 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::crash;
-use crate::decider::{Answer, Context, Decider, RefusedAnswer};
-use crate::engine::{self, ApplyOptions, StepOutcome};
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::journal::{self, Status};
-use crate::ledger::short;
-use crate::reconcile::Reconciled;
-use crate::repair::Repair;
+use crate::history::ledger::short;
+use crate::run::decider::{Answer, Context, Decider, RefusedAnswer};
+use crate::run::engine::{self, ApplyOptions, StepOutcome};
+use crate::run::journal::{self, Status};
 use crate::settings::Settings;
-use crate::worktree;
+use crate::sync::reconcile::Reconciled;
+use crate::workdir::repair::Repair;
+use crate::workdir::worktree;
 
 /// How to run the loop.
 #[derive(Debug, Clone)]
@@ -125,8 +125,8 @@ pub fn run(
 
 fn artifact_at(repo: &Repository, head: Option<Oid>) -> Result<String> {
     match head {
-        Some(h) => crate::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?)),
-        None => crate::fingerprint::artifact(repo, None),
+        Some(h) => crate::tree::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?)),
+        None => crate::tree::fingerprint::artifact(repo, None),
     }
 }
 
@@ -149,8 +149,8 @@ fn run_inner(
         hooks.on_reconcile,
     )?;
     let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
-    let crate::index::Indexed { ledger, mut counts } =
-        crate::index::load(repo, head, &s.run, true)?;
+    let crate::history::cache::Indexed { ledger, mut counts } =
+        crate::history::cache::load(repo, head, &s.run, true)?;
     ledger.ensure_sound(&s.branch)?;
     let mut journal = journal::load(repo, s)?;
     journal.check(&ledger, &s.branch)?;
@@ -278,7 +278,7 @@ fn run_inner(
         };
         head = Some(new_head);
         applied_ids.insert(step.id.clone(), entries.len());
-        entries.push(crate::ledger::Entry {
+        entries.push(crate::history::ledger::Entry {
             index,
             id: step.id.clone(),
             decision: step.digest.clone(),
@@ -293,8 +293,8 @@ fn run_inner(
         done.push(rs);
     };
     if entries.len() > ledger.entries.len() {
-        let fresh = crate::ledger::Ledger::from_parts(head, ledger.base, entries.clone());
-        crate::index::save(repo, &s.run, &fresh, &counts);
+        let fresh = crate::history::ledger::Ledger::from_parts(head, ledger.base, entries.clone());
+        crate::history::cache::save(repo, &s.run, &fresh, &counts);
     }
     Ok(RunReport {
         run: s.run.clone(),
@@ -307,7 +307,7 @@ fn run_inner(
         decider_calls: calls,
         head: head.map(|h| h.to_string()),
         artifact: artifact_at(repo, head)?,
-        history: crate::fingerprint::history(
+        history: crate::tree::fingerprint::history(
             entries.iter().map(|e| (e.id.as_str(), e.decision.as_str())),
         ),
     })

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::step::Step;
+use crate::plan::step::Step;
 
 /// What the decider is told (SPEC "The agent loop"), plus the refusal of
 /// its previous answer for this index, if there was one.

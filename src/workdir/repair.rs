@@ -21,12 +21,12 @@ use std::path::Path;
 
 use git2::{Oid, Repository};
 
-use crate::apply::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::ledger::{short, Ledger};
+use crate::history::ledger::{short, Ledger};
 use crate::settings::Settings;
-use crate::worktree;
+use crate::tree::build::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+use crate::workdir::worktree;
 
 /// What repair found and did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -113,7 +113,11 @@ pub fn switch_marker(run: &str) -> String {
 pub fn clear_switch_marker(repo: &Repository, run: &str) -> Result<()> {
     let name = switch_marker(run);
     if let Ok(mut r) = repo.find_reference(&name) {
-        crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || r.delete())?;
+        crate::workdir::lock::intending(
+            repo,
+            crate::workdir::lock::ref_locks(repo, &name),
+            || r.delete(),
+        )?;
     }
     Ok(())
 }
@@ -262,7 +266,7 @@ fn save_rescue(
     // A file found where the head has a directory replaces it: its
     // deletions must not reach into the file.
     updates.sort_by_key(|(p, e)| (e.is_some(), *p));
-    let tree = match crate::apply::build_tree(repo, Some(head_tree), &updates)? {
+    let tree = match crate::tree::build::build_tree(repo, Some(head_tree), &updates)? {
         Some(t) => repo.find_tree(t)?,
         None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
     };
@@ -281,7 +285,7 @@ fn save_rescue(
         n += 1;
     }
     let name = format!("{prefix}{n}");
-    crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
+    crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, &name), || {
         repo.reference(&name, oid, false, "git-steps: rescue")
     })?;
     Ok(name)

@@ -1,7 +1,7 @@
 //! Parse unified diffs into [`FilePatch`]es. Errors name the patch line.
 
 use super::{FilePatch, Hunk, Line};
-use crate::path;
+use crate::plan::path;
 
 /// Parse a whole patch. Text before the first file header (a commit message,
 /// as `git format-patch` writes) and a `-- ` signature after the last hunk

@@ -1,0 +1,10 @@
+//! The run's history: receipts, and what a scan of them says.
+//!
+//! Owns the trailer block ([`receipt`]), the scan of a branch into the
+//! applied set ([`ledger`]) and its verified on-disk cache ([`cache`]).
+//! Invariant: the branch is the truth; a cache that does not match it
+//! exactly is ignored and rebuilt.
+
+pub mod cache;
+pub mod ledger;
+pub mod receipt;

@@ -1,0 +1,10 @@
+//! The plan: what an agent decided, before it meets any tree.
+//!
+//! Owns the step object and its decision digest ([`step`]), the path rules
+//! every edit format obeys ([`path`]), and the edit formats themselves
+//! ([`formats`], unified diffs among them). Invariant: everything here is a
+//! pure function of the step's text; nothing reads a repository.
+
+pub mod formats;
+pub mod path;
+pub mod step;

@@ -1,0 +1,13 @@
+//! Runs: a plan applied, or the agent loop, and what they report.
+//!
+//! Owns the order of one step's writes ([`commit`]), one run session that
+//! `apply`, `resume` and `run` share ([`session`]), the plan loop
+//! ([`engine`]), the agent loop ([`agent`]) with its [`decider`] and
+//! [`journal`], and the read-only views ([`inspect`]). Invariant: a step is
+//! reported done only after its receipt is durable.
+
+pub mod agent;
+pub mod decider;
+pub mod engine;
+pub mod inspect;
+pub mod journal;

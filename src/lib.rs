@@ -42,6 +42,7 @@
 pub mod cli;
 pub mod crash;
 pub mod error;
+pub mod git;
 pub mod history;
 pub mod plan;
 pub mod run;

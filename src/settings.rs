@@ -6,95 +6,11 @@
 //! fresh box that runs `git steps init` with the same flags resumes the same
 //! run instead of starting another.
 
-use std::path::Path;
-
 use git2::Repository;
 
 use crate::error::{Context, Error, Result};
+use crate::git::head_branch;
 use crate::sync::remote::{Remote, Transport};
-
-/// Durability switches libgit2 leaves off by default. Objects and refs are
-/// fsynced (file and directory) so a step reported done survives power loss.
-/// Must run before a repository is opened: libgit2 reads it when it sets up
-/// the ref database.
-pub fn enable_fsync() -> Result<()> {
-    static ONCE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    let rc = *ONCE.get_or_init(|| {
-        init_libgit2();
-        // SAFETY: git_libgit2_opts is variadic; GIT_OPT_ENABLE_FSYNC_GITDIR
-        // takes exactly one int argument.
-        unsafe {
-            libgit2_sys::git_libgit2_opts(
-                libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int,
-                1 as libc::c_int,
-            )
-        }
-    });
-    if rc < 0 {
-        return Err(Error::other("cannot enable fsync in libgit2"));
-    }
-    Ok(())
-}
-
-/// The CA locations to hand libgit2 when an https remote is first used:
-/// the user's `SSL_CERT_FILE`/`SSL_CERT_DIR` if set, else what
-/// openssl-probe finds. None once loaded (or if libgit2 was initialised
-/// before we could defer).
-static DEFERRED_CERTS: std::sync::Mutex<
-    Option<(Option<std::ffi::OsString>, Option<std::ffi::OsString>)>,
-> = std::sync::Mutex::new(None);
-
-/// Initialise libgit2 without loading a CA bundle: libgit2 (built against
-/// OpenSSL) parses every certificate at start-up — about 30 ms per process,
-/// more than a whole local step — which most commands never need. The
-/// bundle is loaded by [`load_system_certs`] when an http(s) remote is first
-/// used, from the same places OpenSSL would have used.
-fn init_libgit2() {
-    let file = std::env::var_os("SSL_CERT_FILE");
-    let dir = std::env::var_os("SSL_CERT_DIR");
-    // Called once, before any thread of ours exists.
-    std::env::set_var("SSL_CERT_FILE", "/dev/null");
-    std::env::set_var("SSL_CERT_DIR", "/dev/null");
-    git2::opts::strict_object_creation(true);
-    for (k, v) in [("SSL_CERT_FILE", &file), ("SSL_CERT_DIR", &dir)] {
-        match v {
-            Some(v) => std::env::set_var(k, v),
-            None => std::env::remove_var(k),
-        }
-    }
-    *DEFERRED_CERTS.lock().expect("cert lock") = Some((file, dir));
-}
-
-/// Load the CA bundle into libgit2 (once), before an https connection.
-pub fn load_system_certs() {
-    let Some((file, dir)) = DEFERRED_CERTS.lock().expect("cert lock").take() else {
-        return;
-    };
-    let probe = openssl_probe::probe();
-    let file = file.map(std::path::PathBuf::from).or(probe.cert_file);
-    let dir = dir.map(std::path::PathBuf::from).or(probe.cert_dir);
-    // SAFETY: libgit2 is initialised; these only hand paths to OpenSSL.
-    unsafe {
-        if let Some(f) = file {
-            let _ = git2::opts::set_ssl_cert_file(f);
-        }
-        if let Some(d) = dir {
-            let _ = git2::opts::set_ssl_cert_dir(d);
-        }
-    }
-}
-
-/// Open the repository at or above `path`, with fsync enabled.
-pub fn open(path: &Path) -> Result<Repository> {
-    enable_fsync()?;
-    Repository::discover(path)
-        .context(|| format!("{} is not in a git repository", path.display()))
-        .map_err(|e| {
-            e.with_hint(
-                "run git-steps inside a git repository, or pass -C <path>; `git init` makes one",
-            )
-        })
-}
 
 /// What the flags say (None: use git config, then the default).
 #[derive(Debug, Clone, Default)]
@@ -155,13 +71,6 @@ fn config_str(repo: &Repository, key: &str) -> Result<Option<String>> {
         Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The branch HEAD names (even if unborn), if HEAD is symbolic.
-pub fn head_branch(repo: &Repository) -> Option<String> {
-    let head = repo.find_reference("HEAD").ok()?;
-    let target = head.symbolic_target().ok()??;
-    target.strip_prefix("refs/heads/").map(str::to_string)
 }
 
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {

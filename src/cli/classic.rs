@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, a: Args, _out: &mut dyn Write) -> Result<(), Failure> {
             return Err(Error::input(format!("--log {other:?}: use durable or volatile")).into())
         }
     };
-    let repo = crate::settings::open(&ctx.repo)?;
+    let repo = crate::git::open(&ctx.repo)?;
     let plan = Plan::open(&a.plan, repo.path())?;
     let workdir = crate::workdir::worktree::workdir(&repo)?;
     let remote = Remote {

@@ -114,7 +114,7 @@ impl Ctx {
     }
 
     pub fn open(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
-        let repo = settings::open(&self.repo)?;
+        let repo = crate::git::open(&self.repo)?;
         let s = settings::resolve(&repo, &run.overrides())?;
         if self.verbose || !self.json {
             self.status(&s.durable_domain());

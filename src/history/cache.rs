@@ -18,9 +18,10 @@ use git2::{Oid, Repository};
 use sha2::{Digest, Sha256};
 
 use crate::error::Result;
+use crate::git::hex;
 use crate::history::ledger::{self, Entry, Ledger};
 use crate::history::receipt;
-use crate::plan::step::hex;
+
 use crate::tree::hunks::HunkCounts;
 
 /// Version 2: binary, CRC-32 checked (version 1 was text under SHA-256;

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use git2::{Oid, Repository};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::git::{short, MODE_GITLINK};
 use crate::history::receipt::{self, ParseError};
 use crate::tree::hunks::{self, Duplicate, HunkCounts, HunkId};
 
@@ -166,10 +167,6 @@ impl IdIndex {
             .map(|&(_, i)| &entries[i as usize])
             .find(|e| e.id == id)
     }
-}
-
-pub fn short(oid: Oid) -> String {
-    oid.to_string()[..12].to_string()
 }
 
 /// Scan the first-parent history of `head` for receipts of `run`.
@@ -343,15 +340,15 @@ pub fn tree_hunks(
     old: Option<&git2::Tree<'_>>,
     new: Option<&git2::Tree<'_>>,
 ) -> Result<Vec<HunkId>> {
-    let content = |e: &Option<crate::tree::build::Entry>| -> Result<Vec<u8>> {
+    let content = |e: &Option<crate::git::Entry>| -> Result<Vec<u8>> {
         match e {
             // Submodules have no content to diff.
-            Some(e) if e.mode != 0o160000 => Ok(repo.find_blob(e.oid)?.content().to_vec()),
+            Some(e) if e.mode != MODE_GITLINK => Ok(repo.find_blob(e.oid)?.content().to_vec()),
             _ => Ok(Vec::new()),
         }
     };
     let mut out = Vec::new();
-    for c in crate::tree::build::tree_changes(repo, old, new)? {
+    for c in crate::git::tree_changes(repo, old, new)? {
         out.extend(hunks::identities(
             &c.path,
             &content(&c.old)?,

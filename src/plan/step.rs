@@ -16,6 +16,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::git::hex;
 use crate::plan::path;
 
 /// Longest id the SPEC allows.
@@ -110,16 +111,6 @@ pub fn decision_digest(value: &Value) -> String {
     // non-finite numbers.
     let canonical = serde_jcs::to_vec(value).expect("a JSON value canonicalises");
     format!("sha256:{}", hex(&Sha256::digest(&canonical)))
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 fn type_name(v: &Value) -> &'static str {

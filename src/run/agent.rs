@@ -18,7 +18,8 @@ use serde::Serialize;
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::history::ledger::short;
+use crate::git::short;
+
 use crate::run::decider::{Answer, Context, Decider, RefusedAnswer};
 use crate::run::engine::{self, ApplyOptions, StepOutcome};
 use crate::run::journal::{self, Status};
@@ -160,7 +161,7 @@ fn run_inner(
         .enumerate()
         .map(|(i, e)| (e.id.clone(), i))
         .collect();
-    let sig = engine::signature(repo)?;
+    let sig = crate::git::signature(repo)?;
     let apply_opts = ApplyOptions {
         dry_run: false,
         allow_duplicate_hunks: opts.allow_duplicate_hunks,

@@ -14,7 +14,9 @@ use serde::Serialize;
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::history::ledger::{self, short, Ledger};
+use crate::git::short;
+use crate::git::signature;
+use crate::history::ledger::{self, Ledger};
 use crate::history::receipt;
 use crate::plan::step::{Plan, Step};
 use crate::settings::{self, Settings};
@@ -73,18 +75,11 @@ pub struct ApplyReport {
     pub history: String,
 }
 
-pub(crate) fn signature(repo: &Repository) -> Result<Signature<'static>> {
-    match repo.signature() {
-        Ok(s) => Ok(s.to_owned()),
-        Err(_) => Ok(Signature::now("git-steps", "git-steps@localhost")?),
-    }
-}
-
 /// Lines added and removed by `changes`.
-fn line_stats(repo: &Repository, changes: &[build::Change]) -> Result<(usize, usize)> {
+fn line_stats(repo: &Repository, changes: &[crate::git::Change]) -> Result<(usize, usize)> {
     let (mut add, mut rem) = (0, 0);
     for c in changes {
-        let read = |e: &Option<build::Entry>| -> Result<Vec<u8>> {
+        let read = |e: &Option<crate::git::Entry>| -> Result<Vec<u8>> {
             Ok(match e {
                 Some(e) => repo.find_blob(e.oid)?.content().to_vec(),
                 None => Vec::new(),
@@ -318,7 +313,7 @@ pub fn prepare(
         Some(lock)
     };
     // First the local side: finish a worktree update a crash interrupted.
-    let repair = if settings::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
+    let repair = if crate::git::head_branch(repo).as_deref() == Some(s.branch.as_str()) {
         let local = repo.refname_to_id(&s.refname()).ok();
         let ledger = crate::history::cache::load_ledger(repo, local, &s.run)?;
         ledger.ensure_sound(&s.branch)?;
@@ -550,7 +545,7 @@ pub(crate) fn apply_one(
         // The commit point: the remote accepts the branch update.
         remote
             .push(repo, &s.refname(), head, commit)
-            .map_err(|e| reconcile::push_error(e, &s.branch, &remote.spec, head))?;
+            .map_err(|e| e.into_error(&s.branch, &remote.spec, head))?;
         crash::point("pushed", &step.id);
     }
     // From here on the step is durable: a failure is this box's only.
@@ -581,7 +576,7 @@ pub(crate) fn apply_one(
 }
 
 /// Compare-and-swap the branch from `expected` to `new`; libgit2 fsyncs the
-/// ref file and its directory (see `settings::enable_fsync`).
+/// ref file and its directory (see `crate::git::enable_fsync`).
 fn move_ref(
     repo: &Repository,
     s: &Settings,

@@ -8,7 +8,8 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::history::ledger::{self, short};
+use crate::git::short;
+use crate::history::ledger;
 use crate::plan::step::Plan;
 use crate::settings::Settings;
 use crate::workdir::worktree;

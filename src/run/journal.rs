@@ -18,10 +18,10 @@ use git2::{Oid, Repository};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::history::ledger::{short, Ledger};
+use crate::git::short;
+use crate::history::ledger::Ledger;
 use crate::plan::step::Step;
 use crate::settings::Settings;
-use crate::sync::reconcile::push_error;
 
 const FILE: &str = "decision.json";
 const KEY_RUN: &str = "Journal-Run";
@@ -321,9 +321,9 @@ pub fn append(
     ));
     let blob = repo.blob(text.as_bytes())?;
     let mut tb = repo.treebuilder(None)?;
-    tb.insert(FILE, blob, 0o100644)?;
+    tb.insert(FILE, blob, i32::from(git2::FileMode::Blob))?;
     let tree = repo.find_tree(tb.write()?)?;
-    let sig = crate::run::engine::signature(repo)?;
+    let sig = crate::git::signature(repo)?;
     let parent = journal.head.map(|h| repo.find_commit(h)).transpose()?;
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
     let commit = repo.commit(None, &sig, &sig, &message, &tree, &parents)?;
@@ -332,7 +332,7 @@ pub fn append(
     if let Some(remote) = &s.remote {
         remote
             .push(repo, &name, journal.head, commit)
-            .map_err(|e| push_error(e, &name, &remote.spec, journal.head))?;
+            .map_err(|e| e.into_error(&name, &remote.spec, journal.head))?;
         crash::point("journal-pushed", &step.id);
     }
     let log = format!("git-steps: journal {label} {}", step.id);

@@ -13,9 +13,9 @@ use serde::Serialize;
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::history::ledger::{self, short};
-use crate::settings::{self, Settings};
-use crate::sync::remote::PushError;
+use crate::git::short;
+use crate::history::ledger;
+use crate::settings::Settings;
 use crate::workdir::lock;
 use crate::workdir::worktree;
 
@@ -67,7 +67,7 @@ pub fn ensure_on_branch(
     dry_run: bool,
 ) -> Result<Option<Oid>> {
     let refname = s.refname();
-    let head_branch = settings::head_branch(repo);
+    let head_branch = crate::git::head_branch(repo);
     let branch_tip = repo.refname_to_id(&refname).ok();
     if head_branch.as_deref() == Some(s.branch.as_str()) {
         return Ok(branch_tip);
@@ -217,7 +217,7 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             }
             match remote.push(repo, &s.refname(), r, l) {
                 Ok(()) => {}
-                Err(e) => return Err(push_error(e, &s.branch, &remote.spec, r)),
+                Err(e) => return Err(e.into_error(&s.branch, &remote.spec, r)),
             }
             crash::point("reconcile-pushed", &last_step(repo, s, l));
             Ok(Reconciled {
@@ -290,31 +290,5 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             }))
         }
         (None, Some(_)) | (Some(_), None) => unreachable!("handled above"),
-    }
-}
-
-/// Map a failed push to the SPEC's errors.
-pub fn push_error(e: PushError, branch: &str, spec: &str, expected: Option<Oid>) -> Error {
-    match e {
-        PushError::Moved { found } => Error::RemoteMoved {
-            message: format!(
-                "{branch} on {spec} is no longer at {} (now {}): another writer won the race; nothing of this step was accepted",
-                expected.map(short).unwrap_or_else(|| "nothing".into()),
-                found.map(short).unwrap_or_else(|| "unknown".into())
-            ),
-            hint: "rerun the same command: it reconciles with the new durable head and applies what is still missing".into(),
-        },
-        PushError::Rejected(msg) => Error::other(format!(
-            "{spec} refused the update of {branch}: {msg}"
-        ))
-        .with_hint("the remote's hooks or permissions said no; nothing of this step became durable"),
-        PushError::Locked(why) => Error::RemoteMoved {
-            message: format!(
-                "{branch} on {spec} is locked by another writer and stayed locked while git-steps waited: {why}; {branch} is still at {}, and nothing of this step was accepted",
-                expected.map(short).unwrap_or_else(|| "nothing".into()),
-            ),
-            hint: "rerun the same command once the other push is done; if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you".into(),
-        },
-        PushError::Failed(e) => e,
     }
 }

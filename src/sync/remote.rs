@@ -18,7 +18,7 @@ use std::process::Command;
 use git2::{Cred, CredentialType, FetchOptions, Oid, PushOptions, RemoteCallbacks, Repository};
 
 use crate::error::{Error, Result};
-use crate::history::ledger::short;
+use crate::git::short;
 
 /// How to talk to the remote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -65,6 +65,35 @@ pub enum PushError {
     Locked(String),
     /// Transport or local failure; the remote state is unknown.
     Failed(Error),
+}
+
+impl PushError {
+    /// This failure as the SPEC's error: `branch` on `spec` was expected at
+    /// `expected`.
+    pub fn into_error(self, branch: &str, spec: &str, expected: Option<Oid>) -> Error {
+        match self {
+        PushError::Moved { found } => Error::RemoteMoved {
+            message: format!(
+                "{branch} on {spec} is no longer at {} (now {}): another writer won the race; nothing of this step was accepted",
+                expected.map(short).unwrap_or_else(|| "nothing".into()),
+                found.map(short).unwrap_or_else(|| "unknown".into())
+            ),
+            hint: "rerun the same command: it reconciles with the new durable head and applies what is still missing".into(),
+        },
+        PushError::Rejected(msg) => Error::other(format!(
+            "{spec} refused the update of {branch}: {msg}"
+        ))
+        .with_hint("the remote's hooks or permissions said no; nothing of this step became durable"),
+        PushError::Locked(why) => Error::RemoteMoved {
+            message: format!(
+                "{branch} on {spec} is locked by another writer and stayed locked while git-steps waited: {why}; {branch} is still at {}, and nothing of this step was accepted",
+                expected.map(short).unwrap_or_else(|| "nothing".into()),
+            ),
+            hint: "rerun the same command once the other push is done; if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you".into(),
+        },
+        PushError::Failed(e) => e,
+    }
+    }
 }
 
 /// How long a push waits for a branch lock that another writer holds on the
@@ -178,7 +207,7 @@ fn libgit2_remote<'r>(repo: &'r Repository, spec: &str, push: bool) -> Result<gi
         Err(_) => spec.to_string(),
     };
     if url.contains("http") {
-        crate::settings::load_system_certs();
+        crate::git::load_system_certs();
     }
     // A relative path is relative to the repository, not to our cwd.
     let url = if !url.contains("://") && !url.contains(':') && Path::new(&url).is_relative() {
@@ -656,8 +685,7 @@ fn local_ref_lock(
     // branch a non-bare remote has checked out, whose worktree would then
     // read as a staged revert of every step.
     if !remote.is_bare()
-        && crate::settings::head_branch(remote)
-            .is_some_and(|b| format!("refs/heads/{b}") == refname)
+        && crate::git::head_branch(remote).is_some_and(|b| format!("refs/heads/{b}") == refname)
     {
         return Err(PushError::Rejected(format!(
             "{refname} is checked out in the worktree of {}, which git refuses to update (receive.denyCurrentBranch); push to a bare repository, or to a branch that is not checked out there",

@@ -13,28 +13,10 @@ use std::path::Path;
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use crate::error::{Error, Result};
+use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
 use crate::plan::formats;
 use crate::plan::formats::patch;
 use crate::plan::step::{Content, Step};
-
-pub const MODE_FILE: u32 = 0o100644;
-pub const MODE_EXEC: u32 = 0o100755;
-pub const MODE_LINK: u32 = 0o120000;
-
-/// A blob at a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
-    pub oid: Oid,
-    pub mode: u32,
-}
-
-/// The net change at one path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    pub path: String,
-    pub old: Option<Entry>,
-    pub new: Option<Entry>,
-}
 
 /// What applying a step produced.
 #[derive(Debug)]
@@ -266,7 +248,7 @@ pub(crate) fn build_tree(
         };
         match build_tree(repo, sub_base, &children)? {
             Some(oid) => {
-                tb.insert(name, oid, 0o040000)?;
+                tb.insert(name, oid, i32::from(git2::FileMode::Tree))?;
             }
             None if tb.get(name)?.is_some() => tb.remove(name)?,
             None => {}
@@ -276,15 +258,6 @@ pub(crate) fn build_tree(
         return Ok(None);
     }
     Ok(Some(tb.write()?))
-}
-
-/// The git2 file mode for a numeric mode.
-pub fn filemode(mode: u32) -> git2::FileMode {
-    match mode {
-        MODE_EXEC => git2::FileMode::BlobExecutable,
-        MODE_LINK => git2::FileMode::Link,
-        _ => git2::FileMode::Blob,
-    }
 }
 
 /// A symlink may only point inside the repository: a relative target that,
@@ -471,41 +444,4 @@ fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<
         }
     }
     Ok(())
-}
-
-/// The net changes, path by path, from tree `old` to tree `new` (None: the
-/// empty tree), sorted by path. A rename is a deletion and an addition.
-pub fn tree_changes(
-    repo: &Repository,
-    old: Option<&Tree<'_>>,
-    new: Option<&Tree<'_>>,
-) -> Result<Vec<Change>> {
-    let diff = repo.diff_tree_to_tree(old, new, None)?;
-    let side = |f: git2::DiffFile<'_>| {
-        (!f.id().is_zero()).then(|| Entry {
-            oid: f.id(),
-            mode: u32::from(f.mode()),
-        })
-    };
-    let mut out: Vec<Change> = Vec::new();
-    for d in diff.deltas() {
-        let path = d
-            .new_file()
-            .path()
-            .or(d.old_file().path())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (old, new) = (side(d.old_file()), side(d.new_file()));
-        // A type change (file ↔ symlink) comes as a deletion and an addition
-        // of the same path: one change.
-        match out.last_mut().filter(|c| c.path == path) {
-            Some(c) => {
-                c.old = c.old.or(old);
-                c.new = c.new.or(new);
-            }
-            None => out.push(Change { path, old, new }),
-        }
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
 }

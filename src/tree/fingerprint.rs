@@ -10,7 +10,7 @@ use git2::{ObjectType, Oid, Repository, Tree};
 use sha2::{Digest, Sha256};
 
 use crate::error::Result;
-use crate::plan::step::hex;
+use crate::git::hex;
 
 /// `sha256:` + SHA-256 over every non-tree entry, sorted by full path as
 /// bytes, each contributing `<mode> <path>\0<32-byte SHA-256 of content>`.

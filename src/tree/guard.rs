@@ -20,8 +20,11 @@ use std::path::Path;
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::git::{
+    Change, Entry, MODE_EXEC, MODE_FILE, MODE_FILE_GROUP_WRITABLE, MODE_GITLINK, MODE_LINK,
+    MODE_TREE,
+};
 use crate::plan::path::is_dotgit_alias;
-use crate::tree::build::{Change, Entry, MODE_LINK};
 
 /// How many symlinks one resolution may follow (Linux's `MAXSYMLINKS`).
 const MAX_HOPS: usize = 40;
@@ -128,7 +131,7 @@ fn entries(tree: Option<&Tree<'_>>, prefix: &str) -> Walk<BTreeMap<Vec<u8>, (Oid
         let mode = e.filemode() as u32;
         if !matches!(
             mode,
-            0o100644 | 0o100755 | 0o100664 | 0o120000 | 0o040000 | 0o160000
+            MODE_FILE | MODE_EXEC | MODE_FILE_GROUP_WRITABLE | MODE_LINK | MODE_TREE | MODE_GITLINK
         ) {
             return Err(bad(format!("an entry of unknown mode {mode:o}")));
         }
@@ -144,16 +147,20 @@ fn entries(tree: Option<&Tree<'_>>, prefix: &str) -> Walk<BTreeMap<Vec<u8>, (Oid
 
 fn sub_tree<'r>(repo: &'r Repository, e: Option<&(Oid, u32)>) -> Walk<Option<Tree<'r>>> {
     match e {
-        Some((id, 0o040000)) => Ok(Some(repo.find_tree(*id)?)),
+        Some((id, MODE_TREE)) => Ok(Some(repo.find_tree(*id)?)),
         _ => Ok(None),
     }
 }
 
 fn blob(e: Option<&(Oid, u32)>) -> Option<Entry> {
     match e {
-        Some((oid, mode)) if *mode != 0o040000 && *mode != 0o160000 => Some(Entry {
+        Some((oid, mode)) if *mode != MODE_TREE && *mode != MODE_GITLINK => Some(Entry {
             oid: *oid,
-            mode: if *mode == 0o100664 { 0o100644 } else { *mode },
+            mode: if *mode == MODE_FILE_GROUP_WRITABLE {
+                MODE_FILE
+            } else {
+                *mode
+            },
         }),
         _ => None,
     }

@@ -23,9 +23,10 @@ use git2::{Oid, Repository};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::history::ledger::{short, Ledger};
+use crate::git::{short, Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+use crate::history::ledger::Ledger;
 use crate::settings::Settings;
-use crate::tree::build::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+
 use crate::workdir::worktree;
 
 /// What repair found and did.

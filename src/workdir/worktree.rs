@@ -18,7 +18,7 @@ use git2::{IndexEntry, IndexTime, Repository, Status, StatusOptions};
 
 use crate::crash;
 use crate::error::{Context, Error, Refusal, RefusalKind, Result};
-use crate::tree::build::{Change, MODE_EXEC, MODE_LINK};
+use crate::git::{Change, MODE_EXEC, MODE_LINK};
 
 /// Tracked paths whose index or worktree differ from HEAD.
 pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {

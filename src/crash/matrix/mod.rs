@@ -370,7 +370,7 @@ fn shell_quote(s: &str) -> String {
 /// Fingerprints of the durable branch (and every receipt on it, duplicates
 /// included, oldest first).
 fn durable_fingerprints(bare: &Path) -> Result<(Fingerprints, Vec<String>)> {
-    crate::settings::enable_fsync()?;
+    crate::git::enable_fsync()?;
     let repo = Repository::open_bare(bare)?;
     let head = repo.refname_to_id("refs/heads/main").ok();
     let tree = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
@@ -507,7 +507,7 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
 
 /// Run the whole matrix on `jobs` threads; `progress(done, total)` after each row.
 pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Matrix> {
-    crate::settings::enable_fsync()?;
+    crate::git::enable_fsync()?;
     let plan = Plan::open(env.plan.to_str().unwrap_or_default(), &std::env::temp_dir())?;
     let mut ids = Vec::new();
     for s in plan.steps()? {

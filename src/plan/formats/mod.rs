@@ -19,9 +19,8 @@ pub mod search_replace;
 
 use std::collections::BTreeMap;
 
-/// Regular-file mode, and the executable and symlink modes.
-pub const MODE_FILE: u32 = 0o100644;
-const MODE_LINK: u32 = 0o120000;
+pub use crate::git::MODE_FILE;
+use crate::git::MODE_LINK;
 
 /// File access for an edit format: the tree being built, or memory.
 pub trait Files {

@@ -1,6 +1,7 @@
 //! Parse unified diffs into [`FilePatch`]es. Errors name the patch line.
 
 use super::{FilePatch, Hunk, Line};
+use crate::git::{MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK};
 use crate::plan::path;
 
 /// Parse a whole patch. Text before the first file header (a commit message,
@@ -81,8 +82,8 @@ fn parse_mode(s: &str, lineno: usize) -> Result<u32, String> {
     let m = u32::from_str_radix(s.trim(), 8)
         .map_err(|_| format!("line {lineno}: bad file mode {s:?}"))?;
     match m {
-        0o100644 | 0o100755 | 0o120000 => Ok(m),
-        0o160000 => Err(format!(
+        MODE_FILE | MODE_EXEC | MODE_LINK => Ok(m),
+        MODE_GITLINK => Err(format!(
             "line {lineno}: submodule changes (mode 160000) are not supported"
         )),
         _ => Err(format!("line {lineno}: unsupported file mode {s:?}")),

@@ -1,0 +1,199 @@
+//! git primitives every layer shares: opening a repository with fsync on,
+//! the deferred CA bundle, the receipt signature, HEAD's branch, short ids,
+//! hex, tree entry modes and the net changes between two trees.
+//!
+//! Owns nothing of git-steps' own meaning: the bottom layer, it imports only
+//! [`crate::error`]. Invariant: every repository git-steps opens is opened
+//! here, after libgit2 was told to fsync objects and refs, so a step
+//! reported done survives power loss.
+
+use std::path::Path;
+
+use git2::{Oid, Repository, Signature, Tree};
+
+use crate::error::{Context, Error, Result};
+
+/// Durability switches libgit2 leaves off by default. Objects and refs are
+/// fsynced (file and directory) so a step reported done survives power loss.
+/// Must run before a repository is opened: libgit2 reads it when it sets up
+/// the ref database.
+pub fn enable_fsync() -> Result<()> {
+    static ONCE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let rc = *ONCE.get_or_init(|| {
+        init_libgit2();
+        // SAFETY: git_libgit2_opts is variadic; GIT_OPT_ENABLE_FSYNC_GITDIR
+        // takes exactly one int argument.
+        unsafe {
+            libgit2_sys::git_libgit2_opts(
+                libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int,
+                1 as libc::c_int,
+            )
+        }
+    });
+    if rc < 0 {
+        return Err(Error::other("cannot enable fsync in libgit2"));
+    }
+    Ok(())
+}
+
+/// The CA locations to hand libgit2 when an https remote is first used:
+/// the user's `SSL_CERT_FILE`/`SSL_CERT_DIR` if set, else what
+/// openssl-probe finds. None once loaded (or if libgit2 was initialised
+/// before we could defer).
+static DEFERRED_CERTS: std::sync::Mutex<
+    Option<(Option<std::ffi::OsString>, Option<std::ffi::OsString>)>,
+> = std::sync::Mutex::new(None);
+
+/// Initialise libgit2 without loading a CA bundle: libgit2 (built against
+/// OpenSSL) parses every certificate at start-up — about 30 ms per process,
+/// more than a whole local step — which most commands never need. The
+/// bundle is loaded by [`load_system_certs`] when an http(s) remote is first
+/// used, from the same places OpenSSL would have used.
+fn init_libgit2() {
+    let file = std::env::var_os("SSL_CERT_FILE");
+    let dir = std::env::var_os("SSL_CERT_DIR");
+    // Called once, before any thread of ours exists.
+    std::env::set_var("SSL_CERT_FILE", "/dev/null");
+    std::env::set_var("SSL_CERT_DIR", "/dev/null");
+    git2::opts::strict_object_creation(true);
+    for (k, v) in [("SSL_CERT_FILE", &file), ("SSL_CERT_DIR", &dir)] {
+        match v {
+            Some(v) => std::env::set_var(k, v),
+            None => std::env::remove_var(k),
+        }
+    }
+    *DEFERRED_CERTS.lock().expect("cert lock") = Some((file, dir));
+}
+
+/// Load the CA bundle into libgit2 (once), before an https connection.
+pub fn load_system_certs() {
+    let Some((file, dir)) = DEFERRED_CERTS.lock().expect("cert lock").take() else {
+        return;
+    };
+    let probe = openssl_probe::probe();
+    let file = file.map(std::path::PathBuf::from).or(probe.cert_file);
+    let dir = dir.map(std::path::PathBuf::from).or(probe.cert_dir);
+    // SAFETY: libgit2 is initialised; these only hand paths to OpenSSL.
+    unsafe {
+        if let Some(f) = file {
+            let _ = git2::opts::set_ssl_cert_file(f);
+        }
+        if let Some(d) = dir {
+            let _ = git2::opts::set_ssl_cert_dir(d);
+        }
+    }
+}
+
+/// Open the repository at or above `path`, with fsync enabled.
+pub fn open(path: &Path) -> Result<Repository> {
+    enable_fsync()?;
+    Repository::discover(path)
+        .context(|| format!("{} is not in a git repository", path.display()))
+        .map_err(|e| {
+            e.with_hint(
+                "run git-steps inside a git repository, or pass -C <path>; `git init` makes one",
+            )
+        })
+}
+
+/// The branch HEAD names (even if unborn), if HEAD is symbolic.
+pub fn head_branch(repo: &Repository) -> Option<String> {
+    let head = repo.find_reference("HEAD").ok()?;
+    let target = head.symbolic_target().ok()??;
+    target.strip_prefix("refs/heads/").map(str::to_string)
+}
+
+/// The committer for receipts: the repository's `user.name`/`user.email`,
+/// else a fixed `git-steps` identity.
+pub fn signature(repo: &Repository) -> Result<Signature<'static>> {
+    match repo.signature() {
+        Ok(s) => Ok(s.to_owned()),
+        Err(_) => Ok(Signature::now("git-steps", "git-steps@localhost")?),
+    }
+}
+
+/// The 12-digit short form of an object id, as messages show it.
+pub fn short(oid: Oid) -> String {
+    oid.to_string()[..12].to_string()
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Tree entry modes, as git writes them.
+pub const MODE_FILE: u32 = 0o100644;
+pub const MODE_EXEC: u32 = 0o100755;
+pub const MODE_LINK: u32 = 0o120000;
+pub const MODE_TREE: u32 = 0o040000;
+/// A submodule commit (a gitlink): never a blob git-steps can read.
+pub const MODE_GITLINK: u32 = 0o160000;
+/// A group-writable file: older gits wrote it; read as [`MODE_FILE`].
+pub const MODE_FILE_GROUP_WRITABLE: u32 = 0o100664;
+
+/// A blob at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub oid: Oid,
+    pub mode: u32,
+}
+
+/// The net change at one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    pub old: Option<Entry>,
+    pub new: Option<Entry>,
+}
+
+/// The git2 file mode for a numeric mode.
+pub fn filemode(mode: u32) -> git2::FileMode {
+    match mode {
+        MODE_EXEC => git2::FileMode::BlobExecutable,
+        MODE_LINK => git2::FileMode::Link,
+        _ => git2::FileMode::Blob,
+    }
+}
+
+/// The net changes, path by path, from tree `old` to tree `new` (None: the
+/// empty tree), sorted by path. A rename is a deletion and an addition.
+pub fn tree_changes(
+    repo: &Repository,
+    old: Option<&Tree<'_>>,
+    new: Option<&Tree<'_>>,
+) -> Result<Vec<Change>> {
+    let diff = repo.diff_tree_to_tree(old, new, None)?;
+    let side = |f: git2::DiffFile<'_>| {
+        (!f.id().is_zero()).then(|| Entry {
+            oid: f.id(),
+            mode: u32::from(f.mode()),
+        })
+    };
+    let mut out: Vec<Change> = Vec::new();
+    for d in diff.deltas() {
+        let path = d
+            .new_file()
+            .path()
+            .or(d.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (old, new) = (side(d.old_file()), side(d.new_file()));
+        // A type change (file ↔ symlink) comes as a deletion and an addition
+        // of the same path: one change.
+        match out.last_mut().filter(|c| c.path == path) {
+            Some(c) => {
+                c.old = c.old.or(old);
+                c.new = c.new.or(new);
+            }
+            None => out.push(Change { path, old, new }),
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}

@@ -21,6 +21,7 @@ use crate::history::receipt;
 use crate::plan::step::{Plan, Step};
 use crate::settings::{self, Settings};
 use crate::sync::reconcile::{self, Reconciled};
+use crate::sync::remote::RefUpdate;
 use crate::tree::build;
 use crate::tree::hunks::HunkCounts;
 use crate::workdir::lock;
@@ -544,7 +545,14 @@ pub(crate) fn apply_one(
     if let Some(remote) = &s.remote {
         // The commit point: the remote accepts the branch update.
         remote
-            .push(repo, &s.refname(), head, commit)
+            .push(
+                repo,
+                &RefUpdate {
+                    refname: &s.refname(),
+                    expected: head,
+                    new: commit,
+                },
+            )
             .map_err(|e| e.into_error(&s.branch, &remote.spec, head))?;
         crash::point("pushed", &step.id);
     }

@@ -22,6 +22,7 @@ use crate::git::short;
 use crate::history::ledger::Ledger;
 use crate::plan::step::Step;
 use crate::settings::Settings;
+use crate::sync::remote::RefUpdate;
 
 const FILE: &str = "decision.json";
 const KEY_RUN: &str = "Journal-Run";
@@ -331,7 +332,14 @@ pub fn append(
     let name = refname(&s.run);
     if let Some(remote) = &s.remote {
         remote
-            .push(repo, &name, journal.head, commit)
+            .push(
+                repo,
+                &RefUpdate {
+                    refname: &name,
+                    expected: journal.head,
+                    new: commit,
+                },
+            )
             .map_err(|e| e.into_error(&name, &remote.spec, journal.head))?;
         crash::point("journal-pushed", &step.id);
     }

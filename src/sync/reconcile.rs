@@ -16,6 +16,7 @@ use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
 use crate::history::ledger;
 use crate::settings::Settings;
+use crate::sync::remote::RefUpdate;
 use crate::workdir::lock;
 use crate::workdir::worktree;
 
@@ -215,7 +216,14 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             if dry_run {
                 return Ok(done(action));
             }
-            match remote.push(repo, &s.refname(), r, l) {
+            match remote.push(
+                repo,
+                &RefUpdate {
+                    refname: &s.refname(),
+                    expected: r,
+                    new: l,
+                },
+            ) {
                 Ok(()) => {}
                 Err(e) => return Err(e.into_error(&s.branch, &remote.spec, r)),
             }

@@ -1,0 +1,379 @@
+//! The local push: a bare repository on this machine, written directly.
+//!
+//! Owns copying objects into the remote (hard links of loose objects,
+//! children after their parents and entries) and moving its ref with git's
+//! lock-file protocol. Invariant: the remote never holds a ref to an object
+//! it lacks, a ref is moved only by compare-and-swap under `<ref>.lock`, and
+//! a lock that anyone but a killed git-steps pusher holds is never removed.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+use super::{PushError, RefUpdate, Remote};
+use crate::error::{Error, Result};
+use crate::workdir::lock::sync_dir;
+
+impl Remote {
+    /// A path or file:// URL this remote resolves to, if it is local.
+    pub(super) fn local_path(&self, repo: &Repository) -> Option<PathBuf> {
+        let key = (repo.path().to_path_buf(), self.spec.clone());
+        if let Some(hit) = LOCAL_PATHS.with(|c| {
+            c.borrow()
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+        }) {
+            return hit;
+        }
+        let found = self.resolve_local_path(repo);
+        LOCAL_PATHS.with(|c| c.borrow_mut().push((key, found.clone())));
+        found
+    }
+
+    fn resolve_local_path(&self, repo: &Repository) -> Option<PathBuf> {
+        let url = match repo.find_remote(&self.spec) {
+            Ok(r) => String::from_utf8_lossy(r.url_bytes()).into_owned(),
+            Err(_) => self.spec.clone(),
+        };
+        let path = match url.strip_prefix("file://") {
+            Some(p) => p.to_string(),
+            None if url.contains("://") => return None,
+            // scp-like `host:path`
+            None if url
+                .split('/')
+                .next()
+                .is_some_and(|first| first.contains(':')) =>
+            {
+                return None
+            }
+            None => url,
+        };
+        let p = Path::new(&path);
+        let p = if p.is_relative() {
+            repo.workdir().unwrap_or_else(|| repo.path()).join(p)
+        } else {
+            p.to_path_buf()
+        };
+        p.exists().then_some(p)
+    }
+
+    /// Push into a bare repository on this machine. libgit2's local
+    /// transport forces the ref without checking its current value, so two
+    /// writers could both pass negotiation and one overwrite the other; here
+    /// the new objects are copied as loose objects (children before parents,
+    /// so the remote never holds a tree whose entries are missing — what
+    /// `git receive-pack` does for small pushes) and the ref is moved with a
+    /// real compare-and-swap ([`swap_local_ref`]), under a flock that every
+    /// git-steps pusher takes; a ref lock held by anyone else is waited for,
+    /// never removed. The remote repository stays open for the next
+    /// step of the same process, so a push costs O(new objects), not
+    /// O(objects the remote holds).
+    pub(super) fn push_local(
+        &self,
+        repo: &Repository,
+        path: &Path,
+        update: &RefUpdate<'_>,
+    ) -> Result<(), PushError> {
+        let RefUpdate {
+            refname,
+            expected,
+            new,
+        } = *update;
+        let fail = |what: &str, e: git2::Error| {
+            PushError::Failed(Error::other(format!(
+                "cannot push to {}: {what}: {}",
+                path.display(),
+                e.message()
+            )))
+        };
+        OPEN_REMOTE.with(|cell| {
+            let mut cached = cell.borrow_mut();
+            if cached.as_ref().is_none_or(|(p, _)| p != path) {
+                let remote = Repository::open(path).map_err(|e| fail("open", e))?;
+                *cached = Some((path.to_path_buf(), remote));
+            }
+            let remote = &cached.as_ref().expect("opened above").1;
+            let _guard = crate::workdir::lock::wait(remote.path(), "steps-push.lock")
+                .map_err(PushError::Failed)?;
+            let lock = local_ref_lock(remote, refname, expected)?;
+            let mut copier = Copier::new(repo, remote).map_err(|e| fail("odb", e))?;
+            // The commits the remote lacks: everything it has is complete
+            // (objects are copied parents and entries first), so the search
+            // stops at the first commit it holds. (A revwalk hiding the
+            // remote head would read the whole history to mark it.)
+            let mut missing = std::collections::HashSet::new();
+            let mut todo = vec![new];
+            while let Some(id) = todo.pop() {
+                if missing.contains(&id) || copier.dst.exists(id) {
+                    continue;
+                }
+                missing.insert(id);
+                let c = repo.find_commit(id).map_err(|e| fail("read", e))?;
+                todo.extend(c.parent_ids());
+            }
+            for commit in parents_first(repo, new, &missing).map_err(|e| fail("walk", e))? {
+                let c = repo.find_commit(commit).map_err(|e| fail("read", e))?;
+                // The first parent's tree is complete in the remote if the
+                // parent is there.
+                let known = c
+                    .parents()
+                    .next()
+                    .filter(|p| copier.dst.exists(p.id()))
+                    .and_then(|p| p.tree().ok());
+                copier
+                    .tree(c.tree_id(), known.as_ref())
+                    .map_err(|e| fail("copy objects", e))?;
+                copier.object(commit).map_err(|e| fail("copy objects", e))?;
+            }
+            swap_local_ref(remote, &lock, refname, expected, new)
+        })
+    }
+}
+
+fn io_failed(what: &str, path: &Path, e: std::io::Error) -> PushError {
+    PushError::Failed(Error::other(format!("cannot {what} {}: {e}", path.display())).with_hint(
+        "nothing of this step became durable on the remote; fix the remote's disk or permissions, then rerun",
+    ))
+}
+
+fn lock_held(p: &Path) -> PushError {
+    PushError::Locked(format!(
+        "{} exists (another git process is updating the branch, or one died holding it)",
+        p.display()
+    ))
+}
+
+/// The lock for `refname` in a bare repository on this machine, through
+/// which [`swap_local_ref`] moves it with git's own protocol (`<ref>.lock`,
+/// checked, renamed): a lock that a killed git-steps pusher left is
+/// removed, anyone else's is contention and never touched. Fails early when
+/// the lock is held or the branch is no longer at `expected`.
+fn local_ref_lock(
+    remote: &Repository,
+    refname: &str,
+    expected: Option<Oid>,
+) -> std::result::Result<crate::workdir::lock::OwnLock, PushError> {
+    let lock = crate::workdir::lock::OwnLock::new(
+        &remote.path().join(refname),
+        &remote.path().join("steps-push.pending"),
+    );
+    lock.clear_own_leftover();
+    if lock.held() {
+        return Err(lock_held(lock.lock_path()));
+    }
+    // What receive-pack refuses by default (receive.denyCurrentBranch): the
+    // branch a non-bare remote has checked out, whose worktree would then
+    // read as a staged revert of every step.
+    if !remote.is_bare()
+        && crate::git::head_branch(remote).is_some_and(|b| format!("refs/heads/{b}") == refname)
+    {
+        return Err(PushError::Rejected(format!(
+            "{refname} is checked out in the worktree of {}, which git refuses to update (receive.denyCurrentBranch); push to a bare repository, or to a branch that is not checked out there",
+            remote.workdir().unwrap_or(remote.path()).display()
+        )));
+    }
+    if let Some(other) = name_conflict(remote, refname) {
+        return Err(PushError::Failed(
+            Error::other(format!(
+                "{refname} cannot be created on {}: the ref {other} is there, and git refuses a ref whose name is a directory of another (a clone of the remote would fail)",
+                remote.path().display()
+            ))
+            .with_hint("give the run another branch: `git steps init --branch <name>`"),
+        ));
+    }
+    let current = remote.refname_to_id(refname).ok();
+    if current != expected {
+        return Err(PushError::Moved { found: current });
+    }
+    Ok(lock)
+}
+
+/// A ref of `repo` that `refname` cannot live beside: one named like a
+/// parent directory of it (`refs/heads/feat` for `refs/heads/feat/run`),
+/// or one under it, packed or loose (what receive-pack checks too).
+fn name_conflict(repo: &Repository, refname: &str) -> Option<String> {
+    let mut prefix = refname;
+    while let Some((parent, _)) = prefix.rsplit_once('/') {
+        if parent.matches('/').count() < 2 {
+            break;
+        }
+        if repo.find_reference(parent).is_ok() {
+            return Some(parent.to_string());
+        }
+        prefix = parent;
+    }
+    let mut under = repo.references_glob(&format!("{refname}/*")).ok()?;
+    under
+        .next()
+        .and_then(|r| r.ok())
+        .and_then(|r| r.name().ok().map(str::to_string))
+}
+
+/// Compare-and-swap `refname` from `expected` to `new` under `lock`.
+fn swap_local_ref(
+    remote: &Repository,
+    lock: &crate::workdir::lock::OwnLock,
+    refname: &str,
+    expected: Option<Oid>,
+    new: Oid,
+) -> std::result::Result<(), PushError> {
+    use crate::workdir::lock::ReplaceError;
+    let check = || {
+        let current = remote.refname_to_id(refname).ok();
+        if current == expected {
+            Ok(())
+        } else {
+            Err(current)
+        }
+    };
+    lock.replace(format!("{new}\n").as_bytes(), check)
+        .map_err(|e| match e {
+            ReplaceError::Held(p) => lock_held(&p),
+            ReplaceError::Io(what, path, e) => io_failed(&what, &path, e),
+            ReplaceError::Check(found) => PushError::Moved { found },
+        })
+}
+
+/// A repository's git dir and a remote spec.
+type LocalPathKey = (PathBuf, String);
+
+thread_local! {
+    /// The local bare remote this process pushes to, kept open between steps.
+    static OPEN_REMOTE: RefCell<Option<(PathBuf, Repository)>> = const { RefCell::new(None) };
+    /// `Remote::local_path` answers, keyed by repository and spec.
+    static LOCAL_PATHS: RefCell<Vec<(LocalPathKey, Option<PathBuf>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The commits of `missing` (all reachable from `tip`) in an order where
+/// every parent comes before its children.
+fn parents_first(
+    repo: &Repository,
+    tip: Oid,
+    missing: &std::collections::HashSet<Oid>,
+) -> std::result::Result<Vec<Oid>, git2::Error> {
+    let mut order = Vec::with_capacity(missing.len());
+    let mut done = std::collections::HashSet::new();
+    let mut stack = vec![(tip, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if !missing.contains(&id) || done.contains(&id) {
+            continue;
+        }
+        if expanded {
+            done.insert(id);
+            order.push(id);
+            continue;
+        }
+        stack.push((id, true));
+        for p in repo.find_commit(id)?.parent_ids() {
+            stack.push((p, false));
+        }
+    }
+    Ok(order)
+}
+
+/// Copies objects from the local repository into a local bare remote.
+///
+/// A loose object is hard-linked, as `git clone --local` does: loose
+/// objects are immutable, so once the file is fsynced only the remote's
+/// directory entry needs an fsync, done right after the link so that an
+/// object never becomes durable before the objects it names. Creating files
+/// is what a step spends most on, and this avoids three per step.
+/// Anything else (a packed object, another filesystem) is read and written
+/// through libgit2, which fsyncs it the same way.
+struct Copier<'a> {
+    repo: &'a Repository,
+    src: git2::Odb<'a>,
+    dst: git2::Odb<'a>,
+    src_dir: PathBuf,
+    dst_dir: PathBuf,
+    link: bool,
+}
+
+impl<'a> Copier<'a> {
+    fn new(repo: &'a Repository, remote: &'a Repository) -> std::result::Result<Self, git2::Error> {
+        Ok(Copier {
+            repo,
+            src: repo.odb()?,
+            dst: remote.odb()?,
+            src_dir: repo.path().join("objects"),
+            dst_dir: remote.path().join("objects"),
+            link: true,
+        })
+    }
+
+    fn object(&mut self, id: Oid) -> std::result::Result<(), git2::Error> {
+        if self.link && self.link_loose(id).is_ok() {
+            return Ok(());
+        }
+        let obj = self.src.read(id)?;
+        let written = self.dst.write(obj.kind(), obj.data())?;
+        debug_assert_eq!(written, id);
+        Ok(())
+    }
+
+    fn link_loose(&mut self, id: Oid) -> std::io::Result<()> {
+        let hex = id.to_string();
+        let (fan, rest) = hex.split_at(2);
+        let dir = self.dst_dir.join(fan);
+        if !dir.is_dir() {
+            match std::fs::create_dir(&dir) {
+                Ok(()) => sync_dir(&self.dst_dir)?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Our own objects are fsynced when written, but one written by a
+        // git that does not fsync loose objects (its default) may not be:
+        // make sure (cheap when there is nothing left to flush).
+        let from = self.src_dir.join(fan).join(rest);
+        std::fs::File::open(&from)?.sync_all()?;
+        match std::fs::hard_link(&from, dir.join(rest)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EXDEV) {
+                    self.link = false;
+                }
+                return Err(e);
+            }
+        }
+        sync_dir(&dir)
+    }
+
+    /// Copy a tree and everything under it that the remote lacks, entries
+    /// first. The remote is complete for every object it has, so an entry
+    /// equal to the one at the same place in `known` (a tree of a commit the
+    /// remote already holds) or already there is skipped with its subtree.
+    fn tree(
+        &mut self,
+        id: Oid,
+        known: Option<&git2::Tree<'_>>,
+    ) -> std::result::Result<(), git2::Error> {
+        if self.dst.exists(id) {
+            return Ok(());
+        }
+        let tree = self.repo.find_tree(id)?;
+        for entry in tree.iter() {
+            let before = known.and_then(|k| k.get_name_bytes(entry.name_bytes()));
+            if before.as_ref().is_some_and(|b| b.id() == entry.id()) {
+                continue;
+            }
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) => {
+                    let sub = before
+                        .filter(|b| b.kind() == Some(git2::ObjectType::Tree))
+                        .and_then(|b| self.repo.find_tree(b.id()).ok());
+                    self.tree(entry.id(), sub.as_ref())?
+                }
+                Some(git2::ObjectType::Blob) if !self.dst.exists(entry.id()) => {
+                    self.object(entry.id())?
+                }
+                // Blobs it has; gitlinks name commits of other repositories.
+                _ => {}
+            }
+        }
+        self.object(id)
+    }
+}

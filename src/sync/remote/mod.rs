@@ -1,0 +1,192 @@
+//! Remote sync: reading, fetching and compare-and-swap pushing the durable
+//! branch, through libgit2 ([`libgit2`]), the user's `git` ([`cli`]), or
+//! directly into a bare repository on this machine ([`local`]); a failed
+//! push is settled by asking the remote ([`settle`]).
+//!
+//! Owns the commit point when the durable domain is a remote: a step is
+//! durable exactly when the remote accepted the branch update. Invariant: a
+//! push is a compare-and-swap ([`RefUpdate`]) on the branch's expected id,
+//! never a force, and a rejected or ambiguous update is never reported as
+//! success.
+
+use std::path::Path;
+
+use git2::{Oid, Repository};
+
+use crate::error::{Error, Result};
+use crate::git::short;
+
+mod cli;
+mod libgit2;
+mod local;
+mod settle;
+
+/// A compare-and-swap of one remote ref: move `refname` from `expected`
+/// (None: it must not exist) to `new`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefUpdate<'a> {
+    pub refname: &'a str,
+    pub expected: Option<Oid>,
+    pub new: Oid,
+}
+
+/// How to talk to the remote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// libgit2: file paths, file://, git://, http(s)://, ssh:// (ssh-agent,
+    /// credential helpers).
+    Libgit2,
+    /// The user's `git` executable, for its credential helpers and ssh config.
+    Git,
+}
+
+impl Transport {
+    pub fn parse(s: &str) -> Result<Transport> {
+        match s {
+            "libgit2" => Ok(Transport::Libgit2),
+            "git" => Ok(Transport::Git),
+            other => Err(Error::input(format!(
+                "unknown transport {other:?}; use `libgit2` or `git`"
+            ))),
+        }
+    }
+}
+
+/// The durable remote of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    /// A configured remote name, or a URL or path.
+    pub spec: String,
+    pub transport: Transport,
+}
+
+/// The outcome of a push that did not land.
+#[derive(Debug)]
+pub enum PushError {
+    /// Another writer won the race: the branch is no longer at the expected id.
+    Moved { found: Option<Oid> },
+    /// The remote refused the update (a hook, permissions, ...).
+    Rejected(String),
+    /// The branch's lock on the remote is held by another writer (a push
+    /// in flight, a `git` on the server), or was left there by one that
+    /// died; the branch is still at the expected id. The text says which
+    /// lock and what the server said.
+    Locked(String),
+    /// Transport or local failure; the remote state is unknown.
+    Failed(Error),
+}
+
+impl PushError {
+    /// This failure as the SPEC's error: `branch` on `spec` was expected at
+    /// `expected`.
+    pub fn into_error(self, branch: &str, spec: &str, expected: Option<Oid>) -> Error {
+        match self {
+        PushError::Moved { found } => Error::RemoteMoved {
+            message: format!(
+                "{branch} on {spec} is no longer at {} (now {}): another writer won the race; nothing of this step was accepted",
+                expected.map(short).unwrap_or_else(|| "nothing".into()),
+                found.map(short).unwrap_or_else(|| "unknown".into())
+            ),
+            hint: "rerun the same command: it reconciles with the new durable head and applies what is still missing".into(),
+        },
+        PushError::Rejected(msg) => Error::other(format!(
+            "{spec} refused the update of {branch}: {msg}"
+        ))
+        .with_hint("the remote's hooks or permissions said no; nothing of this step became durable"),
+        PushError::Locked(why) => Error::RemoteMoved {
+            message: format!(
+                "{branch} on {spec} is locked by another writer and stayed locked while git-steps waited: {why}; {branch} is still at {}, and nothing of this step was accepted",
+                expected.map(short).unwrap_or_else(|| "nothing".into()),
+            ),
+            hint: "rerun the same command once the other push is done; if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you".into(),
+        },
+        PushError::Failed(e) => e,
+    }
+    }
+}
+
+/// The private ref a fetch of `branch` lands in.
+pub fn tracking_ref(branch: &str) -> String {
+    format!("refs/steps/remote/{branch}")
+}
+
+impl Remote {
+    /// A name for messages (the URL of a named remote, where known).
+    pub fn describe(&self, repo: &Repository) -> String {
+        match repo.find_remote(&self.spec) {
+            Ok(r) => format!("{} ({})", self.spec, String::from_utf8_lossy(r.url_bytes())),
+            Err(_) => self.spec.clone(),
+        }
+    }
+
+    /// Read a remote ref (`refs/heads/<branch>`, a journal) without
+    /// fetching anything.
+    pub fn head(&self, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
+        match self.transport {
+            Transport::Libgit2 => self.head_libgit2(repo, refname),
+            Transport::Git => self.head_git(repo, refname),
+        }
+    }
+
+    /// Fetch a remote ref into the local ref `into` (for a branch,
+    /// [`tracking_ref`]); returns its value, or None when the remote has no
+    /// such ref.
+    pub fn fetch(&self, repo: &Repository, refname: &str, into: &str) -> Result<Option<Oid>> {
+        match self.transport {
+            Transport::Libgit2 => self.fetch_libgit2(repo, refname, into),
+            Transport::Git => self.fetch_git(repo, refname, into),
+        }
+    }
+
+    fn net_error(&self, verb: &str, e: git2::Error) -> Error {
+        Error::other(format!("cannot {verb} {}: {}", self.spec, e.message())).with_hint(
+            "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",
+        )
+    }
+
+    /// Make `update` on the remote, or fail without changing it. A lock held
+    /// by another writer is contention, not a refusal: the push is retried
+    /// for a few seconds, then reported as [`PushError::Locked`].
+    pub fn push(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
+        let mut wait = std::time::Duration::from_millis(20);
+        let deadline = std::time::Instant::now() + settle::lock_patience();
+        loop {
+            match self.push_once(repo, update) {
+                Err(PushError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(std::time::Duration::from_millis(500));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn push_once(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
+        let first = match (self.transport, self.local_path(repo)) {
+            // A bare repository on this machine gets a real compare-and-swap.
+            (Transport::Libgit2, Some(path)) => self.push_local(repo, &path, update),
+            (Transport::Libgit2, None) => self.push_libgit2(repo, update),
+            (Transport::Git, _) => self.push_git(repo, update),
+        };
+        match first {
+            Ok(()) => Ok(()),
+            Err(moved @ PushError::Moved { found: Some(_) }) => Err(moved),
+            Err(e) => self.settle(repo, update, e),
+        }
+    }
+}
+
+/// Whether `spec` names something that exists (a configured remote, or a
+/// local path); URLs are taken on trust until the first connection.
+pub fn check_spec(repo: &Repository, spec: &str) -> Result<()> {
+    if repo.find_remote(spec).is_ok() || spec.contains("://") || spec.contains('@') {
+        return Ok(());
+    }
+    if Path::new(spec).exists() {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "remote {spec:?} is not a configured remote, a URL, or an existing path"
+    )))
+}

@@ -16,6 +16,7 @@ mod log;
 mod resume;
 mod run;
 mod status;
+mod ui;
 mod verify;
 
 use std::io::Write;

@@ -2,9 +2,9 @@
 
 use std::io::Write;
 
-use super::apply::{print_reconcile, print_repair};
+use super::ui::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::run::engine;
+use crate::run::session::{ApplyOptions, Session};
 
 /// Reconcile the local and durable branches (and apply PLAN, if given).
 ///
@@ -42,29 +42,18 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     }
     let (repo, s) = ctx.open(&a.run)?;
     crate::workdir::worktree::workdir(&repo)?;
-    let quiet = ctx.quiet;
-    let dry_run = a.dry_run;
-    let (_lock, repair, reconciled) = engine::prepare(
-        &repo,
-        &s,
-        None,
-        a.dry_run,
-        &mut |n| {
-            if !quiet {
-                eprintln!("note: {n}")
-            }
-        },
-        &mut |r| {
-            if !quiet {
-                print_repair(r)
-            }
-        },
-        &mut |r| {
-            if !quiet {
-                print_reconcile(r, dry_run)
-            }
-        },
-    )?;
+    let opts = ApplyOptions {
+        dry_run: a.dry_run,
+        allow_duplicate_hunks: false,
+    };
+    let mut ui = Terminal {
+        out: &mut *out,
+        json: ctx.json,
+        quiet: ctx.quiet,
+        dry_run: a.dry_run,
+    };
+    let session = Session::open(&repo, &s, None, opts, &mut ui)?;
+    let (repair, reconciled) = (session.repair(), session.reconciled());
     if ctx.json {
         emit_json(
             out,

@@ -3,12 +3,10 @@
 use std::io::Write;
 use std::time::Duration;
 
-use super::apply::{human, print_reconcile, print_repair};
+use super::ui::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::run::agent::{self, RunHooks, RunOptions, RunStep, Stop};
+use crate::run::agent::{self, RunOptions, Stop};
 use crate::settings;
-use crate::sync::reconcile::Reconciled;
-use crate::workdir::repair::Repair;
 
 /// Run the agent loop: ask CMD for each next step, record it, apply it.
 ///
@@ -53,42 +51,13 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     opts.max_steps = a.max_steps;
     opts.allow_duplicate_hunks =
         a.allow_duplicate_hunks || settings::config_bool(&repo, "steps.allowDuplicateHunks")?;
-    let json = ctx.json;
-    let quiet = ctx.quiet;
-    let mut on_step = |r: &RunStep| {
-        if !json {
-            let _ = writeln!(
-                out,
-                "{} [{} #{}]",
-                human(&r.outcome, false),
-                r.source.as_str(),
-                r.index
-            );
-            let _ = out.flush();
-        }
+    let mut ui = Terminal {
+        out: &mut *out,
+        json: ctx.json,
+        quiet: ctx.quiet,
+        dry_run: false,
     };
-    let mut on_repair = |r: &Repair| {
-        if !quiet {
-            print_repair(r)
-        }
-    };
-    let mut on_note = |n: &str| {
-        if !quiet {
-            eprintln!("note: {n}");
-        }
-    };
-    let mut on_reconcile = |r: &Reconciled| {
-        if !quiet {
-            print_reconcile(r, false)
-        }
-    };
-    let mut hooks = RunHooks {
-        on_note: &mut on_note,
-        on_repair: &mut on_repair,
-        on_reconcile: &mut on_reconcile,
-        on_step: &mut on_step,
-    };
-    match agent::run(&repo, &s, &opts, &mut hooks) {
+    match agent::run(&repo, &s, &opts, &mut ui) {
         Ok(report) => {
             if ctx.json {
                 emit_json(out, "run", &report)?;

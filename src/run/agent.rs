@@ -10,23 +10,25 @@
 //! does not apply is recorded as refused and not applied, so the next run
 //! asks again instead of replaying it forever.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use git2::{Oid, Repository};
+use git2::Repository;
 use serde::Serialize;
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
-
-use crate::run::decider::{Answer, Context, Decider, RefusedAnswer};
-use crate::run::engine::{self, ApplyOptions, StepOutcome};
-use crate::run::journal::{self, Status};
+use crate::history::ledger::Entry;
+use crate::plan::step::Step;
 use crate::settings::Settings;
 use crate::sync::reconcile::Reconciled;
 use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
+
+use super::decider::{Answer, Context, Decider, RefusedAnswer};
+use super::journal::{self, Status};
+pub use super::session::Source;
+use super::session::{ApplyOptions, Origin, Session, StepOutcome, Ui};
 
 /// How to run the loop.
 #[derive(Debug, Clone)]
@@ -43,25 +45,6 @@ impl RunOptions {
             decider: Decider { command, timeout },
             max_steps: None,
             allow_duplicate_hunks: false,
-        }
-    }
-}
-
-/// Where a step's decision came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Source {
-    /// Asked of the decider in this invocation.
-    Decider,
-    /// Recorded before a crash; applied now without asking again.
-    Journal,
-}
-
-impl Source {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Decider => "decider",
-            Source::Journal => "journal",
         }
     }
 }
@@ -102,32 +85,17 @@ pub struct RunReport {
     pub history: String,
 }
 
-/// Callbacks for progress as it happens.
-pub struct RunHooks<'a> {
-    pub on_note: &'a mut dyn FnMut(&str),
-    pub on_repair: &'a mut dyn FnMut(&Repair),
-    pub on_reconcile: &'a mut dyn FnMut(&Reconciled),
-    pub on_step: &'a mut dyn FnMut(&RunStep),
-}
-
 /// Run the loop; on failure the error comes with the steps applied so far.
 pub fn run(
     repo: &Repository,
     s: &Settings,
     opts: &RunOptions,
-    hooks: &mut RunHooks<'_>,
+    ui: &mut dyn Ui,
 ) -> std::result::Result<RunReport, (Error, Vec<RunStep>)> {
     let mut done = Vec::new();
-    match run_inner(repo, s, opts, hooks, &mut done) {
+    match run_inner(repo, s, opts, ui, &mut done) {
         Ok(r) => Ok(r),
         Err(e) => Err((e, done)),
-    }
-}
-
-fn artifact_at(repo: &Repository, head: Option<Oid>) -> Result<String> {
-    match head {
-        Some(h) => crate::tree::fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?)),
-        None => crate::tree::fingerprint::artifact(repo, None),
     }
 }
 
@@ -135,48 +103,27 @@ fn run_inner(
     repo: &Repository,
     s: &Settings,
     opts: &RunOptions,
-    hooks: &mut RunHooks<'_>,
+    ui: &mut dyn Ui,
     done: &mut Vec<RunStep>,
 ) -> Result<RunReport> {
     crash::validate_env().map_err(Error::input)?;
     let workdir = worktree::workdir(repo)?.to_path_buf();
-    let (_lock, repair, reconciled) = engine::prepare(
-        repo,
-        s,
-        None,
-        false,
-        hooks.on_note,
-        hooks.on_repair,
-        hooks.on_reconcile,
-    )?;
-    let mut head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
-    let crate::history::cache::Indexed { ledger, mut counts } =
-        crate::history::cache::load(repo, head, &s.run, true)?;
-    ledger.ensure_sound(&s.branch)?;
-    let mut journal = journal::load(repo, s)?;
-    journal.check(&ledger, &s.branch)?;
-    let mut entries = ledger.entries.clone();
-    let mut applied_ids: HashMap<String, usize> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (e.id.clone(), i))
-        .collect();
-    let sig = crate::git::signature(repo)?;
     let apply_opts = ApplyOptions {
         dry_run: false,
         allow_duplicate_hunks: opts.allow_duplicate_hunks,
     };
+    let mut session = Session::open(repo, s, None, apply_opts, ui)?;
+    let ledger = session.load(true)?;
+    let mut journal = journal::load(repo, s)?;
+    journal.check(ledger, &s.branch)?;
     // Nothing is asked while the worktree holds changes no step explains.
-    let dirty = worktree::dirty_paths(repo)?;
-    if !dirty.is_empty() {
-        return Err(worktree::dirty_refusal(None, &dirty));
-    }
+    session.ensure_clean(None)?;
     let mut calls = 0;
     let stopped = loop {
         if opts.max_steps.is_some_and(|m| done.len() >= m) {
             break Stop::MaxSteps;
         }
-        let index = entries.len();
+        let index = session.len();
         let (step, text, source) = match journal.pending(index) {
             Some(e) => {
                 let (step, text) = e.step(repo)?;
@@ -186,9 +133,9 @@ fn run_inner(
                 let ctx = Context {
                     run: s.run.clone(),
                     step_index: index,
-                    head: head.map(|h| h.to_string()),
-                    fingerprint: artifact_at(repo, head)?,
-                    last_step_id: entries.last().map(|e| e.id.clone()),
+                    head: session.head().map(|h| h.to_string()),
+                    fingerprint: session.artifact()?,
+                    last_step_id: session.receipts().last().map(|e| e.id.clone()),
                     refused: journal
                         .latest(index)
                         .filter(|e| e.status == Status::Refused)
@@ -202,24 +149,8 @@ fn run_inner(
                     Answer::Done => break Stop::Done,
                     Answer::Step { step, text } => {
                         crash::point("decided", &step.id);
-                        if let Some(&at) = applied_ids.get(&step.id) {
-                            let e = &entries[at];
-                            let same = e.decision == step.digest;
-                            let reason = if same {
-                                format!(
-                                    "the decider proposed step {} again, which is already applied at index {at} (receipt {})",
-                                    step.id,
-                                    short(e.commit)
-                                )
-                            } else {
-                                format!(
-                                    "step {} already has a receipt (index {at}, {}) with decision {}; the decider proposed {}",
-                                    step.id,
-                                    short(e.commit),
-                                    e.decision,
-                                    step.digest
-                                )
-                            };
+                        if let Some(e) = session.receipt(&step.id) {
+                            let refusal = repeated(&step, e);
                             journal::append(
                                 repo,
                                 s,
@@ -227,19 +158,9 @@ fn run_inner(
                                 index,
                                 &step,
                                 &text,
-                                Some(&reason),
+                                Some(&refusal.saw),
                             )?;
-                            return Err(Error::from(Refusal {
-                                kind: if same {
-                                    RefusalKind::RepeatedStep
-                                } else {
-                                    RefusalKind::DigestMismatch
-                                },
-                                step: Some(step.id.clone()),
-                                saw: reason,
-                                would: "apply a second step under an id that already has a receipt".into(),
-                                hint: "the journal records the refusal; rerun to ask the decider again (it is told why in `refused`), and have it use a new step id".into(),
-                            }));
+                            return Err(Error::from(refusal));
                         }
                         journal::append(repo, s, &mut journal, index, &step, &text, None)?;
                         crash::point("journaled", &step.id);
@@ -248,68 +169,82 @@ fn run_inner(
                 }
             }
         };
-        let result = engine::apply_one(
-            repo,
-            s,
-            &step,
-            head,
-            &mut counts,
-            &apply_opts,
-            &sig,
-            Some(source.as_str()),
-        );
-        let (outcome, new_head) = match result {
-            Ok(r) => r,
+        let outcome = match session.apply(&step, Some(source)) {
+            Ok(o) => o,
             Err(e) => {
                 // The decision itself is at fault: record that, so the next
                 // run asks again rather than replaying it forever.
-                let reason = match &e {
-                    Error::Refused(r) if r.kind == RefusalKind::DuplicateHunk => {
-                        Some(r.saw.clone())
-                    }
-                    Error::Apply { message, .. } => Some(format!("it does not apply: {message}")),
-                    Error::Input { message, .. } => Some(message.clone()),
-                    _ => None,
-                };
-                if let Some(reason) = reason {
+                if let Some(reason) = decision_fault(&e) {
                     journal::append(repo, s, &mut journal, index, &step, &text, Some(&reason))?;
                 }
                 return Err(e);
             }
         };
-        head = Some(new_head);
-        applied_ids.insert(step.id.clone(), entries.len());
-        entries.push(crate::history::ledger::Entry {
-            index,
-            id: step.id.clone(),
-            decision: step.digest.clone(),
-            commit: new_head,
-        });
-        let rs = RunStep {
+        let origin = Origin { index, source };
+        ui.step(&outcome, Some(origin));
+        done.push(RunStep {
             index,
             source,
             outcome,
-        };
-        (hooks.on_step)(&rs);
-        done.push(rs);
+        });
     };
-    if entries.len() > ledger.entries.len() {
-        let fresh = crate::history::ledger::Ledger::from_parts(head, ledger.base, entries.clone());
-        crate::history::cache::save(repo, &s.run, &fresh, &counts);
-    }
+    let finished = session.finish()?;
     Ok(RunReport {
         run: s.run.clone(),
         branch: s.branch.clone(),
         durable: s.durable_kind(),
-        repair,
-        reconcile: reconciled,
+        repair: finished.repair,
+        reconcile: finished.reconcile,
         steps: std::mem::take(done),
         stopped,
         decider_calls: calls,
-        head: head.map(|h| h.to_string()),
-        artifact: artifact_at(repo, head)?,
-        history: crate::tree::fingerprint::history(
-            entries.iter().map(|e| (e.id.as_str(), e.decision.as_str())),
-        ),
+        head: finished.head.map(|h| h.to_string()),
+        artifact: finished.artifact,
+        history: finished.history,
     })
+}
+
+/// The refusal of a decider's step whose id already has a receipt: the
+/// same decision again (`repeated-step`) or another one under a used id.
+fn repeated(step: &Step, e: &Entry) -> Refusal {
+    let at = e.index;
+    let same = e.decision == step.digest;
+    let reason = if same {
+        format!(
+            "the decider proposed step {} again, which is already applied at index {at} (receipt {})",
+            step.id,
+            short(e.commit)
+        )
+    } else {
+        format!(
+            "step {} already has a receipt (index {at}, {}) with decision {}; the decider proposed {}",
+            step.id,
+            short(e.commit),
+            e.decision,
+            step.digest
+        )
+    };
+    Refusal {
+        kind: if same {
+            RefusalKind::RepeatedStep
+        } else {
+            RefusalKind::DigestMismatch
+        },
+        step: Some(step.id.clone()),
+        saw: reason,
+        would: "apply a second step under an id that already has a receipt".into(),
+        hint: "the journal records the refusal; rerun to ask the decider again (it is told why in `refused`), and have it use a new step id".into(),
+    }
+}
+
+/// Why a step failed, when the decision itself is at fault (a duplicated
+/// hunk, a change that does not apply, a malformed step): the reason the
+/// journal records, so the next run asks again instead of replaying it.
+fn decision_fault(e: &Error) -> Option<String> {
+    match e {
+        Error::Refused(r) if r.kind == RefusalKind::DuplicateHunk => Some(r.saw.clone()),
+        Error::Apply { message, .. } => Some(format!("it does not apply: {message}")),
+        Error::Input { message, .. } => Some(message.clone()),
+        _ => None,
+    }
 }

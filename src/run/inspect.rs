@@ -267,7 +267,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         }
     }
     if let Some(plan) = plan {
-        let (_, found) = crate::run::engine::plan_agreement(plan, &ledger, false)?;
+        let (_, found) = crate::run::agreement::plan_agreement(plan, &ledger, false)?;
         for e in found {
             problems.push(match e {
                 Error::Refused(r) => match r.step {

@@ -7,7 +7,10 @@
 //! reported done only after its receipt is durable.
 
 pub mod agent;
+pub mod agreement;
+pub mod commit;
 pub mod decider;
 pub mod engine;
 pub mod inspect;
 pub mod journal;
+pub mod session;

@@ -1,0 +1,151 @@
+//! The terminal's side of a run: the one [`Ui`] every run command reports
+//! through.
+//!
+//! Owns the rendering of a session's progress: steps on stdout (one line
+//! each; nothing with `--json`, whose document comes at the end), repairs,
+//! reconcile and notes on stderr (nothing with `--quiet`). Invariant:
+//! stdout carries only data; each step's line is flushed as it happens, so
+//! a runner reading the pipe sees a step as soon as it is durable.
+
+use std::io::Write;
+
+use crate::run::session::{Origin, StepOutcome, Ui};
+use crate::sync::reconcile::{Action, Reconciled};
+use crate::workdir::repair::Repair;
+
+/// How a run command reports: `apply`, `resume` and `run`.
+pub struct Terminal<'a> {
+    pub out: &'a mut dyn Write,
+    pub json: bool,
+    pub quiet: bool,
+    pub dry_run: bool,
+}
+
+impl Ui for Terminal<'_> {
+    fn note(&mut self, note: &str) {
+        if !self.quiet {
+            eprintln!("note: {note}");
+        }
+    }
+
+    fn repaired(&mut self, repair: &Repair) {
+        if !self.quiet {
+            print_repair(repair)
+        }
+    }
+
+    fn reconciled(&mut self, reconciled: &Reconciled) {
+        if !self.quiet {
+            print_reconcile(reconciled, self.dry_run)
+        }
+    }
+
+    fn step(&mut self, outcome: &StepOutcome, origin: Option<Origin>) {
+        if self.json {
+            return;
+        }
+        let line = human(outcome, self.dry_run);
+        let _ = match origin {
+            Some(o) => writeln!(self.out, "{line} [{} #{}]", o.source.as_str(), o.index),
+            None => writeln!(self.out, "{line}"),
+        };
+        let _ = self.out.flush();
+    }
+}
+
+/// One step's outcome as the line stdout shows.
+fn human(o: &StepOutcome, dry_run: bool) -> String {
+    let short = |c: &str| c[..c.len().min(12)].to_string();
+    match o {
+        StepOutcome::Applied {
+            step,
+            commit,
+            files,
+            added,
+            removed,
+        } => format!(
+            "applied {step} {} ({} file(s), +{added} -{removed})",
+            short(commit),
+            files.len()
+        ),
+        StepOutcome::WouldApply {
+            step,
+            files,
+            added,
+            removed,
+            diff,
+        } => {
+            let mut s = format!(
+                "apply {step} ({}, +{added} -{removed})",
+                if files.is_empty() {
+                    "no change".to_string()
+                } else {
+                    files.join(", ")
+                }
+            );
+            // The hunks as they would land, indented under the step.
+            for l in diff.lines() {
+                s.push_str("\n    ");
+                s.push_str(l);
+            }
+            s
+        }
+        StepOutcome::Skip { step, commit } => format!(
+            "{} {step} (receipt {})",
+            if dry_run { "skip" } else { "skipped" },
+            short(commit)
+        ),
+    }
+}
+
+/// Say on stderr what a worktree repair did.
+fn print_repair(r: &Repair) {
+    match r {
+        Repair::Repaired {
+            step,
+            paths,
+            rescue: Some(rescue),
+        } => eprintln!(
+            "repaired the worktree: an update to step {step} was interrupted ({}); what was there is saved under {rescue}",
+            paths.join(", ")
+        ),
+        Repair::Repaired { step, paths, rescue: None } => eprintln!(
+            "would repair the worktree: an update to step {step} was interrupted ({})",
+            paths.join(", ")
+        ),
+        Repair::LeftAlone { paths } => eprintln!(
+            "note: uncommitted changes no step explains are left alone (nothing to apply): {}",
+            paths.join(", ")
+        ),
+        Repair::Clean => {}
+    }
+}
+
+/// Say on stderr what reconcile did.
+fn print_reconcile(r: &Reconciled, dry_run: bool) {
+    let short = |o: &Option<String>| {
+        o.as_deref()
+            .map(|h| h[..12].to_string())
+            .unwrap_or_else(|| "nothing".into())
+    };
+    let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
+    match &r.action {
+        Action::LocalOnly | Action::InSync => {}
+        Action::FastForward { from, steps, .. } => eprintln!(
+            "reconcile: {} the local branch from {} to the durable head {} ({steps} commit(s))",
+            verb("fast-forwarded", "would fast-forward"),
+            short(from),
+            short(&r.durable)
+        ),
+        Action::Push { from, to, steps } => eprintln!(
+            "reconcile: {} {steps} local receipted commit(s) the remote lacked ({} → {})",
+            verb("pushed", "would push"),
+            short(from),
+            &to[..12]
+        ),
+        Action::Fetch { durable } => eprintln!(
+            "reconcile: the durable head {} is not fetched; apply would fetch it and fast-forward if it descends from the local head",
+            &durable[..12]
+        ),
+    }
+}

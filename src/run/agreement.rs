@@ -1,0 +1,171 @@
+//! The plan against the history: whether applying a plan now gives what an
+//! uninterrupted run of it gives.
+//!
+//! Owns plan validation (every step parses, ids unique, before anything is
+//! written) and the agreement rule: a plan is a window on the run. Invariant:
+//! a step is applied only when every receipt the plan holds matches its
+//! recorded decision and sits where the plan puts it.
+
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::git::short;
+use crate::history::ledger::{self, Ledger};
+use crate::plan::step::{Plan, Step};
+
+/// Parse every step of the plan (syntax, ids, paths, unique ids); returns
+/// how many there are.
+pub fn validate(plan: &Plan) -> Result<usize> {
+    let mut n = 0;
+    for step in plan.steps()? {
+        step?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err(Error::input(format!(
+            "the plan {} holds no steps",
+            plan.name
+        )));
+    }
+    Ok(n)
+}
+
+/// Check the whole plan against the log before anything is written: every
+/// step parses, recorded decisions match, and plan and history agree both
+/// ways. Returns the number of steps without a receipt.
+pub fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
+    let (pending, problems) = plan_agreement(plan, ledger, true)?;
+    // The first found: a step's own digest mismatch comes before where it sits.
+    match problems.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(pending),
+    }
+}
+
+/// Where `plan` and the run's history disagree, as refusals (only the first
+/// with `first_only`), and how many plan steps have no receipt.
+///
+/// A plan is a window on the run: the steps it holds that have receipts
+/// must be consecutive receipts of the history, in the plan's order, from
+/// the plan's first step on; the steps without receipts come after them,
+/// and only when those receipts reach the head. So the whole plan, the plan
+/// from some step on, and one step at a time (a runner handing git-steps the
+/// next step) all work; a plan edited mid-run (`[s1, s3]` after `s1, s2`),
+/// or one whose steps are not the history's (another runner's plan on the
+/// same run) is refused: applying it would not give what an uninterrupted
+/// run of it gives.
+pub fn plan_agreement(
+    plan: &Plan,
+    ledger: &Ledger,
+    first_only: bool,
+) -> Result<(usize, Vec<Error>)> {
+    let mut pending = 0;
+    let mut problems = Vec::new();
+    let mut first_pending: Option<String> = None;
+    // The history position the next receipted plan step must have, and the
+    // plan step before it.
+    let mut expect: Option<(usize, String)> = None;
+    let new_run_hint = "run the plan this run was started with (`git steps log` lists its steps), or give the edited plan a run of its own: `git steps init --branch <new branch> --run <new id>`";
+    for step in plan.steps()? {
+        if first_only && !problems.is_empty() {
+            break;
+        }
+        let step = step?;
+        match ledger.get(&step.id) {
+            Some(entry) => {
+                if entry.decision != step.digest {
+                    problems.push(digest_refusal(&step, entry));
+                }
+                if let Some(pending) = &first_pending {
+                    problems.push(Error::from(Refusal {
+                        kind: RefusalKind::PlanMismatch,
+                        step: Some(step.id.clone()),
+                        saw: format!(
+                            "step {} has a receipt ({}) but the earlier step {pending} of this plan has none",
+                            step.id,
+                            short(entry.commit)
+                        ),
+                        would: format!(
+                            "apply {pending} after {}, which an uninterrupted run would not do",
+                            step.id
+                        ),
+                        hint: new_run_hint.into(),
+                    }));
+                } else if let Some((at, prev)) = &expect {
+                    if entry.index != *at {
+                        problems.push(Error::from(Refusal {
+                            kind: RefusalKind::PlanMismatch,
+                            step: Some(step.id.clone()),
+                            saw: format!(
+                                "the plan puts {} right after {prev}, but the history holds {} there, and {}'s receipt ({}) is at position {}",
+                                step.id,
+                                position(ledger, *at),
+                                step.id,
+                                short(entry.commit),
+                                entry.index + 1
+                            ),
+                            would: "continue a run whose history is not this plan's: the artifact would differ from an uninterrupted run of the plan".into(),
+                            hint: new_run_hint.into(),
+                        }));
+                    }
+                }
+                expect = Some((entry.index + 1, step.id.clone()));
+            }
+            None => {
+                if first_pending.is_none() {
+                    if let Some((at, prev)) = &expect {
+                        if *at != ledger.entries.len() {
+                            problems.push(Error::from(Refusal {
+                                kind: RefusalKind::PlanMismatch,
+                                step: Some(step.id.clone()),
+                                saw: format!(
+                                    "the plan puts {} right after {prev}, but the history holds {} there, a receipt the plan does not hold at that position",
+                                    step.id,
+                                    position(ledger, *at)
+                                ),
+                                would: format!(
+                                    "apply {} on top of steps this plan does not have: the artifact would differ from an uninterrupted run of the plan",
+                                    step.id
+                                ),
+                                hint: new_run_hint.into(),
+                            }));
+                        }
+                    }
+                    first_pending = Some(step.id.clone());
+                }
+                pending += 1;
+            }
+        }
+    }
+    Ok((pending, problems))
+}
+
+/// "step X (commit C, position N)" for a history position.
+fn position(ledger: &Ledger, at: usize) -> String {
+    match ledger.entries.get(at) {
+        Some(e) => format!(
+            "step {} (receipt {}, position {})",
+            e.id,
+            short(e.commit),
+            at + 1
+        ),
+        None => format!("nothing (the history ends at position {at})"),
+    }
+}
+
+fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
+    Error::from(Refusal {
+        kind: RefusalKind::DigestMismatch,
+        step: Some(step.id.clone()),
+        saw: format!(
+            "step {} already has a receipt in {} with decision {}, but the plan's step has decision {}",
+            step.id,
+            short(entry.commit),
+            entry.decision,
+            step.digest
+        ),
+        would: "apply a second, different decision under the same step id".into(),
+        hint: format!(
+            "a step id is its idempotency key: give the new decision a new id, or rerun with the plan that was applied (`git show {}` shows the recorded step)",
+            short(entry.commit)
+        ),
+    })
+}

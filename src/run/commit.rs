@@ -1,0 +1,230 @@
+//! One step's order of writes: objects (blobs, trees, the commit) → the
+//! branch on the remote (compare-and-swap: the commit point) → the local
+//! branch (compare-and-swap, fsynced) → worktree and index.
+//!
+//! Invariant: a step is reported done only after its receipt is durable; a
+//! step that is refused or fails before the commit point leaves HEAD, index
+//! and worktree as they were and writes no receipt; after it, a failure is
+//! this box's only and says that the step is durable. Every write sits
+//! between two named crash points.
+
+use git2::{Oid, Repository};
+
+use crate::crash;
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::git::{short, Change};
+use crate::history::ledger::{self, Entry};
+use crate::history::{cache, receipt};
+use crate::plan::step::Step;
+use crate::settings::Settings;
+use crate::sync::remote::RefUpdate;
+use crate::tree::build;
+use crate::workdir::{lock, worktree};
+
+use super::session::{Session, Source, StepOutcome};
+
+impl Session<'_> {
+    /// Apply `step`, whose id has no receipt, on the session's head and
+    /// move the head to its commit (in a dry run, a commit that exists only
+    /// in memory). `source` (the agent loop's) goes into the receipt.
+    pub fn apply(&mut self, step: &Step, source: Option<Source>) -> Result<StepOutcome> {
+        let (repo, s, head) = (self.repo, self.settings, self.head);
+        if !self.opts.dry_run {
+            crash::point("before-write", &step.id);
+        }
+        let parent = head.map(|h| repo.find_commit(h)).transpose()?;
+        let base = parent.as_ref().map(|c| c.tree()).transpose()?;
+        let applied = build::apply(repo, base.clone(), step)?;
+        let new_tree = repo.find_tree(applied.tree)?;
+        let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
+        let counts = match &mut self.counts {
+            Some(c) => c,
+            None => self
+                .counts
+                .insert(cache::load(repo, head, &s.run, !self.opts.dry_run)?.counts),
+        };
+        let mut trial = counts.clone();
+        if let Err(d) = trial.admit(&step.id, &hunks, self.opts.allow_duplicate_hunks) {
+            return Err(Error::from(Refusal {
+                kind: RefusalKind::DuplicateHunk,
+                step: Some(step.id.clone()),
+                saw: format!(
+                    "its hunk {} repeats a change step {} made, which is still in effect",
+                    d.hunk, d.earlier_step
+                ),
+                would: "apply the same change twice (a duplicated hunk is still a valid patch, so nothing else would notice)".into(),
+                hint: format!(
+                    "if the repetition is intended, rerun with --allow-duplicate-hunks; `git steps log` shows step {}",
+                    d.earlier_step
+                ),
+            }));
+        }
+        let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
+        let (added, removed) = line_stats(repo, &applied.changes)?;
+        if !self.opts.dry_run {
+            worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
+        }
+        let message =
+            receipt::message(step, &s.run, &applied.summary(), source.map(Source::as_str));
+        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+        let sig = &self.sig;
+        let commit = repo.commit(None, sig, sig, &message, &new_tree, &parents)?;
+        if self.opts.dry_run {
+            *counts = trial;
+            self.advance(step, commit);
+            return Ok(StepOutcome::WouldApply {
+                step: step.id.clone(),
+                files,
+                added,
+                removed,
+                diff: resolved_diff(repo, base.as_ref(), &new_tree)?,
+            });
+        }
+        // Refer to nothing that is not really written (a full disk must not
+        // turn into a receipt for a missing object).
+        let odb = repo.odb()?;
+        for (what, id) in [("commit", commit), ("tree", applied.tree)] {
+            if !odb.exists(id) {
+                return Err(Error::other(format!(
+                    "step {}: the {what} {id} was written but is not in the object database",
+                    step.id
+                ))
+                .with_hint("check the disk this repository is on (space, errors), then rerun"));
+            }
+        }
+        crash::point("objects-written", &step.id);
+        if let Some(remote) = &s.remote {
+            // The commit point: the remote accepts the branch update.
+            remote
+                .push(
+                    repo,
+                    &RefUpdate {
+                        refname: &s.refname(),
+                        expected: head,
+                        new: commit,
+                    },
+                )
+                .map_err(|e| e.into_error(&s.branch, &remote.spec, head))?;
+            crash::point("pushed", &step.id);
+        }
+        // From here on the step is durable: a failure is this box's only.
+        let local = |e: Error| {
+            match &s.remote {
+            Some(remote) => Error::other(format!(
+                "step {} is durable on {} (commit {}); updating this box failed: {e}",
+                step.id,
+                remote.spec,
+                short(commit)
+            ))
+            .with_hint("fix what failed here (the disk, a lock), then rerun the same command: it brings this box up to the durable head and does not apply the step again"),
+            None => e,
+        }
+        };
+        move_ref(repo, s, head, commit, &step.id).map_err(local)?;
+        *counts = trial;
+        self.advance(step, commit);
+        crash::point("ref-updated", &step.id);
+        worktree::update(repo, &applied.changes, &step.id).map_err(local)?;
+        Ok(StepOutcome::Applied {
+            step: step.id.clone(),
+            commit: commit.to_string(),
+            files,
+            added,
+            removed,
+        })
+    }
+
+    /// The step's receipt is durable (or, in a dry run, in memory): the
+    /// session's head moves to it.
+    fn advance(&mut self, step: &Step, commit: Oid) {
+        self.applied.push(Entry {
+            index: self.len(),
+            id: step.id.clone(),
+            decision: step.digest.clone(),
+            commit,
+        });
+        self.head = Some(commit);
+    }
+}
+
+/// Lines added and removed by `changes`.
+fn line_stats(repo: &Repository, changes: &[Change]) -> Result<(usize, usize)> {
+    let (mut add, mut rem) = (0, 0);
+    for c in changes {
+        let read = |e: &Option<crate::git::Entry>| -> Result<Vec<u8>> {
+            Ok(match e {
+                Some(e) => repo.find_blob(e.oid)?.content().to_vec(),
+                None => Vec::new(),
+            })
+        };
+        let (a, b) = (read(&c.old)?, read(&c.new)?);
+        let (_, _, ops) = crate::tree::hunks::diff_lines(&a, &b);
+        for op in &ops {
+            rem += op.old_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
+            add += op.new_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
+        }
+    }
+    Ok((add, rem))
+}
+
+/// The unified diff from `old` to `new`, as `git diff` prints it.
+fn resolved_diff(
+    repo: &Repository,
+    old: Option<&git2::Tree<'_>>,
+    new: &git2::Tree<'_>,
+) -> Result<String> {
+    let diff = repo.diff_tree_to_tree(old, Some(new), None)?;
+    let mut out = Vec::new();
+    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            out.push(line.origin() as u8);
+        }
+        out.extend_from_slice(line.content());
+        true
+    })?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Compare-and-swap the branch from `expected` to `new`; libgit2 fsyncs the
+/// ref file and its directory (see `crate::git::enable_fsync`).
+fn move_ref(
+    repo: &Repository,
+    s: &Settings,
+    expected: Option<Oid>,
+    new: Oid,
+    step: &str,
+) -> Result<()> {
+    let refname = s.refname();
+    let log = format!("git-steps: step {step}");
+    let res = lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
+        Some(old) => repo.reference_matching(&refname, new, true, old, &log),
+        None => repo.reference(&refname, new, false, &log),
+    });
+    res.map(|_| ()).map_err(|e| {
+        let now = repo.refname_to_id(&refname).ok();
+        let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
+        if now == expected && e.code() != git2::ErrorCode::Locked {
+            // Nobody moved it: the write itself failed. Say how.
+            Error::other(format!(
+                "step {step}: cannot update {refname} (still at {}): {}",
+                shown(now),
+                e.message()
+            ))
+            .with_hint("check the disk this repository is on (space, permissions), then rerun the same command")
+        } else if now == expected {
+            Error::other(format!(
+                "step {step}: {refname} is locked by another process: {}",
+                e.message()
+            ))
+            .with_hint("another git command is writing this branch; let it finish, then rerun the same command")
+        } else {
+            Error::other(format!(
+                "step {step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
+                shown(expected),
+                shown(now),
+                e.message()
+            ))
+            .with_hint("another process is writing this branch; stop it, then rerun the same command")
+        }
+    })
+}

@@ -1,0 +1,336 @@
+//! One run session: what `apply`, `resume` and `run` share from the lock to
+//! the closing fingerprints.
+//!
+//! Owns the session's state — repository, settings, the runner's lock, the
+//! ledger read at the start, the steps applied since, the hunk counts, the
+//! head and the receipt signature — and its two ends: [`Session::open`]
+//! (lock, repair, reconcile: everything a resume does before the first
+//! step) and [`Session::finish`] (the receipt cache saved, the artifact and
+//! history fingerprints). Progress goes to one [`Ui`], which the CLI
+//! implements once. Invariant: the session's head only moves when a step's
+//! receipt is durable (see [`super::commit`]), and the receipt cache is
+//! written only for a head that really holds the ledger it describes.
+
+use git2::{Oid, Repository, Signature};
+use serde::Serialize;
+
+use crate::error::{Error, RefusalKind, Result};
+use crate::git::{head_branch, signature};
+use crate::history::cache;
+use crate::history::ledger::{Entry, Ledger};
+use crate::plan::step::Plan;
+use crate::settings::{self, Settings};
+use crate::sync::reconcile::{self, Reconciled};
+use crate::tree::fingerprint;
+use crate::tree::hunks::HunkCounts;
+use crate::workdir::lock::{self, Lock};
+use crate::workdir::repair::{self, Repair};
+use crate::workdir::worktree;
+
+use super::agreement::preflight;
+
+/// How to apply.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
+    pub dry_run: bool,
+    pub allow_duplicate_hunks: bool,
+}
+
+/// What happened (or would happen) to one step.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum StepOutcome {
+    /// Applied now; `commit` is its receipt.
+    Applied {
+        step: String,
+        commit: String,
+        files: Vec<String>,
+        added: usize,
+        removed: usize,
+    },
+    /// Would be applied (dry run).
+    WouldApply {
+        step: String,
+        files: Vec<String>,
+        added: usize,
+        removed: usize,
+        /// The change as resolved against the tree it would meet: a unified
+        /// diff with real line numbers, whatever format the step used.
+        diff: String,
+    },
+    /// Already applied: `commit` carries its receipt with the same digest.
+    Skip { step: String, commit: String },
+}
+
+/// Where a step's decision came from, in the agent loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// Asked of the decider in this invocation.
+    Decider,
+    /// Recorded before a crash; applied now without asking again.
+    Journal,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Decider => "decider",
+            Source::Journal => "journal",
+        }
+    }
+}
+
+/// A step of the agent loop: its index in the run and where its decision
+/// came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub index: usize,
+    pub source: Source,
+}
+
+/// Where a session reports as it goes: the CLI's terminal (status on
+/// stderr, steps on stdout), JSON, or nothing. Every method has a default
+/// that says nothing.
+pub trait Ui {
+    /// A one-line note for the user (a stale lock removed, ...).
+    fn note(&mut self, _note: &str) {}
+    /// What finishing an interrupted worktree update did.
+    fn repaired(&mut self, _repair: &Repair) {}
+    /// What bringing the local and durable branches together did.
+    fn reconciled(&mut self, _reconciled: &Reconciled) {}
+    /// A step applied, skipped, or that a dry run would apply; `origin` is
+    /// set in the agent loop.
+    fn step(&mut self, _outcome: &StepOutcome, _origin: Option<Origin>) {}
+}
+
+/// A [`Ui`] that says nothing.
+pub struct Silent;
+
+impl Ui for Silent {}
+
+/// How a session ended: what `apply`, `resume` and `run` report at the end.
+#[derive(Debug)]
+pub struct Finished {
+    pub repair: Repair,
+    pub reconcile: Reconciled,
+    /// The head the steps are on (a dry run's exists only in memory).
+    pub head: Option<Oid>,
+    pub artifact: String,
+    pub history: String,
+}
+
+/// One run, from the lock to the closing fingerprints.
+pub struct Session<'r> {
+    pub(super) repo: &'r Repository,
+    pub(super) settings: &'r Settings,
+    pub(super) opts: ApplyOptions,
+    /// Held until the session is dropped; None in a dry run.
+    _lock: Option<Lock>,
+    repair: Repair,
+    reconciled: Reconciled,
+    /// The receipts at the start (empty until [`Session::load`]).
+    ledger: Ledger,
+    /// The receipts of the steps this session applied, in order.
+    pub(super) applied: Vec<Entry>,
+    /// The hunk counts at `head`, read when a step is first applied.
+    pub(super) counts: Option<HunkCounts>,
+    pub(super) head: Option<Oid>,
+    pub(super) sig: Signature<'static>,
+    /// Whether the worktree was found clean before the first step.
+    checked_clean: bool,
+}
+
+impl<'r> Session<'r> {
+    /// Take the lock, finish an interrupted worktree update, and reconcile
+    /// the local branch with the durable one: everything a resume does
+    /// before the first step. With a plan, the plan is checked against the
+    /// history first, and the user's own edits are left alone (not refused)
+    /// when every step of it already has a receipt. A dry run takes no lock
+    /// and changes nothing.
+    pub fn open(
+        repo: &'r Repository,
+        settings: &'r Settings,
+        plan: Option<&Plan>,
+        opts: ApplyOptions,
+        ui: &mut dyn Ui,
+    ) -> Result<Session<'r>> {
+        let s = settings;
+        let lock = if opts.dry_run {
+            None
+        } else {
+            let lock = lock::acquire(repo.path())?;
+            if let Some(stale) = &lock.stale {
+                ui.note(stale);
+            }
+            for f in lock::clear_stale(repo.path())
+                .into_iter()
+                .chain(settings::clear_config_leftover(repo))
+            {
+                ui.note(&format!(
+                    "removed {f}, left by a git-steps that was killed mid-write"
+                ));
+            }
+            Some(lock)
+        };
+        // First the local side: finish a worktree update a crash interrupted.
+        let repair = if head_branch(repo).as_deref() == Some(s.branch.as_str()) {
+            let local = repo.refname_to_id(&s.refname()).ok();
+            let ledger = cache::load_ledger(repo, local, &s.run)?;
+            ledger.ensure_sound(&s.branch)?;
+            let pending = match plan {
+                Some(p) => preflight(p, &ledger)?,
+                None => 1,
+            };
+            match repair::repair(repo, s, &ledger, opts.dry_run) {
+                // The user's own edits only matter when a step would land on them.
+                Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
+                    Repair::LeftAlone {
+                        paths: worktree::dirty_paths(repo)?,
+                    }
+                }
+                other => other?,
+            }
+        } else {
+            Repair::Clean
+        };
+        ui.repaired(&repair);
+        // Then local against durable.
+        let reconciled = reconcile::reconcile(repo, s, opts.dry_run)?;
+        ui.reconciled(&reconciled);
+        // In a dry run whose durable head is not fetched, the steps are
+        // shown against the local head.
+        let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
+        Ok(Session {
+            repo,
+            settings,
+            opts,
+            _lock: lock,
+            repair,
+            reconciled,
+            ledger: Ledger::default(),
+            applied: Vec::new(),
+            counts: None,
+            head,
+            sig: signature(repo)?,
+            checked_clean: false,
+        })
+    }
+
+    /// Read the run's receipts at the head (from the receipt cache where it
+    /// is exact), and with `counts` the hunk counts too (otherwise they are
+    /// read when a step is first applied: a rerun that skips everything does
+    /// not need them). Refuses a history that breaks an invariant.
+    pub fn load(&mut self, counts: bool) -> Result<&Ledger> {
+        let s = self.settings;
+        let ledger = if counts {
+            let indexed = cache::load(self.repo, self.head, &s.run, !self.opts.dry_run)?;
+            self.counts = Some(indexed.counts);
+            indexed.ledger
+        } else {
+            cache::load_ledger(self.repo, self.head, &s.run)?
+        };
+        ledger.ensure_sound(&s.branch)?;
+        self.ledger = ledger;
+        Ok(&self.ledger)
+    }
+
+    /// What finishing an interrupted worktree update did.
+    pub fn repair(&self) -> &Repair {
+        &self.repair
+    }
+
+    /// What bringing the local and durable branches together did.
+    pub fn reconciled(&self) -> &Reconciled {
+        &self.reconciled
+    }
+
+    pub fn repo(&self) -> &'r Repository {
+        self.repo
+    }
+
+    pub fn settings(&self) -> &'r Settings {
+        self.settings
+    }
+
+    /// The head the next step goes on.
+    pub fn head(&self) -> Option<Oid> {
+        self.head
+    }
+
+    /// The receipts read at the start.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The receipt of step `id`, read at the start or applied since.
+    pub fn receipt(&self, id: &str) -> Option<&Entry> {
+        self.ledger
+            .get(id)
+            .or_else(|| self.applied.iter().find(|e| e.id == id))
+    }
+
+    /// Every receipt of the run, in order.
+    pub fn receipts(&self) -> impl Iterator<Item = &Entry> {
+        self.ledger.entries.iter().chain(&self.applied)
+    }
+
+    /// How many steps the run holds: the index of the next one.
+    pub fn len(&self) -> usize {
+        self.ledger.entries.len() + self.applied.len()
+    }
+
+    /// Whether the run holds no step yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Refuse, once, a worktree or index with changes no step explains
+    /// (`step`: the step that would land on them). A dry run looks at
+    /// nothing.
+    pub fn ensure_clean(&mut self, step: Option<&str>) -> Result<()> {
+        if self.checked_clean || self.opts.dry_run {
+            return Ok(());
+        }
+        let dirty = worktree::dirty_paths(self.repo)?;
+        if !dirty.is_empty() {
+            return Err(worktree::dirty_refusal(step, &dirty));
+        }
+        self.checked_clean = true;
+        Ok(())
+    }
+
+    /// The artifact fingerprint at the head.
+    pub fn artifact(&self) -> Result<String> {
+        match self.head {
+            Some(h) => fingerprint::artifact(self.repo, Some(&self.repo.find_commit(h)?.tree()?)),
+            None => fingerprint::artifact(self.repo, None),
+        }
+    }
+
+    /// Close the session: save the receipt cache when steps were applied
+    /// (the next run starts from here without reading the history again),
+    /// and compute the fingerprints the run reports.
+    pub fn finish(self) -> Result<Finished> {
+        let history = fingerprint::history(
+            self.receipts()
+                .map(|e| (e.id.as_str(), e.decision.as_str())),
+        );
+        let artifact = self.artifact()?;
+        if !self.opts.dry_run && !self.applied.is_empty() {
+            if let Some(counts) = &self.counts {
+                let mut entries = self.ledger.entries;
+                entries.extend(self.applied);
+                let done = Ledger::from_parts(self.head, self.ledger.base, entries);
+                cache::save(self.repo, &self.settings.run, &done, counts);
+            }
+        }
+        Ok(Finished {
+            repair: self.repair,
+            reconcile: self.reconciled,
+            head: self.head,
+            artifact,
+            history,
+        })
+    }
+}

@@ -190,10 +190,12 @@ impl From<Refusal> for Error {
 }
 
 impl From<git2::Error> for Error {
+    /// The message stays in the context; the error itself is kept as the
+    /// source, so `Caused by:` shows git's class and code.
     fn from(e: git2::Error) -> Self {
         Error::Other {
             context: format!("git: {}", e.message()),
-            source: None,
+            source: Some(Box::new(e)),
             hint: None,
         }
     }

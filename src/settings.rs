@@ -18,7 +18,7 @@ pub struct Overrides {
     pub branch: Option<String>,
     pub run: Option<String>,
     pub remote: Option<String>,
-    pub transport: Option<String>,
+    pub transport: Option<Transport>,
 }
 
 /// The resolved settings of a run.
@@ -46,10 +46,7 @@ impl Settings {
                 "durable domain: remote {} (branch {}, transport {}): a step is durable once the remote accepts its branch update",
                 r.spec,
                 self.branch,
-                match r.transport {
-                    Transport::Libgit2 => "libgit2",
-                    Transport::Git => "git",
-                }
+                r.transport.as_str()
             ),
         }
     }
@@ -101,7 +98,7 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     }
     .filter(|r| !r.is_empty());
     let transport = match &o.transport {
-        Some(t) => Transport::parse(t)?,
+        Some(t) => *t,
         None => match config_str(repo, "steps.transport")? {
             Some(t) => Transport::parse(&t)?,
             None => Transport::Libgit2,
@@ -161,13 +158,7 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
         match &s.remote {
             Some(r) => {
                 set("steps.remote", &r.spec)?;
-                set(
-                    "steps.transport",
-                    match r.transport {
-                        Transport::Libgit2 => "libgit2",
-                        Transport::Git => "git",
-                    },
-                )?;
+                set("steps.transport", r.transport.as_str())?;
             }
             None => {
                 let _ = cfg.remove("steps.remote");

@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::settings::{self, Overrides, Settings};
+use crate::sync::remote::Transport;
 
 /// Resume-equivalent agent steps: every step is one git commit whose trailer is its receipt.
 ///
@@ -83,8 +84,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|URL")]
     pub remote: Option<String>,
     /// How to reach the remote: libgit2, or the user's git [config: steps.transport].
-    #[arg(long, value_name = "libgit2|git")]
-    pub transport: Option<String>,
+    #[arg(long, value_enum)]
+    pub transport: Option<Transport>,
 }
 
 impl RunArgs {
@@ -93,7 +94,7 @@ impl RunArgs {
             branch: self.branch.clone(),
             run: self.run.clone(),
             remote: self.remote.clone(),
-            transport: self.transport.clone(),
+            transport: self.transport,
         }
     }
 }

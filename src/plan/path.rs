@@ -29,39 +29,61 @@ pub fn is_dotgit_alias(component: &str) -> bool {
     trimmed == ".git" || trimmed == "git~1"
 }
 
+/// What is wrong with a path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("empty path")]
+    Empty,
+    #[error("path {0:?} contains a NUL byte")]
+    Nul(String),
+    #[error("path {0:?} contains a backslash; paths are `/`-separated")]
+    Backslash(String),
+    #[error("path {0:?} is absolute; paths are repository-relative")]
+    Absolute(String),
+    #[error("path {0:?} contains a control character")]
+    Control(String),
+    #[error("path {0:?} has an empty component (`//` or a trailing `/`)")]
+    EmptyComponent(String),
+    /// A `.` or `..` component.
+    #[error("path {path:?} contains a `{component}` component")]
+    Dots { path: String, component: String },
+    /// A component git would read as `.git` on some filesystem.
+    #[error("path {path:?} names `.git` (as {component:?}); steps never write inside .git")]
+    DotGit { path: String, component: String },
+}
+
 /// Check one repository-relative path; the error says what is wrong with it.
-pub fn validate(path: &str) -> Result<(), String> {
+pub fn validate(path: &str) -> Result<(), PathError> {
+    let owned = || path.to_string();
     if path.is_empty() {
-        return Err("empty path".into());
+        return Err(PathError::Empty);
     }
     if path.contains('\0') {
-        return Err(format!("path {path:?} contains a NUL byte"));
+        return Err(PathError::Nul(owned()));
     }
     if path.contains('\\') {
-        return Err(format!(
-            "path {path:?} contains a backslash; paths are `/`-separated"
-        ));
+        return Err(PathError::Backslash(owned()));
     }
     if path.starts_with('/') {
-        return Err(format!(
-            "path {path:?} is absolute; paths are repository-relative"
-        ));
+        return Err(PathError::Absolute(owned()));
     }
     if path.chars().any(|c| c.is_control()) {
-        return Err(format!("path {path:?} contains a control character"));
+        return Err(PathError::Control(owned()));
     }
     for component in path.split('/') {
         match component {
-            "" => {
-                return Err(format!(
-                    "path {path:?} has an empty component (`//` or a trailing `/`)"
-                ))
+            "" => return Err(PathError::EmptyComponent(owned())),
+            "." | ".." => {
+                return Err(PathError::Dots {
+                    path: owned(),
+                    component: component.to_string(),
+                })
             }
-            "." | ".." => return Err(format!("path {path:?} contains a `{component}` component")),
             c if is_dotgit_alias(c) => {
-                return Err(format!(
-                    "path {path:?} names `.git` (as {c:?}); steps never write inside .git"
-                ))
+                return Err(PathError::DotGit {
+                    path: owned(),
+                    component: c.to_string(),
+                })
             }
             _ => {}
         }

@@ -236,7 +236,7 @@ impl Step {
                     return Err(err(step, "field `edits` is an empty array".into()))
                 }
                 Value::Array(a) => {
-                    crate::plan::formats::edits::parse(a).map_err(|m| err(step, m))?;
+                    crate::plan::formats::edits::parse(a).map_err(|m| err(step, m.to_string()))?;
                     Content::Edits(a.clone())
                 }
                 other => {

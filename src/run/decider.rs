@@ -149,24 +149,41 @@ impl Decider {
     }
 }
 
+/// Why a decider's answer is not a step.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("its output is not UTF-8")]
+    NotUtf8,
+    #[error("it printed nothing (print a step object, or {{\"done\": true}})")]
+    Empty,
+    #[error("its output is not one JSON value: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("a done answer must be exactly {{\"done\": true}}")]
+    BadDone,
+    #[error("cannot canonicalise it: {0}")]
+    NotCanonical(#[source] serde_json::Error),
+    /// A JSON value that is not a valid step object.
+    #[error("{0}")]
+    NotAStep(#[source] Box<Error>),
+}
+
 /// Parse a decider's stdout: one JSON object, a step or `{"done": true}`.
-pub fn parse_answer(out: &[u8]) -> std::result::Result<Answer, String> {
-    let text = std::str::from_utf8(out).map_err(|_| "its output is not UTF-8".to_string())?;
+pub fn parse_answer(out: &[u8]) -> std::result::Result<Answer, AnswerError> {
+    let text = std::str::from_utf8(out).map_err(|_| AnswerError::NotUtf8)?;
     if text.trim().is_empty() {
-        return Err("it printed nothing (print a step object, or {\"done\": true})".into());
+        return Err(AnswerError::Empty);
     }
-    let value: Value = serde_json::from_str(text.trim())
-        .map_err(|e| format!("its output is not one JSON value: {e}"))?;
+    let value: Value = serde_json::from_str(text.trim()).map_err(AnswerError::NotJson)?;
     if let Some(obj) = value.as_object() {
         if obj.contains_key("done") {
             return match (obj.get("done"), obj.len()) {
                 (Some(Value::Bool(true)), 1) => Ok(Answer::Done),
-                _ => Err("a done answer must be exactly {\"done\": true}".into()),
+                _ => Err(AnswerError::BadDone),
             };
         }
     }
-    let text = serde_jcs::to_string(&value).map_err(|e| format!("cannot canonicalise it: {e}"))?;
-    let step = Step::from_value(value, 0).map_err(|e| e.to_string())?;
+    let text = serde_jcs::to_string(&value).map_err(AnswerError::NotCanonical)?;
+    let step = Step::from_value(value, 0).map_err(|e| AnswerError::NotAStep(Box::new(e)))?;
     Ok(Answer::Step {
         step: Box::new(step),
         text,
@@ -198,7 +215,10 @@ mod tests {
             (b"{\"id\":\"s1\"}", "content"),
             (b"\xff", "UTF-8"),
         ] {
-            let e = parse_answer(bad).err().unwrap_or_default();
+            let e = parse_answer(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
     }

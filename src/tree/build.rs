@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
 use crate::plan::formats;
 use crate::plan::formats::patch;
+use crate::plan::formats::FileError;
 use crate::plan::step::{Content, Step};
 
 /// What applying a step produced.
@@ -334,18 +335,18 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
             apply_patch_files(&mut o, &files).map_err(fail)?;
         }
         Content::Edits(ops) => {
-            let ops = formats::edits::parse(ops).map_err(fail)?;
-            formats::edits::apply(&mut o, &ops).map_err(fail)?;
+            let ops = formats::edits::parse(ops).map_err(|e| fail(e.to_string()))?;
+            formats::edits::apply(&mut o, &ops).map_err(|e| fail(e.to_string()))?;
         }
         Content::ApplyPatch(text) => {
             let ops =
                 formats::apply_patch::parse(text).map_err(|m| fail(format!("apply_patch: {m}")))?;
-            formats::apply_patch::apply(&mut o, &ops).map_err(fail)?;
+            formats::apply_patch::apply(&mut o, &ops).map_err(|e| fail(e.to_string()))?;
         }
         Content::SearchReplace(text) => {
             let blocks = formats::search_replace::parse(text)
                 .map_err(|m| fail(format!("search_replace: {m}")))?;
-            formats::search_replace::apply(&mut o, &blocks).map_err(fail)?;
+            formats::search_replace::apply(&mut o, &blocks).map_err(|e| fail(e.to_string()))?;
         }
     }
     let applied = o.finish()?;
@@ -361,17 +362,20 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
 /// with its mode (the formats refuse to edit it), and paths through
 /// symlinks or files are refused by `file` and `write`.
 impl formats::Files for Overlay<'_> {
-    fn get(&mut self, path: &str) -> std::result::Result<Option<(Vec<u8>, u32)>, String> {
-        match self.file(path)? {
+    fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, FileError> {
+        match self.file(path).map_err(FileError)? {
             None => Ok(None),
-            Some(e) => Ok(Some((self.read(&e).map_err(|e| e.to_string())?, e.mode))),
+            Some(e) => Ok(Some((
+                self.read(&e).map_err(|e| FileError(e.to_string()))?,
+                e.mode,
+            ))),
         }
     }
-    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> std::result::Result<(), String> {
-        self.write(path, &content, mode)
+    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), FileError> {
+        self.write(path, &content, mode).map_err(FileError)
     }
-    fn remove(&mut self, path: &str) -> std::result::Result<(), String> {
-        self.file(path)?;
+    fn remove(&mut self, path: &str) -> Result<(), FileError> {
+        self.file(path).map_err(FileError)?;
         self.delete(path);
         Ok(())
     }

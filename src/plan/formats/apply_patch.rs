@@ -23,7 +23,8 @@
 //! Matching is exact, line by line.
 
 use super::{
-    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, Files,
+    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, EditError,
+    Files,
 };
 
 /// One file operation.
@@ -69,7 +70,11 @@ const MOVE: &str = "*** Move to: ";
 const EOF: &str = "*** End of File";
 
 /// Parse a patch; errors name the line of the patch.
-pub fn parse(text: &str) -> Result<Vec<FileOp>, String> {
+pub fn parse(text: &str) -> Result<Vec<FileOp>, EditError> {
+    parse_str(text).map_err(EditError::Malformed)
+}
+
+fn parse_str(text: &str) -> Result<Vec<FileOp>, String> {
     let lines: Vec<&str> = text
         .split('\n')
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
@@ -235,7 +240,11 @@ fn parse_chunks(lines: &[&str], mut i: usize, path: &str) -> Result<(Vec<Chunk>,
 }
 
 /// Apply the file operations in order.
-pub fn apply(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
+pub fn apply(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), EditError> {
+    apply_str(files, ops).map_err(EditError::DoesNotApply)
+}
+
+fn apply_str(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
     for op in ops {
         match op {
             FileOp::Add { path, lines, line } => create(
@@ -433,7 +442,7 @@ mod tests {
         for (p, want) in cases {
             let mut f = files(&start);
             let e = parse(p).and_then(|ops| apply(&mut f, &ops)).unwrap_err();
-            assert!(e.contains(want), "{p:?}: {e}");
+            assert!(e.to_string().contains(want), "{p:?}: {e}");
         }
     }
 }

@@ -9,7 +9,9 @@
 
 use serde_json::Value;
 
-use super::{byte_matches, checked_path, create, existing_text, line_of, list_lines, quote, Files};
+use super::{
+    byte_matches, checked_path, create, existing_text, line_of, list_lines, quote, EditError, Files,
+};
 
 /// One operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +36,11 @@ pub enum Op {
 }
 
 /// Parse the `edits` array; errors name the operation (`edits[i]`).
-pub fn parse(ops: &[Value]) -> Result<Vec<Op>, String> {
+pub fn parse(ops: &[Value]) -> Result<Vec<Op>, EditError> {
+    parse_str(ops).map_err(EditError::Malformed)
+}
+
+fn parse_str(ops: &[Value]) -> Result<Vec<Op>, String> {
     ops.iter()
         .enumerate()
         .map(|(i, v)| parse_op(v).map_err(|m| format!("edits[{i}]: {m}")))
@@ -102,7 +108,11 @@ fn parse_op(v: &Value) -> Result<Op, String> {
 }
 
 /// Apply the operations in order.
-pub fn apply(files: &mut dyn Files, ops: &[Op]) -> Result<(), String> {
+pub fn apply(files: &mut dyn Files, ops: &[Op]) -> Result<(), EditError> {
+    apply_str(files, ops).map_err(EditError::DoesNotApply)
+}
+
+fn apply_str(files: &mut dyn Files, ops: &[Op]) -> Result<(), String> {
     for (i, op) in ops.iter().enumerate() {
         let what = format!("edits[{i}]");
         match op {
@@ -180,8 +190,14 @@ mod tests {
             f.put(p, c.as_bytes().to_vec(), super::super::MODE_FILE)
                 .unwrap();
         }
-        let ops = parse(ops.as_array().unwrap())?;
-        apply(&mut f, &ops)?;
+        let ops = parse(ops.as_array().unwrap()).map_err(|e| {
+            assert!(matches!(e, EditError::Malformed(_)), "{e:?}");
+            e.to_string()
+        })?;
+        apply(&mut f, &ops).map_err(|e| {
+            assert!(matches!(e, EditError::DoesNotApply(_)), "{e:?}");
+            e.to_string()
+        })?;
         Ok(f)
     }
 

@@ -22,14 +22,40 @@ use std::collections::BTreeMap;
 pub use crate::git::MODE_FILE;
 use crate::git::MODE_LINK;
 
+/// Why an edit failed, in any format (unified diffs among them). The text
+/// names the file and the text that did not match.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// The format's text or operations are malformed: found when the plan
+    /// is validated, before anything is applied.
+    #[error("{0}")]
+    Malformed(String),
+    /// The edit does not fit the files it meets: no match, several
+    /// matches, a missing or already existing file, a symlink.
+    #[error("{0}")]
+    DoesNotApply(String),
+}
+
+/// The files an edit reads or writes refused it: a directory where a file
+/// is expected, a path through a symlink.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FileError(pub String);
+
+impl From<FileError> for String {
+    fn from(e: FileError) -> String {
+        e.0
+    }
+}
+
 /// File access for an edit format: the tree being built, or memory.
 pub trait Files {
     /// The content and mode of the file at `path`; None when there is none;
     /// an error when something else is there (a directory, a path through
     /// a symlink).
-    fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, String>;
-    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), String>;
-    fn remove(&mut self, path: &str) -> Result<(), String>;
+    fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, FileError>;
+    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), FileError>;
+    fn remove(&mut self, path: &str) -> Result<(), FileError>;
 }
 
 /// Files in memory (tests, and anything that wants to preview a step).
@@ -37,14 +63,14 @@ pub trait Files {
 pub struct MemFiles(pub BTreeMap<String, (Vec<u8>, u32)>);
 
 impl Files for MemFiles {
-    fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, String> {
+    fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, FileError> {
         Ok(self.0.get(path).cloned())
     }
-    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), String> {
+    fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), FileError> {
         self.0.insert(path.to_string(), (content, mode));
         Ok(())
     }
-    fn remove(&mut self, path: &str) -> Result<(), String> {
+    fn remove(&mut self, path: &str) -> Result<(), FileError> {
         self.0.remove(path);
         Ok(())
     }
@@ -66,7 +92,7 @@ fn create(files: &mut dyn Files, path: &str, content: Vec<u8>, what: &str) -> Re
     if files.get(path)?.is_some() {
         return Err(format!("{what}: {path} already exists"));
     }
-    files.put(path, content, MODE_FILE)
+    Ok(files.put(path, content, MODE_FILE)?)
 }
 
 /// Split into lines that keep their `\n` (the last may lack one).

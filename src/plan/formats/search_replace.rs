@@ -17,7 +17,8 @@
 //! SEARCH creates the file, which must not exist. Blocks apply in order.
 
 use super::{
-    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, Files,
+    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, EditError,
+    Files,
 };
 
 const SEARCH: &str = "<<<<<<< SEARCH";
@@ -40,7 +41,11 @@ fn marker(line: &str) -> &str {
 }
 
 /// Parse the blocks; errors name the line of the text.
-pub fn parse(text: &str) -> Result<Vec<Block>, String> {
+pub fn parse(text: &str) -> Result<Vec<Block>, EditError> {
+    parse_str(text).map_err(EditError::Malformed)
+}
+
+fn parse_str(text: &str) -> Result<Vec<Block>, String> {
     enum State {
         Outside,
         Search(Block),
@@ -118,7 +123,11 @@ pub fn parse(text: &str) -> Result<Vec<Block>, String> {
 }
 
 /// Apply the blocks in order.
-pub fn apply(files: &mut dyn Files, blocks: &[Block]) -> Result<(), String> {
+pub fn apply(files: &mut dyn Files, blocks: &[Block]) -> Result<(), EditError> {
+    apply_str(files, blocks).map_err(EditError::DoesNotApply)
+}
+
+fn apply_str(files: &mut dyn Files, blocks: &[Block]) -> Result<(), String> {
     for b in blocks {
         let what = format!("search_replace block at line {}", b.line);
         let replace: Vec<&[u8]> = b.replace.iter().map(|l| l.as_bytes()).collect();
@@ -166,7 +175,14 @@ mod tests {
     fn run(start: &str, text: &str) -> Result<String, String> {
         let mut f = MemFiles::default();
         f.put("a.py", start.as_bytes().to_vec(), MODE_FILE).unwrap();
-        apply(&mut f, &parse(text)?)?;
+        let blocks = parse(text).map_err(|e| {
+            assert!(matches!(e, EditError::Malformed(_)), "{e:?}");
+            e.to_string()
+        })?;
+        apply(&mut f, &blocks).map_err(|e| {
+            assert!(matches!(e, EditError::DoesNotApply(_)), "{e:?}");
+            e.to_string()
+        })?;
         Ok(String::from_utf8(f.0["a.py"].0.clone()).unwrap())
     }
 

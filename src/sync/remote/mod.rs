@@ -31,7 +31,7 @@ pub struct RefUpdate<'a> {
 }
 
 /// How to talk to the remote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     /// libgit2: file paths, file://, git://, http(s)://, ssh:// (ssh-agent,
@@ -42,6 +42,15 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The name `steps.transport` and `--transport` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Libgit2 => "libgit2",
+            Transport::Git => "git",
+        }
+    }
+
+    /// Parse a `steps.transport` value.
     pub fn parse(s: &str) -> Result<Transport> {
         match s {
             "libgit2" => Ok(Transport::Libgit2),

@@ -2,13 +2,18 @@
 
 use super::{FilePatch, Hunk, Line};
 use crate::git::{MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK};
+use crate::plan::formats::EditError;
 use crate::plan::path;
 
 /// Parse a whole patch. Text before the first file header (a commit message,
 /// as `git format-patch` writes) and a `-- ` signature after the last hunk
 /// are ignored; anything else that is not part of a file patch is an error,
 /// so that garbage never silently drops a hunk.
-pub fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
+pub fn parse(text: &str) -> Result<Vec<FilePatch>, EditError> {
+    parse_str(text).map_err(EditError::Malformed)
+}
+
+fn parse_str(text: &str) -> Result<Vec<FilePatch>, String> {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut files: Vec<FilePatch> = Vec::new();
     let mut i = 0;
@@ -535,7 +540,10 @@ mod tests {
         assert_eq!(f[0].new_path.as_deref(), Some("café x"));
         // A control character in a path is refused, even when quoted.
         let p = "--- \"a/t\\tab\"\n+++ \"b/t\\tab\"\n@@ -1 +1 @@\n-x\n+y\n";
-        assert!(parse(p).unwrap_err().contains("control character"));
+        assert!(parse(p)
+            .unwrap_err()
+            .to_string()
+            .contains("control character"));
         let p =
             "--- file.txt\t2024-01-01 10:00\n+++ file.txt\t2024-01-01 10:01\n@@ -1 +1 @@\n-x\n+y\n";
         assert_eq!(parse(p).unwrap()[0].old_path.as_deref(), Some("file.txt"));
@@ -565,7 +573,8 @@ mod tests {
             ),
         ] {
             let e = parse(p).unwrap_err();
-            assert!(e.contains(what), "{p:?}: {e}");
+            assert!(matches!(e, EditError::Malformed(_)), "{p:?}: {e:?}");
+            assert!(e.to_string().contains(what), "{p:?}: {e}");
         }
     }
 

@@ -7,6 +7,7 @@
 //! guess.
 
 use super::Hunk;
+use crate::plan::formats::EditError;
 
 /// Split contents into lines, each keeping its `\n` (the last may lack one).
 pub fn split_lines(data: &[u8]) -> Vec<&[u8]> {
@@ -15,7 +16,11 @@ pub fn split_lines(data: &[u8]) -> Vec<&[u8]> {
 
 /// Apply `hunks` in order to `old`. The error names the failing hunk (its
 /// 1-based number and header) and why.
-pub fn apply_hunks(old: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, String> {
+pub fn apply_hunks(old: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, EditError> {
+    apply_str(old, hunks).map_err(EditError::DoesNotApply)
+}
+
+fn apply_str(old: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, String> {
     let lines = split_lines(old);
     let mut out = Out::default();
     let mut cursor = 0usize;
@@ -165,7 +170,12 @@ mod tests {
 
     fn apply(old: &str, patch: &str) -> Result<String, String> {
         let files = parse(patch).unwrap();
-        apply_hunks(old.as_bytes(), &files[0].hunks).map(|v| String::from_utf8(v).unwrap())
+        apply_hunks(old.as_bytes(), &files[0].hunks)
+            .map(|v| String::from_utf8(v).unwrap())
+            .map_err(|e| {
+                assert!(matches!(e, EditError::DoesNotApply(_)), "{e:?}");
+                e.to_string()
+            })
     }
 
     #[test]

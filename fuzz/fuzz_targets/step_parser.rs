@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for step in git_steps::plan::step::PlanReader::new(data) {
+    for step in git_steps::plan::reader::PlanReader::new(data) {
         let Ok(step) = step else { break };
         assert!(git_steps::plan::step::validate_id(&step.id).is_ok());
         assert!(step.digest.starts_with("sha256:") && step.digest.len() == 71);

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::ui::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::run::engine;
 use crate::run::session::{ApplyOptions, StepOutcome};
 use crate::settings;

@@ -6,7 +6,7 @@ use std::io::Write;
 use super::{Ctx, Failure};
 use crate::crash::matrix::classic::{self, Log};
 use crate::error::Error;
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::sync::remote::{Remote, Transport};
 
 /// Run a plan the common broken way (cursor checkpointed every 3 steps,

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::{emit_json, Ctx, RunArgs};
 use crate::error::Result;
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::run::inspect;
 
 /// Show where the run stands.

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::error::{Error, Refusal, RefusalKind};
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::run::inspect;
 
 /// Check every invariant of the run's history (exit 0, or 3).

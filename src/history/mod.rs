@@ -8,3 +8,4 @@
 pub mod cache;
 pub mod ledger;
 pub mod receipt;
+pub mod trailers;

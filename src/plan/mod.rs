@@ -7,4 +7,5 @@
 
 pub mod formats;
 pub mod path;
+pub mod reader;
 pub mod step;

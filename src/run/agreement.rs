@@ -9,7 +9,8 @@
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
 use crate::history::ledger::{self, Ledger};
-use crate::plan::step::{Plan, Step};
+use crate::plan::reader::Plan;
+use crate::plan::step::Step;
 
 /// Parse every step of the plan (syntax, ids, paths, unique ids); returns
 /// how many there are.

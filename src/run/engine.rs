@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::crash;
 use crate::error::{Error, Result};
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::settings::Settings;
 use crate::sync::reconcile::Reconciled;
 use crate::workdir::repair::Repair;

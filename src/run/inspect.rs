@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::git::short;
 use crate::history::ledger;
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::settings::Settings;
 use crate::workdir::worktree;
 

@@ -18,7 +18,7 @@ use crate::error::{Error, RefusalKind, Result};
 use crate::git::{head_branch, signature};
 use crate::history::cache;
 use crate::history::ledger::{Entry, Ledger};
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::settings::{self, Settings};
 use crate::sync::reconcile::{self, Reconciled};
 use crate::tree::fingerprint;

@@ -6,8 +6,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::harness::*;
-use crate::servers::{Kind, Server};
 use crate::remote::{line, setup};
+use crate::servers::{Kind, Server};
 
 /// A user's project on `main`, pushed, and a run of it on the branch
 /// `steps` (run id `steps`) with one step applied.

@@ -18,7 +18,7 @@ use git2::{Oid, Repository, Signature};
 use crate::crash::{self, Point, Scope};
 use crate::error::{Error, Result};
 use crate::history::receipt;
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 use crate::sync::remote::Remote;
 use crate::tree::build;
 use crate::workdir::worktree;

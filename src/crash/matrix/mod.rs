@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::crash::{self, Scope};
 use crate::error::{Error, Result};
-use crate::plan::step::Plan;
+use crate::plan::reader::Plan;
 
 /// Which implementation the matrix runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

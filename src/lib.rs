@@ -11,33 +11,51 @@
 //! the resume: steps with receipts are skipped, a redelivered step lands once,
 //! a different decision under a used id or a duplicated hunk is refused.
 //!
-//! The modules, by domain concept:
-//! - [`step`]: the plan and step format, validation, decision digests;
-//! - [`path`]: the path rules every edit format obeys;
-//! - [`guard`]: the path rules applied to whole trees, before any reaches the worktree;
-//! - [`patch`]: unified diffs, parsed and placed on file contents;
-//! - [`formats`]: the other edit formats (`edits`, `apply_patch`, `search_replace`);
-//! - [`apply`]: a step applied to a tree in the object database;
-//! - [`receipt`]: the trailer block, written and read;
-//! - [`ledger`]: the history scan into the applied set;
-//! - [`index`]: the receipt index, a verified cache of the ledger;
-//! - [`hunks`]: hunk identity and the duplicated-hunk count;
-//! - [`fingerprint`]: artifact and history fingerprints;
-//! - [`worktree`]: bringing worktree and index up to a step;
-//! - [`engine`]: the apply loop and its order of writes;
-//! - [`repair`]: finishing a worktree a crashed step left behind;
-//! - [`agent`]: the agent loop (`run --decider`), git-steps as the runner;
-//! - [`decider`]: asking the external decider for the next step;
-//! - [`journal`]: recorded decisions, durable before they are applied;
-//! - [`remote`]: fetch and compare-and-swap push of the durable branch;
-//! - [`reconcile`]: bringing local and durable branches together on resume;
-//! - [`lock`]: one runner per repository;
-//! - [`crash`]: named crash points at every write boundary;
-//! - [`crashmatrix`]: the resume-equivalence matrix, and the classic runner;
-//! - [`settings`]: `steps.*` config and durability switches;
-//! - [`inspect`]: status, log, verify, fingerprint;
-//! - [`cli`]: the command line and its rendering;
-//! - [`error`]: typed errors, refusals and exit codes.
+//! ## Layers
+//!
+//! `ls src` shows the domains: `plan/` (what an agent decided), `tree/`
+//! (steps applied to trees in the object database), `history/` (receipts
+//! and the scan of them), `sync/` (the durable remote), `workdir/` (this
+//! box's locks, worktree and index), `run/` (sessions, the plan loop and the
+//! agent loop), `crash/` (crash points and the crash matrix), `cli/`, and at
+//! the top level [`error`], [`git`] and [`settings`].
+//!
+//! Every module uses only the modules listed before it here, and its own
+//! submodules; the test `layers_point_down` (below) reads this list and
+//! every source file, and fails on an import that points up. Bottom to top:
+//!
+//! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
+//! 2. [`git`]: git primitives (open with fsync, certificates, signature,
+//!    short ids, hex, tree modes and tree changes);
+//! 3. [`crash`]: named crash points at every write boundary;
+//! 4. [`workdir::lock`]: one runner per repository, git-style lock files;
+//! 5. [`plan::path`]: the path rules every edit format obeys;
+//! 6. [`plan::formats`]: the edit formats, unified diffs among them;
+//! 7. [`plan::step`]: one step object, validated, and its decision digest;
+//! 8. [`plan::reader`]: plans streamed from a file or stdin;
+//! 9. [`tree::guard`]: the path rules applied to whole trees;
+//! 10. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
+//! 11. [`tree::fingerprint`]: artifact and history fingerprints;
+//! 12. [`tree::build`]: a step applied to a tree in the object database;
+//! 13. [`history::trailers`]: git's own trailer reader, ported;
+//! 14. [`history::receipt`]: the receipt trailer block, written and read;
+//! 15. [`history::ledger`]: the history scan into the applied set;
+//! 16. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 17. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 18. [`settings`]: `steps.*` config and the run's durable domain;
+//! 19. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 20. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 21. [`sync::reconcile`]: bringing local and durable branches together;
+//! 22. [`run::decider`]: asking the external decider for the next step;
+//! 23. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 24. [`run::agreement`]: the plan against the history;
+//! 25. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 26. [`run::commit`]: one step's order of writes;
+//! 27. [`run::engine`]: the plan loop (`apply`);
+//! 28. [`run::agent`]: the agent loop (`run --decider`);
+//! 29. [`run::inspect`]: status, log, verify, fingerprint;
+//! 30. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
+//! 31. [`cli`]: the command line and its rendering.
 
 pub mod cli;
 pub mod crash;
@@ -52,3 +70,201 @@ pub mod tree;
 pub mod workdir;
 
 pub use error::{Error, Refusal, RefusalKind, Result};
+
+#[cfg(test)]
+mod tests {
+    //! The layering above, checked against the source.
+
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    /// The layers, bottom to top, as this file's doc comment lists them.
+    fn layers() -> Vec<String> {
+        include_str!("lib.rs")
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("//! ")?;
+                let (n, rest) = rest.split_once(". [`")?;
+                n.parse::<usize>().ok()?;
+                Some(rest.split_once('`')?.0.to_string())
+            })
+            .collect()
+    }
+
+    /// The module a source file is (`src/sync/remote/local.rs` →
+    /// `sync::remote::local`).
+    fn module_of(src: &Path, file: &Path) -> String {
+        let rel = file.strip_prefix(src).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.last().map(String::as_str) == Some("mod") {
+            parts.pop();
+        }
+        parts.join("::")
+    }
+
+    /// The layer a module belongs to: the longest listed prefix.
+    fn layer_of(layers: &[String], module: &str) -> Option<usize> {
+        layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| module == l.as_str() || module.starts_with(&format!("{l}::")))
+            .max_by_key(|(_, l)| l.len())
+            .map(|(i, _)| i)
+    }
+
+    /// Every module path a file's code (not its comments, not its tests)
+    /// names: `crate::a::b`, `super::x`, and grouped `crate::a::{b, c}`.
+    fn references(module: &str, is_mod_rs: bool, code: &str) -> BTreeSet<String> {
+        let code: String = code
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut out = BTreeSet::new();
+        // `super` of `a::b` (a file) is `a`; of `a::b` (a mod.rs) too, the
+        // module itself being `a::b`.
+        let mut parent: Vec<&str> = module.split("::").collect();
+        parent.pop();
+        let _ = is_mod_rs;
+        let bytes = code.as_bytes();
+        let mut i = 0;
+        while i < code.len() {
+            let rest = &code[i..];
+            let (base, skip) = if rest.starts_with("crate::") {
+                (Vec::new(), "crate::".len())
+            } else if rest.starts_with("super::")
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
+            {
+                let mut base = parent.clone();
+                let mut skip = "super::".len();
+                while code[i + skip..].starts_with("super::") {
+                    base.pop();
+                    skip += "super::".len();
+                }
+                (base, skip)
+            } else {
+                i += rest.chars().next().unwrap().len_utf8();
+                continue;
+            };
+            let tail = &code[i + skip..];
+            let path: String = tail
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let mut segs: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+            segs.extend(
+                path.split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+            let after = &tail[path.len()..];
+            if (path.is_empty() || path.ends_with("::")) && after.starts_with('{') {
+                let group = &after[1..after.find('}').unwrap_or(after.len() - 1)];
+                for item in group.split(',') {
+                    let first = item.trim().split("::").next().unwrap_or("").trim();
+                    match first {
+                        "" => {}
+                        "self" => {
+                            out.insert(segs.join("::"));
+                        }
+                        _ => {
+                            out.insert(format!("{}::{first}", segs.join("::")));
+                        }
+                    }
+                }
+            } else {
+                out.insert(segs.join("::"));
+            }
+            i += skip + path.len();
+        }
+        out
+    }
+
+    fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn layers_point_down() {
+        let layers = layers();
+        assert!(
+            layers.len() > 20,
+            "the layer list did not parse: {layers:?}"
+        );
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        let mut problems = Vec::new();
+        for file in &all {
+            let module = module_of(&src, file);
+            if module == "lib" || module == "main" {
+                continue;
+            }
+            let code = std::fs::read_to_string(file).unwrap();
+            let is_mod_rs = file.ends_with("mod.rs");
+            let refs = references(&module, is_mod_rs, &code);
+            let Some(own) = layer_of(&layers, &module) else {
+                // A folder's mod.rs that only declares its submodules.
+                if !refs.is_empty() {
+                    problems.push(format!("{module} is in no layer but uses {refs:?}"));
+                }
+                continue;
+            };
+            for r in &refs {
+                match layer_of(&layers, r) {
+                    Some(l) if l <= own => {}
+                    Some(l) => problems.push(format!(
+                        "{module} (layer {}, {}) uses {r} (layer {}, {})",
+                        own + 1,
+                        layers[own],
+                        l + 1,
+                        layers[l]
+                    )),
+                    // crate::Error and the like, re-exported at the top.
+                    None if ["Error", "Result", "Refusal", "RefusalKind"]
+                        .contains(&r.split("::").next().unwrap_or("")) => {}
+                    None => problems.push(format!("{module} uses {r}, which is in no layer")),
+                }
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "imports that point up:\n{}",
+            problems.join("\n")
+        );
+    }
+
+    /// The checker can fail: an upward import is found.
+    #[test]
+    fn an_upward_import_is_caught() {
+        let layers = layers();
+        let refs = references("tree::build", false, "use crate::run::session::Session;\nuse super::{guard, hunks};\n// crate::cli in a comment\n");
+        assert!(refs.contains("run::session::Session"), "{refs:?}");
+        assert!(
+            refs.contains("tree::guard") && refs.contains("tree::hunks"),
+            "{refs:?}"
+        );
+        assert!(!refs.iter().any(|r| r.starts_with("cli")), "{refs:?}");
+        let own = layer_of(&layers, "tree::build").unwrap();
+        assert!(layer_of(&layers, "run::session::Session").unwrap() > own);
+        let grouped = references(
+            "run::commit",
+            false,
+            "use crate::workdir::{lock, worktree};",
+        );
+        assert!(grouped.contains("workdir::worktree"), "{grouped:?}");
+    }
+}

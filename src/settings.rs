@@ -244,3 +244,101 @@ pub fn config_bool(repo: &Repository, key: &str) -> Result<bool> {
         Err(e) => Err(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, Repository) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        repo.set_head("refs/heads/work").unwrap();
+        (dir, repo)
+    }
+
+    fn set(repo: &Repository, key: &str, value: &str) {
+        repo.config()
+            .unwrap()
+            .open_level(git2::ConfigLevel::Local)
+            .unwrap()
+            .set_str(key, value)
+            .unwrap();
+    }
+
+    #[test]
+    fn defaults_follow_head_and_the_branch() {
+        let (_d, repo) = repo();
+        let s = resolve(&repo, &Overrides::default()).unwrap();
+        assert_eq!((s.branch.as_str(), s.run.as_str()), ("work", "work"));
+        assert_eq!(s.remote, None);
+        assert_eq!(s.refname(), "refs/heads/work");
+        assert_eq!(s.durable_kind(), "local");
+    }
+
+    #[test]
+    fn config_then_flags() {
+        let (_d, repo) = repo();
+        set(&repo, "steps.branch", "agent/b");
+        set(&repo, "steps.run", "r-1");
+        set(&repo, "steps.remote", "origin");
+        set(&repo, "steps.transport", "git");
+        let s = resolve(&repo, &Overrides::default()).unwrap();
+        assert_eq!((s.branch.as_str(), s.run.as_str()), ("agent/b", "r-1"));
+        assert_eq!(
+            s.remote,
+            Some(Remote {
+                spec: "origin".into(),
+                transport: Transport::Git
+            })
+        );
+        let flags = Overrides {
+            branch: Some("other".into()),
+            run: Some("r-2".into()),
+            remote: Some("/srv/remote.git".into()),
+            transport: Some(Transport::Libgit2),
+        };
+        let s = resolve(&repo, &flags).unwrap();
+        assert_eq!((s.branch.as_str(), s.run.as_str()), ("other", "r-2"));
+        let r = s.remote.unwrap();
+        assert_eq!(
+            (r.spec.as_str(), r.transport),
+            ("/srv/remote.git", Transport::Libgit2)
+        );
+        // An empty remote is no remote; the run id defaults to the branch.
+        set(&repo, "steps.remote", "");
+        let s = resolve(
+            &repo,
+            &Overrides {
+                branch: Some("x".into()),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((s.run.as_str(), s.remote), ("r-1", None));
+    }
+
+    #[test]
+    fn bad_values_are_input_errors() {
+        let (_d, repo) = repo();
+        let with = |o: Overrides| resolve(&repo, &o).unwrap_err();
+        let e = with(Overrides {
+            branch: Some("a..b".into()),
+            ..Overrides::default()
+        });
+        assert!(
+            matches!(e, Error::Input { .. }) && e.to_string().contains("not a valid branch name"),
+            "{e}"
+        );
+        for run in ["", "a b", "a\tb"] {
+            let e = with(Overrides {
+                run: Some(run.into()),
+                ..Overrides::default()
+            });
+            assert!(e.to_string().contains("no whitespace"), "{run:?}: {e}");
+        }
+        set(&repo, "steps.transport", "ssh");
+        set(&repo, "steps.remote", "origin");
+        let e = resolve(&repo, &Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("unknown transport \"ssh\""), "{e}");
+    }
+}

@@ -80,7 +80,12 @@ impl<'a> Bytes<'a> {
 /// Read the index; with `want_counts` false the hunk counts are skipped
 /// (`status` needs only the ledger).
 fn read(repo: &Repository, run: &str, want_counts: bool) -> Option<Cached> {
-    let data = fs::read(path(repo, run)).ok()?;
+    decode(&fs::read(path(repo, run)).ok()?, run, want_counts)
+}
+
+/// The cache file's bytes, read back; None for anything that is not
+/// exactly what [`encode`] writes for `run`.
+fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
     let (body, sum) = data.split_at(data.len().checked_sub(4)?);
     if crc32fast::hash(body).to_le_bytes() != sum {
         return None;
@@ -144,11 +149,38 @@ fn read(repo: &Repository, run: &str, want_counts: bool) -> Option<Cached> {
 
 /// Save the index for `ledger` (which must have no problems) and `counts`.
 pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) {
-    let (Some(head), true) = (ledger.head, ledger.problems.is_empty()) else {
+    let Some(data) = encode(run, ledger, counts) else {
         return;
     };
+    let target = path(repo, run);
+    let Some(dir) = target.parent() else { return };
+    // A cache: failures to write it are not errors.
+    let _ = fs::create_dir_all(dir);
+    // Saving happens under the runner's lock, so a temporary file here is
+    // what a killed runner left mid-write.
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".tmp") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+    if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
+        if tmp.write_all(&data).is_ok() {
+            let _ = tmp.persist(&target);
+        }
+    }
+}
+
+/// The cache file's bytes for `ledger` and `counts`, CRC-32 at the end;
+/// None when the ledger is not one to cache (problems, no head, a head
+/// that is not its last receipt, a field too long for the format).
+fn encode(run: &str, ledger: &Ledger, counts: &HunkCounts) -> Option<Vec<u8>> {
+    let (Some(head), true) = (ledger.head, ledger.problems.is_empty()) else {
+        return None;
+    };
     if ledger.last().is_some_and(|e| e.commit != head) {
-        return;
+        return None;
     }
     let raw = counts.to_raw();
     let mut body: Vec<u8> = Vec::with_capacity(64 + ledger.entries.len() * 100 + raw.len() * 45);
@@ -168,7 +200,7 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
         // Ids are at most 128 bytes; a decision that does not fit is not
         // one git-steps wrote: such a ledger is not cached.
         let (Ok(il), Ok(dl)) = (u8::try_from(e.id.len()), u8::try_from(e.decision.len())) else {
-            return;
+            return None;
         };
         body.push(il);
         body.extend_from_slice(e.id.as_bytes());
@@ -179,7 +211,7 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
     body.extend_from_slice(&(raw.len() as u64).to_le_bytes());
     for (k, n, maker) in raw {
         let Ok(ml) = u8::try_from(maker.len()) else {
-            return;
+            return None;
         };
         body.extend_from_slice(&k);
         body.extend_from_slice(&n.to_le_bytes());
@@ -187,24 +219,8 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
         body.extend_from_slice(maker.as_bytes());
     }
     let sum = crc32fast::hash(&body).to_le_bytes();
-    let target = path(repo, run);
-    let Some(dir) = target.parent() else { return };
-    // A cache: failures to write it are not errors.
-    let _ = fs::create_dir_all(dir);
-    // Saving happens under the runner's lock, so a temporary file here is
-    // what a killed runner left mid-write.
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(".tmp") {
-                let _ = fs::remove_file(e.path());
-            }
-        }
-    }
-    if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
-        if tmp.write_all(&body).is_ok() && tmp.write_all(&sum).is_ok() {
-            let _ = tmp.persist(&target);
-        }
-    }
+    body.extend_from_slice(&sum);
+    Some(body)
 }
 
 /// The ledger and hunk counts of `run` at `head`, from the index where it
@@ -287,4 +303,106 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
     }
     let ledger = Ledger::from_parts(Some(head), cached.base, entries);
     Ok(Some(Indexed { ledger, counts }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oid(n: u8) -> Oid {
+        Oid::from_bytes(&[n; 20]).unwrap()
+    }
+
+    fn ledger(n: usize) -> Ledger {
+        let entries: Vec<Entry> = (0..n)
+            .map(|i| Entry {
+                index: i,
+                id: format!("s{i}"),
+                decision: format!("sha256:{i:064x}"),
+                commit: oid(i as u8 + 1),
+            })
+            .collect();
+        let head = entries.last().map(|e| e.commit);
+        Ledger::from_parts(head, Some(oid(200)), entries)
+    }
+
+    fn counts() -> HunkCounts {
+        HunkCounts::from_raw(vec![([7; 32], 2, "s1".into()), ([3; 32], 1, "s0".into())])
+    }
+
+    #[test]
+    fn round_trip() {
+        let l = ledger(3);
+        let data = encode("run-é", &l, &counts()).unwrap();
+        let c = decode(&data, "run-é", true).unwrap();
+        assert_eq!(c.head, oid(3));
+        assert_eq!(c.base, Some(oid(200)));
+        let got: Vec<_> = c
+            .entries
+            .iter()
+            .map(|e| (e.index, e.id.clone(), e.decision.clone(), e.commit))
+            .collect();
+        let want: Vec<_> = l
+            .entries
+            .iter()
+            .map(|e| (e.index, e.id.clone(), e.decision.clone(), e.commit))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(c.counts.unwrap().to_raw(), counts().to_raw());
+        // Without the counts, the ledger alone.
+        let c = decode(&data, "run-é", false).unwrap();
+        assert!(c.counts.is_none());
+        assert_eq!(c.entries.len(), 3);
+    }
+
+    #[test]
+    fn a_run_with_no_base_and_no_counts() {
+        let mut l = ledger(1);
+        l.base = None;
+        let data = encode("r", &l, &HunkCounts::default()).unwrap();
+        let c = decode(&data, "r", true).unwrap();
+        assert_eq!(c.base, None);
+        assert!(c.counts.unwrap().to_raw().is_empty());
+    }
+
+    #[test]
+    fn anything_but_the_exact_file_is_ignored() {
+        let data = encode("r", &ledger(2), &counts()).unwrap();
+        // Another run's file.
+        assert!(decode(&data, "r2", true).is_none());
+        // Every single flipped byte (the CRC), and every truncation.
+        for i in 0..data.len() {
+            let mut bad = data.clone();
+            bad[i] ^= 0x40;
+            assert!(decode(&bad, "r", true).is_none(), "byte {i} flipped");
+            assert!(decode(&data[..i], "r", true).is_none(), "cut at {i}");
+        }
+        // Bytes after the counts, with a valid CRC over them.
+        let mut body = data[..data.len() - 4].to_vec();
+        body.push(0);
+        let sum = crc32fast::hash(&body).to_le_bytes();
+        body.extend_from_slice(&sum);
+        assert!(decode(&body, "r", true).is_none());
+        // Another format version.
+        let mut v1 = data[..data.len() - 4].to_vec();
+        v1[MAGIC.len() - 2] = b'1';
+        let sum = crc32fast::hash(&v1).to_le_bytes();
+        v1.extend_from_slice(&sum);
+        assert!(decode(&v1, "r", true).is_none());
+    }
+
+    #[test]
+    fn ledgers_that_are_not_cached() {
+        // A head that is not the last receipt.
+        let mut l = ledger(2);
+        l.head = Some(oid(99));
+        assert!(encode("r", &l, &counts()).is_none());
+        // No head at all.
+        let l = Ledger::from_parts(None, None, Vec::new());
+        assert!(encode("r", &l, &counts()).is_none());
+        // An id longer than the format holds is not one git-steps wrote.
+        let mut l = ledger(1);
+        l.entries[0].id = "x".repeat(300);
+        assert!(encode("r", &l, &counts()).is_none());
+    }
 }

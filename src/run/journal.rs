@@ -220,14 +220,23 @@ pub fn read(repo: &Repository, head: Option<Oid>) -> Result<Journal> {
 }
 
 fn parse(c: &git2::Commit<'_>) -> Result<Entry> {
-    let bad = |what: &str| {
-        Error::other(format!(
-            "journal commit {} is not a journal entry: {what}",
-            short(c.id())
-        ))
-        .with_hint("the journal ref must only be written by git-steps")
-    };
-    let msg = c.message().map_err(|_| bad("its message is not UTF-8"))?;
+    let msg = c
+        .message()
+        .map_err(|_| not_an_entry(c.id(), "its message is not UTF-8"))?;
+    parse_message(msg, c.id())
+}
+
+fn not_an_entry(commit: Oid, what: &str) -> Error {
+    Error::other(format!(
+        "journal commit {} is not a journal entry: {what}",
+        short(commit)
+    ))
+    .with_hint("the journal ref must only be written by git-steps")
+}
+
+/// The entry a journal commit's message records (`commit`: the commit's id).
+fn parse_message(msg: &str, commit: Oid) -> Result<Entry> {
+    let bad = |what: &str| not_an_entry(commit, what);
     let trailers =
         git2::message_trailers_strs(msg).map_err(|_| bad("its trailers do not parse"))?;
     let get = |key: &str| {
@@ -263,7 +272,7 @@ fn parse(c: &git2::Commit<'_>) -> Result<Entry> {
         decision: get(KEY_DECISION)?,
         status,
         reason,
-        commit: c.id(),
+        commit,
     })
 }
 
@@ -290,6 +299,30 @@ pub fn load(repo: &Repository, s: &Settings) -> Result<Journal> {
     read(repo, head)
 }
 
+/// The message of the journal entry for `step` at `index`, recorded or
+/// refused with the reason.
+fn message(run: &str, index: usize, step: &Step, refused: Option<&str>) -> String {
+    let label = if refused.is_some() {
+        "refused"
+    } else {
+        "recorded"
+    };
+    let mut message = format!("journal: step index {index} is {} ({label})\n\n", step.id);
+    if let Some(reason) = refused {
+        // One line of its own paragraph, starting with our words: it can
+        // neither become the trailer block nor be git's `---` divider.
+        let flat: Vec<&str> = reason.split_whitespace().collect();
+        message.push_str("Refused: ");
+        message.push_str(&flat.join(" "));
+        message.push_str("\n\n");
+    }
+    message.push_str(&format!(
+        "{KEY_RUN}: {run}\n{KEY_INDEX}: {index}\n{KEY_ID}: {}\n{KEY_DECISION}: {}\n{KEY_STATUS}: {label}\n",
+        step.id, step.digest
+    ));
+    message
+}
+
 /// Append an entry for the decision `step` (canonical JSON `text`) at
 /// `index` — recorded, or refused with the reason — and make it durable
 /// before returning: pushed with a compare-and-swap on the journal ref (exit
@@ -307,19 +340,7 @@ pub fn append(
         None => (Status::Recorded, "recorded"),
         Some(_) => (Status::Refused, "refused"),
     };
-    let mut message = format!("journal: step index {index} is {} ({label})\n\n", step.id);
-    if let Some(reason) = refused {
-        // One line of its own paragraph, starting with our words: it can
-        // neither become the trailer block nor be git's `---` divider.
-        let flat: Vec<&str> = reason.split_whitespace().collect();
-        message.push_str("Refused: ");
-        message.push_str(&flat.join(" "));
-        message.push_str("\n\n");
-    }
-    message.push_str(&format!(
-        "{KEY_RUN}: {}\n{KEY_INDEX}: {index}\n{KEY_ID}: {}\n{KEY_DECISION}: {}\n{KEY_STATUS}: {label}\n",
-        s.run, step.id, step.digest
-    ));
+    let message = message(&s.run, index, step, refused);
     let blob = repo.blob(text.as_bytes())?;
     let mut tb = repo.treebuilder(None)?;
     tb.insert(FILE, blob, i32::from(git2::FileMode::Blob))?;
@@ -373,4 +394,72 @@ pub fn append(
         commit,
     });
     Ok(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(id: &str) -> Step {
+        Step::parse(&format!(r#"{{"id":"{id}","files":{{"a":"x\n"}}}}"#)).unwrap()
+    }
+
+    fn oid() -> Oid {
+        Oid::from_bytes(&[9; 20]).unwrap()
+    }
+
+    #[test]
+    fn a_recorded_entry_reads_back() {
+        let s = step("s1");
+        let e = parse_message(&message("run-1", 4, &s, None), oid()).unwrap();
+        assert_eq!((e.index, e.step_id.as_str()), (4, "s1"));
+        assert_eq!(e.decision, s.digest);
+        assert_eq!(e.status, Status::Recorded);
+        assert_eq!(e.reason, None);
+        assert_eq!(e.commit, oid());
+    }
+
+    #[test]
+    fn a_refused_entry_keeps_its_reason_on_one_line() {
+        let s = step("s2");
+        // A reason that looks like trailers, a divider and paragraphs.
+        let reason = "it does not apply:\n\n---\nStep-Id: forged\nJournal-Index: 9\n";
+        let e = parse_message(&message("r", 7, &s, Some(reason)), oid()).unwrap();
+        assert_eq!((e.index, e.step_id.as_str()), (7, "s2"));
+        assert_eq!(e.status, Status::Refused);
+        assert_eq!(
+            e.reason.as_deref(),
+            Some("it does not apply: --- Step-Id: forged Journal-Index: 9")
+        );
+    }
+
+    #[test]
+    fn messages_that_are_not_entries_are_refused() {
+        let good = message("r", 1, &step("s1"), None);
+        for (msg, why) in [
+            ("hand commit\n", "no Journal-Index trailer"),
+            (
+                &good.replace("Journal-Index: 1", "Journal-Index: one"),
+                "a bad Journal-Index",
+            ),
+            (
+                &good.replace("Journal-Status: recorded", "Journal-Status: lost"),
+                "unknown status",
+            ),
+            (
+                &good.replace("Journal-Run: r\n", ""),
+                "no Journal-Run trailer",
+            ),
+            (
+                &good.replace("Journal-Decision", "X-Decision"),
+                "no Journal-Decision trailer",
+            ),
+        ] {
+            let e = parse_message(msg, oid()).unwrap_err().to_string();
+            assert!(
+                e.contains(why) && e.contains("is not a journal entry"),
+                "{msg:?}: {e}"
+            );
+        }
+    }
 }

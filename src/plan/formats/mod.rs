@@ -200,14 +200,58 @@ mod roundtrip {
     //! Generate an edit from text A to text B in each format, apply it to A,
     //! and get B — for random texts from a small alphabet, so repeated lines
     //! (and so ambiguity, which the generators must resolve with context)
-    //! are common.
+    //! are common. The texts have LF or CRLF line ends, a final newline or
+    //! none (A and B alike: only `edits` and unified diffs can change that),
+    //! empty lines and non-ASCII lines.
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
 
-    fn text() -> impl Strategy<Value = Vec<String>> {
-        prop::collection::vec(prop::sample::select(vec!["a", "b", "c", "d", ""]), 1..14)
-            .prop_map(|v| v.into_iter().map(|l| format!("{l}\n")).collect())
+    /// One text: lines that keep their line end; without a final newline
+    /// the last line has none (and is not empty, or there would be one).
+    fn lines(eol: &'static str, final_newline: bool) -> impl Strategy<Value = Vec<String>> {
+        prop::collection::vec(
+            prop::sample::select(vec!["a", "b", "c", "é", "日本", ""]),
+            1..14,
+        )
+        .prop_map(move |v| {
+            let n = v.len();
+            v.into_iter()
+                .enumerate()
+                .map(|(i, l)| match (i + 1 == n, final_newline) {
+                    (true, false) if l.is_empty() => "z".to_string(),
+                    (true, false) => l.to_string(),
+                    _ => format!("{l}{eol}"),
+                })
+                .collect()
+        })
+    }
+
+    /// A and B, with the same line ends and final-newline rule.
+    fn texts() -> impl Strategy<Value = (Vec<String>, Vec<String>)> {
+        (prop::sample::select(vec!["\n", "\r\n"]), any::<bool>())
+            .prop_flat_map(|(eol, nl)| (lines(eol, nl), lines(eol, nl)))
+    }
+
+    /// A line as a line-based format writes it: with its end, or, for a
+    /// last line without one, with `\n` added (the formats keep a file
+    /// that had no final newline without one).
+    fn ended(l: &str) -> String {
+        if l.ends_with('\n') {
+            l.to_string()
+        } else {
+            format!("{l}\n")
+        }
+    }
+
+    /// A line of a unified diff hunk, with git's marker for a missing
+    /// final newline.
+    fn diff_line(prefix: char, l: &str) -> String {
+        if l.ends_with('\n') {
+            format!("{prefix}{l}")
+        } else {
+            format!("{prefix}{l}\n\\ No newline at end of file\n")
+        }
     }
 
     /// The changed region (common prefix and suffix removed), widened with
@@ -253,7 +297,7 @@ mod roundtrip {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
         #[test]
-        fn every_format_round_trips(a in text(), b in text()) {
+        fn every_format_round_trips((a, b) in texts()) {
             prop_assume!(a != b);
             let joined = a.concat();
             let nb = b.len();
@@ -270,23 +314,39 @@ mod roundtrip {
             let old = &a[lo..hi];
             let new: Vec<String> = [&a[lo..p], &b[p..nb - s], &a[a.len() - s..hi]].concat();
 
-            let sr = format!("f.txt\n<<<<<<< SEARCH\n{}=======\n{}>>>>>>> REPLACE\n", old.concat(), new.concat());
+            let block = |ls: &[String]| ls.iter().map(|l| ended(l)).collect::<String>();
+            let sr = format!("f.txt\n<<<<<<< SEARCH\n{}=======\n{}>>>>>>> REPLACE\n", block(old), block(&new));
             let mut f = mem(&a);
             search_replace::apply(&mut f, &search_replace::parse(&sr).unwrap()).unwrap();
             prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
 
             let mut chunk = String::new();
-            for l in &a[lo..p] { chunk += &format!(" {l}"); }
-            for l in &a[p..a.len() - s] { chunk += &format!("-{l}"); }
-            for l in &b[p..nb - s] { chunk += &format!("+{l}"); }
-            for l in &a[a.len() - s..hi] { chunk += &format!(" {l}"); }
-            let ap = format!("*** Begin Patch\n*** Update File: f.txt\n@@\n{chunk}*** End Patch\n");
-            let mut f = mem(&a);
-            apply_patch::apply(&mut f, &apply_patch::parse(&ap).unwrap()).unwrap();
-            prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
+            let mut hunk = String::new();
+            let parts: [(char, &[String]); 4] = [
+                (' ', &a[lo..p]),
+                ('-', &a[p..a.len() - s]),
+                ('+', &b[p..nb - s]),
+                (' ', &a[a.len() - s..hi]),
+            ];
+            for (prefix, ls) in parts {
+                for l in ls {
+                    chunk += &format!("{prefix}{}", ended(l));
+                    hunk += &diff_line(prefix, l);
+                }
+            }
+            // apply_patch reads its text as LF lines (a `\r` before a line
+            // end is dropped, as in a patch saved on Windows): it edits LF
+            // files only.
+            let crlf = a.iter().chain(&b).any(|l| l.ends_with("\r\n"));
+            if !crlf {
+                let ap = format!("*** Begin Patch\n*** Update File: f.txt\n@@\n{chunk}*** End Patch\n");
+                let mut f = mem(&a);
+                apply_patch::apply(&mut f, &apply_patch::parse(&ap).unwrap()).unwrap();
+                prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
+            }
 
             // A unified diff without line numbers, placed by context.
-            let ud = format!("--- a/f.txt\n+++ b/f.txt\n@@ @@\n{chunk}");
+            let ud = format!("--- a/f.txt\n+++ b/f.txt\n@@ @@\n{hunk}");
             let files = crate::plan::formats::patch::parse(&ud).unwrap();
             let out = crate::plan::formats::patch::apply_hunks(joined.as_bytes(), &files[0].hunks).unwrap();
             prop_assert_eq!(out, b.concat().into_bytes());

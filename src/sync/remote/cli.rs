@@ -146,3 +146,29 @@ pub(super) fn parse_ls_remote(out: &str, refname: &str) -> Result<Option<Oid>> {
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ls_remote_output_is_read_by_exact_ref_name() {
+        let a = "1111111111111111111111111111111111111111";
+        let b = "2222222222222222222222222222222222222222";
+        let out =
+            format!("{a}\trefs/heads/main-old\n{b}\trefs/heads/main\n{a}\trefs/heads/main^{{}}\n");
+        assert_eq!(
+            parse_ls_remote(&out, "refs/heads/main").unwrap(),
+            Some(Oid::from_str(b).unwrap())
+        );
+        assert_eq!(parse_ls_remote(&out, "refs/heads/mai").unwrap(), None);
+        assert_eq!(parse_ls_remote("", "refs/heads/main").unwrap(), None);
+        // A line that is not `<oid>\t<ref>` for the ref asked is skipped; a
+        // bad id for it is an error, not "no such ref".
+        assert_eq!(
+            parse_ls_remote("garbage\n", "refs/heads/main").unwrap(),
+            None
+        );
+        assert!(parse_ls_remote("xyz\trefs/heads/main\n", "refs/heads/main").is_err());
+    }
+}

@@ -1,7 +1,7 @@
 //! git's trailer reader (git 2.47, `git log --format=%(trailers)`), which
 //! receipts are read with.
 //!
-//! Owns one function, [`trailers`]: the (key, value) pairs git shows for a
+//! Owns one function, `trailers`: the (key, value) pairs git shows for a
 //! commit message. Invariant: exactly what `%(trailers)` shows, byte for
 //! byte; `tests/it/trailers.rs` checks it against the real `git log`.
 //!

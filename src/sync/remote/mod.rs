@@ -1,7 +1,7 @@
 //! Remote sync: reading, fetching and compare-and-swap pushing the durable
-//! branch, through libgit2 ([`libgit2`]), the user's `git` ([`cli`]), or
-//! directly into a bare repository on this machine ([`local`]); a failed
-//! push is settled by asking the remote ([`settle`]).
+//! branch, through libgit2 (`libgit2.rs`), the user's `git` (`cli.rs`), or
+//! directly into a bare repository on this machine (`local.rs`); a failed
+//! push is settled by asking the remote (`settle.rs`).
 //!
 //! Owns the commit point when the durable domain is a remote: a step is
 //! durable exactly when the remote accepted the branch update. Invariant: a

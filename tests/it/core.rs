@@ -3,10 +3,6 @@
 
 use crate::harness::*;
 
-fn line(json: serde_json::Value) -> String {
-    serde_json::to_string(&json).unwrap()
-}
-
 #[test]
 fn eight_steps_apply_once_and_plain_git_reads_every_receipt() {
     let t = TestRepo::new();

@@ -7,10 +7,6 @@ use serde_json::{json, Value};
 
 use crate::harness::*;
 
-fn line(v: Value) -> String {
-    serde_json::to_string(&v).unwrap()
-}
-
 const BASE: &str = "def greet():\n    print(\"Hi\")\n\ndef bye():\n    print(\"Hi\")\n";
 const AFTER: &str = "def greet():\n    print(\"Hi\")\n\ndef bye():\n    print(\"Bye\")\n";
 

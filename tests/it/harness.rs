@@ -14,6 +14,11 @@ use sha2::{Digest, Sha256};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_git-steps");
 
+/// One plan line: a step as JSON on one line.
+pub fn line(step: serde_json::Value) -> String {
+    serde_json::to_string(&step).unwrap()
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")

@@ -7,10 +7,6 @@ use serde_json::json;
 
 use crate::harness::*;
 
-fn line(v: serde_json::Value) -> String {
-    serde_json::to_string(&v).unwrap()
-}
-
 /// A repository with one applied step, a committed symlink pointing outside
 /// (made by the user with git, before the run) and the user's own untracked
 /// work in the worktree.

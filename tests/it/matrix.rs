@@ -278,9 +278,7 @@ fn make_plan(dir: &Path, steps: &[(u8, u8, u8)]) -> PathBuf {
                 continue;
             }
             t.git(&["commit", "-q", "-m", &id]).ok();
-            lines.push(
-                serde_json::to_string(&serde_json::json!({"id": id, "patch": diff})).unwrap(),
-            );
+            lines.push(line(serde_json::json!({"id": id, "patch": diff})));
         } else {
             let content = if delete {
                 serde_json::Value::Null
@@ -294,10 +292,9 @@ fn make_plan(dir: &Path, steps: &[(u8, u8, u8)]) -> PathBuf {
             }
             t.git(&["add", "-A"]).ok();
             t.git(&["commit", "-q", "--allow-empty", "-m", &id]).ok();
-            lines.push(
-                serde_json::to_string(&serde_json::json!({"id": id, "files": {name: content}}))
-                    .unwrap(),
-            );
+            lines.push(line(
+                serde_json::json!({"id": id, "files": {name: content}}),
+            ));
         }
     }
     if lines.is_empty() {
@@ -346,7 +343,7 @@ fn type_change(t: &TestRepo, id: &str, state: u8, kind: u8, i: usize) -> Option<
         }
         serde_json::json!({"id": id, "files": files})
     };
-    Some(serde_json::to_string(&step).unwrap())
+    Some(line(step))
 }
 
 fn tracked(t: &TestRepo) -> Vec<String> {

@@ -7,10 +7,6 @@ use std::time::{Duration, Instant};
 use crate::harness::*;
 use crate::servers::{Kind, Server, ALL};
 
-pub(crate) fn line(json: serde_json::Value) -> String {
-    serde_json::to_string(&json).unwrap()
-}
-
 /// A scratch dir with a server of `kind` and a first box set up for it.
 pub(crate) fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
     let t = TestRepo::new();

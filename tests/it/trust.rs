@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::harness::*;
-use crate::remote::{line, setup};
+use crate::remote::setup;
 use crate::servers::{Kind, Server};
 
 /// A user's project on `main`, pushed, and a run of it on the branch

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::harness::*;
-use crate::servers::{Kind, Server};
+use crate::servers::Kind;
 
 /// Write an executable decider script into the test's home (outside the
 /// snapshot) and return the command that runs it.
@@ -493,9 +493,7 @@ fn random_kills_never_re_ask_a_recorded_decision() {
     for trial in 0..trials {
         let ctx = format!("trial {trial} seed {seed}");
         let t = TestRepo::new();
-        let root = t.tmp.path().join("remote-root");
-        std::fs::create_dir(&root).unwrap();
-        let server = Server::start(Kind::Path, &root);
+        let server = t.start_server(Kind::Path);
         t.steps(&["-q", "init", "--remote", server.url()]).ok();
         let script = t.home().join("decider.py");
         std::fs::write(&script, RANDOM_DECIDER).unwrap();
@@ -678,9 +676,7 @@ fn the_journal_is_durable_on_every_kind_of_server() {
         for transport in ["libgit2", "git"] {
             let ctx = format!("{kind:?} {transport}");
             let t = TestRepo::new();
-            let root = t.tmp.path().join("remote-root");
-            std::fs::create_dir(&root).unwrap();
-            let server = Server::start(kind, &root);
+            let server = t.start_server(kind);
             t.steps(&[
                 "-q",
                 "init",

@@ -12,6 +12,8 @@ use std::process::{Command, Output, Stdio};
 
 use sha2::{Digest, Sha256};
 
+use crate::servers::{Kind, Server};
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_git-steps");
 
 /// One plan line: a step as JSON on one line.
@@ -149,6 +151,24 @@ impl TestRepo {
             }
         }
         t
+    }
+
+    /// A scratch dir with a server of `kind` and a first box initialised
+    /// for it with `transport`.
+    pub fn with_server(kind: Kind, transport: &str) -> (TestRepo, Server) {
+        let t = TestRepo::new();
+        let server = t.start_server(kind);
+        t.steps(&["init", "--remote", server.url(), "--transport", transport])
+            .ok();
+        (t, server)
+    }
+
+    /// Start a server of `kind` in this scratch dir, serving from
+    /// `remote-root` (which [`TestRepo::snapshot`] leaves out).
+    pub fn start_server(&self, kind: Kind) -> Server {
+        let root = self.tmp.path().join("remote-root");
+        fs::create_dir(&root).unwrap();
+        Server::start(kind, &root)
     }
 
     pub fn home(&self) -> PathBuf {

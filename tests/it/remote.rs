@@ -7,17 +7,6 @@ use std::time::{Duration, Instant};
 use crate::harness::*;
 use crate::servers::{Kind, Server, ALL};
 
-/// A scratch dir with a server of `kind` and a first box set up for it.
-pub(crate) fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
-    let t = TestRepo::new();
-    let root = t.tmp.path().join("remote-root");
-    std::fs::create_dir(&root).unwrap();
-    let server = Server::start(kind, &root);
-    t.steps(&["init", "--remote", server.url(), "--transport", transport])
-        .ok();
-    (t, server)
-}
-
 /// The reference: the plan run uninterrupted, with no remote.
 fn reference(plan: &std::path::Path) -> (String, String) {
     let r = TestRepo::new();
@@ -69,7 +58,7 @@ fn every_step_is_pushed_to_every_kind_of_server_with_both_transports() {
     let want = reference(&plan);
     for kind in ALL {
         for transport in ["libgit2", "git"] {
-            let (t, server) = setup(kind, transport);
+            let (t, server) = TestRepo::with_server(kind, transport);
             let r = t.steps(&["apply", plan.to_str().unwrap()]).ok();
             assert!(
                 r.stderr().contains("durable domain: remote"),
@@ -94,7 +83,7 @@ fn a_fresh_box_resumes_from_the_remote_after_the_first_one_vanished() {
     let plan_s = plan.to_str().unwrap();
     let want = reference(&plan);
     for kind in ALL {
-        let (t, server) = setup(kind, "libgit2");
+        let (t, server) = TestRepo::with_server(kind, "libgit2");
         let r = t.steps_env(&["apply", plan_s], &[("GIT_STEPS_CRASH", "pushed@m11")]);
         assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
         std::fs::remove_dir_all(&t.work).unwrap();
@@ -121,7 +110,7 @@ fn a_local_branch_behind_the_remote_is_fast_forwarded() {
         .lines()
         .map(str::to_string)
         .collect();
-    let (a, server) = setup(Kind::Path, "libgit2");
+    let (a, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let first = a.plan("first.jsonl", &lines[..3]);
     a.steps(&["apply", first.to_str().unwrap()]).ok();
     let b = a.sibling("b", Some(server.url()));
@@ -161,7 +150,7 @@ fn a_local_branch_behind_the_remote_is_fast_forwarded() {
 fn local_receipted_commits_the_remote_lacks_are_pushed() {
     let plan = fixture("eight-steps.jsonl");
     let want = reference(&plan);
-    let (t, server) = setup(Kind::Daemon, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Daemon, "libgit2");
     // Applied while the durable domain was local, then the remote is added.
     t.steps(&["apply", "--remote", "", plan.to_str().unwrap()])
         .ok();
@@ -181,7 +170,7 @@ fn local_receipted_commits_the_remote_lacks_are_pushed() {
 
 #[test]
 fn diverged_histories_are_refused_showing_both_heads() {
-    let (a, server) = setup(Kind::Path, "libgit2");
+    let (a, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let s =
         |id: &str, f: &str| line(serde_json::json!({"id": id, "files": {f: format!("{id}\n")}}));
     a.steps_stdin(&["apply", "-"], &s("s1", "a")).ok();
@@ -204,7 +193,7 @@ fn diverged_histories_are_refused_showing_both_heads() {
 
 #[test]
 fn a_commit_without_receipt_on_the_remote_is_refused() {
-    let (a, server) = setup(Kind::Path, "libgit2");
+    let (a, server) = TestRepo::with_server(Kind::Path, "libgit2");
     a.steps_stdin(
         &["apply", "-"],
         &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
@@ -230,7 +219,7 @@ fn a_worktree_left_mid_step_is_saved_then_repaired() {
     let plan = fixture("mixed-30.jsonl");
     let plan_s = plan.to_str().unwrap();
     let want = reference(&plan);
-    let (t, server) = setup(Kind::Http, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
     let r = t.steps_env(
         &["apply", plan_s],
         &[("GIT_STEPS_CRASH", "worktree-partial@m17")],
@@ -247,7 +236,7 @@ fn a_worktree_left_mid_step_is_saved_then_repaired() {
 
 #[test]
 fn a_lock_left_by_a_dead_process_does_not_block_and_a_live_one_does() {
-    let (t, _server) = setup(Kind::Path, "libgit2");
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
     let lock = t.work.join(".git/steps.lock");
     // A pid that cannot be running (above the kernel's pid_max).
     std::fs::write(&lock, "4194305\n").unwrap();
@@ -285,7 +274,7 @@ fn a_push_the_server_rejects_is_a_failure_never_a_success() {
         (Kind::Path, "git"),
         (Kind::Daemon, "git"),
     ] {
-        let (t, server) = setup(kind, transport);
+        let (t, server) = TestRepo::with_server(kind, transport);
         t.steps_stdin(
             &["apply", "-"],
             &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
@@ -325,7 +314,7 @@ fn a_push_the_server_rejects_is_a_failure_never_a_success() {
 #[test]
 fn concurrent_runners_lose_nothing() {
     for kind in [Kind::Path, Kind::Daemon] {
-        let (a, server) = setup(kind, "libgit2");
+        let (a, server) = TestRepo::with_server(kind, "libgit2");
         a.steps_stdin(
             &["apply", "-"],
             &line(serde_json::json!({"id": "init0", "files": {"README": "x\n"}})),
@@ -408,13 +397,13 @@ fn random_kills_never_diverge() {
     for (k, kind) in ALL.into_iter().enumerate() {
         let mut rng = Rng(seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         // How long an uninterrupted run takes here, to aim the kills.
-        let (t0, _s0) = setup(kind, "libgit2");
+        let (t0, _s0) = TestRepo::with_server(kind, "libgit2");
         let start = Instant::now();
         t0.steps(&["apply", plan_s]).ok();
         let span = start.elapsed().as_micros() as u64;
         for trial in 0..trials {
             let ctx = format!("{kind:?} trial {trial} seed {seed}");
-            let (t, server) = setup(kind, "libgit2");
+            let (t, server) = TestRepo::with_server(kind, "libgit2");
             let mut box_ = t;
             let kills = 1 + rng.below(3);
             for n in 0..kills {
@@ -473,9 +462,7 @@ fn a_local_remote_receives_packed_base_history_and_linked_steps() {
     t.git(&["gc", "-q"]).ok();
     let loose = t.git_out(&["count-objects"]);
     assert!(loose.starts_with("0 objects"), "base not packed: {loose}");
-    let root = t.tmp.path().join("remote-root");
-    std::fs::create_dir(&root).unwrap();
-    let server = Server::start(Kind::Path, &root);
+    let server = t.start_server(Kind::Path);
     t.steps(&["init", "--remote", server.url()]).ok();
     let plan = fixture("eight-steps.jsonl");
     t.steps(&["apply", plan.to_str().unwrap()]).ok();
@@ -503,9 +490,7 @@ fn a_switch_to_the_run_branch_killed_half_way_is_finished_on_rerun() {
     let want = reference(&plan);
     for point in ["worktree-partial", "worktree-files", "worktree-done"] {
         let t = TestRepo::new();
-        let root = t.tmp.path().join("remote-root");
-        std::fs::create_dir(&root).unwrap();
-        let server = Server::start(Kind::Path, &root);
+        let server = t.start_server(Kind::Path);
         // The run, done elsewhere.
         let first = t.sibling("first", None);
         first.steps(&["-q", "init", "--remote", server.url()]).ok();

@@ -6,13 +6,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::harness::*;
-use crate::remote::setup;
 use crate::servers::{Kind, Server};
 
 /// A user's project on `main`, pushed, and a run of it on the branch
 /// `steps` (run id `steps`) with one step applied.
 fn project_with_a_run() -> (TestRepo, Server) {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     t.write("README", "the user's project\n");
     t.commit_all("base");
     t.git(&["push", "-q", server.url(), "main"]).ok();
@@ -91,7 +90,7 @@ fn a_branch_lock_another_writer_holds_on_the_remote_is_waited_for_never_deleted(
         (Kind::Http, "libgit2"),
     ] {
         let ctx = format!("{kind:?}/{transport}");
-        let (t, server) = setup(kind, transport);
+        let (t, server) = TestRepo::with_server(kind, transport);
         let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
         let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
         t.steps_stdin(&["apply", "-"], &s1).ok();
@@ -648,7 +647,7 @@ fn init_is_all_or_nothing() {
 /// holds leads to a new run from here, which goes on.
 #[test]
 fn the_hints_for_a_hand_commit_in_the_run_work_when_followed() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let s = |id: &str, v: &str| line(serde_json::json!({"id": id, "files": {"f": v}}));
     t.steps_stdin(&["apply", "-"], &s("s1", "1\n")).ok();
     t.write("hand.txt", "a fix by hand\n");
@@ -717,7 +716,7 @@ fn the_hints_for_a_hand_commit_in_the_run_work_when_followed() {
 /// step (exit 1), though no link is added.
 #[test]
 fn replacing_a_link_by_a_directory_cannot_make_another_link_escape() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     t.steps(&[
         "init",
         "--remote",
@@ -807,7 +806,7 @@ fn replacing_a_link_by_a_directory_cannot_make_another_link_escape() {
 /// before anything moves.
 #[test]
 fn an_empty_directory_in_the_way_is_removed_a_file_in_it_refuses_first() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let s1 = line(serde_json::json!({"id": "s1", "files": {"d/f": "f\n"}}));
     let s2 = line(serde_json::json!({"id": "s2", "files": {"d/f": null, "d": "now a file\n"}}));
     t.steps_stdin(&["apply", "-"], &s1).ok();
@@ -839,7 +838,7 @@ fn an_empty_directory_in_the_way_is_removed_a_file_in_it_refuses_first() {
 /// git refuses such a pair, and a clone of the remote would fail.
 #[test]
 fn a_run_branch_whose_name_conflicts_with_a_remote_ref_is_not_created() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     t.write("README", "x\n");
     t.commit_all("base");
     t.git(&["push", "-q", server.url(), "main:feat"]).ok();
@@ -876,7 +875,7 @@ fn a_failure_after_the_push_says_the_step_is_durable_and_the_rerun_finishes() {
     let plan = format!("{s1}\n{s2}\n");
 
     // The remote accepts s2; meanwhile the box's branch gets locked.
-    let (t, server) = setup(Kind::Daemon, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Daemon, "libgit2");
     t.steps_stdin(&["apply", "-"], &s1).ok();
     let local_lock = t.path(".git/refs/heads/main.lock");
     server.hook(
@@ -904,7 +903,7 @@ fn a_failure_after_the_push_says_the_step_is_durable_and_the_rerun_finishes() {
     assert_eq!(server.step_ids(), ["s1", "s2"]);
 
     // The HTTP server dies right after accepting s2.
-    let (t, server) = setup(Kind::Http, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
     t.steps_stdin(&["apply", "-"], &s1).ok();
     server.hook(
         "post-receive",

@@ -451,31 +451,13 @@ os.write(fd, line.encode())
 os.close(fd)
 "#;
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// Kill the runner at random instants and at the loop's own crash points
 /// (after the answer, after the journal objects, after the journal write,
 /// and at the step's points), resuming on the same box or a fresh clone.
 /// Trials: `GIT_STEPS_TRIALS` (default 40), seed `GIT_STEPS_SEED`.
 #[test]
 fn random_kills_never_re_ask_a_recorded_decision() {
-    let trials: u64 = std::env::var("GIT_STEPS_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(40);
-    let seed: u64 = std::env::var("GIT_STEPS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x0dec_1de5);
+    let (trials, seed) = trials_and_seed(40, 0x0dec_1de5);
     const STEPS: usize = 6;
     const POINTS: &[&str] = &[
         "decided",

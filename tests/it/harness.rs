@@ -459,3 +459,37 @@ pub fn interpret_trailers(t: &TestRepo, message: &str) -> String {
 pub fn os(s: &str) -> &OsStr {
     OsStr::new(s)
 }
+
+/// How many trials a randomized test runs and from which seed:
+/// `GIT_STEPS_TRIALS` and `GIT_STEPS_SEED` when they hold a number, the
+/// test's own defaults otherwise.
+pub fn trials_and_seed(default_trials: u64, default_seed: u64) -> (u64, u64) {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    (
+        var("GIT_STEPS_TRIALS", default_trials),
+        var("GIT_STEPS_SEED", default_seed),
+    )
+}
+
+/// A tiny deterministic generator (xorshift64), so a failing trial can be
+/// replayed from its seed. The state must not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}

@@ -362,34 +362,12 @@ fn concurrent_runners_lose_nothing() {
     }
 }
 
-/// A tiny deterministic generator, so a failing trial can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// SIGKILL at random instants, one to three times in a row (a kill can land
 /// in a resume), resuming on the same box or on a fresh clone; across all
 /// server kinds. Trials per kind: `GIT_STEPS_TRIALS` (default 60).
 #[test]
 fn random_kills_never_diverge() {
-    let trials: u64 = std::env::var("GIT_STEPS_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
-    let seed: u64 = std::env::var("GIT_STEPS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_cafe);
+    let (trials, seed) = trials_and_seed(60, 0x5eed_cafe);
     let plan = fixture("eight-steps.jsonl");
     let plan_s = plan.to_str().unwrap();
     let want = reference(&plan);

@@ -285,6 +285,66 @@ impl TestRepo {
             .then(|| r.stdout().trim().to_string())
     }
 
+    /// `git log` of every ref, for failure messages; it never fails itself
+    /// (an empty or vanished repository says so instead).
+    pub fn log_all(&self) -> String {
+        let r = self.git(&["log", "--all", "--graph", "--decorate", "--format=%h%d %s"]);
+        format!("{}{}", r.stdout(), r.stderr())
+    }
+
+    /// What `r` did, and this repository's `git log` after it.
+    pub fn explain_with_log(&self, r: &Run) -> String {
+        format!(
+            "{}\n--- git log --all in {} ---\n{}",
+            r.explain(),
+            self.work.display(),
+            self.log_all()
+        )
+    }
+
+    /// A refusal: `run` exits `code` with every needle in its stderr, and
+    /// leaves this repository as it was (everything [`TestRepo::snapshot`]
+    /// sees). `what` names the case in failure messages, which print the
+    /// command, its stdout and stderr, and this repository's `git log`.
+    /// Returns the run for checks of the caller's own.
+    #[track_caller]
+    pub fn refuses(
+        &self,
+        what: &str,
+        code: i32,
+        needles: &[&str],
+        run: impl FnOnce() -> Run,
+    ) -> Run {
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!("{what}: ")
+        };
+        let before = self.snapshot();
+        let r = run();
+        assert_eq!(
+            r.code(),
+            Some(code),
+            "{what}unexpected exit code\n{}",
+            self.explain_with_log(&r)
+        );
+        let err = r.stderr();
+        for n in needles {
+            assert!(
+                err.contains(n),
+                "{what}stderr lacks {n:?}\n{}",
+                self.explain_with_log(&r)
+            );
+        }
+        assert_eq!(
+            self.snapshot(),
+            before,
+            "{what}something changed\n{}",
+            self.explain_with_log(&r)
+        );
+        r
+    }
+
     /// Step ids in history order, as an auditor reads them with plain git.
     pub fn step_ids(&self) -> Vec<String> {
         if self.head().is_none() {

@@ -99,24 +99,17 @@ fn a_branch_lock_another_writer_holds_on_the_remote_is_waited_for_never_deleted(
 
         // Held for longer than git-steps waits: exit 4, the lock named, kept.
         let holder = RefHolder::hold(&server, &at);
-        let before = t.snapshot();
-        let r = t
-            .steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "1")], Some(&s2))
-            .code_is(4);
-        let err = r.stderr();
+        // Nothing local moves.
+        let r = t.refuses(&ctx, 4, &["locked by another writer"], || {
+            t.steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "1")], Some(&s2))
+        });
         assert!(
-            err.contains("locked by another writer"),
-            "{ctx}\n{}",
-            r.explain()
-        );
-        assert!(
-            !err.contains("hooks or permissions"),
+            !r.stderr().contains("hooks or permissions"),
             "{ctx}\n{}",
             r.explain()
         );
         assert!(lock.exists(), "{ctx}: the other writer's lock was deleted");
         assert_eq!(server.head().as_deref(), Some(at.as_str()), "{ctx}");
-        assert_eq!(t.snapshot(), before, "{ctx}: nothing local moved");
         holder.commit();
 
         // Held for a moment: waited for, then the step lands once.
@@ -254,16 +247,9 @@ fn a_hostile_tree_on_the_remote_never_reaches_the_worktree() {
         let bad = push_hostile(&attacker, "steps", "steps", "evil", &entries);
 
         // A box behind the remote: the fast-forward is refused.
-        let before = t.snapshot();
-        let r = t.steps_stdin(&["apply", "-"], &s1).code_is(3);
-        for needle in [bad.as_str(), entry, "nothing was written"] {
-            assert!(
-                r.stderr().contains(needle),
-                "{name}: lacks {needle}\n{}",
-                r.explain()
-            );
-        }
-        assert_eq!(t.snapshot(), before, "{name}: the box changed");
+        t.refuses(name, 3, &[&bad, entry, "nothing was written"], || {
+            t.steps_stdin(&["apply", "-"], &s1)
+        });
 
         // A fresh box: the clone is on `main`; the switch to `steps` is refused.
         let fresh = t.sibling(
@@ -275,10 +261,9 @@ fn a_hostile_tree_on_the_remote_never_reaches_the_worktree() {
                 "init", "--remote", "origin", "--branch", "steps", "--run", "steps",
             ])
             .ok();
-        let before = fresh.snapshot();
-        let r = fresh.steps_stdin(&["apply", "-"], &s1).code_is(3);
-        assert!(r.stderr().contains(&bad), "{name}\n{}", r.explain());
-        assert_eq!(fresh.snapshot(), before, "{name}: the fresh box changed");
+        fresh.refuses(&format!("{name} (fresh box)"), 3, &[&bad], || {
+            fresh.steps_stdin(&["apply", "-"], &s1)
+        });
         assert_eq!(fresh.git_out(&["branch", "--show-current"]), "main");
         for b in [&t, &fresh] {
             assert!(
@@ -318,28 +303,18 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
     chain += &link("up1", "dot/..");
     chain += &link("up2", "up1/..");
     chain += &link("passwd", "up2/etc/passwd");
-    let before = t.snapshot();
-    let r = t
-        .steps_stdin(
+    t.refuses("", 1, &["step c", "outside the repository"], || {
+        t.steps_stdin(
             &["apply", "-"],
             &line(serde_json::json!({"id": "c", "patch": chain})),
         )
-        .code_is(1);
-    assert!(r.stderr().contains("step c"), "{}", r.explain());
-    assert!(
-        r.stderr().contains("outside the repository"),
-        "{}",
-        r.explain()
-    );
-    assert_eq!(t.snapshot(), before);
+    });
     // Over several steps: each link alone reads as inside.
     t.steps_stdin(&["apply", "-"], &patch_step("d", link("dot", ".")))
         .ok();
-    let before = t.snapshot();
-    t.steps_stdin(&["apply", "-"], &patch_step("u", link("up1", "dot/..")))
-        .code_is(1)
-        .stderr_has("through the symlink(s) dot");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 1, &["through the symlink(s) dot"], || {
+        t.steps_stdin(&["apply", "-"], &patch_step("u", link("up1", "dot/..")))
+    });
     // A link that is inside now, made to escape by a later link it goes through.
     t.steps_stdin(
         &["apply", "-"],
@@ -348,11 +323,9 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
     .ok();
     t.steps_stdin(&["apply", "-"], &patch_step("v", link("via", "hop/..")))
         .ok();
-    let before = t.snapshot();
-    t.steps_stdin(&["apply", "-"], &patch_step("h", link("hop", "dot")))
-        .code_is(1)
-        .stderr_has("the symlink via");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 1, &["the symlink via"], || {
+        t.steps_stdin(&["apply", "-"], &patch_step("h", link("hop", "dot")))
+    });
     // Links that stay inside, through each other, are fine.
     t.steps_stdin(
         &["apply", "-"],
@@ -381,11 +354,10 @@ fn an_untracked_file_is_never_overwritten_by_a_fast_forward_or_a_switch() {
     other.steps_stdin(&["apply", "-"], &both).ok();
     // This box, behind, has an untracked notes.txt of its own.
     t.write("notes.txt", "my own notes\n");
-    let before = t.snapshot();
-    let r = t.steps_stdin(&["apply", "-"], &both).code_is(3);
-    assert!(r.stderr().contains("notes.txt"), "{}", r.explain());
+    t.refuses("", 3, &["notes.txt"], || {
+        t.steps_stdin(&["apply", "-"], &both)
+    });
     assert_eq!(t.read("notes.txt"), "my own notes\n");
-    assert_eq!(t.snapshot(), before);
     // A fresh box on `main` with its own notes.txt: the switch is refused.
     let fresh = t.sibling("fresh", Some(server.url()));
     fresh.write("notes.txt", "fresh notes\n");
@@ -394,11 +366,10 @@ fn an_untracked_file_is_never_overwritten_by_a_fast_forward_or_a_switch() {
             "init", "--remote", "origin", "--branch", "steps", "--run", "steps",
         ])
         .ok();
-    let before = fresh.snapshot();
-    let r = fresh.steps_stdin(&["apply", "-"], &both).code_is(3);
-    assert!(r.stderr().contains("notes.txt"), "{}", r.explain());
+    fresh.refuses("fresh box", 3, &["notes.txt"], || {
+        fresh.steps_stdin(&["apply", "-"], &both)
+    });
     assert_eq!(fresh.read("notes.txt"), "fresh notes\n");
-    assert_eq!(fresh.snapshot(), before);
     assert_eq!(fresh.git_out(&["branch", "--show-current"]), "main");
     // Moved out of the way, both finish.
     for b in [&t, &fresh] {
@@ -433,19 +404,10 @@ fn the_plan_and_the_history_agree_both_ways() {
     assert_eq!(t.step_ids(), ["s1", "s2"]);
     let s2_commit = t.git_out(&["rev-parse", "--short=12", "HEAD"]);
     let edited = t.plan("edited.jsonl", &[s("s1"), s("s3")]);
-    let before = t.snapshot();
-    let r = t
-        .steps(&["--json", "apply", edited.to_str().unwrap()])
-        .code_is(3);
+    let r = t.refuses("", 3, &["step s3", "step s2", &s2_commit], || {
+        t.steps(&["--json", "apply", edited.to_str().unwrap()])
+    });
     assert_eq!(r.json()["data"]["kind"], "plan-mismatch", "{}", r.explain());
-    for needle in ["step s3", "step s2", &s2_commit] {
-        assert!(
-            r.stderr().contains(needle),
-            "lacks {needle}\n{}",
-            r.explain()
-        );
-    }
-    assert_eq!(t.snapshot(), before);
     let v = t.steps(&["verify", edited.to_str().unwrap()]).code_is(3);
     assert!(
         v.stdout().contains("step s2") || v.stderr().contains("step s2"),
@@ -498,11 +460,12 @@ fn the_plan_and_the_history_agree_both_ways() {
     for p in ["a", "b"] {
         let lines: Vec<String> = (1..=4).map(|i| s(&format!("{p}{i}"))).collect();
         let extended = u.plan(&format!("{p}-extended.jsonl"), &lines);
-        let before = u.snapshot();
-        u.steps(&["apply", extended.to_str().unwrap()])
-            .code_is(3)
-            .stderr_has("a receipt the plan does not hold at that position");
-        assert_eq!(u.snapshot(), before);
+        u.refuses(
+            p,
+            3,
+            &["a receipt the plan does not hold at that position"],
+            || u.steps(&["apply", extended.to_str().unwrap()]),
+        );
     }
 }
 
@@ -777,23 +740,21 @@ fn replacing_a_link_by_a_directory_cannot_make_another_link_escape() {
         .file_type()
         .is_symlink());
     // A step: x becomes a directory.
-    let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "s3", "files": {"x": null, "x/k": "k\n"}})),
-    )
-    .code_is(1)
-    .stderr_has("the symlink l");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("from a step", 1, &["the symlink l"], || {
+        t.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s3", "files": {"x": null, "x/k": "k\n"}})),
+        )
+    });
     // The remote: the same change, pushed by someone else.
     let x = tree_of(
         &attacker,
         &format!("100644 blob {}\tk", blob(&attacker, "k\n")),
     );
     pushed(&[format!("040000 tree {x}\tx")], "x", "s3");
-    let r = t.steps(&["resume"]).code_is(3);
-    assert!(r.stderr().contains("the symlink l"), "{}", r.explain());
-    assert_eq!(t.snapshot(), before);
+    t.refuses("from the remote", 3, &["the symlink l"], || {
+        t.steps(&["resume"])
+    });
     assert!(std::fs::symlink_metadata(t.path("x"))
         .unwrap()
         .file_type()
@@ -821,12 +782,9 @@ fn an_empty_directory_in_the_way_is_removed_a_file_in_it_refuses_first() {
     // Behind, with an empty directory and a file in it.
     std::fs::create_dir_all(other.path("d/empty")).unwrap();
     std::fs::write(other.path("d/empty/mine.txt"), "mine\n").unwrap();
-    let before = other.snapshot();
-    other
-        .steps_stdin(&["apply", "-"], &plan)
-        .code_is(3)
-        .stderr_has("d/empty/mine.txt");
-    assert_eq!(other.snapshot(), before);
+    other.refuses("", 3, &["d/empty/mine.txt"], || {
+        other.steps_stdin(&["apply", "-"], &plan)
+    });
     std::fs::remove_file(other.path("d/empty/mine.txt")).unwrap();
     other.steps_stdin(&["apply", "-"], &plan).ok();
     assert_eq!(other.read("d"), "now a file\n");

@@ -1,6 +1,8 @@
 //! Test harness: temporary repositories driven through the real binary and
 //! audited with the real `git` CLI, in a hermetic environment (no user or
-//! system git config, fixed identities and dates).
+//! system git config, fixed identities and dates). It also holds what the
+//! test files share: plan lines, a box with a server, the refusal check
+//! (exit code, message, nothing changed) and the knobs of randomized tests.
 
 #![allow(dead_code)]
 

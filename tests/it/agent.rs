@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::harness::*;
-use crate::servers::{Kind, Server};
+use crate::servers::Kind;
 
 /// Write an executable decider script into the test's home (outside the
 /// snapshot) and return the command that runs it.
@@ -203,21 +203,18 @@ fn a_failing_decider_is_reported_with_its_stderr_and_nothing_is_recorded() {
         let t = TestRepo::new();
         t.write("keep.txt", "user file\n");
         t.commit_all("base");
-        let before = t.snapshot();
         let cmd = decider(&t, "d.sh", body);
         let mut args = vec!["run", "--decider", cmd.as_str()];
         args.extend_from_slice(extra);
-        let started = Instant::now();
-        let r = t.steps(&args).code_is(1).stderr_has(needle);
-        assert!(
-            r.stderr().contains("step index 0"),
-            "{what}: {}",
-            r.explain()
-        );
-        assert!(
-            r.stderr().contains("nothing was recorded"),
-            "{what}: {}",
-            r.explain()
+        let mut started = Instant::now();
+        let r = t.refuses(
+            what,
+            1,
+            &[needle, "step index 0", "nothing was recorded"],
+            || {
+                started = Instant::now();
+                t.steps(&args)
+            },
         );
         if *what == "non-zero exit" {
             assert!(
@@ -233,7 +230,6 @@ fn a_failing_decider_is_reported_with_its_stderr_and_nothing_is_recorded() {
             );
             assert!(r.stderr().contains("thinking"), "{}", r.explain());
         }
-        assert_eq!(t.snapshot(), before, "{what}: something was written");
         assert!(
             t.git(&["rev-parse", "--verify", "-q", "refs/steps/journal/main"])
                 .code()
@@ -407,13 +403,10 @@ fn a_journal_that_disagrees_with_the_log_is_refused() {
         &[r#"{"id":"s2","files":{"x":"y\n"}}"#.to_string()],
     );
     t.steps(&["apply", other.to_str().unwrap()]).ok();
-    let before = t.snapshot();
-    let r = t
-        .steps(&["--json", "run", "--decider", &replay(&plan)])
-        .code_is(3)
-        .stderr_has("the journal recorded step s2");
+    let r = t.refuses("", 3, &["the journal recorded step s2"], || {
+        t.steps(&["--json", "run", "--decider", &replay(&plan)])
+    });
     assert_eq!(r.json()["data"]["kind"], "journal-mismatch");
-    assert_eq!(t.snapshot(), before);
     // `verify` reports it too.
     let v = t.steps(&["verify"]).code_is(3).stdout();
     assert!(
@@ -451,31 +444,13 @@ os.write(fd, line.encode())
 os.close(fd)
 "#;
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// Kill the runner at random instants and at the loop's own crash points
 /// (after the answer, after the journal objects, after the journal write,
 /// and at the step's points), resuming on the same box or a fresh clone.
 /// Trials: `GIT_STEPS_TRIALS` (default 40), seed `GIT_STEPS_SEED`.
 #[test]
 fn random_kills_never_re_ask_a_recorded_decision() {
-    let trials: u64 = std::env::var("GIT_STEPS_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(40);
-    let seed: u64 = std::env::var("GIT_STEPS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x0dec_1de5);
+    let (trials, seed) = trials_and_seed(40, 0x0dec_1de5);
     const STEPS: usize = 6;
     const POINTS: &[&str] = &[
         "decided",
@@ -493,9 +468,7 @@ fn random_kills_never_re_ask_a_recorded_decision() {
     for trial in 0..trials {
         let ctx = format!("trial {trial} seed {seed}");
         let t = TestRepo::new();
-        let root = t.tmp.path().join("remote-root");
-        std::fs::create_dir(&root).unwrap();
-        let server = Server::start(Kind::Path, &root);
+        let server = t.start_server(Kind::Path);
         t.steps(&["-q", "init", "--remote", server.url()]).ok();
         let script = t.home().join("decider.py");
         std::fs::write(&script, RANDOM_DECIDER).unwrap();
@@ -678,9 +651,7 @@ fn the_journal_is_durable_on_every_kind_of_server() {
         for transport in ["libgit2", "git"] {
             let ctx = format!("{kind:?} {transport}");
             let t = TestRepo::new();
-            let root = t.tmp.path().join("remote-root");
-            std::fs::create_dir(&root).unwrap();
-            let server = Server::start(kind, &root);
+            let server = t.start_server(kind);
             t.steps(&[
                 "-q",
                 "init",

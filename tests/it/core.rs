@@ -3,10 +3,6 @@
 
 use crate::harness::*;
 
-fn line(json: serde_json::Value) -> String {
-    serde_json::to_string(&json).unwrap()
-}
-
 #[test]
 fn eight_steps_apply_once_and_plain_git_reads_every_receipt() {
     let t = TestRepo::new();
@@ -203,15 +199,11 @@ fn redelivered_step_is_skipped_and_a_different_decision_is_refused() {
     let again = t.steps_stdin(&["apply", "-"], &s1).ok();
     assert!(again.stdout().contains("skipped s1"), "{}", again.explain());
     assert_eq!(t.step_ids(), ["s1"]);
-    let before = t.snapshot();
     let other = line(serde_json::json!({"id": "s1", "files": {"a.txt": "two\n"}}));
-    let r = t
-        .steps_stdin(&["--json", "apply", "-"], &other)
-        .code_is(3)
-        .stderr_has("already has a receipt");
+    let r = t.refuses("", 3, &["already has a receipt", "Hint:"], || {
+        t.steps_stdin(&["--json", "apply", "-"], &other)
+    });
     assert_eq!(r.json()["data"]["kind"], "digest-mismatch");
-    assert!(r.stderr().contains("Hint:"), "{}", r.explain());
-    assert_eq!(t.snapshot(), before);
 }
 
 #[test]
@@ -227,17 +219,12 @@ fn a_duplicated_hunk_is_refused_unless_allowed() {
     let replay = line(
         serde_json::json!({"id": "s2-again", "patch": "--- a/log.txt\n+++ b/log.txt\n@@ -2 +2,2 @@\n line-2\n+line-2\n"}),
     );
-    let before = t.snapshot();
-    let r = t
-        .steps_stdin(&["apply", "-"], &replay)
-        .code_is(3)
-        .stderr_has("repeats a change step s2 made");
-    assert!(
-        r.stderr().contains("--allow-duplicate-hunks"),
-        "{}",
-        r.explain()
+    t.refuses(
+        "",
+        3,
+        &["repeats a change step s2 made", "--allow-duplicate-hunks"],
+        || t.steps_stdin(&["apply", "-"], &replay),
     );
-    assert_eq!(t.snapshot(), before);
     // Allowed explicitly: applied, and `log` and `verify` report the pair.
     t.steps_stdin(&["apply", "--allow-duplicate-hunks", "-"], &replay)
         .ok();
@@ -274,17 +261,17 @@ fn a_patch_that_does_not_apply_names_step_file_and_hunk_and_changes_nothing() {
     )
     .ok();
     t.write("untracked.txt", "mine\n");
-    let before = t.snapshot();
     let bad = line(
         serde_json::json!({"id": "s2", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n a\n-nope\n+c\n"}),
     );
-    let r = t.steps_stdin(&["--json", "apply", "-"], &bad).code_is(1);
+    let r = t.refuses("", 1, &[], || {
+        t.steps_stdin(&["--json", "apply", "-"], &bad)
+    });
     let msg = r.json()["data"]["message"].as_str().unwrap().to_string();
     assert!(
         msg.contains("step s2") && msg.contains("f.txt") && msg.contains("hunk #1"),
         "{msg}"
     );
-    assert_eq!(t.snapshot(), before);
     assert_eq!(t.step_ids(), ["s1"]);
 }
 
@@ -305,11 +292,9 @@ fn bad_plans_fail_before_anything_is_applied() {
         ),
         ("\n\n".to_string(), "holds no steps"),
     ] {
-        let before = t.snapshot();
-        t.steps_stdin(&["apply", "-"], &plan)
-            .code_is(1)
-            .stderr_has(needle);
-        assert_eq!(t.snapshot(), before, "{plan}");
+        t.refuses(&plan, 1, &[needle], || {
+            t.steps_stdin(&["apply", "-"], &plan)
+        });
         assert_eq!(t.head(), None);
     }
 }
@@ -324,25 +309,21 @@ fn uncommitted_work_is_never_overwritten() {
     .ok();
     // A tracked file edited by the user: refused.
     t.write("f.txt", "my edit\n");
-    let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
-    )
-    .code_is(3)
-    .stderr_has("no step of the run explains");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 3, &["no step of the run explains"], || {
+        t.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
+        )
+    });
     t.git(&["checkout", "f.txt"]).ok();
     // An untracked file where a step would create one: refused, kept.
     t.write("g.txt", "mine\n");
-    let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
-    )
-    .code_is(3)
-    .stderr_has("untracked");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 3, &["untracked"], || {
+        t.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
+        )
+    });
     assert_eq!(t.read("g.txt"), "mine\n");
 }
 
@@ -356,14 +337,12 @@ fn a_commit_without_receipt_inside_the_run_is_refused() {
     .ok();
     t.write("other", "x\n");
     t.commit_all("a hand-made commit");
-    let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}})),
-    )
-    .code_is(3)
-    .stderr_has("no receipt");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 3, &["no receipt"], || {
+        t.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}})),
+        )
+    });
     t.steps(&["verify"]).code_is(3);
 }
 
@@ -374,14 +353,12 @@ fn plan_order_disagreeing_with_the_log_is_refused() {
     t.steps_stdin(&["apply", "-"], &format!("{}\n{}", s("a"), s("c")))
         .ok();
     // The plan now says b comes between a and c, but c is already applied.
-    let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &format!("{}\n{}\n{}", s("a"), s("b"), s("c")),
-    )
-    .code_is(3)
-    .stderr_has("the history holds step c");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 3, &["the history holds step c"], || {
+        t.steps_stdin(
+            &["apply", "-"],
+            &format!("{}\n{}\n{}", s("a"), s("b"), s("c")),
+        )
+    });
 }
 
 #[test]
@@ -597,11 +574,9 @@ fn user_edits_on_top_of_a_crashed_step_are_refused_and_kept() {
     let r = t.steps_env(&["apply", plan_s], &[("GIT_STEPS_CRASH", "ref-updated@s3")]);
     assert_eq!(r.out.status.signal(), Some(9));
     t.write("log.txt", "line-1\nline-2\nmy own line\n");
-    let before = t.snapshot();
-    t.steps(&["apply", plan_s])
-        .code_is(3)
-        .stderr_has("no step of the run explains");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 3, &["no step of the run explains"], || {
+        t.steps(&["apply", plan_s])
+    });
     assert_eq!(t.read("log.txt"), "line-1\nline-2\nmy own line\n");
 }
 

@@ -1,6 +1,8 @@
 //! Test harness: temporary repositories driven through the real binary and
 //! audited with the real `git` CLI, in a hermetic environment (no user or
-//! system git config, fixed identities and dates).
+//! system git config, fixed identities and dates). It also holds what the
+//! test files share: plan lines, a box with a server, the refusal check
+//! (exit code, message, nothing changed) and the knobs of randomized tests.
 
 #![allow(dead_code)]
 
@@ -12,7 +14,14 @@ use std::process::{Command, Output, Stdio};
 
 use sha2::{Digest, Sha256};
 
+use crate::servers::{Kind, Server};
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_git-steps");
+
+/// One plan line: a step as JSON on one line.
+pub fn line(step: serde_json::Value) -> String {
+    serde_json::to_string(&step).unwrap()
+}
 
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -146,6 +155,24 @@ impl TestRepo {
         t
     }
 
+    /// A scratch dir with a server of `kind` and a first box initialised
+    /// for it with `transport`.
+    pub fn with_server(kind: Kind, transport: &str) -> (TestRepo, Server) {
+        let t = TestRepo::new();
+        let server = t.start_server(kind);
+        t.steps(&["init", "--remote", server.url(), "--transport", transport])
+            .ok();
+        (t, server)
+    }
+
+    /// Start a server of `kind` in this scratch dir, serving from
+    /// `remote-root` (which [`TestRepo::snapshot`] leaves out).
+    pub fn start_server(&self, kind: Kind) -> Server {
+        let root = self.tmp.path().join("remote-root");
+        fs::create_dir(&root).unwrap();
+        Server::start(kind, &root)
+    }
+
     pub fn home(&self) -> PathBuf {
         self.tmp.path().join("home")
     }
@@ -258,6 +285,66 @@ impl TestRepo {
             .status
             .success()
             .then(|| r.stdout().trim().to_string())
+    }
+
+    /// `git log` of every ref, for failure messages; it never fails itself
+    /// (an empty or vanished repository says so instead).
+    pub fn log_all(&self) -> String {
+        let r = self.git(&["log", "--all", "--graph", "--decorate", "--format=%h%d %s"]);
+        format!("{}{}", r.stdout(), r.stderr())
+    }
+
+    /// What `r` did, and this repository's `git log` after it.
+    pub fn explain_with_log(&self, r: &Run) -> String {
+        format!(
+            "{}\n--- git log --all in {} ---\n{}",
+            r.explain(),
+            self.work.display(),
+            self.log_all()
+        )
+    }
+
+    /// A refusal: `run` exits `code` with every needle in its stderr, and
+    /// leaves this repository as it was (everything [`TestRepo::snapshot`]
+    /// sees). `what` names the case in failure messages, which print the
+    /// command, its stdout and stderr, and this repository's `git log`.
+    /// Returns the run for checks of the caller's own.
+    #[track_caller]
+    pub fn refuses(
+        &self,
+        what: &str,
+        code: i32,
+        needles: &[&str],
+        run: impl FnOnce() -> Run,
+    ) -> Run {
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!("{what}: ")
+        };
+        let before = self.snapshot();
+        let r = run();
+        assert_eq!(
+            r.code(),
+            Some(code),
+            "{what}unexpected exit code\n{}",
+            self.explain_with_log(&r)
+        );
+        let err = r.stderr();
+        for n in needles {
+            assert!(
+                err.contains(n),
+                "{what}stderr lacks {n:?}\n{}",
+                self.explain_with_log(&r)
+            );
+        }
+        assert_eq!(
+            self.snapshot(),
+            before,
+            "{what}something changed\n{}",
+            self.explain_with_log(&r)
+        );
+        r
     }
 
     /// Step ids in history order, as an auditor reads them with plain git.
@@ -433,4 +520,38 @@ pub fn interpret_trailers(t: &TestRepo, message: &str) -> String {
 
 pub fn os(s: &str) -> &OsStr {
     OsStr::new(s)
+}
+
+/// How many trials a randomized test runs and from which seed:
+/// `GIT_STEPS_TRIALS` and `GIT_STEPS_SEED` when they hold a number, the
+/// test's own defaults otherwise.
+pub fn trials_and_seed(default_trials: u64, default_seed: u64) -> (u64, u64) {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    (
+        var("GIT_STEPS_TRIALS", default_trials),
+        var("GIT_STEPS_SEED", default_seed),
+    )
+}
+
+/// A tiny deterministic generator (xorshift64), so a failing trial can be
+/// replayed from its seed. The state must not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
 }

@@ -7,10 +7,6 @@ use serde_json::json;
 
 use crate::harness::*;
 
-fn line(v: serde_json::Value) -> String {
-    serde_json::to_string(&v).unwrap()
-}
-
 /// A repository with one applied step, a committed symlink pointing outside
 /// (made by the user with git, before the run) and the user's own untracked
 /// work in the worktree.
@@ -34,21 +30,12 @@ fn base() -> TestRepo {
 /// changed anywhere.
 #[track_caller]
 fn refused(t: &TestRepo, name: &str, plan: &str, code: i32, needles: &[&str]) {
-    let before = t.snapshot();
     let ids = t.step_ids();
-    let r = t.steps_stdin(&["--json", "apply", "-"], plan);
-    assert_eq!(r.code(), Some(code), "{name}\n{}", r.explain());
-    let err = r.stderr();
+    let r = t.refuses(name, code, needles, || {
+        t.steps_stdin(&["--json", "apply", "-"], plan)
+    });
     let doc = r.json();
     assert_eq!(doc["type"], "error", "{name}");
-    for n in needles {
-        assert!(
-            err.contains(n),
-            "{name}: stderr lacks {n:?}\n{}",
-            r.explain()
-        );
-    }
-    assert_eq!(t.snapshot(), before, "{name}: something changed");
     assert_eq!(t.step_ids(), ids, "{name}: a receipt was written");
     assert_eq!(t.read("notes.txt"), "my uncommitted notes\n", "{name}");
     assert_eq!(

@@ -7,21 +7,6 @@ use std::time::{Duration, Instant};
 use crate::harness::*;
 use crate::servers::{Kind, Server, ALL};
 
-pub(crate) fn line(json: serde_json::Value) -> String {
-    serde_json::to_string(&json).unwrap()
-}
-
-/// A scratch dir with a server of `kind` and a first box set up for it.
-pub(crate) fn setup(kind: Kind, transport: &str) -> (TestRepo, Server) {
-    let t = TestRepo::new();
-    let root = t.tmp.path().join("remote-root");
-    std::fs::create_dir(&root).unwrap();
-    let server = Server::start(kind, &root);
-    t.steps(&["init", "--remote", server.url(), "--transport", transport])
-        .ok();
-    (t, server)
-}
-
 /// The reference: the plan run uninterrupted, with no remote.
 fn reference(plan: &std::path::Path) -> (String, String) {
     let r = TestRepo::new();
@@ -73,7 +58,7 @@ fn every_step_is_pushed_to_every_kind_of_server_with_both_transports() {
     let want = reference(&plan);
     for kind in ALL {
         for transport in ["libgit2", "git"] {
-            let (t, server) = setup(kind, transport);
+            let (t, server) = TestRepo::with_server(kind, transport);
             let r = t.steps(&["apply", plan.to_str().unwrap()]).ok();
             assert!(
                 r.stderr().contains("durable domain: remote"),
@@ -98,7 +83,7 @@ fn a_fresh_box_resumes_from_the_remote_after_the_first_one_vanished() {
     let plan_s = plan.to_str().unwrap();
     let want = reference(&plan);
     for kind in ALL {
-        let (t, server) = setup(kind, "libgit2");
+        let (t, server) = TestRepo::with_server(kind, "libgit2");
         let r = t.steps_env(&["apply", plan_s], &[("GIT_STEPS_CRASH", "pushed@m11")]);
         assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
         std::fs::remove_dir_all(&t.work).unwrap();
@@ -125,7 +110,7 @@ fn a_local_branch_behind_the_remote_is_fast_forwarded() {
         .lines()
         .map(str::to_string)
         .collect();
-    let (a, server) = setup(Kind::Path, "libgit2");
+    let (a, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let first = a.plan("first.jsonl", &lines[..3]);
     a.steps(&["apply", first.to_str().unwrap()]).ok();
     let b = a.sibling("b", Some(server.url()));
@@ -165,7 +150,7 @@ fn a_local_branch_behind_the_remote_is_fast_forwarded() {
 fn local_receipted_commits_the_remote_lacks_are_pushed() {
     let plan = fixture("eight-steps.jsonl");
     let want = reference(&plan);
-    let (t, server) = setup(Kind::Daemon, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Daemon, "libgit2");
     // Applied while the durable domain was local, then the remote is added.
     t.steps(&["apply", "--remote", "", plan.to_str().unwrap()])
         .ok();
@@ -185,7 +170,7 @@ fn local_receipted_commits_the_remote_lacks_are_pushed() {
 
 #[test]
 fn diverged_histories_are_refused_showing_both_heads() {
-    let (a, server) = setup(Kind::Path, "libgit2");
+    let (a, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let s =
         |id: &str, f: &str| line(serde_json::json!({"id": id, "files": {f: format!("{id}\n")}}));
     a.steps_stdin(&["apply", "-"], &s("s1", "a")).ok();
@@ -195,20 +180,19 @@ fn diverged_histories_are_refused_showing_both_heads() {
     // b makes a receipted commit that never reached the remote.
     b.steps_stdin(&["apply", "--remote", "", "-"], &s("x2", "b"))
         .ok();
-    let before = b.snapshot();
     let remote_before = server.head();
-    let r = b.steps(&["--json", "resume"]).code_is(3);
+    let r = b.refuses("", 3, &["git reset --keep"], || {
+        b.steps(&["--json", "resume"])
+    });
     let msg = r.json()["data"]["message"].as_str().unwrap().to_string();
     let (bh, rh) = (b.head().unwrap(), remote_before.clone().unwrap());
     assert!(msg.contains(&bh[..12]) && msg.contains(&rh[..12]), "{msg}");
-    assert!(r.stderr().contains("git reset --keep"), "{}", r.explain());
-    assert_eq!(b.snapshot(), before);
     assert_eq!(server.head(), remote_before);
 }
 
 #[test]
 fn a_commit_without_receipt_on_the_remote_is_refused() {
-    let (a, server) = setup(Kind::Path, "libgit2");
+    let (a, server) = TestRepo::with_server(Kind::Path, "libgit2");
     a.steps_stdin(
         &["apply", "-"],
         &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
@@ -219,14 +203,12 @@ fn a_commit_without_receipt_on_the_remote_is_refused() {
     other.write("g", "hand-made\n");
     other.commit_all("hand-made");
     other.git(&["push", "-q", "origin", "main"]).ok();
-    let before = a.snapshot();
-    a.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}})),
-    )
-    .code_is(3)
-    .stderr_has("no receipt");
-    assert_eq!(a.snapshot(), before);
+    a.refuses("", 3, &["no receipt"], || {
+        a.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}})),
+        )
+    });
 }
 
 #[test]
@@ -234,7 +216,7 @@ fn a_worktree_left_mid_step_is_saved_then_repaired() {
     let plan = fixture("mixed-30.jsonl");
     let plan_s = plan.to_str().unwrap();
     let want = reference(&plan);
-    let (t, server) = setup(Kind::Http, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
     let r = t.steps_env(
         &["apply", plan_s],
         &[("GIT_STEPS_CRASH", "worktree-partial@m17")],
@@ -251,7 +233,7 @@ fn a_worktree_left_mid_step_is_saved_then_repaired() {
 
 #[test]
 fn a_lock_left_by_a_dead_process_does_not_block_and_a_live_one_does() {
-    let (t, _server) = setup(Kind::Path, "libgit2");
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
     let lock = t.work.join(".git/steps.lock");
     // A pid that cannot be running (above the kernel's pid_max).
     std::fs::write(&lock, "4194305\n").unwrap();
@@ -289,7 +271,7 @@ fn a_push_the_server_rejects_is_a_failure_never_a_success() {
         (Kind::Path, "git"),
         (Kind::Daemon, "git"),
     ] {
-        let (t, server) = setup(kind, transport);
+        let (t, server) = TestRepo::with_server(kind, transport);
         t.steps_stdin(
             &["apply", "-"],
             &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
@@ -299,25 +281,18 @@ fn a_push_the_server_rejects_is_a_failure_never_a_success() {
             "pre-receive",
             "#!/bin/sh\necho 'policy: no more steps today' >&2\nexit 1\n",
         );
-        let before = t.snapshot();
+        let ctx = format!("{kind:?}/{transport}");
         let remote_before = server.head();
-        let r = t
-            .steps_stdin(
+        // No local receipt either: nothing changes in the box.
+        let r = t.refuses(&ctx, 1, &[], || {
+            t.steps_stdin(
                 &["--json", "apply", "-"],
                 &line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}})),
             )
-            .code_is(1);
+        });
         let msg = r.json()["data"]["message"].as_str().unwrap().to_string();
-        assert!(
-            msg.contains("refused the update"),
-            "{kind:?}/{transport}: {msg}"
-        );
-        assert_eq!(server.head(), remote_before, "{kind:?}/{transport}");
-        assert_eq!(
-            t.snapshot(),
-            before,
-            "{kind:?}/{transport}: no local receipt either"
-        );
+        assert!(msg.contains("refused the update"), "{ctx}: {msg}");
+        assert_eq!(server.head(), remote_before, "{ctx}");
         assert_eq!(t.step_ids(), ["s1"]);
     }
 }
@@ -329,7 +304,7 @@ fn a_push_the_server_rejects_is_a_failure_never_a_success() {
 #[test]
 fn concurrent_runners_lose_nothing() {
     for kind in [Kind::Path, Kind::Daemon] {
-        let (a, server) = setup(kind, "libgit2");
+        let (a, server) = TestRepo::with_server(kind, "libgit2");
         a.steps_stdin(
             &["apply", "-"],
             &line(serde_json::json!({"id": "init0", "files": {"README": "x\n"}})),
@@ -377,34 +352,12 @@ fn concurrent_runners_lose_nothing() {
     }
 }
 
-/// A tiny deterministic generator, so a failing trial can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// SIGKILL at random instants, one to three times in a row (a kill can land
 /// in a resume), resuming on the same box or on a fresh clone; across all
 /// server kinds. Trials per kind: `GIT_STEPS_TRIALS` (default 60).
 #[test]
 fn random_kills_never_diverge() {
-    let trials: u64 = std::env::var("GIT_STEPS_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
-    let seed: u64 = std::env::var("GIT_STEPS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_cafe);
+    let (trials, seed) = trials_and_seed(60, 0x5eed_cafe);
     let plan = fixture("eight-steps.jsonl");
     let plan_s = plan.to_str().unwrap();
     let want = reference(&plan);
@@ -412,13 +365,13 @@ fn random_kills_never_diverge() {
     for (k, kind) in ALL.into_iter().enumerate() {
         let mut rng = Rng(seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         // How long an uninterrupted run takes here, to aim the kills.
-        let (t0, _s0) = setup(kind, "libgit2");
+        let (t0, _s0) = TestRepo::with_server(kind, "libgit2");
         let start = Instant::now();
         t0.steps(&["apply", plan_s]).ok();
         let span = start.elapsed().as_micros() as u64;
         for trial in 0..trials {
             let ctx = format!("{kind:?} trial {trial} seed {seed}");
-            let (t, server) = setup(kind, "libgit2");
+            let (t, server) = TestRepo::with_server(kind, "libgit2");
             let mut box_ = t;
             let kills = 1 + rng.below(3);
             for n in 0..kills {
@@ -477,9 +430,7 @@ fn a_local_remote_receives_packed_base_history_and_linked_steps() {
     t.git(&["gc", "-q"]).ok();
     let loose = t.git_out(&["count-objects"]);
     assert!(loose.starts_with("0 objects"), "base not packed: {loose}");
-    let root = t.tmp.path().join("remote-root");
-    std::fs::create_dir(&root).unwrap();
-    let server = Server::start(Kind::Path, &root);
+    let server = t.start_server(Kind::Path);
     t.steps(&["init", "--remote", server.url()]).ok();
     let plan = fixture("eight-steps.jsonl");
     t.steps(&["apply", plan.to_str().unwrap()]).ok();
@@ -507,9 +458,7 @@ fn a_switch_to_the_run_branch_killed_half_way_is_finished_on_rerun() {
     let want = reference(&plan);
     for point in ["worktree-partial", "worktree-files", "worktree-done"] {
         let t = TestRepo::new();
-        let root = t.tmp.path().join("remote-root");
-        std::fs::create_dir(&root).unwrap();
-        let server = Server::start(Kind::Path, &root);
+        let server = t.start_server(Kind::Path);
         // The run, done elsewhere.
         let first = t.sibling("first", None);
         first.steps(&["-q", "init", "--remote", server.url()]).ok();

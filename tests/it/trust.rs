@@ -6,13 +6,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::harness::*;
-use crate::remote::{line, setup};
 use crate::servers::{Kind, Server};
 
 /// A user's project on `main`, pushed, and a run of it on the branch
 /// `steps` (run id `steps`) with one step applied.
 fn project_with_a_run() -> (TestRepo, Server) {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     t.write("README", "the user's project\n");
     t.commit_all("base");
     t.git(&["push", "-q", server.url(), "main"]).ok();
@@ -91,7 +90,7 @@ fn a_branch_lock_another_writer_holds_on_the_remote_is_waited_for_never_deleted(
         (Kind::Http, "libgit2"),
     ] {
         let ctx = format!("{kind:?}/{transport}");
-        let (t, server) = setup(kind, transport);
+        let (t, server) = TestRepo::with_server(kind, transport);
         let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
         let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
         t.steps_stdin(&["apply", "-"], &s1).ok();
@@ -100,24 +99,17 @@ fn a_branch_lock_another_writer_holds_on_the_remote_is_waited_for_never_deleted(
 
         // Held for longer than git-steps waits: exit 4, the lock named, kept.
         let holder = RefHolder::hold(&server, &at);
-        let before = t.snapshot();
-        let r = t
-            .steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "1")], Some(&s2))
-            .code_is(4);
-        let err = r.stderr();
+        // Nothing local moves.
+        let r = t.refuses(&ctx, 4, &["locked by another writer"], || {
+            t.steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "1")], Some(&s2))
+        });
         assert!(
-            err.contains("locked by another writer"),
-            "{ctx}\n{}",
-            r.explain()
-        );
-        assert!(
-            !err.contains("hooks or permissions"),
+            !r.stderr().contains("hooks or permissions"),
             "{ctx}\n{}",
             r.explain()
         );
         assert!(lock.exists(), "{ctx}: the other writer's lock was deleted");
         assert_eq!(server.head().as_deref(), Some(at.as_str()), "{ctx}");
-        assert_eq!(t.snapshot(), before, "{ctx}: nothing local moved");
         holder.commit();
 
         // Held for a moment: waited for, then the step lands once.
@@ -255,16 +247,9 @@ fn a_hostile_tree_on_the_remote_never_reaches_the_worktree() {
         let bad = push_hostile(&attacker, "steps", "steps", "evil", &entries);
 
         // A box behind the remote: the fast-forward is refused.
-        let before = t.snapshot();
-        let r = t.steps_stdin(&["apply", "-"], &s1).code_is(3);
-        for needle in [bad.as_str(), entry, "nothing was written"] {
-            assert!(
-                r.stderr().contains(needle),
-                "{name}: lacks {needle}\n{}",
-                r.explain()
-            );
-        }
-        assert_eq!(t.snapshot(), before, "{name}: the box changed");
+        t.refuses(name, 3, &[&bad, entry, "nothing was written"], || {
+            t.steps_stdin(&["apply", "-"], &s1)
+        });
 
         // A fresh box: the clone is on `main`; the switch to `steps` is refused.
         let fresh = t.sibling(
@@ -276,10 +261,9 @@ fn a_hostile_tree_on_the_remote_never_reaches_the_worktree() {
                 "init", "--remote", "origin", "--branch", "steps", "--run", "steps",
             ])
             .ok();
-        let before = fresh.snapshot();
-        let r = fresh.steps_stdin(&["apply", "-"], &s1).code_is(3);
-        assert!(r.stderr().contains(&bad), "{name}\n{}", r.explain());
-        assert_eq!(fresh.snapshot(), before, "{name}: the fresh box changed");
+        fresh.refuses(&format!("{name} (fresh box)"), 3, &[&bad], || {
+            fresh.steps_stdin(&["apply", "-"], &s1)
+        });
         assert_eq!(fresh.git_out(&["branch", "--show-current"]), "main");
         for b in [&t, &fresh] {
             assert!(
@@ -319,28 +303,18 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
     chain += &link("up1", "dot/..");
     chain += &link("up2", "up1/..");
     chain += &link("passwd", "up2/etc/passwd");
-    let before = t.snapshot();
-    let r = t
-        .steps_stdin(
+    t.refuses("", 1, &["step c", "outside the repository"], || {
+        t.steps_stdin(
             &["apply", "-"],
             &line(serde_json::json!({"id": "c", "patch": chain})),
         )
-        .code_is(1);
-    assert!(r.stderr().contains("step c"), "{}", r.explain());
-    assert!(
-        r.stderr().contains("outside the repository"),
-        "{}",
-        r.explain()
-    );
-    assert_eq!(t.snapshot(), before);
+    });
     // Over several steps: each link alone reads as inside.
     t.steps_stdin(&["apply", "-"], &patch_step("d", link("dot", ".")))
         .ok();
-    let before = t.snapshot();
-    t.steps_stdin(&["apply", "-"], &patch_step("u", link("up1", "dot/..")))
-        .code_is(1)
-        .stderr_has("through the symlink(s) dot");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 1, &["through the symlink(s) dot"], || {
+        t.steps_stdin(&["apply", "-"], &patch_step("u", link("up1", "dot/..")))
+    });
     // A link that is inside now, made to escape by a later link it goes through.
     t.steps_stdin(
         &["apply", "-"],
@@ -349,11 +323,9 @@ fn a_chain_of_symlinks_cannot_reach_outside_the_repository() {
     .ok();
     t.steps_stdin(&["apply", "-"], &patch_step("v", link("via", "hop/..")))
         .ok();
-    let before = t.snapshot();
-    t.steps_stdin(&["apply", "-"], &patch_step("h", link("hop", "dot")))
-        .code_is(1)
-        .stderr_has("the symlink via");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("", 1, &["the symlink via"], || {
+        t.steps_stdin(&["apply", "-"], &patch_step("h", link("hop", "dot")))
+    });
     // Links that stay inside, through each other, are fine.
     t.steps_stdin(
         &["apply", "-"],
@@ -382,11 +354,10 @@ fn an_untracked_file_is_never_overwritten_by_a_fast_forward_or_a_switch() {
     other.steps_stdin(&["apply", "-"], &both).ok();
     // This box, behind, has an untracked notes.txt of its own.
     t.write("notes.txt", "my own notes\n");
-    let before = t.snapshot();
-    let r = t.steps_stdin(&["apply", "-"], &both).code_is(3);
-    assert!(r.stderr().contains("notes.txt"), "{}", r.explain());
+    t.refuses("", 3, &["notes.txt"], || {
+        t.steps_stdin(&["apply", "-"], &both)
+    });
     assert_eq!(t.read("notes.txt"), "my own notes\n");
-    assert_eq!(t.snapshot(), before);
     // A fresh box on `main` with its own notes.txt: the switch is refused.
     let fresh = t.sibling("fresh", Some(server.url()));
     fresh.write("notes.txt", "fresh notes\n");
@@ -395,11 +366,10 @@ fn an_untracked_file_is_never_overwritten_by_a_fast_forward_or_a_switch() {
             "init", "--remote", "origin", "--branch", "steps", "--run", "steps",
         ])
         .ok();
-    let before = fresh.snapshot();
-    let r = fresh.steps_stdin(&["apply", "-"], &both).code_is(3);
-    assert!(r.stderr().contains("notes.txt"), "{}", r.explain());
+    fresh.refuses("fresh box", 3, &["notes.txt"], || {
+        fresh.steps_stdin(&["apply", "-"], &both)
+    });
     assert_eq!(fresh.read("notes.txt"), "fresh notes\n");
-    assert_eq!(fresh.snapshot(), before);
     assert_eq!(fresh.git_out(&["branch", "--show-current"]), "main");
     // Moved out of the way, both finish.
     for b in [&t, &fresh] {
@@ -434,19 +404,10 @@ fn the_plan_and_the_history_agree_both_ways() {
     assert_eq!(t.step_ids(), ["s1", "s2"]);
     let s2_commit = t.git_out(&["rev-parse", "--short=12", "HEAD"]);
     let edited = t.plan("edited.jsonl", &[s("s1"), s("s3")]);
-    let before = t.snapshot();
-    let r = t
-        .steps(&["--json", "apply", edited.to_str().unwrap()])
-        .code_is(3);
+    let r = t.refuses("", 3, &["step s3", "step s2", &s2_commit], || {
+        t.steps(&["--json", "apply", edited.to_str().unwrap()])
+    });
     assert_eq!(r.json()["data"]["kind"], "plan-mismatch", "{}", r.explain());
-    for needle in ["step s3", "step s2", &s2_commit] {
-        assert!(
-            r.stderr().contains(needle),
-            "lacks {needle}\n{}",
-            r.explain()
-        );
-    }
-    assert_eq!(t.snapshot(), before);
     let v = t.steps(&["verify", edited.to_str().unwrap()]).code_is(3);
     assert!(
         v.stdout().contains("step s2") || v.stderr().contains("step s2"),
@@ -499,11 +460,12 @@ fn the_plan_and_the_history_agree_both_ways() {
     for p in ["a", "b"] {
         let lines: Vec<String> = (1..=4).map(|i| s(&format!("{p}{i}"))).collect();
         let extended = u.plan(&format!("{p}-extended.jsonl"), &lines);
-        let before = u.snapshot();
-        u.steps(&["apply", extended.to_str().unwrap()])
-            .code_is(3)
-            .stderr_has("a receipt the plan does not hold at that position");
-        assert_eq!(u.snapshot(), before);
+        u.refuses(
+            p,
+            3,
+            &["a receipt the plan does not hold at that position"],
+            || u.steps(&["apply", extended.to_str().unwrap()]),
+        );
     }
 }
 
@@ -648,7 +610,7 @@ fn init_is_all_or_nothing() {
 /// holds leads to a new run from here, which goes on.
 #[test]
 fn the_hints_for_a_hand_commit_in_the_run_work_when_followed() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let s = |id: &str, v: &str| line(serde_json::json!({"id": id, "files": {"f": v}}));
     t.steps_stdin(&["apply", "-"], &s("s1", "1\n")).ok();
     t.write("hand.txt", "a fix by hand\n");
@@ -717,7 +679,7 @@ fn the_hints_for_a_hand_commit_in_the_run_work_when_followed() {
 /// step (exit 1), though no link is added.
 #[test]
 fn replacing_a_link_by_a_directory_cannot_make_another_link_escape() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     t.steps(&[
         "init",
         "--remote",
@@ -778,23 +740,21 @@ fn replacing_a_link_by_a_directory_cannot_make_another_link_escape() {
         .file_type()
         .is_symlink());
     // A step: x becomes a directory.
-    let before = t.snapshot();
-    t.steps_stdin(
-        &["apply", "-"],
-        &line(serde_json::json!({"id": "s3", "files": {"x": null, "x/k": "k\n"}})),
-    )
-    .code_is(1)
-    .stderr_has("the symlink l");
-    assert_eq!(t.snapshot(), before);
+    t.refuses("from a step", 1, &["the symlink l"], || {
+        t.steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s3", "files": {"x": null, "x/k": "k\n"}})),
+        )
+    });
     // The remote: the same change, pushed by someone else.
     let x = tree_of(
         &attacker,
         &format!("100644 blob {}\tk", blob(&attacker, "k\n")),
     );
     pushed(&[format!("040000 tree {x}\tx")], "x", "s3");
-    let r = t.steps(&["resume"]).code_is(3);
-    assert!(r.stderr().contains("the symlink l"), "{}", r.explain());
-    assert_eq!(t.snapshot(), before);
+    t.refuses("from the remote", 3, &["the symlink l"], || {
+        t.steps(&["resume"])
+    });
     assert!(std::fs::symlink_metadata(t.path("x"))
         .unwrap()
         .file_type()
@@ -807,7 +767,7 @@ fn replacing_a_link_by_a_directory_cannot_make_another_link_escape() {
 /// before anything moves.
 #[test]
 fn an_empty_directory_in_the_way_is_removed_a_file_in_it_refuses_first() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     let s1 = line(serde_json::json!({"id": "s1", "files": {"d/f": "f\n"}}));
     let s2 = line(serde_json::json!({"id": "s2", "files": {"d/f": null, "d": "now a file\n"}}));
     t.steps_stdin(&["apply", "-"], &s1).ok();
@@ -822,12 +782,9 @@ fn an_empty_directory_in_the_way_is_removed_a_file_in_it_refuses_first() {
     // Behind, with an empty directory and a file in it.
     std::fs::create_dir_all(other.path("d/empty")).unwrap();
     std::fs::write(other.path("d/empty/mine.txt"), "mine\n").unwrap();
-    let before = other.snapshot();
-    other
-        .steps_stdin(&["apply", "-"], &plan)
-        .code_is(3)
-        .stderr_has("d/empty/mine.txt");
-    assert_eq!(other.snapshot(), before);
+    other.refuses("", 3, &["d/empty/mine.txt"], || {
+        other.steps_stdin(&["apply", "-"], &plan)
+    });
     std::fs::remove_file(other.path("d/empty/mine.txt")).unwrap();
     other.steps_stdin(&["apply", "-"], &plan).ok();
     assert_eq!(other.read("d"), "now a file\n");
@@ -839,7 +796,7 @@ fn an_empty_directory_in_the_way_is_removed_a_file_in_it_refuses_first() {
 /// git refuses such a pair, and a clone of the remote would fail.
 #[test]
 fn a_run_branch_whose_name_conflicts_with_a_remote_ref_is_not_created() {
-    let (t, server) = setup(Kind::Path, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     t.write("README", "x\n");
     t.commit_all("base");
     t.git(&["push", "-q", server.url(), "main:feat"]).ok();
@@ -876,7 +833,7 @@ fn a_failure_after_the_push_says_the_step_is_durable_and_the_rerun_finishes() {
     let plan = format!("{s1}\n{s2}\n");
 
     // The remote accepts s2; meanwhile the box's branch gets locked.
-    let (t, server) = setup(Kind::Daemon, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Daemon, "libgit2");
     t.steps_stdin(&["apply", "-"], &s1).ok();
     let local_lock = t.path(".git/refs/heads/main.lock");
     server.hook(
@@ -904,7 +861,7 @@ fn a_failure_after_the_push_says_the_step_is_durable_and_the_rerun_finishes() {
     assert_eq!(server.step_ids(), ["s1", "s2"]);
 
     // The HTTP server dies right after accepting s2.
-    let (t, server) = setup(Kind::Http, "libgit2");
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
     t.steps_stdin(&["apply", "-"], &s1).ok();
     server.hook(
         "post-receive",

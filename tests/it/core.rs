@@ -453,6 +453,45 @@ fn usage_errors_exit_2() {
     let t = TestRepo::new();
     t.steps(&["apply", "--no-such-flag"]).code_is(2);
     t.steps(&["frobnicate"]).code_is(2);
+    // A value outside a flag's set is a usage error too, named by clap,
+    // and nothing is read or written.
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let p = t.plan("s1.jsonl", &[s1]);
+    for cmd in ["apply", "resume", "status", "init"] {
+        let mut args = vec![cmd, "--transport", "ssh"];
+        if cmd == "apply" {
+            args.push(p.to_str().unwrap());
+        }
+        t.refuses(cmd, 2, &["invalid value 'ssh'", "libgit2, git"], || {
+            t.steps(&args)
+        });
+    }
+    // A bad steps.transport in config is not a usage error: exit 1, named.
+    t.git(&["config", "steps.transport", "ssh"]).ok();
+    t.git(&["config", "steps.remote", "."]).ok();
+    t.refuses("config", 1, &["unknown transport \"ssh\""], || {
+        t.steps(&["apply", p.to_str().unwrap()])
+    });
+}
+
+/// A git failure keeps git's own error as its cause: `Caused by:` shows
+/// its class and code.
+#[test]
+fn git_errors_show_their_class() {
+    let t = TestRepo::new();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    // The branch names a commit the object database lacks (a damaged or
+    // hand-edited repository).
+    std::fs::write(
+        t.path(".git/refs/heads/main"),
+        "0123456789abcdef0123456789abcdef01234567\n",
+    )
+    .unwrap();
+    let r = t.steps(&["status"]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    assert!(r.stderr().contains("Caused by:"), "{}", r.explain());
+    assert!(r.stderr().contains("class="), "{}", r.explain());
 }
 
 #[test]

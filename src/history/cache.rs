@@ -1,7 +1,8 @@
-//! The receipt index: a derived cache of the ledger and the hunk counts, so
+//! The receipt cache: a derived copy of the ledger and the hunk counts, so
 //! that resuming a long run costs O(new steps), not O(history).
 //!
-//! Owns `.git/steps/index/<run hash>`. Invariant: the log stays the truth.
+//! Owns `.git/steps/index/<run hash>` (the directory keeps its first name,
+//! so existing caches are still found). Invariant: the log stays the truth.
 //! The index records the head it was built from; commits are immutable, so
 //! it is exact for that head. It is used only when that head is the branch
 //! head or a first-parent ancestor of it (then only the newer commits are

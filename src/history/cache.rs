@@ -3,7 +3,7 @@
 //!
 //! Owns `.git/steps/index/<run hash>` (the directory keeps its first name,
 //! so existing caches are still found). Invariant: the log stays the truth.
-//! The index records the head it was built from; commits are immutable, so
+//! The cache records the head it was built from; commits are immutable, so
 //! it is exact for that head. It is used only when that head is the branch
 //! head or a first-parent ancestor of it (then only the newer commits are
 //! read, and they must all be plain receipts of this run); a checksum guards

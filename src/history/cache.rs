@@ -78,7 +78,7 @@ impl<'a> Bytes<'a> {
     }
 }
 
-/// Read the index; with `want_counts` false the hunk counts are skipped
+/// Read the cache; with `want_counts` false the hunk counts are skipped
 /// (`status` needs only the ledger).
 fn read(repo: &Repository, run: &str, want_counts: bool) -> Option<Cached> {
     decode(&fs::read(path(repo, run)).ok()?, run, want_counts)
@@ -119,7 +119,7 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
             commit,
         });
     }
-    // The last entry is the head's own receipt (an index is only saved for
+    // The last entry is the head's own receipt (a cache is only saved for
     // a head that is one) — a cheap cross-check on top of the CRC.
     if entries.last().is_some_and(|e| e.commit != head) {
         return None;
@@ -148,7 +148,7 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
     })
 }
 
-/// Save the index for `ledger` (which must have no problems) and `counts`.
+/// Save the cache for `ledger` (which must have no problems) and `counts`.
 pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) {
     let Some(data) = encode(run, ledger, counts) else {
         return;
@@ -224,10 +224,10 @@ fn encode(run: &str, ledger: &Ledger, counts: &HunkCounts) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// The ledger and hunk counts of `run` at `head`, from the index where it
-/// is exact, else from a full scan (which refreshes the index).
+/// The ledger and hunk counts of `run` at `head`, from the cache where it
+/// is exact, else from a full scan (which refreshes the cache).
 ///
-/// `refresh`: write the refreshed index back (only under the runner's lock;
+/// `refresh`: write the refreshed cache back (only under the runner's lock;
 /// a dry run writes nothing).
 pub fn load(repo: &Repository, head: Option<Oid>, run: &str, refresh: bool) -> Result<Indexed> {
     if let (Some(h), Some(cached)) = (head, read(repo, run, true)) {
@@ -247,7 +247,7 @@ pub fn load(repo: &Repository, head: Option<Oid>, run: &str, refresh: bool) -> R
     Ok(Indexed { ledger, counts })
 }
 
-/// Only the ledger: from the index where it is exact (or can be caught up),
+/// Only the ledger: from the cache where it is exact (or can be caught up),
 /// else from a plain history scan — without replaying the hunk counts,
 /// which `status` does not need.
 pub fn load_ledger(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
@@ -259,7 +259,7 @@ pub fn load_ledger(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Le
     ledger::scan(repo, head, run)
 }
 
-/// Bring a cached index from its head up to `head` by reading only the newer
+/// Bring a cache from its head up to `head` by reading only the newer
 /// commits; None when that is not possible (then the caller scans).
 fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Option<Indexed>> {
     let mut newer: Vec<Oid> = Vec::new();

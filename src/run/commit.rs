@@ -26,9 +26,22 @@ use super::session::{Session, Source, StepOutcome};
 impl Session<'_> {
     /// Apply `step`, whose id has no receipt, on the session's head and
     /// move the head to its commit (in a dry run, a commit that exists only
-    /// in memory). `source` (the agent loop's) goes into the receipt.
+    /// in memory). `source` (the agent loop's) goes into the receipt. The
+    /// caller has checked the worktree ([`Session::ensure_clean`]); the
+    /// receipts are read first if [`Session::load`] was not called.
     pub fn apply(&mut self, step: &Step, source: Option<Source>) -> Result<StepOutcome> {
+        if !self.loaded {
+            self.load(false)?;
+        }
         let (repo, s, head) = (self.repo, self.settings, self.head);
+        // The hunk counts are read when a step is first applied: a rerun
+        // that skips everything does not need them.
+        let counts = match &mut self.counts {
+            Some(c) => c,
+            None => self
+                .counts
+                .insert(cache::load(repo, head, &s.run, !self.opts.dry_run)?.counts),
+        };
         if !self.opts.dry_run {
             crash::point("before-write", &step.id);
         }
@@ -37,12 +50,6 @@ impl Session<'_> {
         let applied = build::apply(repo, base.clone(), step)?;
         let new_tree = repo.find_tree(applied.tree)?;
         let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
-        let counts = match &mut self.counts {
-            Some(c) => c,
-            None => self
-                .counts
-                .insert(cache::load(repo, head, &s.run, !self.opts.dry_run)?.counts),
-        };
         let mut trial = counts.clone();
         if let Err(d) = trial.admit(&step.id, &hunks, self.opts.allow_duplicate_hunks) {
             return Err(Error::from(Refusal {

@@ -149,7 +149,8 @@ impl Decider {
     }
 }
 
-/// Why a decider's answer is not a step.
+/// Why a decider's answer is not a step. Each message says it whole (the
+/// caller folds it into one line), so none is chained as a source.
 #[derive(Debug, thiserror::Error)]
 pub enum AnswerError {
     #[error("its output is not UTF-8")]
@@ -157,14 +158,14 @@ pub enum AnswerError {
     #[error("it printed nothing (print a step object, or {{\"done\": true}})")]
     Empty,
     #[error("its output is not one JSON value: {0}")]
-    NotJson(#[source] serde_json::Error),
+    NotJson(serde_json::Error),
     #[error("a done answer must be exactly {{\"done\": true}}")]
     BadDone,
     #[error("cannot canonicalise it: {0}")]
-    NotCanonical(#[source] serde_json::Error),
+    NotCanonical(serde_json::Error),
     /// A JSON value that is not a valid step object.
     #[error("{0}")]
-    NotAStep(#[source] Box<Error>),
+    NotAStep(Box<Error>),
 }
 
 /// Parse a decider's stdout: one JSON object, a step or `{"done": true}`.

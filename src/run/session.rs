@@ -8,8 +8,9 @@
 //! step) and [`Session::finish`] (the receipt cache saved, the artifact and
 //! history fingerprints). Progress goes to one [`Ui`], which the CLI
 //! implements once. Invariant: the session's head only moves when a step's
-//! receipt is durable (see [`super::commit`]), and the receipt cache is
-//! written only for a head that really holds the ledger it describes.
+//! receipt is durable (see [`super::commit`]; in a dry run, to a commit in
+//! memory), and the receipt cache is written only for a head that really
+//! holds the ledger it describes.
 
 use git2::{Oid, Repository, Signature};
 use serde::Serialize;
@@ -104,11 +105,6 @@ pub trait Ui {
     fn step(&mut self, _outcome: &StepOutcome, _origin: Option<Origin>) {}
 }
 
-/// A [`Ui`] that says nothing.
-pub struct Silent;
-
-impl Ui for Silent {}
-
 /// How a session ended: what `apply`, `resume` and `run` report at the end.
 #[derive(Debug)]
 pub struct Finished {
@@ -139,6 +135,8 @@ pub struct Session<'r> {
     pub(super) sig: Signature<'static>,
     /// Whether the worktree was found clean before the first step.
     checked_clean: bool,
+    /// Whether the receipts were read ([`Session::load`]).
+    pub(super) loaded: bool,
 }
 
 impl<'r> Session<'r> {
@@ -214,14 +212,22 @@ impl<'r> Session<'r> {
             head,
             sig: signature(repo)?,
             checked_clean: false,
+            loaded: false,
         })
     }
 
     /// Read the run's receipts at the head (from the receipt cache where it
     /// is exact), and with `counts` the hunk counts too (otherwise they are
     /// read when a step is first applied: a rerun that skips everything does
-    /// not need them). Refuses a history that breaks an invariant.
+    /// not need them). Refuses a history that breaks an invariant. Once per
+    /// session, before any step is applied.
     pub fn load(&mut self, counts: bool) -> Result<&Ledger> {
+        if self.loaded {
+            return Err(Error::other(
+                "internal: a session's receipts are read once, before its first step",
+            ));
+        }
+        self.loaded = true;
         let s = self.settings;
         let ledger = if counts {
             let indexed = cache::load(self.repo, self.head, &s.run, !self.opts.dry_run)?;
@@ -302,10 +308,7 @@ impl<'r> Session<'r> {
 
     /// The artifact fingerprint at the head.
     pub fn artifact(&self) -> Result<String> {
-        match self.head {
-            Some(h) => fingerprint::artifact(self.repo, Some(&self.repo.find_commit(h)?.tree()?)),
-            None => fingerprint::artifact(self.repo, None),
-        }
+        artifact_at(self.repo, self.head)
     }
 
     /// Close the session: save the receipt cache when steps were applied
@@ -316,21 +319,40 @@ impl<'r> Session<'r> {
             self.receipts()
                 .map(|e| (e.id.as_str(), e.decision.as_str())),
         );
-        let artifact = self.artifact()?;
-        if !self.opts.dry_run && !self.applied.is_empty() {
-            if let Some(counts) = &self.counts {
-                let mut entries = self.ledger.entries;
-                entries.extend(self.applied);
-                let done = Ledger::from_parts(self.head, self.ledger.base, entries);
-                cache::save(self.repo, &self.settings.run, &done, counts);
+        let Session {
+            repo,
+            settings,
+            opts,
+            ledger,
+            applied,
+            counts,
+            head,
+            repair,
+            reconciled,
+            ..
+        } = self;
+        if !opts.dry_run && !applied.is_empty() {
+            if let Some(counts) = &counts {
+                let mut entries = ledger.entries;
+                entries.extend(applied);
+                let done = Ledger::from_parts(head, ledger.base, entries);
+                cache::save(repo, &settings.run, &done, counts);
             }
         }
         Ok(Finished {
-            repair: self.repair,
-            reconcile: self.reconciled,
-            head: self.head,
-            artifact,
+            repair,
+            reconcile: reconciled,
+            head,
+            artifact: artifact_at(repo, head)?,
             history,
         })
+    }
+}
+
+/// The artifact fingerprint of the tree at `head` (None: the empty tree).
+fn artifact_at(repo: &Repository, head: Option<Oid>) -> Result<String> {
+    match head {
+        Some(h) => fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?)),
+        None => fingerprint::artifact(repo, None),
     }
 }

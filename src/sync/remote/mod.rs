@@ -172,11 +172,13 @@ impl Remote {
     }
 
     fn push_once(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
-        let first = match (self.transport, self.local_path(repo)) {
-            // A bare repository on this machine gets a real compare-and-swap.
-            (Transport::Libgit2, Some(path)) => self.push_local(repo, &path, update),
-            (Transport::Libgit2, None) => self.push_libgit2(repo, update),
-            (Transport::Git, _) => self.push_git(repo, update),
+        let first = match self.transport {
+            Transport::Libgit2 => match self.local_path(repo) {
+                // A bare repository on this machine gets a real compare-and-swap.
+                Some(path) => self.push_local(repo, &path, update),
+                None => self.push_libgit2(repo, update),
+            },
+            Transport::Git => self.push_git(repo, update),
         };
         match first {
             Ok(()) => Ok(()),

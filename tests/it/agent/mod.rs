@@ -1,0 +1,47 @@
+//! Issue 7: the agent loop. `run --decider` against real repositories and
+//! remotes, deciders that fail in every way, refusals, and random kills
+//! with a decider that answers differently on every call, like a model.
+//!
+//! Grouped by topic: `asking` (the loop, the context a decider sees, the
+//! example decider), `refusals` (failing deciders, refused decisions, a
+//! journal that disagrees with the log) and `recorded_decisions` (a decision
+//! in the journal is applied, never asked again: on resume, on a fresh
+//! clone of every kind of server, under random kills). The decider helpers
+//! they share live here.
+
+mod asking;
+mod recorded_decisions;
+mod refusals;
+
+use crate::harness::*;
+
+/// Write an executable decider script into the test's home (outside the
+/// snapshot) and return the command that runs it.
+fn decider(t: &TestRepo, name: &str, body: &str) -> String {
+    let path = t.home().join(name);
+    std::fs::write(&path, body).unwrap();
+    format!("sh '{}'", path.display())
+}
+
+fn replay(plan: &std::path::Path) -> String {
+    format!("'{BIN}' replay-decider '{}'", plan.display())
+}
+
+/// Journal entries on a repository, oldest first: (index, step id, status).
+fn journal(git_dir_args: &[&str], t: &TestRepo) -> Vec<(usize, String, String)> {
+    let mut args: Vec<&str> = git_dir_args.to_vec();
+    args.extend([
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Journal-Index,valueonly,separator=)|%(trailers:key=Journal-Step-Id,valueonly,separator=)|%(trailers:key=Journal-Status,valueonly,separator=)",
+        "refs/steps/journal/main",
+    ]);
+    t.git_out(&args)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            (f[0].parse().unwrap(), f[1].to_string(), f[2].to_string())
+        })
+        .collect()
+}

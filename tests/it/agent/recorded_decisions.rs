@@ -1,0 +1,324 @@
+//! A recorded decision is never asked for again: after a crash it is applied
+//! on resume from the journal, on the same box or a fresh clone of any kind
+//! of server, and random kills with a decider that answers differently on
+//! every call never re-ask one.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::harness::*;
+use crate::servers::Kind;
+
+use super::replay;
+
+/// A decision recorded before a crash is applied on resume without asking;
+/// `status` shows it pending, `log` shows where it came from.
+#[test]
+fn a_recorded_decision_is_applied_on_resume_without_asking_and_log_says_so() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let calls = t.home().join("calls");
+    let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
+    let r = t.steps_env(
+        &["run", "--decider", &cmd],
+        &[("GIT_STEPS_CRASH", "journaled@s3")],
+    );
+    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 3);
+    let st = t.steps(&["status"]).ok().stdout();
+    assert!(
+        st.contains("step index 2 (s3) is RECORDED BUT NOT APPLIED"),
+        "{st}"
+    );
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert_eq!(st["data"]["journal"]["pending"]["step_id"], "s3");
+    let r = t.steps(&["run", "--decider", &cmd]).ok();
+    assert!(
+        r.stdout().contains("applied s3") && r.stdout().contains("[journal #2]"),
+        "{}",
+        r.stdout()
+    );
+    // s3 was not asked again: 3 calls before the crash, then s4..s8 and done.
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap().lines().count(),
+        3 + 6
+    );
+    let log = t.steps(&["log"]).ok().stdout();
+    let s3 = log.lines().find(|l| l.contains(" s3 ")).unwrap();
+    assert!(s3.contains("from the journal, on resume"), "{log}");
+    let s4 = log.lines().find(|l| l.contains(" s4 ")).unwrap();
+    assert!(s4.contains("[decider]"), "{log}");
+    let doc = t.steps(&["--json", "log"]).ok().json();
+    assert_eq!(doc["data"]["steps"][2]["source"], "journal");
+}
+
+/// The decider for the random-kill test: a different answer on every
+/// call, each call logged (index and answer) before it answers.
+const RANDOM_DECIDER: &str = r#"
+import json, os, random, sys
+ctx = json.load(sys.stdin)
+i = ctx["step_index"]
+if i >= int(os.environ["DECIDER_STEPS"]):
+    print(json.dumps({"done": True}))
+    sys.exit(0)
+r = random.SystemRandom()
+word = "".join(r.choice("abcdefghijklmnop") for _ in range(12))
+if r.random() < 0.5 or i == 0:
+    step = {"id": "s%d" % i, "files": {"f%d.txt" % (i % 4): word + "\n"}}
+else:
+    step = {"id": "s%d" % i, "files": {"n%d-%s.txt" % (i, word): "x\n"}, "message": word}
+# Answer first: a runner killed before it read the answer leaves no
+# reader, the write fails, and that call never counts (nor can a late log
+# line from an orphaned decider land after the next run's call).
+try:
+    sys.stdout.write(json.dumps(step) + "\n")
+    sys.stdout.flush()
+except BrokenPipeError:
+    os._exit(1)
+line = json.dumps({"index": i, "answer": step}) + "\n"
+fd = os.open(os.environ["DECIDER_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(fd, line.encode())
+os.close(fd)
+"#;
+
+/// Kill the runner at random instants and at the loop's own crash points
+/// (after the answer, after the journal objects, after the journal write,
+/// and at the step's points), resuming on the same box or a fresh clone.
+/// Trials: `GIT_STEPS_TRIALS` (default 40), seed `GIT_STEPS_SEED`.
+#[test]
+fn random_kills_never_re_ask_a_recorded_decision() {
+    let (trials, seed) = trials_and_seed(40, 0x0dec_1de5);
+    const STEPS: usize = 6;
+    const POINTS: &[&str] = &[
+        "decided",
+        "journal-objects",
+        "journal-pushed",
+        "journaled",
+        "before-write",
+        "objects-written",
+        "pushed",
+        "ref-updated",
+        "worktree-partial",
+    ];
+    let mut rng = Rng(seed | 1);
+    let mut totals = (0u64, 0u64, 0u64, 0u64, 0u64); // kills, fresh boxes, calls, lost answers, runs
+    for trial in 0..trials {
+        let ctx = format!("trial {trial} seed {seed}");
+        let t = TestRepo::new();
+        let server = t.start_server(Kind::Path);
+        t.steps(&["-q", "init", "--remote", server.url()]).ok();
+        let script = t.home().join("decider.py");
+        std::fs::write(&script, RANDOM_DECIDER).unwrap();
+        let calls_log: PathBuf = t.home().join("calls.jsonl");
+        let cmd = format!("python3 '{}'", script.display());
+        let env = [
+            ("DECIDER_STEPS", STEPS.to_string()),
+            ("DECIDER_LOG", calls_log.display().to_string()),
+        ];
+        let mut box_ = t;
+        // One to four runs that die — at a crash point of a random step,
+        // or at a random instant — then one left to finish.
+        let kills = 1 + rng.below(4);
+        for attempt in 0..=kills {
+            let mut c = std::process::Command::new(BIN);
+            c.args(["-q", "run", "--decider", &cmd])
+                .current_dir(&box_.work)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            hermetic(&mut c, &box_.home());
+            for (k, v) in &env {
+                c.env(k, v);
+            }
+            let last = attempt == kills;
+            let armed = !last && rng.below(2) == 0;
+            if armed {
+                let point = POINTS[rng.below(POINTS.len() as u64) as usize];
+                let step = rng.below(STEPS as u64);
+                c.env("GIT_STEPS_CRASH", format!("{point}@s{step}"));
+            }
+            let mut child = c.spawn().unwrap();
+            if !last && !armed {
+                std::thread::sleep(Duration::from_millis(rng.below(500)));
+                let _ = child.kill();
+            }
+            let out = child.wait_with_output().unwrap();
+            totals.4 += 1;
+            if out.status.signal() == Some(9) {
+                assert!(!last, "{ctx}: the last run was killed");
+                totals.0 += 1;
+            } else {
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "{ctx}: run failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            if !last && rng.below(2) == 0 {
+                let fresh = box_.sibling(&format!("fresh-{attempt}"), Some(server.url()));
+                fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
+                box_ = fresh;
+                totals.1 += 1;
+            }
+        }
+        // The receipts: each index exactly once, in order.
+        let ids = server.step_ids();
+        let want: Vec<String> = (0..STEPS).map(|i| format!("s{i}")).collect();
+        assert_eq!(ids, want, "{ctx}: receipts");
+        // The calls, per index, in order.
+        let mut calls: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+        let log = std::fs::read_to_string(&calls_log).unwrap();
+        for l in log.lines() {
+            let v: Value = serde_json::from_str(l).unwrap();
+            calls
+                .entry(v["index"].as_u64().unwrap() as usize)
+                .or_default()
+                .push(v["answer"].clone());
+        }
+        // The journal on the remote: recorded decisions per index.
+        let jlog = server.git(&[
+            "log",
+            "--reverse",
+            "--format=%H %(trailers:key=Journal-Index,valueonly,separator=) %(trailers:key=Journal-Status,valueonly,separator=)",
+            "refs/steps/journal/main",
+        ]);
+        let mut recorded: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+        for l in jlog.lines() {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f[2], "recorded", "{ctx}: a refusal in a clean run: {jlog}");
+            let text = server.git(&["show", &format!("{}:decision.json", f[0])]);
+            recorded
+                .entry(f[1].parse().unwrap())
+                .or_default()
+                .push(serde_json::from_str(&text).unwrap());
+        }
+        let receipts = server.git(&[
+            "log",
+            "--reverse",
+            "--format=%(trailers:key=Step-Decision,valueonly,separator=)",
+            "main",
+        ]);
+        let receipts: Vec<&str> = receipts.lines().collect();
+        for i in 0..STEPS {
+            let rec = &recorded[&i];
+            assert_eq!(rec.len(), 1, "{ctx}: index {i} recorded {} times: the decider was asked again after its answer was durable", rec.len());
+            let asked = &calls[&i];
+            assert_eq!(
+                asked.last().unwrap(),
+                &rec[0],
+                "{ctx}: index {i}: the applied decision is not the last answer given"
+            );
+            // Every earlier answer for this index was lost before it was
+            // recorded (it is not in the journal).
+            for a in &asked[..asked.len() - 1] {
+                assert_ne!(a, &rec[0], "{ctx}: index {i}");
+            }
+            totals.3 += asked.len() as u64 - 1;
+            totals.2 += asked.len() as u64;
+        }
+        assert_eq!(receipts.len(), STEPS, "{ctx}");
+        // The artifact equals the replay of the recorded decisions (and the
+        // history fingerprint covers every receipt's digest).
+        let replayed = TestRepo::new();
+        let plan_lines: Vec<String> = (0..STEPS).map(|i| recorded[&i][0].to_string()).collect();
+        let p = replayed.plan("replay.jsonl", &plan_lines);
+        let doc = replayed
+            .steps(&["--json", "apply", p.to_str().unwrap()])
+            .ok()
+            .json();
+        let fresh = box_.sibling("audit", Some(server.url()));
+        assert_eq!(
+            independent_fingerprint(&fresh, "origin/main"),
+            doc["data"]["artifact"],
+            "{ctx}: artifact"
+        );
+        assert_eq!(
+            independent_history(&fresh),
+            doc["data"]["history"],
+            "{ctx}: history"
+        );
+    }
+    eprintln!(
+        "agent random kills: {trials} trials, {} runs, {} killed, {} fresh boxes, {} decider calls for {} steps, {} answers lost before they were recorded, 0 re-asked",
+        totals.4,
+        totals.0,
+        totals.1,
+        totals.2,
+        trials * STEPS as u64,
+        totals.3
+    );
+    assert!(
+        totals.0 > trials,
+        "too few kills to test anything: {totals:?}"
+    );
+}
+
+/// The journal travels with the run to every kind of server, through both
+/// transports: a decision recorded on one box is applied, unasked, on a
+/// fresh clone after the first box vanished.
+#[test]
+fn the_journal_is_durable_on_every_kind_of_server() {
+    let plan = fixture("eight-steps.jsonl");
+    let want = TestRepo::new()
+        .steps(&["--json", "apply", plan.to_str().unwrap()])
+        .ok()
+        .json();
+    for kind in crate::servers::ALL {
+        for transport in ["libgit2", "git"] {
+            let ctx = format!("{kind:?} {transport}");
+            let t = TestRepo::new();
+            let server = t.start_server(kind);
+            t.steps(&[
+                "-q",
+                "init",
+                "--remote",
+                server.url(),
+                "--transport",
+                transport,
+            ])
+            .ok();
+            let calls = t.home().join("calls");
+            let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
+            let r = t.steps_env(
+                &["run", "--decider", &cmd],
+                &[("GIT_STEPS_CRASH", "journaled@s5")],
+            );
+            assert_eq!(r.out.status.signal(), Some(9), "{ctx}: {}", r.explain());
+            assert_eq!(
+                server.git(&[
+                    "log",
+                    "-1",
+                    "--format=%(trailers:key=Journal-Step-Id,valueonly,separator=)",
+                    "refs/steps/journal/main"
+                ]),
+                "s5",
+                "{ctx}: the decision is on the remote"
+            );
+            let fresh = t.sibling("fresh", Some(server.url()));
+            fresh
+                .steps(&["-q", "init", "--remote", "origin", "--transport", transport])
+                .ok();
+            let doc = fresh
+                .steps(&["--json", "run", "--decider", &cmd])
+                .ok()
+                .json();
+            let first = &doc["data"]["steps"][0];
+            assert_eq!(first["step"], "s5", "{ctx}");
+            assert_eq!(first["source"], "journal", "{ctx}");
+            // 5 answers before the crash, then s6..s8 and done: s5 not again.
+            assert_eq!(
+                std::fs::read_to_string(&calls).unwrap().lines().count(),
+                5 + 4,
+                "{ctx}"
+            );
+            assert_eq!(server.step_ids(), plan_ids(&plan), "{ctx}");
+            assert_eq!(doc["data"]["artifact"], want["data"]["artifact"], "{ctx}");
+            assert_eq!(doc["data"]["history"], want["data"]["history"], "{ctx}");
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! What `run` refuses: a decider that fails in any way (nothing recorded), a
+//! decision that reuses an applied id or repeats a change (journaled as
+//! refused, asked again), and a journal that disagrees with the log.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+use super::{decider, journal, replay};
+
+/// Every way a decider can fail: exit 1, its stderr quoted, the step
+/// index named, nothing recorded or written.
+#[test]
+fn a_failing_decider_is_reported_with_its_stderr_and_nothing_is_recorded() {
+    let cases: &[(&str, &str, &[&str], &str)] = &[
+        (
+            "non-zero exit",
+            "echo 'model overloaded, try later' >&2; exit 7",
+            &[],
+            "exited with status 7",
+        ),
+        (
+            "not JSON",
+            "echo 'model says: sure!'; echo 'half a thought' >&2",
+            &[],
+            "not one JSON value",
+        ),
+        ("nothing printed", "true", &[], "printed nothing"),
+        (
+            "two objects",
+            r#"echo '{"id":"a","files":{"a":"1"}} {"id":"b","files":{"b":"1"}}'"#,
+            &[],
+            "not one JSON value",
+        ),
+        (
+            "unknown field",
+            r#"echo '{"id":"a","files":{"a":"1"},"confidence":0.9}'"#,
+            &[],
+            "confidence",
+        ),
+        (
+            "bad path",
+            r#"echo '{"id":"a","files":{"../escape":"1"}}'"#,
+            &[],
+            "..",
+        ),
+        (
+            "timeout",
+            "echo 'thinking' >&2; sleep 30",
+            &["--decider-timeout", "0.5"],
+            "did not answer within 0.5 s",
+        ),
+    ];
+    for (what, body, extra, needle) in cases {
+        let t = TestRepo::new();
+        t.write("keep.txt", "user file\n");
+        t.commit_all("base");
+        let cmd = decider(&t, "d.sh", body);
+        let mut args = vec!["run", "--decider", cmd.as_str()];
+        args.extend_from_slice(extra);
+        let mut started = Instant::now();
+        let r = t.refuses(
+            what,
+            1,
+            &[needle, "step index 0", "nothing was recorded"],
+            || {
+                started = Instant::now();
+                t.steps(&args)
+            },
+        );
+        if *what == "non-zero exit" {
+            assert!(
+                r.stderr().contains("model overloaded, try later"),
+                "{}",
+                r.explain()
+            );
+        }
+        if *what == "timeout" {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the decider was not killed"
+            );
+            assert!(r.stderr().contains("thinking"), "{}", r.explain());
+        }
+        assert!(
+            t.git(&["rev-parse", "--verify", "-q", "refs/steps/journal/main"])
+                .code()
+                != Some(0),
+            "{what}: a journal entry was written"
+        );
+    }
+}
+
+/// A decision that reuses an applied id, or repeats a change still in
+/// effect, is refused (exit 3), journaled as refused, not applied; the next
+/// run asks again and tells the decider why.
+#[test]
+fn refused_decisions_are_journaled_not_applied_and_asked_again() {
+    let t = TestRepo::new();
+    let state = t.home().join("answers");
+    // Answers come from files the test fills in, one per call.
+    let cmd = decider(
+        &t,
+        "d.sh",
+        &format!(
+            r#"ctx=$(cat); printf '%s\n' "$ctx" >> '{dir}/contexts'
+n=$(ls '{dir}' | grep -c '^used-' || true)
+f='{dir}'/answer-$n
+if [ -f "$f" ]; then cat "$f"; mv "$f" '{dir}'/used-$n; else echo '{{"done":true}}'; fi
+"#,
+            dir = state.display()
+        ),
+    );
+    std::fs::create_dir(&state).unwrap();
+    let answer = |n: usize, v: Value| {
+        std::fs::write(state.join(format!("answer-{n}")), v.to_string()).unwrap()
+    };
+    answer(
+        0,
+        json!({"id": "a", "patch": "--- /dev/null\n+++ b/f.txt\n@@ -0,0 +1 @@\n+one\n"}),
+    );
+    answer(
+        1,
+        json!({"id": "b", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1,2 @@\n one\n+two\n"}),
+    );
+    t.steps(&["run", "--max-steps", "2", "--decider", &cmd])
+        .ok();
+    let head = t.head();
+
+    // Same id as an applied step, another decision.
+    answer(2, json!({"id": "a", "files": {"g.txt": "x\n"}}));
+    let before = t.snapshot();
+    let r = t
+        .steps(&["--json", "run", "--decider", &cmd])
+        .code_is(3)
+        .stderr_has("step a already has a receipt");
+    assert_eq!(r.json()["data"]["kind"], "digest-mismatch");
+    assert_eq!(t.head(), head);
+    let mut after = t.snapshot();
+    assert_ne!(after.refs, before.refs, "the refusal is journaled");
+    after.refs = before.refs.clone();
+    assert_eq!(after, before, "nothing else changed");
+    let j = journal(&[], &t);
+    assert_eq!(
+        j.last().unwrap(),
+        &(2, "a".to_string(), "refused".to_string())
+    );
+
+    // A duplicated hunk: appending `two` again after `one`.
+    answer(
+        3,
+        json!({"id": "c", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -2 +2,2 @@\n two\n+two\n"}),
+    );
+    let r = t
+        .steps(&["--json", "run", "--decider", &cmd])
+        .code_is(3)
+        .stderr_has("repeats a change step b made");
+    assert_eq!(r.json()["data"]["kind"], "duplicate-hunk");
+    assert_eq!(t.head(), head);
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    let j = journal(&[], &t);
+    assert_eq!(
+        j[j.len() - 2..],
+        [
+            (2, "c".to_string(), "recorded".to_string()),
+            (2, "c".to_string(), "refused".to_string())
+        ]
+    );
+    // `status` says so.
+    let st = t.steps(&["status"]).ok().stdout();
+    assert!(
+        st.contains("the last answer for step index 2 (c) was refused"),
+        "{st}"
+    );
+
+    // A patch that does not apply: exit 1, journaled as refused.
+    answer(
+        4,
+        json!({"id": "d", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-nope\n+yes\n"}),
+    );
+    t.steps(&["run", "--decider", &cmd]).code_is(1);
+    assert_eq!(journal(&[], &t).last().unwrap().2, "refused");
+
+    // The next run asks again for index 2, telling the decider why.
+    answer(5, json!({"id": "e", "files": {"g.txt": "fine\n"}}));
+    t.steps(&["run", "--decider", &cmd]).ok();
+    assert_eq!(t.step_ids(), ["a", "b", "e"]);
+    let contexts = std::fs::read_to_string(state.join("contexts")).unwrap();
+    let last_asks: Vec<Value> = contexts
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|c: &Value| c["step_index"] == 2)
+        .collect();
+    let told = &last_asks[last_asks.len() - 1]["refused"];
+    assert_eq!(told["step_id"], "d", "{contexts}");
+    assert!(
+        told["reason"].as_str().unwrap().contains("does not apply"),
+        "{told}"
+    );
+}
+
+/// A journal that disagrees with the log is refused: another decision
+/// recorded where a step was applied.
+#[test]
+fn a_journal_that_disagrees_with_the_log_is_refused() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    t.steps(&["run", "--max-steps", "2", "--decider", &replay(&plan)])
+        .ok();
+    // Rewrite the log under the journal: step s2 replaced by another.
+    t.git(&["reset", "-q", "--hard", "HEAD~1"]).ok();
+    let other = t.plan(
+        "o.jsonl",
+        &[r#"{"id":"s2","files":{"x":"y\n"}}"#.to_string()],
+    );
+    t.steps(&["apply", other.to_str().unwrap()]).ok();
+    let r = t.refuses("", 3, &["the journal recorded step s2"], || {
+        t.steps(&["--json", "run", "--decider", &replay(&plan)])
+    });
+    assert_eq!(r.json()["data"]["kind"], "journal-mismatch");
+    // `verify` reports it too.
+    let v = t.steps(&["verify"]).code_is(3).stdout();
+    assert!(
+        v.contains("problem: journal refs/steps/journal/main: the journal recorded step s2"),
+        "{v}"
+    );
+}

@@ -1,0 +1,96 @@
+//! The command line: `init` stores settings in git config, `git steps` runs
+//! as a git subcommand, usage errors exit 2, and git's errors keep their
+//! class as the cause.
+
+use crate::harness::*;
+
+#[test]
+fn init_stores_settings_in_git_config_and_commands_use_them() {
+    let t = TestRepo::new();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.steps(&["init", "--branch", "agent/run-7", "--run", "run-7"])
+        .ok();
+    assert_eq!(t.git_out(&["config", "steps.branch"]), "agent/run-7");
+    assert_eq!(t.git_out(&["config", "steps.run"]), "run-7");
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+    )
+    .ok();
+    assert_eq!(
+        t.git_out(&["symbolic-ref", "HEAD"]),
+        "refs/heads/agent/run-7"
+    );
+    assert_eq!(
+        t.git_out(&["log", "-1", "--format=%(trailers:key=Step-Run,valueonly)"]),
+        "run-7"
+    );
+    // The base commit before the run is not part of it.
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert_eq!(st["data"]["steps_applied"], 1);
+    assert_eq!(st["data"]["problems"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn runs_as_a_git_subcommand() {
+    let t = TestRepo::new();
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = std::process::Command::new("git");
+    cmd.args(["steps", "status"]).current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    cmd.env("PATH", path);
+    let r = t.run_cmd(cmd, "git steps status".into(), None).ok();
+    assert!(r.stdout().contains("steps applied: 0"), "{}", r.explain());
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let t = TestRepo::new();
+    t.steps(&["apply", "--no-such-flag"]).code_is(2);
+    t.steps(&["frobnicate"]).code_is(2);
+    // A value outside a flag's set is a usage error too, named by clap,
+    // and nothing is read or written.
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let p = t.plan("s1.jsonl", &[s1]);
+    for cmd in ["apply", "resume", "status", "init"] {
+        let mut args = vec![cmd, "--transport", "ssh"];
+        if cmd == "apply" {
+            args.push(p.to_str().unwrap());
+        }
+        t.refuses(cmd, 2, &["invalid value 'ssh'", "libgit2, git"], || {
+            t.steps(&args)
+        });
+    }
+    // A bad steps.transport in config is not a usage error: exit 1, named.
+    t.git(&["config", "steps.transport", "ssh"]).ok();
+    t.git(&["config", "steps.remote", "."]).ok();
+    t.refuses("config", 1, &["unknown transport \"ssh\""], || {
+        t.steps(&["apply", p.to_str().unwrap()])
+    });
+}
+
+/// A git failure keeps git's own error as its cause: `Caused by:` shows
+/// its class and code.
+#[test]
+fn git_errors_show_their_class() {
+    let t = TestRepo::new();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    // The branch names a commit the object database lacks (a damaged or
+    // hand-edited repository).
+    std::fs::write(
+        t.path(".git/refs/heads/main"),
+        "0123456789abcdef0123456789abcdef01234567\n",
+    )
+    .unwrap();
+    let r = t.steps(&["status"]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    assert!(r.stderr().contains("Caused by:"), "{}", r.explain());
+    assert!(r.stderr().contains("class="), "{}", r.explain());
+}

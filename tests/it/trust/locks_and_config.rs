@@ -1,0 +1,276 @@
+//! Locks and config: a lock another writer holds, on the remote or in the
+//! box's own repository, is waited for or reported, never removed; a lock a
+//! killed run left is cleared; `init` writes a run's settings all or
+//! nothing and keeps the config private and effective.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use crate::harness::*;
+use crate::servers::{Kind, Server};
+
+/// Another writer on the remote: a live `git update-ref --stdin`
+/// transaction that holds `refs/heads/main.lock` until it is told to commit.
+struct RefHolder {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl RefHolder {
+    fn hold(server: &Server, at: &str) -> RefHolder {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C")
+            .arg(&server.bare)
+            .args(["update-ref", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        hermetic(&mut cmd, &server.root);
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        writeln!(stdin, "start\nupdate refs/heads/main {at} {at}\nprepare").unwrap();
+        stdin.flush().unwrap();
+        let mut l = String::new();
+        for want in ["start: ok", "prepare: ok"] {
+            l.clear();
+            out.read_line(&mut l).unwrap();
+            assert_eq!(l.trim(), want);
+        }
+        assert!(server.bare.join("refs/heads/main.lock").exists());
+        RefHolder { child, stdin, out }
+    }
+
+    /// Commit the transaction: it succeeds only if its lock is still its own.
+    fn commit(mut self) {
+        writeln!(self.stdin, "commit").unwrap();
+        self.stdin.flush().unwrap();
+        let mut l = String::new();
+        self.out.read_line(&mut l).unwrap();
+        assert_eq!(l.trim(), "commit: ok", "the other writer's transaction");
+        drop(self.stdin);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// Issue 12, first item and item 6: a branch lock that another writer holds
+/// on the remote is contention. git-steps waits for it within a bound, never
+/// deletes it, and when it stays held exits 4 naming it (never "the hooks
+/// said no"); the other writer's transaction still commits.
+#[test]
+fn a_branch_lock_another_writer_holds_on_the_remote_is_waited_for_never_deleted() {
+    for (kind, transport) in [
+        (Kind::Path, "libgit2"),
+        (Kind::Daemon, "libgit2"),
+        (Kind::Daemon, "git"),
+        (Kind::Http, "libgit2"),
+    ] {
+        let ctx = format!("{kind:?}/{transport}");
+        let (t, server) = TestRepo::with_server(kind, transport);
+        let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+        let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+        t.steps_stdin(&["apply", "-"], &s1).ok();
+        let at = server.head().unwrap();
+        let lock = server.bare.join("refs/heads/main.lock");
+
+        // Held for longer than git-steps waits: exit 4, the lock named, kept.
+        let holder = RefHolder::hold(&server, &at);
+        // Nothing local moves.
+        let r = t.refuses(&ctx, 4, &["locked by another writer"], || {
+            t.steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "1")], Some(&s2))
+        });
+        assert!(
+            !r.stderr().contains("hooks or permissions"),
+            "{ctx}\n{}",
+            r.explain()
+        );
+        assert!(lock.exists(), "{ctx}: the other writer's lock was deleted");
+        assert_eq!(server.head().as_deref(), Some(at.as_str()), "{ctx}");
+        holder.commit();
+
+        // Held for a moment: waited for, then the step lands once.
+        let holder = RefHolder::hold(&server, &at);
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            holder.commit();
+        });
+        t.steps_env_stdin(&["apply", "-"], &[("GIT_STEPS_LOCK_WAIT", "20")], Some(&s2))
+            .ok();
+        release.join().unwrap();
+        assert_eq!(server.step_ids(), ["s1", "s2"], "{ctx}");
+        assert_eq!(t.head(), server.head(), "{ctx}");
+    }
+}
+
+/// Issue 12 item 7: `init` writes all of a run's settings in one
+/// replacement of the config file. Killed at any instant, it leaves the old
+/// settings or the new ones, never some of each; the rerun finishes (a
+/// `config.lock` it left is its own and is cleared), and anyone else's
+/// `config.lock` is reported, never removed.
+#[test]
+fn init_is_all_or_nothing() {
+    let t = TestRepo::new();
+    let bare = t.tmp.path().join("remote.git");
+    t.git(&["init", "-q", "--bare", bare.to_str().unwrap()])
+        .ok();
+    t.steps(&["init", "--branch", "old", "--run", "old-run"])
+        .ok();
+    let settings = |t: &TestRepo| {
+        let r = t.git(&["config", "--get-regexp", "^steps\\."]);
+        let mut lines: Vec<String> = r.stdout().lines().map(str::to_string).collect();
+        lines.sort();
+        lines.join("\n")
+    };
+    let old = settings(&t);
+    let args = [
+        "init",
+        "--remote",
+        bare.to_str().unwrap(),
+        "--branch",
+        "new",
+        "--run",
+        "new-run",
+    ];
+    let start = std::time::Instant::now();
+    t.steps(&args).ok();
+    let span = start.elapsed().as_micros() as u64;
+    let new = settings(&t);
+    assert!(
+        new.contains("steps.run new-run") && new.contains("steps.remote"),
+        "{new}"
+    );
+    let (mut killed, mut seed) = (0, 0x2545_f491_4f6c_dd1d_u64);
+    for _ in 0..60 {
+        t.steps(&[
+            "init", "--branch", "old", "--run", "old-run", "--remote", "",
+        ])
+        .ok();
+        assert_eq!(settings(&t), old);
+        let mut child = t.spawn_steps(&args);
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(std::time::Duration::from_micros(seed % (span + 1)));
+        let _ = child.kill();
+        if child.wait().unwrap().code().is_none() {
+            killed += 1;
+        }
+        let now = settings(&t);
+        assert!(now == old || now == new, "a killed init left:\n{now}");
+        t.steps(&args).ok();
+        assert_eq!(settings(&t), new);
+        assert!(!t.path(".git/config.lock").exists());
+    }
+    assert!(killed > 10, "only {killed} of 60 kills landed mid-init");
+
+    // Someone else's config.lock is never removed: init says so and stops.
+    t.steps(&args).ok();
+    std::fs::write(t.path(".git/config.lock"), "another writer\n").unwrap();
+    t.steps(&["init", "--branch", "other", "--run", "other"])
+        .code_is(1)
+        .stderr_has("config.lock exists");
+    assert_eq!(
+        std::fs::read_to_string(t.path(".git/config.lock")).unwrap(),
+        "another writer\n"
+    );
+    assert_eq!(settings(&t), new);
+}
+
+/// Found attacking the fixes: a lock a live `git` holds in the box's own
+/// repository (here the index, held by `git update-index --index-info`
+/// waiting for its input) is never removed; a lock that a git-steps killed
+/// inside a write left (named in its `steps-intent`, made after it) is.
+#[test]
+fn a_live_local_lock_is_never_removed_a_killed_runs_own_lock_is() {
+    let t = TestRepo::new();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    let mut cmd = Command::new("git");
+    cmd.args(["update-index", "--index-info"])
+        .current_dir(&t.work)
+        .stdin(Stdio::piped());
+    hermetic(&mut cmd, &t.home());
+    let mut user = cmd.spawn().unwrap();
+    let lock = t.path(".git/index.lock");
+    let start = std::time::Instant::now();
+    while !lock.exists() && start.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(lock.exists());
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    assert!(lock.exists(), "the user's live index.lock was removed");
+    drop(user.stdin.take());
+    assert!(user.wait().unwrap().success(), "the user's git failed");
+
+    // What a git-steps killed inside a ref update leaves: the ref's lock,
+    // named in its intent. The next run clears it, and only it.
+    let intent = t.path(".git/steps-intent");
+    let own = t.path(".git/refs/heads/main.lock");
+    let other = t.path(".git/refs/heads/other.lock");
+    std::fs::write(&intent, format!("{}\n", own.display())).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&own, "half-written\n").unwrap();
+    std::fs::write(&other, "someone else's\n").unwrap();
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    t.steps_stdin(&["apply", "-"], &format!("{s1}\n{s2}\n"))
+        .ok()
+        .stderr_has("main.lock");
+    assert!(!own.exists());
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "someone else's\n");
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+}
+
+/// Found attacking the fixes: init keeps a private config private, refuses
+/// (changing nothing) when another config file overrides what it writes,
+/// and a `config.lock` a killed init left is cleared by the next run, so
+/// the user's own `git config` works again.
+#[test]
+fn init_keeps_the_config_private_and_effective() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestRepo::new();
+    let config = t.path(".git/config");
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    t.git(&["config", "http.extraHeader", "Authorization: Bearer SECRET"])
+        .ok();
+    t.steps(&["init", "--branch", "b", "--run", "r"]).ok();
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "init made the config readable by others");
+
+    // Another file that sets steps.branch and wins over .git/config: an
+    // include (libgit2 sees the key twice) and an includeIf for this
+    // repository (seen only when the settings are read back).
+    let inc = t.tmp.path().join("inc.cfg");
+    std::fs::write(&inc, "[steps]\n\tbranch = fromfile\n").unwrap();
+    let gitdir = format!("includeIf.gitdir:{}/.path", t.work.display());
+    for (key, needle) in [
+        ("include.path", "more than once"),
+        (gitdir.as_str(), "another config file sets these keys"),
+    ] {
+        t.git(&["config", key, inc.to_str().unwrap()]).ok();
+        let before = std::fs::read(&config).unwrap();
+        t.steps(&["init", "--branch", "want", "--run", "want"])
+            .code_is(1)
+            .stderr_has(needle)
+            .stderr_has("git config --show-origin");
+        assert_eq!(
+            std::fs::read(&config).unwrap(),
+            before,
+            "{key}: init changed the config"
+        );
+        t.git(&["config", "--unset", key]).ok();
+    }
+
+    // A killed init's own config.lock: the pending file and the lock are one
+    // inode. The next run clears it; `git config` works again.
+    let pending = t.path(".git/steps-config.pending");
+    std::fs::write(&pending, "half\n").unwrap();
+    std::fs::hard_link(&pending, t.path(".git/config.lock")).unwrap();
+    assert_ne!(t.git(&["config", "user.probe", "x"]).code(), Some(0));
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+    )
+    .ok()
+    .stderr_has("config.lock");
+    t.git(&["config", "user.probe", "x"]).ok();
+}

@@ -284,13 +284,7 @@ pub fn load(repo: &Repository, s: &Settings) -> Result<Journal> {
         Some(remote) => {
             let head = remote.fetch(repo, &name, &name)?;
             if head.is_none() {
-                if let Ok(mut r) = repo.find_reference(&name) {
-                    crate::workdir::lock::intending(
-                        repo,
-                        crate::workdir::lock::ref_locks(repo, &name),
-                        || r.delete(),
-                    )?;
-                }
+                crate::workdir::lock::delete_ref(repo, &name)?;
             }
             head
         }

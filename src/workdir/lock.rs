@@ -159,6 +159,15 @@ pub fn intending<T>(repo: &git2::Repository, locks: Vec<PathBuf>, write: impl Fn
     out
 }
 
+/// Delete the ref `name` if it exists, with its lock named in the intent
+/// file like every other write of ours.
+pub fn delete_ref(repo: &git2::Repository, name: &str) -> crate::error::Result<()> {
+    if let Ok(mut r) = repo.find_reference(name) {
+        intending(repo, ref_locks(repo, name), || r.delete())?;
+    }
+    Ok(())
+}
+
 /// Lock files that a killed git-steps left behind (named in its intent,
 /// and made after it wrote the intent), and the files its staging area
 /// holds. Called with the repository lock held, so no other git-steps is

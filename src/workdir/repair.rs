@@ -112,15 +112,7 @@ pub fn switch_marker(run: &str) -> String {
 
 /// The switch is complete: the worktree is at the run's branch.
 pub fn clear_switch_marker(repo: &Repository, run: &str) -> Result<()> {
-    let name = switch_marker(run);
-    if let Ok(mut r) = repo.find_reference(&name) {
-        crate::workdir::lock::intending(
-            repo,
-            crate::workdir::lock::ref_locks(repo, &name),
-            || r.delete(),
-        )?;
-    }
-    Ok(())
+    crate::workdir::lock::delete_ref(repo, &switch_marker(run))
 }
 
 /// Every version `path` had in the run: at the head, at each step, at the

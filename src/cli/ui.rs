@@ -122,6 +122,15 @@ fn print_repair(r: &Repair) {
 }
 
 /// Say on stderr what reconcile did.
+/// "3 step(s)", or "3 step(s) and 661 commit(s) of the history the run
+/// started from".
+fn counted(steps: usize, commits: usize) -> String {
+    match commits.saturating_sub(steps) {
+        0 => format!("{steps} step(s)"),
+        base => format!("{steps} step(s) and {base} commit(s) of the history the run started from"),
+    }
+}
+
 fn print_reconcile(r: &Reconciled, dry_run: bool) {
     let short = |o: &Option<String>| {
         o.as_deref()
@@ -131,15 +140,27 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
     let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
     match &r.action {
         Action::LocalOnly | Action::InSync => {}
-        Action::FastForward { from, steps, .. } => eprintln!(
-            "reconcile: {} the local branch from {} to the durable head {} ({steps} commit(s))",
+        Action::FastForward {
+            from,
+            steps,
+            commits,
+            ..
+        } => eprintln!(
+            "reconcile: {} the local branch from {} to the durable head {} ({})",
             verb("fast-forwarded", "would fast-forward"),
             short(from),
-            short(&r.durable)
+            short(&r.durable),
+            counted(*steps, *commits)
         ),
-        Action::Push { from, to, steps } => eprintln!(
-            "reconcile: {} {steps} local receipted commit(s) the remote lacked ({} → {})",
+        Action::Push {
+            from,
+            to,
+            steps,
+            commits,
+        } => eprintln!(
+            "reconcile: {} what the remote lacked ({}; {} → {})",
             verb("pushed", "would push"),
+            counted(*steps, *commits),
             short(from),
             &to[..12]
         ),

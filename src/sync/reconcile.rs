@@ -28,17 +28,23 @@ pub enum Action {
     LocalOnly,
     /// Local and durable heads agree.
     InSync,
-    /// The local branch was behind and moved forward to the durable head.
+    /// The local branch was behind and moved forward to the durable head:
+    /// `steps` receipts of this run, in `commits` commits (more when the
+    /// history the run started from came along).
     FastForward {
         from: Option<String>,
         to: String,
         steps: usize,
+        commits: usize,
     },
-    /// The local branch was ahead; its receipted commits were pushed.
+    /// The local branch was ahead: `steps` receipts of this run the remote
+    /// lacked were pushed, in `commits` commits (more when the history the
+    /// run started from went along, as on a run's first push).
     Push {
         from: Option<String>,
         to: String,
         steps: usize,
+        commits: usize,
     },
     /// Dry run: the durable head is not fetched yet; apply will fetch it and
     /// fast-forward if it descends from the local head.
@@ -149,6 +155,17 @@ fn last_step(repo: &Repository, s: &Settings, head: Oid) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// How many receipts of `ledger` come after `from` (all of them when
+/// `from` is none of its receipts: nothing, or the history the run
+/// started from).
+fn receipts_after(ledger: &ledger::Ledger, from: Option<Oid>) -> usize {
+    let n = ledger.entries.len();
+    match from.and_then(|f| ledger.entries.iter().position(|e| e.commit == f)) {
+        Some(i) => n - i - 1,
+        None => n,
+    }
+}
+
 fn count_between(repo: &Repository, from: Option<Oid>, to: Oid) -> Result<usize> {
     let mut walk = repo.revwalk()?;
     walk.push(to)?;
@@ -178,6 +195,7 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             &crate::sync::remote::tracking_ref(&s.branch),
         )?
     };
+    let mut durable_ledger = None;
     if let Some(r) = durable {
         if repo.find_commit(r).is_err() {
             // Only in a dry run: nothing was fetched.
@@ -191,8 +209,9 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             });
         }
         // The durable history must itself be sound.
-        ledger::scan(repo, Some(r), &s.run)?
-            .ensure_sound(&format!("{} on {}", s.branch, remote.spec))?;
+        let scanned = ledger::scan(repo, Some(r), &s.run)?;
+        scanned.ensure_sound(&format!("{} on {}", s.branch, remote.spec))?;
+        durable_ledger = Some(scanned);
     }
     let local = ensure_on_branch(repo, s, durable, dry_run)?;
     let done = |action| Reconciled {
@@ -206,12 +225,13 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
         (Some(l), r) if r.is_none() || repo.graph_descendant_of(l, r.unwrap_or(l))? => {
             // Local ahead: everything the remote lacks must be receipts of
             // this run (or the base the run started from).
-            ledger::scan(repo, Some(l), &s.run)?.ensure_sound(&s.branch)?;
-            let steps = count_between(repo, r, l)?;
+            let local_ledger = ledger::scan(repo, Some(l), &s.run)?;
+            local_ledger.ensure_sound(&s.branch)?;
             let action = Action::Push {
                 from: hex(r),
                 to: l.to_string(),
-                steps,
+                steps: receipts_after(&local_ledger, r),
+                commits: count_between(repo, r, l)?,
             };
             if dry_run {
                 return Ok(done(action));
@@ -235,11 +255,11 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             })
         }
         (l, Some(r)) if l.is_none() || repo.graph_descendant_of(r, l.unwrap_or(r))? => {
-            let steps = count_between(repo, l, r)?;
             let action = Action::FastForward {
                 from: hex(l),
                 to: r.to_string(),
-                steps,
+                steps: durable_ledger.as_ref().map_or(0, |d| receipts_after(d, l)),
+                commits: count_between(repo, l, r)?,
             };
             if dry_run {
                 return Ok(done(action));

@@ -498,3 +498,46 @@ fn a_switch_to_the_run_branch_killed_half_way_is_finished_on_rerun() {
         }
     }
 }
+
+/// Issue 14, item 11: a run's first push in a project's clone carries the
+/// project's own commits, and reconcile counts them as what they are, not
+/// as receipted steps.
+#[test]
+fn reconcile_counts_receipts_and_the_base_history_apart() {
+    let plan = fixture("eight-steps.jsonl");
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
+    for i in 0..4 {
+        t.write("README", &format!("version {i}\n"));
+        t.commit_all(&format!("project commit {i}"));
+    }
+    let base: usize = t
+        .git_out(&["rev-list", "--count", "HEAD"])
+        .trim()
+        .parse()
+        .unwrap();
+    t.steps(&["apply", "--remote", "", plan.to_str().unwrap()])
+        .ok();
+    let r = t.steps(&["resume", "--dry-run"]).ok();
+    assert!(
+        r.stderr().contains(&format!(
+            "would push what the remote lacked (8 step(s) and {base} commit(s) of the history the run started from;"
+        )),
+        "{}",
+        r.explain()
+    );
+    let r = t.steps(&["--json", "resume"]).ok();
+    let doc = r.json();
+    let action = &doc["data"]["reconcile"];
+    assert_eq!(action["action"], "push", "{}", r.explain());
+    assert_eq!(action["steps"], 8, "{}", r.explain());
+    assert_eq!(action["commits"], 8 + base, "{}", r.explain());
+    assert_eq!(server.head(), t.head());
+    // A new box fast-forwards by the same count.
+    let behind = TestRepo::new();
+    let r = behind
+        .steps(&["--json", "resume", "--remote", server.url()])
+        .ok();
+    let action = &r.json()["data"]["reconcile"];
+    assert_eq!(action["action"], "fast-forward", "{}", r.explain());
+    assert_eq!(action["steps"], 8, "{}", r.explain());
+}

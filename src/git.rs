@@ -103,13 +103,46 @@ pub fn head_branch(repo: &Repository) -> Option<String> {
     target.strip_prefix("refs/heads/").map(str::to_string)
 }
 
-/// The committer for receipts: the repository's `user.name`/`user.email`,
-/// else a fixed `git-steps` identity.
-pub fn signature(repo: &Repository) -> Result<Signature<'static>> {
-    match repo.signature() {
-        Ok(s) => Ok(s.to_owned()),
-        Err(_) => Ok(Signature::now("git-steps", "git-steps@localhost")?),
+/// Who a commit is by, as git resolves it.
+#[derive(Clone)]
+pub struct Identity {
+    pub author: Signature<'static>,
+    pub committer: Signature<'static>,
+    /// git has no identity here: both are git-steps' own.
+    pub defaulted: bool,
+}
+
+/// git-steps' own identity, for a repository where git has none.
+pub const DEFAULT_NAME: &str = "git-steps";
+pub const DEFAULT_EMAIL: &str = "git-steps@localhost";
+
+/// The author and committer of a commit made now, as git makes them:
+/// `GIT_AUTHOR_NAME`/`_EMAIL`/`_DATE` and `GIT_COMMITTER_*` first, then
+/// `user.name`/`user.email` (and `EMAIL`). Where git would have no
+/// identity, git-steps' own, with `defaulted` set so the caller can say so.
+pub fn identity(repo: &Repository) -> Result<Identity> {
+    match (repo.author_from_env(), repo.committer_from_env()) {
+        (Ok(author), Ok(committer)) => Ok(Identity {
+            author,
+            committer,
+            defaulted: false,
+        }),
+        _ => {
+            let own = Signature::now(DEFAULT_NAME, DEFAULT_EMAIL)?;
+            Ok(Identity {
+                author: own.clone(),
+                committer: own,
+                defaulted: true,
+            })
+        }
     }
+}
+
+/// The note a command prints once when [`identity`] fell back.
+pub fn default_identity_note() -> String {
+    format!(
+        "git has no identity here (user.name and user.email, or GIT_AUTHOR_NAME/GIT_COMMITTER_NAME and their _EMAIL): receipts are committed as {DEFAULT_NAME} <{DEFAULT_EMAIL}>; set one with `git config user.name \"Your Name\"` and `git config user.email you@example.com`"
+    )
 }
 
 /// The 12-digit short form of an object id, as messages show it.

@@ -169,6 +169,9 @@ fn run_inner(
                 }
             }
         };
+        if let Some(note) = session.identity_note() {
+            ui.note(&note);
+        }
         let outcome = match session.apply(&step, Some(source)) {
             Ok(o) => o,
             Err(e) => {

@@ -74,8 +74,15 @@ impl Session<'_> {
         let message =
             receipt::message(step, &s.run, &applied.summary(), source.map(Source::as_str));
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-        let sig = &self.sig;
-        let commit = repo.commit(None, sig, sig, &message, &new_tree, &parents)?;
+        let who = &self.who;
+        let commit = repo.commit(
+            None,
+            &who.author,
+            &who.committer,
+            &message,
+            &new_tree,
+            &parents,
+        )?;
         if self.opts.dry_run {
             *counts = trial;
             self.advance(step, commit);

@@ -79,6 +79,9 @@ fn apply_inner(
             },
             None => {
                 session.ensure_clean(Some(&step.id))?;
+                if let Some(note) = session.identity_note() {
+                    ui.note(&note);
+                }
                 session.apply(&step, None)?
             }
         };

@@ -339,10 +339,10 @@ pub fn append(
     let mut tb = repo.treebuilder(None)?;
     tb.insert(FILE, blob, i32::from(git2::FileMode::Blob))?;
     let tree = repo.find_tree(tb.write()?)?;
-    let sig = crate::git::signature(repo)?;
+    let who = crate::git::identity(repo)?;
     let parent = journal.head.map(|h| repo.find_commit(h)).transpose()?;
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let commit = repo.commit(None, &sig, &sig, &message, &tree, &parents)?;
+    let commit = repo.commit(None, &who.author, &who.committer, &message, &tree, &parents)?;
     crash::point("journal-objects", &step.id);
     let name = refname(&s.run);
     if let Some(remote) = &s.remote {

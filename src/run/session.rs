@@ -12,11 +12,11 @@
 //! memory), and the receipt cache is written only for a head that really
 //! holds the ledger it describes.
 
-use git2::{Oid, Repository, Signature};
+use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::error::{Error, RefusalKind, Result};
-use crate::git::{head_branch, signature};
+use crate::git::{default_identity_note, head_branch, identity, Identity};
 use crate::history::cache;
 use crate::history::ledger::{Entry, Ledger};
 use crate::plan::reader::Plan;
@@ -132,11 +132,13 @@ pub struct Session<'r> {
     /// The hunk counts at `head`, read when a step is first applied.
     pub(super) counts: Option<HunkCounts>,
     pub(super) head: Option<Oid>,
-    pub(super) sig: Signature<'static>,
+    pub(super) who: Identity,
     /// Whether the worktree was found clean before the first step.
     checked_clean: bool,
     /// Whether the receipts were read ([`Session::load`]).
     pub(super) loaded: bool,
+    /// Whether [`Session::identity_note`] was given.
+    identity_noted: bool,
 }
 
 impl<'r> Session<'r> {
@@ -196,6 +198,7 @@ impl<'r> Session<'r> {
         // Then local against durable.
         let reconciled = reconcile::reconcile(repo, s, opts.dry_run)?;
         ui.reconciled(&reconciled);
+        let who = identity(repo)?;
         // In a dry run whose durable head is not fetched, the steps are
         // shown against the local head.
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
@@ -210,9 +213,10 @@ impl<'r> Session<'r> {
             applied: Vec::new(),
             counts: None,
             head,
-            sig: signature(repo)?,
+            who,
             checked_clean: false,
             loaded: false,
+            identity_noted: false,
         })
     }
 
@@ -304,6 +308,16 @@ impl<'r> Session<'r> {
         }
         self.checked_clean = true;
         Ok(())
+    }
+
+    /// Once, before the first step a session commits: the note that the
+    /// receipts will carry git-steps' own identity, when git has none.
+    pub fn identity_note(&mut self) -> Option<String> {
+        if !self.who.defaulted || self.identity_noted || self.opts.dry_run {
+            return None;
+        }
+        self.identity_noted = true;
+        Some(default_identity_note())
     }
 
     /// The artifact fingerprint at the head.

@@ -252,6 +252,19 @@ impl TestRepo {
         self.run_cmd(cmd, format!("{shown} {what}"), stdin.map(str::as_bytes))
     }
 
+    /// `git-steps` with the variables `unset` removed from the hermetic
+    /// environment and `env` set.
+    pub fn steps_without(&self, args: &[&str], unset: &[&str], env: &[(&str, &str)]) -> Run {
+        let (mut cmd, what) = self.command(BIN, args);
+        for k in unset {
+            cmd.env_remove(k);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.run_cmd(cmd, format!("(without {}) {what}", unset.join(" ")), None)
+    }
+
     pub fn steps_stdin(&self, args: &[&str], stdin: &str) -> Run {
         let (cmd, what) = self.command(BIN, args);
         self.run_cmd(cmd, format!("{what} <<< {stdin:?}"), Some(stdin.as_bytes()))

@@ -7,6 +7,7 @@ mod formats;
 mod harness;
 mod hostile;
 mod matrix;
+mod policy;
 mod remote;
 mod servers;
 mod trailers;

@@ -319,12 +319,18 @@ fn concurrent_runners_lose_nothing() {
             t.plan(&format!("{p}.jsonl"), &lines)
         };
         let (pa, pb) = (mk(&a, "a"), mk(&b, "a"));
-        let run = |t: &TestRepo, p: &std::path::Path| -> (usize, usize) {
+        // Each box commits as its own runner (the tests' clock is fixed, so
+        // the same step by the same identity would be the same commit, and
+        // there would be no race to lose).
+        let run = |t: &TestRepo, p: &std::path::Path, who: &str| -> (usize, usize) {
             let (mut attempts, mut lost) = (0, 0);
             loop {
                 attempts += 1;
                 assert!(attempts < 200, "no progress");
-                let r = t.steps(&["-q", "apply", p.to_str().unwrap()]);
+                let r = t.steps_env(
+                    &["-q", "apply", p.to_str().unwrap()],
+                    &[("GIT_COMMITTER_NAME", who)],
+                );
                 match r.code() {
                     Some(0) => return (attempts, lost),
                     Some(4) => lost += 1,
@@ -333,8 +339,8 @@ fn concurrent_runners_lose_nothing() {
             }
         };
         let (ra, rb) = std::thread::scope(|s| {
-            let ha = s.spawn(|| run(&a, &pa));
-            let hb = s.spawn(|| run(&b, &pb));
+            let ha = s.spawn(|| run(&a, &pa, "runner a"));
+            let hb = s.spawn(|| run(&b, &pb, "runner b"));
             (ha.join().unwrap(), hb.join().unwrap())
         });
         let ids = server.step_ids();

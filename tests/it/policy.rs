@@ -1,0 +1,103 @@
+//! The repository's own policy (issue 14): git-steps commits as git would
+//! in the same repository — the identity git resolves.
+
+use crate::harness::{line, TestRepo};
+
+const IDENTITY: [&str; 7] = [
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_DATE",
+    "EMAIL",
+];
+
+fn who(t: &TestRepo) -> String {
+    t.git_out(&[
+        "log",
+        "-1",
+        "--format=%an <%ae> %ad | %cn <%ce> %cd",
+        "--date=iso-strict",
+    ])
+}
+
+/// Identity as git resolves it: the environment first, then config; where
+/// git has none, git-steps' own, said once on stderr.
+#[test]
+fn commits_carry_the_identity_git_would_use() {
+    let t = TestRepo::new();
+    let step =
+        |n: u32| line(serde_json::json!({"id": format!("s{n}"), "files": {"f": format!("{n}\n")}}));
+    let plan = t.plan("p.jsonl", &[step(1), step(2)]);
+    let p = plan.to_str().unwrap();
+
+    // 1. The environment, author and committer apart, dates included.
+    let r = t.steps_without(
+        &["apply", p],
+        &IDENTITY,
+        &[
+            ("GIT_AUTHOR_NAME", "Ada"),
+            ("GIT_AUTHOR_EMAIL", "ada@example.invalid"),
+            ("GIT_AUTHOR_DATE", "2026-02-03T04:05:06Z"),
+            ("GIT_COMMITTER_NAME", "Runner"),
+            ("GIT_COMMITTER_EMAIL", "runner@example.invalid"),
+            ("GIT_COMMITTER_DATE", "2026-02-03T04:05:07Z"),
+        ],
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.explain());
+    assert_eq!(
+        who(&t),
+        "Ada <ada@example.invalid> 2026-02-03T04:05:06Z | Runner <runner@example.invalid> 2026-02-03T04:05:07Z"
+    );
+    assert!(
+        !r.stderr().contains("git has no identity"),
+        "{}",
+        r.explain()
+    );
+
+    // 2. Config, when the environment says nothing.
+    t.git(&["config", "user.name", "Config Person"]).ok();
+    t.git(&["config", "user.email", "config@example.invalid"])
+        .ok();
+    let plan = t.plan("q.jsonl", &[step(3)]);
+    let r = t.steps_without(&["apply", plan.to_str().unwrap()], &IDENTITY, &[]);
+    assert_eq!(r.code(), Some(0), "{}", r.explain());
+    assert!(
+        who(&t).starts_with("Config Person <config@example.invalid>"),
+        "{}",
+        who(&t)
+    );
+    assert!(
+        who(&t).contains("| Config Person <config@example.invalid>"),
+        "{}",
+        who(&t)
+    );
+
+    // 3. Nothing at all: git-steps' own identity, and a note, once for the
+    //    whole command however many steps it commits.
+    t.git(&["config", "--unset", "user.name"]).ok();
+    t.git(&["config", "--unset", "user.email"]).ok();
+    let plan = t.plan("r.jsonl", &[step(4), step(5)]);
+    let r = t.steps_without(&["apply", plan.to_str().unwrap()], &IDENTITY, &[]);
+    assert_eq!(r.code(), Some(0), "{}", r.explain());
+    assert!(
+        who(&t).starts_with("git-steps <git-steps@localhost>"),
+        "{}",
+        who(&t)
+    );
+    assert_eq!(
+        r.stderr().matches("git has no identity here").count(),
+        1,
+        "{}",
+        r.explain()
+    );
+    // A rerun that commits nothing says nothing.
+    let r = t.steps_without(&["apply", plan.to_str().unwrap()], &IDENTITY, &[]);
+    assert_eq!(r.code(), Some(0), "{}", r.explain());
+    assert!(
+        !r.stderr().contains("git has no identity"),
+        "{}",
+        r.explain()
+    );
+}

@@ -14,13 +14,27 @@ use crate::settings;
 /// the durable domain: a step is durable once the remote accepts its branch
 /// update. With no remote the durable domain is this local repository: a
 /// step is durable once its branch update is fsynced here.
+///
+/// `init` with another `--branch` and no `--run` starts a new run on that
+/// branch, whose id is the branch name; the same `--branch` again keeps the
+/// run it has.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     run: RunArgs,
 }
 
-pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
+    if a.run.run.is_none() {
+        // Another branch is another run: its id is not the old run's.
+        let repo = crate::git::open(&ctx.repo)?;
+        let stored = repo.config()?.get_string("steps.branch").ok();
+        if let (Some(new), Some(old)) = (&a.run.branch, stored) {
+            if *new != old {
+                a.run.run = Some(new.clone());
+            }
+        }
+    }
     let (repo, s) = ctx.open(&a.run)?;
     if let Some(r) = &s.remote {
         crate::sync::remote::check_spec(&repo, &r.spec)?;

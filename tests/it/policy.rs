@@ -101,3 +101,35 @@ fn commits_carry_the_identity_git_would_use() {
         r.explain()
     );
 }
+
+/// Issue 14, item 4: `init` with another branch starts that run as a whole:
+/// its own run id, so its first step is not measured against the old run's
+/// receipts; the same branch again keeps the run.
+#[test]
+fn init_with_another_branch_starts_another_run() {
+    let t = TestRepo::new();
+    t.steps(&["init", "--branch", "task-a", "--run", "run-a"])
+        .ok();
+    let a1 = line(serde_json::json!({"id": "s1", "files": {"a.txt": "a\n"}}));
+    t.steps_stdin(&["apply", "-"], &a1).ok();
+    // The same branch again: the same run.
+    let r = t.steps(&["--json", "init", "--branch", "task-a"]).ok();
+    assert_eq!(r.json()["data"]["run"], "run-a", "{}", r.explain());
+    // Another branch, no --run: a run of its own, named after the branch.
+    let r = t.steps(&["--json", "init", "--branch", "task-b"]).ok();
+    assert_eq!(r.json()["data"]["run"], "task-b", "{}", r.explain());
+    assert_eq!(t.git_out(&["config", "steps.run"]), "task-b");
+    // Its s1 is another decision under the same id, in another run: applied.
+    let b1 = line(serde_json::json!({"id": "s1", "files": {"b.txt": "b\n"}}));
+    let r = t.steps_stdin(&["apply", "-"], &b1);
+    assert_eq!(r.code(), Some(0), "{}", r.explain());
+    assert_eq!(
+        t.git_out(&["log", "-1", "--format=%(trailers:key=Step-Run,valueonly)"]),
+        "task-b"
+    );
+    // An explicit --run still wins.
+    let r = t
+        .steps(&["--json", "init", "--branch", "task-c", "--run", "mine"])
+        .ok();
+    assert_eq!(r.json()["data"]["run"], "mine");
+}

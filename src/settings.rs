@@ -75,7 +75,16 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
         Some(b) => b.clone(),
         None => match config_str(repo, "steps.branch")? {
             Some(b) => b,
-            None => head_branch(repo).unwrap_or_else(|| "main".into()),
+            None => head_branch(repo).ok_or_else(|| {
+                // A detached HEAD names no branch to run on; making one
+                // up (it used to be `main`) would surprise.
+                Error::other(
+                    "HEAD is detached and no run is set up here, so there is no branch for the run",
+                )
+                .with_hint(
+                    "name the run's branch: `git steps init --branch <name>` (or pass --branch)",
+                )
+            })?,
         },
     };
     if !git2::Reference::is_valid_name(&format!("refs/heads/{branch}")) {

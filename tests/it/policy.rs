@@ -133,3 +133,29 @@ fn init_with_another_branch_starts_another_run() {
         .ok();
     assert_eq!(r.json()["data"]["run"], "mine");
 }
+
+/// Issue 14, item 4: on a detached HEAD with no run set up, git-steps does
+/// not make up a branch (it used to create and switch to `main`): it says
+/// which `init` to run, and changes nothing.
+#[test]
+fn a_detached_head_without_a_run_is_refused_with_the_init_to_run() {
+    let t = TestRepo::new();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    let head = t.git_out(&["rev-parse", "HEAD"]);
+    t.git(&["checkout", "-q", "--detach"]).ok();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let plan = t.plan("p.jsonl", &[s1]);
+    t.refuses(
+        "detached",
+        1,
+        &["HEAD is detached", "git steps init --branch"],
+        || t.steps(&["apply", plan.to_str().unwrap()]),
+    );
+    assert_eq!(t.git_out(&["rev-parse", "--abbrev-ref", "HEAD"]), "HEAD");
+    assert_eq!(t.git_out(&["rev-parse", "HEAD"]), head);
+    // With a branch named, it runs there.
+    t.steps(&["init", "--branch", "agent"]).ok();
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(t.git_out(&["rev-parse", "--abbrev-ref", "HEAD"]), "agent");
+}

@@ -74,6 +74,11 @@ pub const POINTS: &[Point] = &[
         scope: Scope::RemoteStep,
     },
     Point {
+        name: "tracking-updated",
+        state: "with a remote: the remote accepted the step commit; the remote-tracking ref (refs/remotes/<remote>/<branch>, for a configured remote) shows it; the local branch has not moved",
+        scope: Scope::RemoteStep,
+    },
+    Point {
         name: "ref-updated",
         state: "the local branch points at the step commit (fsynced; without a remote, the commit point); worktree and index still show the previous step",
         scope: Scope::Step,
@@ -95,7 +100,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "reconcile-pushed",
-        state: "on resume: the remote accepted local receipted commits it lacked; nothing else written yet",
+        state: "on resume: the remote accepted local receipted commits it lacked (and the remote-tracking ref shows them); nothing else written yet",
         scope: Scope::Resume,
     },
     Point {

@@ -120,6 +120,8 @@ impl Session<'_> {
                 )
                 .map_err(|e| e.into_error(&s.branch, &remote.spec, head))?;
             crash::point("pushed", &step.id);
+            remote.note_tracking(repo, &s.refname(), commit);
+            crash::point("tracking-updated", &step.id);
         }
         // From here on the step is durable: a failure is this box's only.
         let local = |e: Error| {

@@ -247,6 +247,7 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
                 Ok(()) => {}
                 Err(e) => return Err(e.into_error(&s.branch, &remote.spec, r)),
             }
+            remote.note_tracking(repo, &s.refname(), l);
             crash::point("reconcile-pushed", &last_step(repo, s, l));
             Ok(Reconciled {
                 local: Some(l.to_string()),

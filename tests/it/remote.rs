@@ -547,3 +547,81 @@ fn reconcile_counts_receipts_and_the_base_history_apart() {
     assert_eq!(action["action"], "fast-forward", "{}", r.explain());
     assert_eq!(action["steps"], 8, "{}", r.explain());
 }
+
+/// Issue 14, item 10: with a configured remote, the README's audit command
+/// works as written: every accepted push and every fetch moves
+/// `refs/remotes/origin/<branch>`, as git push and git fetch do.
+#[test]
+fn the_remote_tracking_ref_follows_the_durable_branch() {
+    let plan = fixture("eight-steps.jsonl");
+    for transport in ["libgit2", "git"] {
+        let t = TestRepo::new();
+        let server = t.start_server(Kind::Daemon);
+        t.git(&["remote", "add", "origin", server.url()]).ok();
+        t.steps(&[
+            "init",
+            "--remote",
+            "origin",
+            "--branch",
+            "agent/run-1",
+            "--transport",
+            transport,
+        ])
+        .ok();
+        t.steps(&["apply", plan.to_str().unwrap()]).ok();
+        let audit = t.git_out(&[
+            "log",
+            "--format=%(trailers:key=Step-Id,valueonly)",
+            "origin/agent/run-1",
+        ]);
+        let ids: Vec<&str> = audit.split_whitespace().rev().collect();
+        assert_eq!(ids, plan_ids(&plan), "{transport}: {audit}");
+        assert_eq!(
+            t.git_out(&["rev-parse", "origin/agent/run-1"]),
+            server.git(&["rev-parse", "agent/run-1"]).trim(),
+            "{transport}"
+        );
+        // A fresh box's fetch moves it too.
+        let fresh = t.sibling("fresh", Some(server.url()));
+        fresh
+            .steps(&["init", "--remote", "origin", "--branch", "agent/run-1"])
+            .ok();
+        fresh.steps(&["resume"]).ok();
+        assert_eq!(
+            fresh.git_out(&["rev-parse", "origin/agent/run-1"]),
+            t.git_out(&["rev-parse", "origin/agent/run-1"]),
+            "{transport}"
+        );
+    }
+}
+
+/// A kill on either side of the remote-tracking ref's update leaves a box
+/// that resumes to the same head, with the tracking ref at the durable one.
+#[test]
+fn a_kill_around_the_tracking_ref_resumes() {
+    use std::os::unix::process::ExitStatusExt;
+    let plan = fixture("eight-steps.jsonl");
+    for point in ["pushed", "tracking-updated"] {
+        let t = TestRepo::new();
+        let server = t.start_server(Kind::Path);
+        t.git(&["remote", "add", "origin", server.url()]).ok();
+        t.steps(&["init", "--remote", "origin", "--branch", "run"])
+            .ok();
+        let r = t.steps_env(
+            &["apply", plan.to_str().unwrap()],
+            &[("GIT_STEPS_CRASH", &format!("{point}@s3"))],
+        );
+        assert_eq!(r.out.status.signal(), Some(9), "{point}\n{}", r.explain());
+        let durable = server.git(&["rev-parse", "run"]).trim().to_string();
+        let tracking = t.git_out(&["rev-parse", "origin/run"]);
+        // Before the update the ref still shows s2; after it, s3 (durable).
+        assert_eq!(tracking == durable, point == "tracking-updated", "{point}");
+        t.steps(&["apply", plan.to_str().unwrap()]).ok();
+        assert_eq!(t.step_ids(), plan_ids(&plan), "{point}");
+        assert_eq!(
+            t.git_out(&["rev-parse", "origin/run"]),
+            server.git(&["rev-parse", "run"]).trim(),
+            "{point}"
+        );
+    }
+}

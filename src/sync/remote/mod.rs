@@ -141,10 +141,46 @@ impl Remote {
     /// Fetch a remote ref into the local ref `into` (for a branch,
     /// [`tracking_ref`]); returns its value, or None when the remote has no
     /// such ref.
+    /// The remote-tracking ref (see [`Remote::note_tracking`]) follows.
     pub fn fetch(&self, repo: &Repository, refname: &str, into: &str) -> Result<Option<Oid>> {
-        match self.transport {
+        let got = match self.transport {
             Transport::Libgit2 => self.fetch_libgit2(repo, refname, into),
             Transport::Git => self.fetch_git(repo, refname, into),
+        }?;
+        if let Some(id) = got {
+            self.note_tracking(repo, refname, id);
+        }
+        Ok(got)
+    }
+
+    /// The remote-tracking ref git keeps for the remote's `refname`
+    /// (`refs/remotes/origin/<branch>`), when this remote is a configured
+    /// one whose fetch refspecs map it; None for a URL or a path, as git.
+    pub fn tracking_name(&self, repo: &Repository, refname: &str) -> Option<String> {
+        let remote = repo.find_remote(&self.spec).ok()?;
+        let name = remote
+            .refspecs()
+            .filter(|r| r.direction() == git2::Direction::Fetch && r.src_matches(refname))
+            .find_map(|r| {
+                let buf = r.transform(refname).ok()?;
+                buf.as_str().ok().map(str::to_string)
+            });
+        name
+    }
+
+    /// Record that the remote's `refname` is at `id` in its remote-tracking
+    /// ref, as `git push` and `git fetch` do, so that `git log
+    /// origin/<branch>` audits what the remote holds. It is a note of what
+    /// the remote said, not state git-steps reads: failing to write it is
+    /// not an error (the next push or fetch writes it again).
+    pub fn note_tracking(&self, repo: &Repository, refname: &str, id: Oid) {
+        if let Some(name) = self.tracking_name(repo, refname) {
+            let log = format!("git-steps: {} {refname}", self.spec);
+            let _ = crate::workdir::lock::intending(
+                repo,
+                crate::workdir::lock::ref_locks(repo, &name),
+                || repo.reference(&name, id, true, &log),
+            );
         }
     }
 

@@ -230,3 +230,34 @@ pub fn tree_changes(
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
+
+/// The client hooks the repository has installed: executable files in its
+/// hooks directory (`core.hooksPath`, else `hooks/` in the common git
+/// dir), not the `.sample` files `git init` leaves. git-steps runs none of
+/// them (see README, "Using git-steps in your repository"); it says so.
+pub fn installed_hooks(repo: &Repository) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = match repo
+        .config()
+        .ok()
+        .and_then(|c| c.get_path("core.hooksPath").ok())
+    {
+        Some(p) if p.is_relative() => repo.workdir().unwrap_or_else(|| repo.path()).join(p),
+        Some(p) => p,
+        None => repo.commondir().join("hooks"),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut hooks: Vec<String> = entries
+        .flatten()
+        .filter(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| !n.ends_with(".sample") && !n.starts_with('.'))
+        .collect();
+    hooks.sort();
+    hooks
+}

@@ -56,5 +56,12 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     } else {
         writeln!(out, "run {} on branch {}", s.run, s.branch)?;
     }
+    let hooks = crate::git::installed_hooks(&repo);
+    if !hooks.is_empty() {
+        ctx.status(&format!(
+            "note: this repository has hooks ({}); git-steps does not run them: a step's content is its recorded decision, and its receipt is committed as recorded",
+            hooks.join(", ")
+        ));
+    }
     Ok(())
 }

@@ -66,6 +66,13 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
             }
         )?;
     }
+    if !st.hooks.is_empty() {
+        writeln!(
+            out,
+            "hooks:         {} (not run by git-steps: a step's content is its recorded decision)",
+            st.hooks.join(", ")
+        )?;
+    }
     if st.dirty.is_empty() {
         writeln!(out, "worktree:      clean")?;
     } else {

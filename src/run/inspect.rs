@@ -34,6 +34,10 @@ pub struct Status {
     /// The agent loop's decision journal, if the run has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalStatus>,
+    /// Client hooks the repository has installed, which git-steps does not
+    /// run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<String>,
 }
 
 /// The journal as `status` sees it.
@@ -133,6 +137,7 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
             .iter()
             .map(|p| format!("{}: {}", short(p.commit), p.what))
             .collect(),
+        hooks: crate::git::installed_hooks(repo),
     })
 }
 

@@ -159,3 +159,55 @@ fn a_detached_head_without_a_run_is_refused_with_the_init_to_run() {
     t.steps(&["apply", plan.to_str().unwrap()]).ok();
     assert_eq!(t.git_out(&["rev-parse", "--abbrev-ref", "HEAD"]), "agent");
 }
+
+/// Issue 14, item 7 (the default only): git-steps runs no client hook, and
+/// says so where a user looks — `init` on stderr, `status` in both forms —
+/// when the repository has some (`.sample` files do not count).
+#[test]
+fn installed_hooks_are_named_and_not_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestRepo::new();
+    let r = t.steps(&["init"]).ok();
+    assert!(!r.stderr().contains("hooks"), "{}", r.explain());
+    let hook = |name: &str, body: &str| {
+        let p = t.path(&format!(".git/hooks/{name}"));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    hook("pre-commit.sample", "#!/bin/sh\nexit 1\n");
+    let ran = t.tmp.path().join("hook-ran");
+    hook(
+        "pre-commit",
+        &format!("#!/bin/sh\ntouch {}\nexit 1\n", ran.display()),
+    );
+    hook("commit-msg", "#!/bin/sh\nexit 1\n");
+    let r = t.steps(&["init"]).ok();
+    assert!(
+        r.stderr().contains(
+            "this repository has hooks (commit-msg, pre-commit); git-steps does not run them"
+        ),
+        "{}",
+        r.explain()
+    );
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    assert!(!ran.exists(), "a hook ran");
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert_eq!(
+        st["data"]["hooks"],
+        serde_json::json!(["commit-msg", "pre-commit"])
+    );
+    let st = t.steps(&["status"]).ok();
+    assert!(
+        st.stdout()
+            .contains("hooks:         commit-msg, pre-commit (not run"),
+        "{}",
+        st.explain()
+    );
+    // core.hooksPath is where git looks, so it is where git-steps looks.
+    std::fs::create_dir_all(t.path("githooks")).unwrap();
+    t.git(&["config", "core.hooksPath", "githooks"]).ok();
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert!(st["data"].get("hooks").is_none(), "{st}");
+}

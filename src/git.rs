@@ -127,6 +127,21 @@ pub fn identity(repo: &Repository) -> Result<Identity> {
             committer,
             defaulted: false,
         }),
+        // A bad GIT_AUTHOR_DATE, a name git refuses: git stops there too.
+        (Err(e), _) | (_, Err(e)) if e.code() != git2::ErrorCode::NotFound => {
+            // libgit2 sets no message of its own for a date it cannot
+            // parse (what it shows is left over from an earlier call).
+            let dated = ["GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"]
+                .iter()
+                .any(|k| std::env::var_os(k).is_some());
+            let why = if e.message().contains("signature") || !dated {
+                e.message().to_string()
+            } else {
+                "a GIT_AUTHOR_DATE or GIT_COMMITTER_DATE git cannot read".to_string()
+            };
+            Err(Error::other(format!("git's identity for a commit here is not usable: {why}"))
+                .with_hint("fix GIT_AUTHOR_*/GIT_COMMITTER_* (names, emails, dates) or user.name/user.email, as git commit would ask"))
+        }
         _ => {
             let own = Signature::now(DEFAULT_NAME, DEFAULT_EMAIL)?;
             Ok(Identity {

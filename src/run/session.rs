@@ -156,6 +156,8 @@ impl<'r> Session<'r> {
         ui: &mut dyn Ui,
     ) -> Result<Session<'r>> {
         let s = settings;
+        // Who commits is settled before anything is written.
+        let who = identity(repo)?;
         let lock = if opts.dry_run {
             None
         } else {
@@ -198,7 +200,6 @@ impl<'r> Session<'r> {
         // Then local against durable.
         let reconciled = reconcile::reconcile(repo, s, opts.dry_run)?;
         ui.reconciled(&reconciled);
-        let who = identity(repo)?;
         // In a dry run whose durable head is not fetched, the steps are
         // shown against the local head.
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;

@@ -211,3 +211,63 @@ fn installed_hooks_are_named_and_not_run() {
     let st = t.steps(&["--json", "status"]).ok().json();
     assert!(st["data"].get("hooks").is_none(), "{st}");
 }
+
+/// An identity git would refuse (an unreadable date, an empty name) is
+/// refused before anything is written, as `git commit` refuses it.
+#[test]
+fn an_identity_git_would_refuse_is_refused_before_anything_is_written() {
+    let t = TestRepo::new();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let plan = t.plan("p.jsonl", &[s1]);
+    let p = plan.to_str().unwrap();
+    t.refuses(
+        "bad date",
+        1,
+        &["not usable", "GIT_AUTHOR_DATE or GIT_COMMITTER_DATE"],
+        || t.steps_env(&["apply", p], &[("GIT_AUTHOR_DATE", "not a date")]),
+    );
+    t.refuses("empty name", 1, &["not usable", "empty name"], || {
+        t.steps_env(&["apply", p], &[("GIT_COMMITTER_NAME", "")])
+    });
+    t.steps(&["apply", p]).ok();
+}
+
+/// A configured remote whose fetch refspec maps into refs/heads/ (a
+/// mirror) is not a remote-tracking ref: a push never moves a local
+/// branch through it.
+#[test]
+fn a_mirror_refspec_never_moves_a_local_branch() {
+    use crate::servers::Kind;
+    let t = TestRepo::new();
+    let server = t.start_server(Kind::Path);
+    t.git(&["remote", "add", "origin", server.url()]).ok();
+    t.git(&[
+        "config",
+        "--replace-all",
+        "remote.origin.fetch",
+        "+refs/heads/*:refs/heads/*",
+    ])
+    .ok();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    let base = t.git_out(&["rev-parse", "main"]);
+    t.steps(&["init", "--remote", "origin", "--branch", "main"])
+        .ok();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    let plan = t.plan("p.jsonl", &[s1, s2]);
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+    assert_ne!(t.git_out(&["rev-parse", "main"]), base);
+    assert_eq!(
+        t.git_out(&["rev-parse", "main"]),
+        server.git(&["rev-parse", "main"]).trim()
+    );
+    assert!(
+        t.git(&["rev-parse", "--verify", "-q", "refs/remotes/origin/main"])
+            .code()
+            != Some(0)
+    );
+}

@@ -34,8 +34,8 @@ pub struct RefUpdate<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
-    /// libgit2: file paths, file://, git://, http(s)://, ssh:// (ssh-agent,
-    /// credential helpers).
+    /// File paths, file://, git://, http(s)://, ssh:// through libgit2
+    /// (ssh-agent, credential helpers).
     Libgit2,
     /// The user's `git` executable, for its credential helpers and ssh config.
     Git,
@@ -156,6 +156,9 @@ impl Remote {
     /// The remote-tracking ref git keeps for the remote's `refname`
     /// (`refs/remotes/origin/<branch>`), when this remote is a configured
     /// one whose fetch refspecs map it; None for a URL or a path, as git.
+    /// Only a ref under `refs/remotes/` counts: a refspec that maps into
+    /// `refs/heads/` (a mirror) would otherwise let a push move a local
+    /// branch, the run's own among them.
     pub fn tracking_name(&self, repo: &Repository, refname: &str) -> Option<String> {
         let remote = repo.find_remote(&self.spec).ok()?;
         let name = remote
@@ -165,7 +168,7 @@ impl Remote {
                 let buf = r.transform(refname).ok()?;
                 buf.as_str().ok().map(str::to_string)
             });
-        name
+        name.filter(|n| n.starts_with("refs/remotes/") && git2::Reference::is_valid_name(n))
     }
 
     /// Record that the remote's `refname` is at `id` in its remote-tracking

@@ -286,7 +286,11 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
             Some(Ok(r)) if r.run == run => r,
             _ => return Ok(None),
         };
-        if entries.iter().any(|e| e.id == r.id) {
+        // A repeated id or a position that is not the next one: the full
+        // scan reports it.
+        if entries.iter().any(|e| e.id == r.id)
+            || r.index.is_some_and(|n| n != entries.len() as u64 + 1)
+        {
             return Ok(None);
         }
         if want_counts {

@@ -48,6 +48,11 @@ pub struct Ledger {
     /// Commits in the segment that are not receipts of this run, malformed
     /// receipts, repeated ids.
     pub problems: Vec<Problem>,
+    /// In a shallow clone: the boundary commit where the scan ran out of
+    /// history before it reached the run's first step (or the root).
+    pub shallow: Option<Oid>,
+    /// The `Step-Index` of the oldest receipt read, if it had one.
+    pub oldest_index: Option<u64>,
 }
 
 impl Ledger {
@@ -59,6 +64,8 @@ impl Ledger {
             entries,
             by_id: std::cell::OnceCell::new(),
             problems: Vec::new(),
+            shallow: None,
+            oldest_index: None,
         }
     }
 
@@ -169,8 +176,58 @@ impl IdIndex {
     }
 }
 
-/// Scan the first-parent history of `head` for receipts of `run`.
+/// How far a scan reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Down to the run's first step: the receipt with `Step-Index: 1` whose
+    /// parent is no receipt of the run. Receipts without an index (older
+    /// runs) are scanned to the root. The cost follows the run, not the
+    /// history it started from.
+    Run,
+    /// Every first parent down to the root (or a shallow clone's boundary,
+    /// noted in [`Ledger::shallow`]): `verify`.
+    Full,
+}
+
+/// Scan the first-parent history of `head` for receipts of `run`, down to
+/// the run's first step ([`Reach::Run`]).
+///
+/// In a shallow clone, a run whose first step lies below the clone's
+/// boundary is refused (exit 1) with the fetch that brings it; a run with
+/// no receipt above the boundary is a new run.
 pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
+    let ledger = scan_with(repo, head, run, Reach::Run)?;
+    if let Some(boundary) = ledger.shallow {
+        if !ledger.entries.is_empty() {
+            return Err(Error::other(format!(
+                "this clone is shallow and the run {run} starts below its boundary (commit {}): its first step is not here",
+                short(boundary)
+            ))
+            .with_hint(format!(
+                "fetch more history first: `git fetch --deepen={}` (or `git fetch --unshallow`)",
+                deepen_estimate(&ledger)
+            )));
+        }
+    }
+    Ok(ledger)
+}
+
+/// How much deeper a shallow clone must go to hold the run's first step:
+/// the positions the receipts below the boundary must fill, when they say.
+fn deepen_estimate(ledger: &Ledger) -> u64 {
+    let oldest_index = ledger
+        .oldest_index
+        .filter(|&n| n > 1)
+        .map(|n| n - 1)
+        .unwrap_or(0);
+    // A little more than the missing steps: the base below the first step,
+    // and slack for commits that are not steps.
+    (oldest_index + 2).max(50)
+}
+
+/// Scan the first-parent history of `head` for receipts of `run`, as far as
+/// `reach` says.
+pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) -> Result<Ledger> {
     let mut ledger = Ledger {
         head,
         ..Ledger::default()
@@ -183,6 +240,7 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
     // run.
     struct Seen {
         oid: Oid,
+        first_parent: Option<Oid>,
         parents: usize,
         receipt: Result<receipt::Receipt, ParseError>,
     }
@@ -192,6 +250,7 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
     let mut seen: Vec<Seen> = Vec::new();
     let mut oldest_receipt: Option<usize> = None;
     let odb = repo.odb()?;
+    let shallow = shallow_boundary(repo)?;
     let _fast = FastReads::begin();
     let mut next = Some(head);
     while let Some(oid) = next {
@@ -200,21 +259,51 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
             Some(m) => receipt::parse(m),
             None => Err(ParseError::NotAReceipt),
         };
-        if matches!(&r, Ok(rc) if rc.run == run) {
+        let ours = matches!(&r, Ok(rc) if rc.run == run);
+        if ours {
             oldest_receipt = Some(seen.len());
         }
+        let first_step = matches!(&r, Ok(rc) if rc.run == run && rc.index == Some(1));
         next = raw.first_parent;
         seen.push(Seen {
             oid,
+            first_parent: raw.first_parent,
             parents: raw.parents,
             receipt: r,
         });
+        if shallow.contains(&oid) {
+            // The parents are not in this clone.
+            if next.is_some() {
+                ledger.shallow = Some(oid);
+            }
+            next = None;
+        }
+        if reach == Reach::Run && first_step {
+            // Stop at the run's first step, unless the commit below it is
+            // a receipt of the run too (a copied first step, or a run that
+            // reused its id): then the whole history is read, and its
+            // problems reported.
+            let Some(p) = next else { break };
+            let below = RawCommit::read(&odb, p)?;
+            let below_ours = below
+                .message
+                .as_deref()
+                .map(|m| matches!(receipt::parse(m), Ok(rc) if rc.run == run))
+                .unwrap_or(false);
+            if !below_ours {
+                break;
+            }
+        }
     }
     let Some(oldest) = oldest_receipt else {
         ledger.base = Some(head);
         return Ok(ledger);
     };
-    ledger.base = seen.get(oldest + 1).map(|s| s.oid);
+    ledger.base = seen[oldest].first_parent;
+    ledger.oldest_index = match &seen[oldest].receipt {
+        Ok(r) => r.index,
+        Err(_) => None,
+    };
     let mut by_id: HashMap<String, usize> = HashMap::new();
     for s in seen[..=oldest].iter().rev() {
         match &s.receipt {
@@ -235,6 +324,20 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
                         ),
                     });
                     continue;
+                }
+                let position = ledger.entries.len() + 1;
+                match r.index {
+                    // Below a shallow boundary the positions are unknown.
+                    Some(n) if n != position as u64 && ledger.shallow.is_none() => {
+                        ledger.problems.push(Problem {
+                            commit: s.oid,
+                            what: format!(
+                                "step {} says Step-Index {n} but is step {position} of the run (a step is missing or out of order)",
+                                r.id
+                            ),
+                        })
+                    }
+                    _ => {}
                 }
                 by_id.insert(r.id.clone(), ledger.entries.len());
                 ledger.entries.push(Entry {
@@ -259,6 +362,31 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
         }
     }
     Ok(ledger)
+}
+
+/// The commits whose parents a shallow clone does not hold (`shallow` in
+/// the common git directory, one id per line).
+fn shallow_boundary(repo: &Repository) -> Result<std::collections::HashSet<Oid>> {
+    let path = repo.commondir().join("shallow");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => {
+            return Err(Error::Other {
+                context: format!("reading {}", path.display()),
+                source: Some(Box::new(e)),
+                hint: None,
+            })
+        }
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            Oid::from_str(l.trim()).map_err(|_| {
+                Error::other(format!("{} has a malformed line: {l:?}", path.display()))
+            })
+        })
+        .collect()
 }
 
 /// While alive, libgit2 neither re-hashes objects it reads nor caches

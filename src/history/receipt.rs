@@ -3,7 +3,8 @@
 //! Owns writing a step's commit message and reading a receipt back. The
 //! message is `step <id>: <summary>`, a blank line, the intent (canonical JSON
 //! on one line) and a blank line if there is an intent, then exactly
-//! `Step-Id`, `Step-Run`, `Step-Decision`. Invariant (SPEC "Trailer safety"):
+//! `Step-Id`, `Step-Run`, `Step-Decision`, `Step-Index` (the step's
+//! position in the run, from 1; receipts written before it existed have none). Invariant (SPEC "Trailer safety"):
 //! nothing a step supplies can add, hide or change a receipt as git reads it.
 //! The summary is forced onto one line; the intent is one line of JSON, which
 //! can start neither with `---` (git's divider) nor with `#`, and contains no
@@ -21,6 +22,8 @@ use crate::plan::step::Step;
 pub const KEY_ID: &str = "Step-Id";
 pub const KEY_RUN: &str = "Step-Run";
 pub const KEY_DECISION: &str = "Step-Decision";
+/// The step's position in the run, from 1: where a scan may stop.
+pub const KEY_INDEX: &str = "Step-Index";
 /// Only on steps applied by `run`: where the decision came from.
 pub const KEY_SOURCE: &str = "Step-Source";
 
@@ -33,6 +36,8 @@ pub struct Receipt {
     pub id: String,
     pub run: String,
     pub decision: String,
+    /// Position in the run, from 1 (None: a receipt older than the field).
+    pub index: Option<u64>,
     /// `decider` (asked during this run) or `journal` (recorded before a
     /// crash, applied on resume without asking again); None for `apply`.
     pub source: Option<String>,
@@ -56,9 +61,15 @@ fn one_line(text: &str) -> String {
     s
 }
 
-/// The commit message for `step`, ending with its receipt (and, for the
-/// agent loop, where its decision came from).
-pub fn message(step: &Step, run: &str, summary_fallback: &str, source: Option<&str>) -> String {
+/// The commit message for `step`, the run's `index`th (from 1), ending with
+/// its receipt (and, for the agent loop, where its decision came from).
+pub fn message(
+    step: &Step,
+    run: &str,
+    index: usize,
+    summary_fallback: &str,
+    source: Option<&str>,
+) -> String {
     let summary = step
         .message
         .as_deref()
@@ -73,7 +84,7 @@ pub fn message(step: &Step, run: &str, summary_fallback: &str, source: Option<&s
         m.push_str("\n\n");
     }
     m.push_str(&format!(
-        "{KEY_ID}: {}\n{KEY_RUN}: {}\n{KEY_DECISION}: {}\n",
+        "{KEY_ID}: {}\n{KEY_RUN}: {}\n{KEY_DECISION}: {}\n{KEY_INDEX}: {index}\n",
         step.id, run, step.digest
     ));
     if let Some(src) = source {
@@ -95,6 +106,7 @@ pub enum ParseError {
 /// module doc): exactly the trailers `git log --format=%(trailers)` shows.
 pub fn parse(message: &str) -> Result<Receipt, ParseError> {
     let (mut id, mut run, mut decision) = (Vec::new(), Vec::new(), Vec::new());
+    let mut index = Vec::new();
     let mut source = None;
     for (k, v) in trailers(message) {
         // git compares trailer keys case-insensitively.
@@ -104,6 +116,8 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
             run.push(v);
         } else if k.eq_ignore_ascii_case(KEY_DECISION) {
             decision.push(v);
+        } else if k.eq_ignore_ascii_case(KEY_INDEX) {
+            index.push(v);
         } else if k.eq_ignore_ascii_case(KEY_SOURCE) {
             source = Some(v);
         }
@@ -115,10 +129,25 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
         ([i], [r], [d]) => {
             crate::plan::step::validate_id(i)
                 .map_err(|e| ParseError::Malformed(format!("bad Step-Id: {e}")))?;
+            let index = match index.as_slice() {
+                [] => None,
+                [n] => Some(parse_index(n).ok_or_else(|| {
+                    ParseError::Malformed(format!(
+                        "bad {KEY_INDEX}: {n:?} is not a position from 1"
+                    ))
+                })?),
+                more => {
+                    return Err(ParseError::Malformed(format!(
+                        "expected at most one {KEY_INDEX}; found {}",
+                        more.len()
+                    )))
+                }
+            };
             Ok(Receipt {
                 id: i.clone(),
                 run: r.clone(),
                 decision: d.clone(),
+                index,
                 source,
             })
         }
@@ -129,6 +158,15 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
             decision.len()
         ))),
     }
+}
+
+/// A position as git-steps writes it: decimal digits, no sign or leading
+/// zero, from 1.
+fn parse_index(v: &str) -> Option<u64> {
+    if v.is_empty() || v.starts_with('0') || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
 }
 
 #[cfg(test)]
@@ -143,7 +181,7 @@ mod tests {
     fn round_trip() {
         let s =
             step(r#"{"id":"s6","files":{"a":"x"},"message":"add a","intent":{"tool":"write"}}"#);
-        let m = message(&s, "run-1", "unused", None);
+        let m = message(&s, "run-1", 6, "unused", None);
         assert!(
             m.starts_with("step s6: add a\n\n{\"tool\":\"write\"}\n\nStep-Id: s6\n"),
             "{m}"
@@ -154,9 +192,11 @@ mod tests {
                 id: "s6".into(),
                 run: "run-1".into(),
                 decision: s.digest.clone(),
+                index: Some(6),
                 source: None,
             }
         );
+        assert!(m.ends_with(&format!("Step-Decision: {}\nStep-Index: 6\n", s.digest)));
     }
 
     #[test]
@@ -164,7 +204,7 @@ mod tests {
         let s = step(
             r#"{"id":"real","files":{"a":"x"},"message":"x\n\nStep-Id: forged\n---\n","intent":"\n\nStep-Id: forged\nStep-Run: r\n---\n  cont"}"#,
         );
-        let m = message(&s, "run", "unused", Some("journal"));
+        let m = message(&s, "run", 1, "unused", Some("journal"));
         let r = parse(&m).unwrap();
         assert_eq!(r.source.as_deref(), Some("journal"));
         assert_eq!(r.id, "real");
@@ -182,6 +222,38 @@ mod tests {
         );
         assert!(matches!(
             parse("x\n\nStep-Id: a\nStep-Id: b\nStep-Run: r\nStep-Decision: d\n"),
+            Err(ParseError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn the_index_is_optional_but_never_malformed() {
+        let base = "x\n\nStep-Id: a\nStep-Run: r\nStep-Decision: d\n";
+        assert_eq!(parse(base).unwrap().index, None);
+        assert_eq!(
+            parse(&format!("{base}Step-Index: 12\n")).unwrap().index,
+            Some(12)
+        );
+        for bad in [
+            "0",
+            "-1",
+            "+3",
+            "07",
+            "1.5",
+            "",
+            "x",
+            "99999999999999999999999",
+        ] {
+            assert!(
+                matches!(
+                    parse(&format!("{base}Step-Index: {bad}\n")),
+                    Err(ParseError::Malformed(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            parse(&format!("{base}Step-Index: 1\nStep-Index: 2\n")),
             Err(ParseError::Malformed(_))
         ));
     }

@@ -34,6 +34,8 @@ impl Session<'_> {
             self.load(false)?;
         }
         let (repo, s, head) = (self.repo, self.settings, self.head);
+        // The step's position in the run, from 1 (its Step-Index).
+        let index = self.len() + 1;
         // The hunk counts are read when a step is first applied: a rerun
         // that skips everything does not need them.
         let counts = match &mut self.counts {
@@ -71,8 +73,13 @@ impl Session<'_> {
         if !self.opts.dry_run {
             worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
         }
-        let message =
-            receipt::message(step, &s.run, &applied.summary(), source.map(Source::as_str));
+        let message = receipt::message(
+            step,
+            &s.run,
+            index,
+            &applied.summary(),
+            source.map(Source::as_str),
+        );
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let who = &self.who;
         let commit = repo.commit(

@@ -225,7 +225,9 @@ pub struct Verification {
 
 pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Verification> {
     let head = repo.refname_to_id(&s.refname()).ok();
-    let ledger = ledger::scan(repo, head, &s.run)?;
+    // Every first parent, not only the run's segment: a receipt of this run
+    // below its first step is a problem too.
+    let ledger = ledger::scan_with(repo, head, &s.run, ledger::Reach::Full)?;
     let mut problems: Vec<String> = ledger
         .problems
         .iter()
@@ -243,7 +245,30 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
             ));
         }
     }
-    let (_, dups) = ledger::hunk_counts(repo, &ledger)?;
+    let mut notes = Vec::new();
+    let complete = match ledger.shallow {
+        Some(boundary) if !ledger.entries.is_empty() => {
+            notes.push(format!(
+                "this clone is shallow and the run continues below its boundary (commit {}): {} step(s) above it were checked, the steps below it and their duplicated hunks were not (`git fetch --unshallow` checks everything)",
+                short(boundary),
+                ledger.entries.len()
+            ));
+            false
+        }
+        Some(boundary) => {
+            notes.push(format!(
+                "this clone is shallow: the history below commit {} was not checked for receipts of this run (`git fetch --unshallow` checks everything)",
+                short(boundary)
+            ));
+            true
+        }
+        None => true,
+    };
+    let dups = if complete {
+        ledger::hunk_counts(repo, &ledger)?.1
+    } else {
+        Vec::new()
+    };
     for (id, d) in &dups {
         problems.push(format!(
             "step {id} repeats a change of step {} still in effect: {}",
@@ -257,7 +282,6 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         None => repo.refname_to_id(&name).ok(),
         Some(r) => r.head(repo, &name)?,
     };
-    let mut notes = Vec::new();
     if let Some(jh) = jhead {
         if repo.find_commit(jh).is_err() {
             notes.push(format!(

@@ -155,6 +155,25 @@ impl TestRepo {
         t
     }
 
+    /// Another box: `git clone <args> <name>` run in the scratch dir (a
+    /// shallow CI checkout: `["--depth", "1", url]`).
+    pub fn clone_with(&self, name: &str, args: &[&str]) -> TestRepo {
+        let work = self.tmp.path().join(name);
+        let t = TestRepo {
+            tmp: self.tmp.clone(),
+            work: work.clone(),
+        };
+        let mut cmd = Command::new("git");
+        cmd.args(["clone", "-q"])
+            .args(args)
+            .arg(&work)
+            .current_dir(self.tmp.path());
+        hermetic(&mut cmd, &self.home());
+        let r = t.run_cmd(cmd, format!("git clone {}", args.join(" ")), None);
+        assert!(r.out.status.success(), "{}", r.explain());
+        t
+    }
+
     /// A scratch dir with a server of `kind` and a first box initialised
     /// for it with `transport`.
     pub fn with_server(kind: Kind, transport: &str) -> (TestRepo, Server) {

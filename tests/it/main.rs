@@ -8,6 +8,7 @@ mod harness;
 mod hostile;
 mod matrix;
 mod policy;
+mod real_repos;
 mod remote;
 mod servers;
 mod trailers;

@@ -334,6 +334,19 @@ fn shapes() -> Vec<Shape> {
             format!("s\n\n{r}Step-Source: decider\nStep-Source: journal\n"),
             &["a"],
         ),
+        shape("an index", format!("s\n\n{r}Step-Index: 7\n"), &["a"]),
+        shape(
+            "two indexes",
+            format!("s\n\n{r}Step-Index: 1\nStep-Index: 2\n"),
+            &["a"],
+        ),
+        shape("index zero", format!("s\n\n{r}Step-Index: 0\n"), &["a"]),
+        shape("index padded", format!("s\n\n{r}Step-Index: 007\n"), &["a"]),
+        shape(
+            "index folded",
+            format!("s\n\n{r}Step-Index: 1\n 2\n"),
+            &["a"],
+        ),
         // A NUL byte ends the message for git (stored with hash-object).
         shape(
             "NUL after the block",
@@ -385,6 +398,7 @@ struct GitView {
     runs: Vec<String>,
     decisions: Vec<String>,
     sources: Vec<String>,
+    indexes: Vec<String>,
     /// The SPEC's own command, `%(trailers:key=Step-Id,valueonly)`.
     ids_folded: String,
 }
@@ -392,16 +406,17 @@ struct GitView {
 fn git_view(t: &TestRepo, oid: &str) -> GitView {
     let key = |k: &str| format!("%(trailers:key={k},valueonly,unfold)");
     let format = format!(
-        "--format={}%x00{}%x00{}%x00{}%x00%(trailers:key=Step-Id,valueonly)",
+        "--format={}%x00{}%x00{}%x00{}%x00{}%x00%(trailers:key=Step-Id,valueonly)",
         key("Step-Id"),
         key("Step-Run"),
         key("Step-Decision"),
-        key("Step-Source")
+        key("Step-Source"),
+        key("Step-Index")
     );
     let out = t.git(&["log", "-1", &format, oid]).ok().out.stdout;
     let out = String::from_utf8(out).expect("git shows UTF-8");
     let parts: Vec<&str> = out.split('\0').collect();
-    assert_eq!(parts.len(), 5, "{out:?}");
+    assert_eq!(parts.len(), 6, "{out:?}");
     // An unfolded value holds no LF, and each one ends with one.
     let values = |p: &str| -> Vec<String> { p.split_terminator('\n').map(String::from).collect() };
     GitView {
@@ -409,7 +424,8 @@ fn git_view(t: &TestRepo, oid: &str) -> GitView {
         runs: values(parts[1]),
         decisions: values(parts[2]),
         sources: values(parts[3]),
-        ids_folded: parts[4].strip_suffix('\n').unwrap_or(parts[4]).to_string(),
+        indexes: values(parts[4]),
+        ids_folded: parts[5].strip_suffix('\n').unwrap_or(parts[4]).to_string(),
     }
 }
 
@@ -419,12 +435,26 @@ fn expected(g: &GitView) -> Result<Receipt, ParseError> {
         return Err(ParseError::NotAReceipt);
     }
     match (g.ids.as_slice(), g.runs.as_slice(), g.decisions.as_slice()) {
-        ([i], [r], [d]) if git_steps::plan::step::validate_id(i).is_ok() => Ok(Receipt {
-            id: i.clone(),
-            run: r.clone(),
-            decision: d.clone(),
-            source: g.sources.last().cloned(),
-        }),
+        ([i], [r], [d]) if git_steps::plan::step::validate_id(i).is_ok() => {
+            // A position from 1, written as git-steps writes it.
+            let index = match g.indexes.as_slice() {
+                [] => None,
+                [n] if !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()) => {
+                    match n.parse::<u64>() {
+                        Ok(v) => Some(v),
+                        Err(_) => return Err(ParseError::Malformed(String::new())),
+                    }
+                }
+                _ => return Err(ParseError::Malformed(String::new())),
+            };
+            Ok(Receipt {
+                id: i.clone(),
+                run: r.clone(),
+                decision: d.clone(),
+                index,
+                source: g.sources.last().cloned(),
+            })
+        }
         _ => Err(ParseError::Malformed(String::new())),
     }
 }
@@ -548,13 +578,14 @@ fn written_receipts_read_back_through_git() {
     for (n, json) in steps.iter().enumerate() {
         let step = git_steps::plan::step::Step::parse(json).unwrap();
         let source = (n % 2 == 1).then_some("journal");
-        let m = receipt::message(&step, "run-1", "fallback", source);
+        let m = receipt::message(&step, "run-1", n + 1, "fallback", source);
         let oid = commit(&t, tree, m.as_bytes());
         let g = git_view(&t, &oid);
         let want = Receipt {
             id: step.id.clone(),
             run: "run-1".into(),
             decision: step.digest.clone(),
+            index: Some(n as u64 + 1),
             source: source.map(String::from),
         };
         assert_eq!(expected(&g), Ok(want.clone()), "git on {m:?}");

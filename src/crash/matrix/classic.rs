@@ -171,7 +171,7 @@ pub fn run(
         let base = parent.as_ref().map(|c| c.tree()).transpose()?;
         let applied = build::apply(&repo, base, &step)?;
         let tree = repo.find_tree(applied.tree)?;
-        let msg = receipt::message(&step, run_id, &applied.summary(), None);
+        let msg = receipt::message(&step, run_id, i + 1, &applied.summary(), None);
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let commit: Oid = repo.commit(None, &sig, &sig, &msg, &tree, &parents)?;
         fire("objects-written", &step.id);

@@ -144,8 +144,12 @@ impl Remote {
     /// The remote-tracking ref (see [`Remote::note_tracking`]) follows.
     pub fn fetch(&self, repo: &Repository, refname: &str, into: &str) -> Result<Option<Oid>> {
         let got = match self.transport {
-            Transport::Libgit2 => self.fetch_libgit2(repo, refname, into),
-            Transport::Git => self.fetch_git(repo, refname, into),
+            // libgit2's fetch rewrites a shallow clone's boundary from what
+            // the transport reports, and its local transport reports none:
+            // the clone would lose its `shallow` file and git could no
+            // longer read its own history. git's fetch keeps it.
+            Transport::Libgit2 if !repo.is_shallow() => self.fetch_libgit2(repo, refname, into),
+            Transport::Libgit2 | Transport::Git => self.fetch_git(repo, refname, into),
         }?;
         if let Some(id) = got {
             self.note_tracking(repo, refname, id);

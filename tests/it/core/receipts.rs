@@ -96,7 +96,7 @@ fn forged_trailers_in_message_and_intent_do_not_change_the_receipt() {
             .collect();
         assert_eq!(
             keys,
-            ["Step-Id", "Step-Run", "Step-Decision"],
+            ["Step-Id", "Step-Run", "Step-Decision", "Step-Index"],
             "case {n}: {msg}\n{parsed}"
         );
         assert!(

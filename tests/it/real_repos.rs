@@ -1,0 +1,236 @@
+//! Real repositories (issue 14): shallow CI clones and long histories. A
+//! run's cost and what it needs follow the run, not the history it started
+//! from: the scan stops at the receipt with `Step-Index: 1`.
+
+use crate::harness::{line, TestRepo};
+use crate::servers::Kind;
+
+fn step(n: u32) -> String {
+    line(
+        serde_json::json!({"id": format!("s{n}"), "files": {format!("f{n}.txt"): format!("{n}\n")}}),
+    )
+}
+
+/// `n` ordinary commits of a project, each touching one file.
+fn project_history(t: &TestRepo, n: u32) {
+    for i in 1..=n {
+        t.write("README", &format!("release {i}\n"));
+        t.git(&["add", "-A"]).ok();
+        t.git(&["commit", "-q", "-m", &format!("project commit {i}")])
+            .ok();
+    }
+}
+
+/// The `Step-Index` trailers of `rev`'s first-parent history, newest first.
+fn indexes(t: &TestRepo, rev: &str) -> Vec<String> {
+    t.git_out(&[
+        "log",
+        "--first-parent",
+        "--format=%(trailers:key=Step-Index,valueonly,separator=)",
+        rev,
+    ])
+    .lines()
+    .filter(|l| !l.is_empty())
+    .map(str::to_string)
+    .collect()
+}
+
+/// A CI checkout is shallow: the run starts on it, a second depth-1
+/// checkout resumes it, and git can still read both clones' history
+/// afterwards (libgit2's fetch would have dropped `.git/shallow`).
+#[test]
+fn shallow_ci_clones_start_and_resume_a_run() {
+    let t = TestRepo::new();
+    project_history(&t, 30);
+    let server = t.start_server(Kind::Daemon);
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+
+    let plan3 = t.plan("p3.jsonl", &[step(1), step(2), step(3)]);
+    let plan4 = t.plan("p4.jsonl", &[step(1), step(2), step(3), step(4)]);
+
+    let ci1 = t.clone_with("ci1", &["--depth", "1", server.url()]);
+    assert!(ci1.path(".git/shallow").exists());
+    ci1.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
+        .ok();
+    let r = ci1.steps(&["apply", plan3.to_str().unwrap()]).ok();
+    assert!(r.stderr().contains("0 step(s)") || !r.stderr().contains("error"));
+    assert_eq!(ci1.git_out(&["rev-list", "--count", "HEAD"]), "4");
+    assert_eq!(ci1.git_out(&["status", "--porcelain"]), "");
+
+    // A fresh shallow box resumes: fetches the run, skips what it holds.
+    let ci2 = t.clone_with("ci2", &["--depth", "1", server.url()]);
+    ci2.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
+        .ok();
+    let r = ci2.steps(&["apply", plan4.to_str().unwrap()]).ok();
+    let out = r.stdout();
+    for s in ["skipped s1", "skipped s2", "skipped s3", "applied s4"] {
+        assert!(out.contains(s), "{s}: {}", r.explain());
+    }
+    assert!(
+        ci2.path(".git/shallow").exists(),
+        "the fetch dropped the clone's shallow boundary"
+    );
+    // git itself still reads the whole history of the clone.
+    assert_eq!(ci2.git_out(&["rev-list", "--count", "HEAD"]), "5");
+    ci2.git(&["fsck", "--connectivity-only", "--no-dangling"])
+        .ok();
+    assert_eq!(ci2.git_out(&["status", "--porcelain"]), "");
+    let on_remote = server.git(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+        "agent/x",
+    ]);
+    assert_eq!(
+        on_remote.split_whitespace().collect::<Vec<_>>(),
+        ["s1", "s2", "s3", "s4"]
+    );
+    assert_eq!(
+        indexes(&ci2, "HEAD"),
+        ["4", "3", "2", "1"].map(String::from).to_vec()
+    );
+    ci2.steps(&["verify"]).ok();
+
+    // A clone of the run's branch too shallow to hold its first step:
+    // refused before anything changes, with the fetch that fixes it.
+    let ci3 = t.clone_with(
+        "ci3",
+        &["--depth", "2", "--branch", "agent/x", server.url()],
+    );
+    ci3.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
+        .ok();
+    for args in [vec!["apply", plan4.to_str().unwrap()], vec!["status"]] {
+        ci3.refuses(
+            "run below the boundary",
+            1,
+            &["shallow", "git fetch --deepen=", "--unshallow"],
+            || ci3.steps(&args),
+        );
+    }
+    let v = ci3.steps(&["verify"]).ok();
+    assert!(v.stderr().contains("shallow"), "{}", v.explain());
+    ci3.git(&["fetch", "-q", "--deepen=50", "origin"]).ok();
+    let r = ci3.steps(&["apply", plan4.to_str().unwrap()]).ok();
+    assert!(r.stdout().contains("skipped s4"), "{}", r.explain());
+}
+
+/// The scan reads the run and the one commit below it, nothing older:
+/// with the base's own parent missing from the object database, `status`
+/// and a further `apply` work, while `verify`, which walks everything,
+/// reaches the hole.
+#[test]
+fn the_scan_stops_at_the_runs_first_step() {
+    let t = TestRepo::new();
+    project_history(&t, 5);
+    let below_base = t.git_out(&["rev-parse", "HEAD~1"]);
+    let plan = t.plan("p.jsonl", &[step(1), step(2), step(3)]);
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(
+        indexes(&t, "HEAD"),
+        ["3", "2", "1"].map(String::from).to_vec()
+    );
+    // Take the commit below the base out of the object database.
+    let obj = t.path(&format!(
+        ".git/objects/{}/{}",
+        &below_base[..2],
+        &below_base[2..]
+    ));
+    std::fs::remove_file(&obj).unwrap();
+
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert_eq!(st["data"]["steps_applied"], 3, "{st}");
+    let plan4 = t.plan("p4.jsonl", &[step(1), step(2), step(3), step(4)]);
+    let r = t.steps(&["apply", plan4.to_str().unwrap()]).ok();
+    assert!(r.stdout().contains("applied s4"), "{}", r.explain());
+    assert_eq!(
+        t.git_out(&["log", "-1", "--format=%(trailers:key=Step-Index,valueonly)"]),
+        "4"
+    );
+    let v = t.steps(&["verify"]);
+    assert_ne!(
+        v.code(),
+        Some(0),
+        "verify walks the whole history\n{}",
+        v.explain()
+    );
+}
+
+/// A receipt whose index is not its position (a step missing, or out of
+/// order) and a copied first step are reported, not skipped over.
+#[test]
+fn gaps_and_copied_first_steps_are_refused() {
+    let t = TestRepo::new();
+    project_history(&t, 2);
+    let plan = t.plan("p.jsonl", &[step(1), step(2), step(3)]);
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    let good = t.head().unwrap();
+    let plan5 = t.plan("p5.jsonl", &[step(1), step(2), step(3), step(4), step(5)]);
+
+    // A hand commit that carries a receipt of this run, numbered 5 where it
+    // is the run's 4th step.
+    t.write("f4.txt", "4\n");
+    t.git(&["add", "-A"]).ok();
+    let msg = "step s4: by hand\n\nStep-Id: s4\nStep-Run: main\nStep-Decision: sha256:0000000000000000000000000000000000000000000000000000000000000000\nStep-Index: 5\n";
+    t.git(&["commit", "-q", "-m", msg]).ok();
+    let r = t.refuses("gap", 3, &["Step-Index 5", "step 4 of the run"], || {
+        t.steps(&["apply", plan5.to_str().unwrap()])
+    });
+    assert!(
+        r.stderr().contains("missing or out of order"),
+        "{}",
+        r.explain()
+    );
+    let v = t.steps(&["verify"]).code_is(3);
+    assert!(v.stdout().contains("Step-Index 5"), "{}", v.explain());
+
+    // The first step cherry-picked on top: the scan does not stop at the
+    // copy, it reads on and finds the step twice.
+    t.git(&["reset", "-q", "--hard", &good]).ok();
+    let first = t.git_out(&["rev-list", "--reverse", "HEAD"]);
+    let s1 = first.lines().nth(2).unwrap().to_string();
+    assert!(t
+        .git_out(&["log", "-1", "--format=%s", &s1])
+        .starts_with("step s1"));
+    t.write("f1.txt", "1 again\n");
+    t.git(&["add", "-A"]).ok();
+    let copied = t.git_out(&["log", "-1", "--format=%B", &s1]);
+    t.git(&["commit", "-q", "-m", &copied]).ok();
+    t.refuses("copied first step", 3, &["step s1 appears twice"], || {
+        t.steps(&["apply", plan5.to_str().unwrap()])
+    });
+}
+
+/// Receipts written before `Step-Index` existed still resume: the scan
+/// falls back to the whole history, and new receipts carry their
+/// position.
+#[test]
+fn receipts_without_an_index_resume() {
+    let t = TestRepo::new();
+    project_history(&t, 3);
+    // The decision digests of the plan's steps, as git-steps records them
+    // (a digest depends on the step alone).
+    let elsewhere = t.sibling("elsewhere", None);
+    let two = elsewhere.plan("two.jsonl", &[step(1), step(2)]);
+    elsewhere.steps(&["apply", two.to_str().unwrap()]).ok();
+    let digests = elsewhere.git_out(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Decision,valueonly,separator=)",
+    ]);
+    let digests: Vec<&str> = digests.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(digests.len(), 2);
+    for n in 1..=2u32 {
+        t.write(&format!("f{n}.txt"), &format!("{n}\n"));
+        t.git(&["add", "-A"]).ok();
+        let msg = format!(
+            "step s{n}: old\n\nStep-Id: s{n}\nStep-Run: main\nStep-Decision: {}\n",
+            digests[n as usize - 1]
+        );
+        t.git(&["commit", "-q", "-m", &msg]).ok();
+    }
+    let plan = t.plan("p.jsonl", &[step(1), step(2), step(3)]);
+    let r = t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert!(r.stdout().contains("skipped s2"), "{}", r.explain());
+    assert_eq!(indexes(&t, "HEAD"), vec!["3".to_string()]);
+    t.steps(&["verify"]).ok();
+}

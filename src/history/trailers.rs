@@ -523,6 +523,7 @@ mod tests {
                 id: "a".into(),
                 run: "r".into(),
                 decision: "d".into(),
+                index: None,
                 source: None,
             }
         );

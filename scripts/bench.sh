@@ -12,6 +12,11 @@
 #   3. memory: peak RSS for a 100k-line plan and on the long history.
 #   4. crash matrix: wall time of `crashtest` on the 8-step fixture and on a
 #      50-step plan.
+#   5. a run on a long base history: a 10-step run started from a project
+#      history of STEPS_BASE (default 100000) ordinary commits, on a fresh
+#      clone: `status` and a one-more-step `apply`, vs the same on a
+#      one-commit base (a run's cost must not grow with the history it
+#      started from; target <= 1.5x).
 #
 # Usage: scripts/bench.sh            (release build; needs git, python3, strace)
 set -euo pipefail
@@ -24,6 +29,7 @@ export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.invalid
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.invalid
 history_steps=${STEPS_HISTORY:-100000}
+base_commits=${STEPS_BASE:-100000}
 
 now_ns() { date +%s%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", (b - a) / 1e6}'; }
@@ -157,11 +163,73 @@ with open(f"{work}/plan50.jsonl", "w") as f:
     for i in range(1, 51):
         f.write(json.dumps({"id": f"c{i}", "files": {f"f{i % 5}.txt": f"step {i}\n"}}) + "\n")
 PY
-t0=$(now_ns); "$bin" -q crashtest "$root/fixtures/eight-steps.jsonl" >/dev/null; t1=$(now_ns)
+# From outside any repository: crashtest's boxes start from the embedded default.
+t0=$(now_ns); (cd "$work" && "$bin" -q crashtest "$root/fixtures/eight-steps.jsonl" >/dev/null); t1=$(now_ns)
 m8=$(ms "$t0" "$t1")
-t0=$(now_ns); "$bin" -q crashtest "$work/plan50.jsonl" >/dev/null; t1=$(now_ns)
+t0=$(now_ns); (cd "$work" && "$bin" -q crashtest "$work/plan50.jsonl" >/dev/null); t1=$(now_ns)
 m50=$(ms "$t0" "$t1")
 echo
 echo "4. crash matrix (wall time, $(nproc) jobs)"
 echo "   8-step fixture:  $m8 ms"
 echo "   50-step plan:    $m50 ms"
+
+# --- 5. a run on a long base history ---------------------------------------
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+for name, n in (("plan10", 10), ("plan11", 11)):
+    with open(f"{work}/{name}.jsonl", "w") as f:
+        for i in range(1, n + 1):
+            f.write(json.dumps({"id": f"b{i}", "files": {f"run/f{i}.txt": f"step {i}\n"}}) + "\n")
+PY
+# $1: commits in the base. Sets base_status and base_apply (ms, best of 3
+# fresh clones each: one sample is too noisy for a ratio).
+run_on_base() {
+  local n=$1 d="$work/base$1"
+  python3 - "$n" > "$d.fi" <<'PY'
+import sys
+# Both bases end in the same tree (500 files): only the history differs.
+n = int(sys.argv[1]); w = sys.stdout.write
+for i in range(1, n + 1):
+    msg = f"project commit {i}\n"
+    w("commit refs/heads/main\n"); w(f"mark :{i}\n"); w(f"committer b <b@x> {1600000000 + i} +0000\n")
+    w(f"data {len(msg.encode())}\n{msg}\n")
+    if i > 1: w(f"from :{i - 1}\n")
+    files = range(500) if i == 1 else [i % 500]
+    for f in files:
+        data = f"release {f if i == 1 else i}\n"
+        w(f"M 100644 inline src/f{f}.txt\ndata {len(data)}\n{data}\n")
+PY
+  git init -q --bare -b main "$d.git"
+  git -C "$d.git" fast-import --quiet < "$d.fi"
+  git clone -q "$d.git" "$d-box1"
+  "$bin" -q -C "$d-box1" init --branch agent/run --remote origin >/dev/null
+  "$bin" -q -C "$d-box1" apply "$work/plan10.jsonl" >/dev/null
+  local head10; head10=$(git -C "$d.git" rev-parse agent/run)
+  base_status=""; base_apply=""
+  for k in 1 2 3; do
+    git clone -q "$d.git" "$d-fresh$k"
+    "$bin" -q -C "$d-fresh$k" init --branch agent/run --remote origin >/dev/null
+    t0=$(now_ns); "$bin" -q -C "$d-fresh$k" status >/dev/null; t1=$(now_ns)
+    local st; st=$(ms "$t0" "$t1")
+    git clone -q "$d.git" "$d-apply$k"
+    "$bin" -q -C "$d-apply$k" init --branch agent/run --remote origin >/dev/null
+    cp "$work/plan11.jsonl" "$work/plan11-$n-$k.jsonl"
+    t0=$(now_ns); "$bin" -q -C "$d-apply$k" apply "$work/plan11-$n-$k.jsonl" >/dev/null; t1=$(now_ns)
+    local ap; ap=$(ms "$t0" "$t1")
+    base_status=$(awk -v a="$base_status" -v b="$st" 'BEGIN{print (a == "" || b < a) ? b : a}')
+    base_apply=$(awk -v a="$base_apply" -v b="$ap" 'BEGIN{print (a == "" || b < a) ? b : a}')
+    # The fresh box skipped ten steps and applied one; then the remote goes
+    # back to ten steps for the next sample.
+    test "$(git -C "$d.git" rev-list --count main..agent/run)" = 11
+    git -C "$d.git" update-ref refs/heads/agent/run "$head10"
+  done
+}
+run_on_base 1
+small_status=$base_status small_apply=$base_apply
+run_on_base "$base_commits"
+big_status=$base_status big_apply=$base_apply
+echo
+echo "5. a 10-step run on a ${base_commits}-commit base vs a one-commit base (fresh clone, best of 3)"
+echo "   status:               $big_status ms vs $small_status ms   ($(ratio "$big_status" "$small_status")x; target <= 1.5x)"
+echo "   one-more-step apply:  $big_apply ms vs $small_apply ms   ($(ratio "$big_apply" "$small_apply")x; target <= 1.5x)"

@@ -24,7 +24,8 @@ fn eight_steps_apply_once_and_plain_git_reads_every_receipt() {
         let msg = t.git_out(&["log", "-1", "--format=%B", &format!("HEAD~{n}")]);
         let parsed = interpret_trailers(&t, &msg);
         let lines: Vec<&str> = parsed.lines().collect();
-        assert_eq!(lines.len(), 3, "{parsed}");
+        assert_eq!(lines.len(), 4, "{parsed}");
+        assert_eq!(lines[3], format!("Step-Index: {}", ids.len() - n));
         assert_eq!(lines[0], format!("Step-Id: {id}"));
         assert_eq!(lines[1], "Step-Run: main");
         assert!(

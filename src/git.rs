@@ -103,6 +103,66 @@ pub fn head_branch(repo: &Repository) -> Option<String> {
     target.strip_prefix("refs/heads/").map(str::to_string)
 }
 
+/// The worktree other than this one whose HEAD is on `branch`, if any (as
+/// `git switch` refuses: two checkouts of one branch would each move it
+/// under the other). Reads each worktree's HEAD file: the main worktree's
+/// in the common git directory (unless it is bare), a linked one's under
+/// `worktrees/<name>/`.
+pub fn checked_out_elsewhere(repo: &Repository, branch: &str) -> Option<std::path::PathBuf> {
+    let want = format!("ref: refs/heads/{branch}");
+    let common = repo.commondir().to_path_buf();
+    let here = std::fs::canonicalize(repo.path()).ok()?;
+    let on_branch = |gitdir: &Path| {
+        std::fs::read_to_string(gitdir.join("HEAD"))
+            .map(|h| h.trim_end() == want)
+            .unwrap_or(false)
+    };
+    let is_here = |gitdir: &Path| std::fs::canonicalize(gitdir).ok().as_ref() == Some(&here);
+    let bare = git2::Config::open(&common.join("config"))
+        .and_then(|c| c.get_bool("core.bare"))
+        .unwrap_or(false);
+    if !bare && !is_here(&common) && on_branch(&common) {
+        let main = if common.file_name().is_some_and(|n| n == ".git") {
+            common
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or(common.clone())
+        } else {
+            common.clone()
+        };
+        return Some(main);
+    }
+    let linked = std::fs::read_dir(common.join("worktrees")).ok()?;
+    for entry in linked.flatten() {
+        let gitdir = entry.path();
+        if is_here(&gitdir) || !on_branch(&gitdir) {
+            continue;
+        }
+        // `gitdir` names the worktree's `.git` file.
+        let path = std::fs::read_to_string(gitdir.join("gitdir"))
+            .ok()
+            .and_then(|p| Path::new(p.trim_end()).parent().map(Path::to_path_buf))
+            .unwrap_or(gitdir);
+        return Some(path);
+    }
+    None
+}
+
+/// Refuse a run whose branch another worktree has checked out.
+pub fn ensure_branch_is_ours(repo: &Repository, branch: &str) -> crate::error::Result<()> {
+    match checked_out_elsewhere(repo, branch) {
+        None => Ok(()),
+        Some(there) => Err(crate::error::Error::other(format!(
+            "the run's branch {branch} is checked out in another worktree ({}): two runners on one branch would each move it under the other",
+            there.display()
+        ))
+        .with_hint(format!(
+            "run it in {}, or give this worktree a run of its own: `git steps init --branch <name>` (a run's settings belong to its worktree)",
+            there.display()
+        ))),
+    }
+}
+
 /// Who a commit is by, as git resolves it.
 #[derive(Clone)]
 pub struct Identity {

@@ -61,13 +61,33 @@ impl Settings {
     }
 }
 
-fn config_str(repo: &Repository, key: &str) -> Result<Option<String>> {
+/// A `steps.*` value as git reads it — except that in a linked worktree the
+/// repository's shared `.git/config` does not count: the `steps.*` keys
+/// there are the main worktree's run (written before worktrees existed),
+/// not this worktree's.
+pub fn config_str(repo: &Repository, key: &str) -> Result<Option<String>> {
     let cfg = repo.config()?;
-    match cfg.get_string(key) {
+    let get = |cfg: &git2::Config| match cfg.get_string(key) {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
         Err(e) => Err(e.into()),
+    };
+    if !repo.is_worktree() {
+        return get(&cfg);
     }
+    use git2::ConfigLevel::*;
+    for level in [Worktree, App, Global, XDG, System, ProgramData] {
+        match cfg.open_level(level) {
+            Ok(one) => {
+                if let Some(v) = get(&one)? {
+                    return Ok(Some(v));
+                }
+            }
+            Err(e) if e.code() == git2::ErrorCode::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
 }
 
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
@@ -121,21 +141,119 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     })
 }
 
-/// Store settings in the repository's own config (`steps.branch`,
-/// `steps.run`, `steps.remote`, `steps.transport`), all in one replacement
-/// of the config file: a copy is edited with libgit2, then renamed over
-/// `config` under `config.lock` (git's protocol, through
-/// [`crate::workdir::lock::OwnLock`]), so a kill leaves the old settings or the new
-/// ones, never some of each.
+/// Store settings in git config (`steps.branch`, `steps.run`,
+/// `steps.remote`, `steps.transport`), all in one replacement of the config
+/// file: a copy is edited with libgit2, then renamed over the file under
+/// its `.lock` (git's protocol, through [`crate::workdir::lock::OwnLock`]),
+/// so a kill leaves the old settings or the new ones, never some of each.
+///
+/// A run belongs to its worktree. In a repository with linked worktrees
+/// (`git worktree add`: one clone, an agent per worktree) the settings go
+/// to this worktree's own `config.worktree`, with git's
+/// `extensions.worktreeConfig` turned on in the shared config first, as
+/// `git config --worktree` would; without linked worktrees, to
+/// `.git/config`.
 pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
-    use crate::workdir::lock::{OwnLock, ReplaceError};
-    let dir = repo.commondir();
-    let target = dir.join("config");
+    let per_worktree = repo.is_worktree() || !repo.worktrees()?.is_empty();
+    let target = if per_worktree {
+        let common = repo.commondir();
+        let enabled = git2::Config::open(&common.join("config"))
+            .and_then(|c| c.get_bool("extensions.worktreeConfig"))
+            .unwrap_or(false);
+        if !enabled {
+            replace_config(repo, common, "config", &mut |cfg| {
+                set(cfg, "extensions.worktreeConfig", "true")
+            })?;
+        }
+        repo.path().join("config.worktree")
+    } else {
+        repo.commondir().join("config")
+    };
+    let dir = target.parent().expect("a config file has a directory");
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("config file names are ours");
+    let (before, edited) = replace_config(repo, dir, name, &mut |cfg| {
+        set(cfg, "steps.branch", &s.branch)?;
+        set(cfg, "steps.run", &s.run)?;
+        match &s.remote {
+            Some(r) => {
+                set(cfg, "steps.remote", &r.spec)?;
+                set(cfg, "steps.transport", r.transport.as_str())?;
+            }
+            None => {
+                let _ = cfg.remove("steps.remote");
+                let _ = cfg.remove("steps.transport");
+            }
+        }
+        Ok(())
+    })?;
+    // Another config file (an include, the worktree's own config) may set
+    // the same keys and win: then what was written is not what runs. Put
+    // the old file back and say so.
+    let reopened = Repository::open(repo.path())?;
+    let now = resolve(&reopened, &Overrides::default())?;
+    if now != *s {
+        if edited != before {
+            let lock = OwnLock::new(&target, &dir.join(pending_name(name)));
+            let restored = || match std::fs::read(&target) {
+                Ok(cur) if cur == edited => Ok(()),
+                _ => Err(()),
+            };
+            let _ = lock.replace(&before, &restored);
+        }
+        return Err(Error::other(format!(
+            "git config reads back run {} on branch {}{}, not what init was asked for: another config file sets these keys and takes precedence; nothing was changed",
+            now.run,
+            now.branch,
+            now.remote.as_ref().map(|r| format!(" with remote {}", r.spec)).unwrap_or_default()
+        ))
+        .with_hint("see where with `git config --show-origin --get-regexp '^steps\\.'`, remove them there (or pass the flags on every command), then rerun init"));
+    }
+    Ok(())
+}
+
+use crate::workdir::lock::{OwnLock, ReplaceError};
+
+fn set(cfg: &mut git2::Config, key: &str, value: &str) -> Result<()> {
+    cfg.set_str(key, value).map_err(|e| {
+        Error::other(format!("cannot set {key}: {}", e.message())).with_hint(format!(
+            "git config holds {key} more than once, or through an include; see `git config --show-origin --get-all {key}`, keep one in .git/config, then rerun init; nothing was changed"
+        ))
+    })
+}
+
+/// The pending file whose hard link is git-steps' own lock on config file
+/// `name` (the main worktree keeps `config` and `config.worktree` in one
+/// directory).
+fn pending_name(name: &str) -> String {
+    match name {
+        "config" => "steps-config.pending".into(),
+        other => format!("steps-{other}.pending"),
+    }
+}
+
+/// Replace the config file `dir/name` (absent: empty) with `edit` applied
+/// to a private copy, atomically under `name.lock`; returns the contents
+/// before and after.
+fn replace_config(
+    repo: &Repository,
+    dir: &std::path::Path,
+    name: &str,
+    edit: &mut dyn FnMut(&mut git2::Config) -> Result<()>,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let target = dir.join(name);
     clear_config_leftover(repo);
-    // git-steps writers of this config (from any worktree) one at a time.
-    let _writers = crate::workdir::lock::wait(dir, "steps-config.flock")?;
-    let lock = OwnLock::new(&target, &dir.join("steps-config.pending"));
-    let before = std::fs::read(&target).context(|| format!("cannot read {}", target.display()))?;
+    // git-steps writers of any config of this repository (from any
+    // worktree) one at a time.
+    let _writers = crate::workdir::lock::wait(repo.commondir(), "steps-config.flock")?;
+    let lock = OwnLock::new(&target, &dir.join(pending_name(name)));
+    let before = match std::fs::read(&target) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && name != "config" => Vec::new(),
+        Err(e) => return Err(e).context(|| format!("cannot read {}", target.display())),
+    };
     // A private copy (and the lock libgit2 takes on it, if a kill left one:
     // nobody but git-steps, under the flock above, uses these names).
     let scratch = dir.join("steps-config.edit");
@@ -155,41 +273,22 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
     }
     let edited = (|| -> Result<Vec<u8>> {
         let mut cfg = git2::Config::open(&scratch)?;
-        let mut set = |key: &str, value: &str| {
-            cfg.set_str(key, value).map_err(|e| {
-                Error::other(format!("cannot set {key}: {}", e.message())).with_hint(format!(
-                    "git config holds {key} more than once, or through an include; see `git config --show-origin --get-all {key}`, keep one in .git/config, then rerun init; nothing was changed"
-                ))
-            })
-        };
-        set("steps.branch", &s.branch)?;
-        set("steps.run", &s.run)?;
-        match &s.remote {
-            Some(r) => {
-                set("steps.remote", &r.spec)?;
-                set("steps.transport", r.transport.as_str())?;
-            }
-            None => {
-                let _ = cfg.remove("steps.remote");
-                let _ = cfg.remove("steps.transport");
-            }
-        }
+        edit(&mut cfg)?;
         drop(cfg);
         std::fs::read(&scratch).context(|| format!("cannot read {}", scratch.display()))
     })();
     let _ = std::fs::remove_file(&scratch);
     let edited = edited?;
-    // Under the lock: nobody changed the config since it was read.
+    if edited == before {
+        return Ok((before, edited));
+    }
+    // Under the lock: nobody changed the file since it was read.
     let unchanged = || match std::fs::read(&target) {
         Ok(now) if now == before => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && before.is_empty() => Ok(()),
         _ => Err(()),
     };
-    let write = |content: &[u8], unchanged: &dyn Fn() -> std::result::Result<(), ()>| {
-        lock.replace(content, unchanged)
-    };
-    let changed = edited != before;
-    if changed {
-        write(&edited, &unchanged).map_err(|e| match e {
+    lock.replace(&edited, &unchanged).map_err(|e| match e {
         ReplaceError::Held(p) => Error::other(format!(
             "cannot write the run's settings: {} exists",
             p.display()
@@ -206,43 +305,28 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
             "cannot write the run's settings: the config changed while they were being written",
         )
         .with_hint("rerun the same `git steps init`"),
-        })?;
-    }
-    // Another config file (an include, the worktree's own config) may set
-    // the same keys and win: then what was written is not what runs. Put
-    // the old file back and say so.
-    let repo = Repository::open(repo.path())?;
-    let now = resolve(&repo, &Overrides::default())?;
-    if now != *s {
-        let restored = || match std::fs::read(&target) {
-            Ok(cur) if cur == edited => Ok(()),
-            _ => Err(()),
-        };
-        if changed {
-            let _ = write(&before, &restored);
-        }
-        return Err(Error::other(format!(
-            "git config reads back run {} on branch {}{}, not what init was asked for: another config file sets these keys and takes precedence; nothing was changed",
-            now.run,
-            now.branch,
-            now.remote.as_ref().map(|r| format!(" with remote {}", r.spec)).unwrap_or_default()
-        ))
-        .with_hint("see where with `git config --show-origin --get-regexp '^steps\\.'`, remove them there (or pass the flags on every command), then rerun init"));
-    }
-    Ok(())
+    })?;
+    Ok((before, edited))
 }
 
 /// Clear what a killed `init` left: its own `config.lock` (which would
 /// block every `git config` of the user) and its scratch files. Another
 /// writer's `config.lock` is left alone.
 pub fn clear_config_leftover(repo: &Repository) -> Option<String> {
-    let dir = repo.commondir();
-    let _writers = crate::workdir::lock::wait(dir, "steps-config.flock").ok()?;
-    let _ = std::fs::remove_file(dir.join("steps-config.edit"));
-    let _ = std::fs::remove_file(dir.join("steps-config.edit.lock"));
-    crate::workdir::lock::OwnLock::new(&dir.join("config"), &dir.join("steps-config.pending"))
-        .clear_own_leftover()
-        .map(|p| p.display().to_string())
+    let common = repo.commondir();
+    let _writers = crate::workdir::lock::wait(common, "steps-config.flock").ok()?;
+    let mut cleared = None;
+    // The shared config, and this worktree's own.
+    for (dir, name) in [(common, "config"), (repo.path(), "config.worktree")] {
+        let _ = std::fs::remove_file(dir.join("steps-config.edit"));
+        let _ = std::fs::remove_file(dir.join("steps-config.edit.lock"));
+        if let Some(p) =
+            OwnLock::new(&dir.join(name), &dir.join(pending_name(name))).clear_own_leftover()
+        {
+            cleared.get_or_insert(p.display().to_string());
+        }
+    }
+    cleared
 }
 
 /// A boolean `steps.*` setting.

@@ -9,7 +9,8 @@ use crate::settings;
 /// Store the run's settings in git config.
 ///
 /// Writes `steps.branch`, `steps.run`, `steps.remote` and `steps.transport`
-/// to the repository's config, so every later command (and a fresh box that
+/// to the repository's config (with linked worktrees, to this worktree's own
+/// config: each worktree holds its own run), so every later command (and a fresh box that
 /// runs the same `init`) resumes the same run. With `--remote` the remote is
 /// the durable domain: a step is durable once the remote accepts its branch
 /// update. With no remote the durable domain is this local repository: a
@@ -28,7 +29,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     if a.run.run.is_none() {
         // Another branch is another run: its id is not the old run's.
         let repo = crate::git::open(&ctx.repo)?;
-        let stored = repo.config()?.get_string("steps.branch").ok();
+        let stored = settings::config_str(&repo, "steps.branch")?;
         if let (Some(new), Some(old)) = (&a.run.branch, stored) {
             if *new != old {
                 a.run.run = Some(new.clone());
@@ -36,6 +37,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
         }
     }
     let (repo, s) = ctx.open(&a.run)?;
+    crate::git::ensure_branch_is_ours(&repo, &s.branch)?;
     if let Some(r) = &s.remote {
         crate::sync::remote::check_spec(&repo, &r.spec)?;
     }

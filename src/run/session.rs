@@ -156,6 +156,8 @@ impl<'r> Session<'r> {
         ui: &mut dyn Ui,
     ) -> Result<Session<'r>> {
         let s = settings;
+        // One runner per branch: not this one if another worktree has it.
+        crate::git::ensure_branch_is_ours(repo, &s.branch)?;
         // Who commits is settled before anything is written.
         let who = identity(repo)?;
         let lock = if opts.dry_run {

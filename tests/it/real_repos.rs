@@ -234,3 +234,123 @@ fn receipts_without_an_index_resume() {
     assert_eq!(indexes(&t, "HEAD"), vec!["3".to_string()]);
     t.steps(&["verify"]).ok();
 }
+
+/// Two agents in two linked worktrees of one clone, against one remote, at
+/// the same time: each run's settings live in its worktree (`init` in one
+/// does not touch the other's), each branch holds only its own receipts,
+/// and a worktree cannot run a branch another worktree has checked out.
+#[test]
+fn two_agents_in_two_worktrees_of_one_clone() {
+    let t = TestRepo::new();
+    project_history(&t, 3);
+    let server = t.start_server(Kind::Daemon);
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    let a = t.clone_with("a", &[server.url()]);
+    // A's run is set up before any worktree exists (in the shared config).
+    a.steps(&["init", "--branch", "agent/a", "--remote", "origin"])
+        .ok();
+    let b_path = t.tmp.path().join("b");
+    a.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        b_path.to_str().unwrap(),
+    ])
+    .ok();
+    let b = TestRepo {
+        tmp: t.tmp.clone(),
+        work: b_path,
+    };
+    // B has no run of its own yet: nothing of A's leaks into it.
+    let st = b.steps(&["--json", "status"]);
+    assert_ne!(
+        st.json()["data"]["branch"].as_str(),
+        Some("agent/a"),
+        "{}",
+        st.explain()
+    );
+    b.steps(&["init", "--branch", "agent/b", "--remote", "origin"])
+        .ok();
+    assert_eq!(
+        b.git_out(&["config", "--worktree", "steps.branch"]),
+        "agent/b"
+    );
+    assert_eq!(a.git_out(&["config", "steps.branch"]), "agent/a");
+    assert_eq!(a.git_out(&["config", "steps.run"]), "agent/a");
+
+    let plan = |who: &str, n: u32| {
+        let lines: Vec<String> = (1..=n)
+            .map(|i| {
+                line(serde_json::json!({
+                    "id": format!("{who}{i}"),
+                    "files": {format!("{who}/f{i}.txt"): format!("{who} {i}\n")}
+                }))
+            })
+            .collect();
+        t.plan(&format!("{who}.jsonl"), &lines)
+    };
+    let (pa, pb) = (plan("a", 12), plan("b", 12));
+    let ca = a.spawn_steps(&["apply", pa.to_str().unwrap()]);
+    let cb = b.spawn_steps(&["apply", pb.to_str().unwrap()]);
+    for (mut c, who) in [(ca, "a"), (cb, "b")] {
+        assert!(c.wait().unwrap().success(), "agent {who} failed");
+    }
+    let ids = |branch: &str| -> Vec<String> {
+        server
+            .git(&[
+                "log",
+                "--reverse",
+                "--format=%(trailers:key=Step-Id,valueonly,separator=)%x09%(trailers:key=Step-Run,valueonly,separator=)",
+                branch,
+            ])
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let want =
+        |who: &str| -> Vec<String> { (1..=12).map(|i| format!("{who}{i}\tagent/{who}")).collect() };
+    assert_eq!(ids("agent/a"), want("a"));
+    assert_eq!(ids("agent/b"), want("b"));
+    assert_eq!(a.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(b.git_out(&["status", "--porcelain"]), "");
+    a.steps(&["verify"]).ok();
+    b.steps(&["verify"]).ok();
+
+    // A third worktree pointed at A's branch is refused, before anything.
+    let c_path = t.tmp.path().join("c");
+    a.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        c_path.to_str().unwrap(),
+    ])
+    .ok();
+    let c = TestRepo {
+        tmp: t.tmp.clone(),
+        work: c_path,
+    };
+    c.refuses(
+        "branch checked out elsewhere",
+        1,
+        &["checked out in another worktree", "git steps init --branch"],
+        || {
+            c.steps(&[
+                "apply",
+                "--branch",
+                "agent/a",
+                "--run",
+                "agent/a",
+                pa.to_str().unwrap(),
+            ])
+        },
+    );
+    c.refuses(
+        "init on a branch checked out elsewhere",
+        1,
+        &["checked out in another worktree"],
+        || c.steps(&["init", "--branch", "agent/b"]),
+    );
+}

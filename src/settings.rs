@@ -201,7 +201,7 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
                 Ok(cur) if cur == edited => Ok(()),
                 _ => Err(()),
             };
-            let _ = lock.replace(&before, &restored);
+            let _ = lock.replace(&before, restored);
         }
         return Err(Error::other(format!(
             "git config reads back run {} on branch {}{}, not what init was asked for: another config file sets these keys and takes precedence; nothing was changed",
@@ -288,7 +288,7 @@ fn replace_config(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && before.is_empty() => Ok(()),
         _ => Err(()),
     };
-    lock.replace(&edited, &unchanged).map_err(|e| match e {
+    lock.replace(&edited, unchanged).map_err(|e| match e {
         ReplaceError::Held(p) => Error::other(format!(
             "cannot write the run's settings: {} exists",
             p.display()

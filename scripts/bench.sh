@@ -163,10 +163,10 @@ with open(f"{work}/plan50.jsonl", "w") as f:
     for i in range(1, 51):
         f.write(json.dumps({"id": f"c{i}", "files": {f"f{i % 5}.txt": f"step {i}\n"}}) + "\n")
 PY
-# From outside any repository: crashtest's boxes start from the embedded default.
-t0=$(now_ns); (cd "$work" && "$bin" -q crashtest "$root/fixtures/eight-steps.jsonl" >/dev/null); t1=$(now_ns)
+# Every box from an empty repository (the default outside one).
+t0=$(now_ns); (cd "$work" && "$bin" -q crashtest --empty-base "$root/fixtures/eight-steps.jsonl" >/dev/null); t1=$(now_ns)
 m8=$(ms "$t0" "$t1")
-t0=$(now_ns); (cd "$work" && "$bin" -q crashtest "$work/plan50.jsonl" >/dev/null); t1=$(now_ns)
+t0=$(now_ns); (cd "$work" && "$bin" -q crashtest --empty-base "$work/plan50.jsonl" >/dev/null); t1=$(now_ns)
 m50=$(ms "$t0" "$t1")
 echo
 echo "4. crash matrix (wall time, $(nproc) jobs)"

@@ -17,6 +17,10 @@ use crate::error::{Error, Refusal, RefusalKind};
 /// (vanish: resume on a fresh clone), rerun the same command, and compare
 /// artifact and history fingerprints. Verdicts: SAME, REFUSED (the resume
 /// refused loudly, exit 3), DIVERGED. Exits 3 when any row DIVERGED.
+///
+/// Every box starts from the HEAD tree of the repository crashtest runs in
+/// (or -C names), so a plan that edits your files can be crashed; outside
+/// a repository, or with --empty-base, from an empty repository.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plan to crash (JSON Lines).
@@ -39,6 +43,11 @@ pub struct Args {
     /// step (durable) or only at the end (volatile).
     #[arg(long, value_name = "durable|volatile", default_value = "durable")]
     classic_log: String,
+    /// Start every box from an empty repository, even inside one [default:
+    /// inside a repository (or with -C), every box starts from its HEAD
+    /// tree].
+    #[arg(long)]
+    empty_base: bool,
     /// Rows run at once [default: the number of cores].
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
@@ -198,7 +207,30 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         .map_err(|e| Error::input(format!("cannot open the plan {}: {e}", plan.display())))?;
     let exe = std::env::current_exe()
         .map_err(|e| Error::other(format!("cannot find this binary: {e}")))?;
-    let env = Env { exe, plan, runner };
+    // Inside a repository (or with -C), every box starts from its HEAD
+    // tree, so a plan that edits the repository's files can be crashed.
+    let base = if a.empty_base {
+        None
+    } else {
+        match git2::Repository::discover(&ctx.repo) {
+            Ok(repo) => matrix::Base::of_head(&repo)?,
+            Err(_) => None,
+        }
+    };
+    match &base {
+        Some(b) => ctx.status(&format!(
+            "crashtest: every box starts from the tree of {} ({} file(s)); --empty-base for an empty repository",
+            crate::git::short(b.from),
+            b.files
+        )),
+        None => ctx.status("crashtest: every box starts from an empty repository"),
+    }
+    let env = Env {
+        exe,
+        plan,
+        runner,
+        base,
+    };
     let progress = Progress::new("crashtest", ctx.quiet);
     let started = Instant::now();
     let m = matrix::run(&env, jobs(a.jobs), &|d, t| progress.tick(d, t))?;

@@ -104,6 +104,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             exe: exe.clone(),
             plan: plan.clone(),
             runner,
+            base: None,
         };
         matrices.push(matrix::run(&env, jobs, &|d, t| progress.tick(d, t))?);
     }

@@ -354,3 +354,45 @@ fn two_agents_in_two_worktrees_of_one_clone() {
         || c.steps(&["init", "--branch", "agent/b"]),
     );
 }
+
+/// `crashtest` inside a repository starts every box from its HEAD tree, so a
+/// plan that edits the repository's own files can be crashed; the
+/// repository itself is left as it was. `--empty-base` (and running
+/// outside a repository) keeps the empty default, where this plan cannot
+/// apply.
+#[test]
+fn crashtest_starts_every_box_from_the_repositorys_head() {
+    let t = TestRepo::new();
+    t.write("notes.md", "alpha\nbeta\ngamma\n");
+    t.write("src/main.rs", "fn main() {}\n");
+    t.commit_all("the project");
+    let plan = t.plan(
+        "edits.jsonl",
+        &[
+            line(serde_json::json!({"id": "e1", "patch": "--- a/notes.md\n+++ b/notes.md\n@@ -1,3 +1,4 @@\n alpha\n+inserted\n beta\n gamma\n"})),
+            line(serde_json::json!({"id": "e2", "edits": [{"path": "src/main.rs", "old_str": "fn main() {}", "new_str": "fn main() { println!(\"hi\"); }"}]})),
+        ],
+    );
+    let p = plan.to_str().unwrap();
+    let before = t.snapshot();
+    let doc = t.steps(&["--json", "crashtest", p]).ok().json();
+    let sum = &doc["data"]["summary"];
+    assert_eq!(sum["diverged"], 0, "{doc}");
+    assert!(sum["same"].as_u64().unwrap() > 10, "{doc}");
+    assert_eq!(t.snapshot(), before, "crashtest wrote into the repository");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+
+    // The reference artifact is the plan applied on this HEAD's tree.
+    let box_ = t.sibling("box", None);
+    box_.write("notes.md", "alpha\nbeta\ngamma\n");
+    box_.write("src/main.rs", "fn main() {}\n");
+    box_.commit_all("the project");
+    let applied = box_.steps(&["--json", "apply", p]).ok().json();
+    assert_eq!(
+        doc["data"]["reference"]["artifact"], applied["data"]["artifact"],
+        "{doc}"
+    );
+
+    let r = t.steps(&["crashtest", "--empty-base", p]).code_is(1);
+    assert!(r.stderr().contains("notes.md"), "{}", r.explain());
+}

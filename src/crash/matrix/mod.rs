@@ -10,6 +10,8 @@
 //! fingerprints equal the reference and the local branch equals the durable
 //! one; REFUSED only when the resume exited 3; anything else is DIVERGED.
 //! Every run is a real process of this binary against a real bare remote.
+//! Every box starts from the same base: the tree of the repository's HEAD
+//! when `crashtest` runs inside one ([`Base`]), else an empty repository.
 
 pub mod classic;
 
@@ -218,6 +220,85 @@ pub struct Env {
     pub exe: PathBuf,
     pub plan: PathBuf,
     pub runner: Runner,
+    /// What every box starts from (None: an empty repository).
+    pub base: Option<Base>,
+}
+
+/// The tree every box starts from: the HEAD tree of the repository
+/// `crashtest` runs in, as the one commit of a seed repository in scratch
+/// space (only the tree's objects are copied: the matrix's cost does not
+/// grow with the repository's history, and nothing is written to it).
+#[derive(Debug, Clone)]
+pub struct Base {
+    seed: std::sync::Arc<tempfile::TempDir>,
+    /// The commit in the repository whose tree this is.
+    pub from: git2::Oid,
+    /// Files in the tree.
+    pub files: usize,
+}
+
+impl Base {
+    /// The HEAD tree of `repo`; None when HEAD is unborn.
+    pub fn of_head(repo: &Repository) -> Result<Option<Base>> {
+        let Ok(head) = repo.head() else {
+            return Ok(None);
+        };
+        let commit = head.peel_to_commit()?;
+        let tmp = tempfile::Builder::new()
+            .prefix("git-steps-crashtest-base-")
+            .tempdir_in(scratch_root())
+            .map_err(|e| Error::other(format!("cannot make a scratch dir: {e}")))?;
+        let mut opts = git2::RepositoryInitOptions::new();
+        opts.bare(true).initial_head("main");
+        let seed = Repository::init_opts(tmp.path(), &opts)?;
+        let (src, dst) = (repo.odb()?, seed.odb()?);
+        let mut files = 0;
+        let copy = |id: git2::Oid| -> Result<()> {
+            if !dst.exists(id) {
+                let o = src.read(id)?;
+                dst.write(o.kind(), o.data())?;
+            }
+            Ok(())
+        };
+        let tree = commit.tree()?;
+        copy(tree.id())?;
+        let mut failed = None;
+        tree.walk(git2::TreeWalkMode::PreOrder, |_, e| {
+            // Submodules are commits of other repositories: not copied.
+            if e.filemode() == crate::git::MODE_GITLINK as i32 {
+                return git2::TreeWalkResult::Skip;
+            }
+            if e.kind() == Some(git2::ObjectType::Blob) {
+                files += 1;
+            }
+            match copy(e.id()) {
+                Ok(()) => git2::TreeWalkResult::Ok,
+                Err(err) => {
+                    failed = Some(err);
+                    git2::TreeWalkResult::Abort
+                }
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // A fixed signature and time: every box starts from the same commit.
+        let sig = git2::Signature::new("crashtest", "crashtest@localhost", &git2::Time::new(0, 0))?;
+        let base_tree = seed.find_tree(tree.id())?;
+        seed.commit(
+            Some("refs/heads/main"),
+            &sig,
+            &sig,
+            &format!("crashtest base: the tree of {}", commit.id()),
+            &base_tree,
+            &[],
+        )?;
+        Ok(Some(Base {
+            seed: std::sync::Arc::new(tmp),
+            from: commit.id(),
+            files,
+        }))
+    }
 }
 
 fn git_env(cmd: &mut Command) {
@@ -250,16 +331,27 @@ pub fn scratch_root() -> PathBuf {
     std::env::temp_dir()
 }
 
-fn scratch() -> Result<Scratch> {
+fn scratch(env: &Env) -> Result<Scratch> {
     let tmp = tempfile::Builder::new()
         .prefix("git-steps-crashtest-")
         .tempdir_in(scratch_root())
         .map_err(|e| Error::other(format!("cannot make a scratch dir: {e}")))?;
     let root = tmp.path().to_path_buf();
     let bare = root.join("remote.git");
-    let mut opts = git2::RepositoryInitOptions::new();
-    opts.bare(true).initial_head("main");
-    Repository::init_opts(&bare, &opts)?;
+    match &env.base {
+        // The remote holds the base on `main`: every box, first or fresh,
+        // is a clone of it.
+        Some(b) => {
+            git2::build::RepoBuilder::new()
+                .bare(true)
+                .clone(&b.seed.path().to_string_lossy(), &bare)?;
+        }
+        None => {
+            let mut opts = git2::RepositoryInitOptions::new();
+            opts.bare(true).initial_head("main");
+            Repository::init_opts(&bare, &opts)?;
+        }
+    }
     Ok(Scratch {
         _tmp: tmp,
         root,
@@ -411,8 +503,8 @@ fn error_line(stderr: &str) -> String {
 
 /// Run the plan uninterrupted in scratch space: the reference.
 pub fn reference(env: &Env) -> Result<Fingerprints> {
-    let s = scratch()?;
-    let dir = new_box(&s, 0, false)?;
+    let s = scratch(env)?;
+    let dir = new_box(&s, 0, env.base.is_some())?;
     let o = run_once(env, &dir, &s.bare, &UNARMED)?;
     if o.code != Some(0) {
         return Err(Error::other(format!(
@@ -425,8 +517,8 @@ pub fn reference(env: &Env) -> Result<Fingerprints> {
 
 /// Run one cell: crash, (fresh box), resume, compare.
 pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row> {
-    let s = scratch()?;
-    let mut dir = new_box(&s, 0, false)?;
+    let s = scratch(env)?;
+    let mut dir = new_box(&s, 0, env.base.is_some())?;
     let mut fired = 0;
     for (n, phase) in cell.phases.iter().enumerate() {
         let o = run_once(env, &dir, &s.bare, phase)?;

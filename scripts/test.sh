@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need on a fresh machine (their
 # real servers: git daemon comes with git, smart HTTP needs lighttpd; strace;
-# python3 for the agent loop's random decider), then runs the whole suite.
+# python3 for the agent loop's random decider; ssh-keygen and gpg for the
+# signing tests), then runs the whole suite.
 # Tests start and stop their own servers on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,9 @@ command -v lighttpd >/dev/null || missing+=(lighttpd)
 command -v flock >/dev/null || missing+=(util-linux)
 command -v strace >/dev/null || missing+=(strace)
 command -v python3 >/dev/null || missing+=(python3)
+# Signing tests generate their own keys: ssh-keygen and gpg.
+command -v ssh-keygen >/dev/null || missing+=(openssh-client)
+command -v gpg >/dev/null || missing+=(gnupg)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${missing[*]} (needed by the tests' real servers)" >&2

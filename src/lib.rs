@@ -18,7 +18,7 @@
 //! and the scan of them), `sync/` (the durable remote), `workdir/` (this
 //! box's locks, worktree and index), `run/` (sessions, the plan loop and the
 //! agent loop), `crash/` (crash points and the crash matrix), `cli/`, and at
-//! the top level [`error`], [`git`] and [`settings`].
+//! the top level [`error`], [`git`], [`sign`] and [`settings`].
 //!
 //! Every module uses only the modules listed before it here, and its own
 //! submodules; the test `layers_point_down` (below) reads this list and
@@ -27,35 +27,36 @@
 //! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
 //! 2. [`git`]: git primitives (open with fsync, certificates, signature,
 //!    short ids, hex, tree modes and tree changes);
-//! 3. [`crash`]: named crash points at every write boundary;
-//! 4. [`workdir::lock`]: one runner per repository, git-style lock files;
-//! 5. [`plan::path`]: the path rules every edit format obeys;
-//! 6. [`plan::formats`]: the edit formats, unified diffs among them;
-//! 7. [`plan::step`]: one step object, validated, and its decision digest;
-//! 8. [`plan::reader`]: plans streamed from a file or stdin;
-//! 9. [`tree::guard`]: the path rules applied to whole trees;
-//! 10. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
-//! 11. [`tree::fingerprint`]: artifact and history fingerprints;
-//! 12. [`tree::build`]: a step applied to a tree in the object database;
-//! 13. [`history::trailers`]: git's own trailer reader, ported;
-//! 14. [`history::receipt`]: the receipt trailer block, written and read;
-//! 15. [`history::ledger`]: the history scan into the applied set;
-//! 16. [`history::cache`]: the receipt cache, a verified copy of the ledger;
-//! 17. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 18. [`settings`]: `steps.*` config and the run's durable domain;
-//! 19. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 20. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 21. [`sync::reconcile`]: bringing local and durable branches together;
-//! 22. [`run::decider`]: asking the external decider for the next step;
-//! 23. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 24. [`run::agreement`]: the plan against the history;
-//! 25. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 26. [`run::commit`]: one step's order of writes;
-//! 27. [`run::engine`]: the plan loop (`apply`);
-//! 28. [`run::agent`]: the agent loop (`run --decider`);
-//! 29. [`run::inspect`]: status, log, verify, fingerprint;
-//! 30. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
-//! 31. [`cli`]: the command line and its rendering.
+//! 3. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
+//! 4. [`crash`]: named crash points at every write boundary;
+//! 5. [`workdir::lock`]: one runner per repository, git-style lock files;
+//! 6. [`plan::path`]: the path rules every edit format obeys;
+//! 7. [`plan::formats`]: the edit formats, unified diffs among them;
+//! 8. [`plan::step`]: one step object, validated, and its decision digest;
+//! 9. [`plan::reader`]: plans streamed from a file or stdin;
+//! 10. [`tree::guard`]: the path rules applied to whole trees;
+//! 11. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
+//! 12. [`tree::fingerprint`]: artifact and history fingerprints;
+//! 13. [`tree::build`]: a step applied to a tree in the object database;
+//! 14. [`history::trailers`]: git's own trailer reader, ported;
+//! 15. [`history::receipt`]: the receipt trailer block, written and read;
+//! 16. [`history::ledger`]: the history scan into the applied set;
+//! 17. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 18. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 19. [`settings`]: `steps.*` config and the run's durable domain;
+//! 20. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 21. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 22. [`sync::reconcile`]: bringing local and durable branches together;
+//! 23. [`run::decider`]: asking the external decider for the next step;
+//! 24. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 25. [`run::agreement`]: the plan against the history;
+//! 26. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 27. [`run::commit`]: one step's order of writes;
+//! 28. [`run::engine`]: the plan loop (`apply`);
+//! 29. [`run::agent`]: the agent loop (`run --decider`);
+//! 30. [`run::inspect`]: status, log, verify, fingerprint;
+//! 31. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
+//! 32. [`cli`]: the command line and its rendering.
 
 pub mod cli;
 pub mod crash;
@@ -65,6 +66,7 @@ pub mod history;
 pub mod plan;
 pub mod run;
 pub mod settings;
+pub mod sign;
 pub mod sync;
 pub mod tree;
 pub mod workdir;

@@ -82,8 +82,11 @@ impl Session<'_> {
         );
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let who = &self.who;
-        let commit = repo.commit(
-            None,
+        // A dry run's commit exists only to be shown: it is not signed.
+        let signer = self.signer.as_ref().filter(|_| !self.opts.dry_run);
+        let commit = crate::sign::commit(
+            repo,
+            signer,
             &who.author,
             &who.committer,
             &message,

@@ -342,7 +342,16 @@ pub fn append(
     let who = crate::git::identity(repo)?;
     let parent = journal.head.map(|h| repo.find_commit(h)).transpose()?;
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let commit = repo.commit(None, &who.author, &who.committer, &message, &tree, &parents)?;
+    let signer = crate::sign::signer(repo, &who.committer)?;
+    let commit = crate::sign::commit(
+        repo,
+        signer.as_ref(),
+        &who.author,
+        &who.committer,
+        &message,
+        &tree,
+        &parents,
+    )?;
     crash::point("journal-objects", &step.id);
     let name = refname(&s.run);
     if let Some(remote) = &s.remote {

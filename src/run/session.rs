@@ -133,6 +133,8 @@ pub struct Session<'r> {
     pub(super) counts: Option<HunkCounts>,
     pub(super) head: Option<Oid>,
     pub(super) who: Identity,
+    /// How commits are signed (`commit.gpgSign`), settled with `who`.
+    pub(super) signer: Option<crate::sign::Signer>,
     /// Whether the worktree was found clean before the first step.
     checked_clean: bool,
     /// Whether the receipts were read ([`Session::load`]).
@@ -160,6 +162,7 @@ impl<'r> Session<'r> {
         crate::git::ensure_branch_is_ours(repo, &s.branch)?;
         // Who commits is settled before anything is written.
         let who = identity(repo)?;
+        let signer = crate::sign::signer(repo, &who.committer)?;
         let lock = if opts.dry_run {
             None
         } else {
@@ -217,6 +220,7 @@ impl<'r> Session<'r> {
             counts: None,
             head,
             who,
+            signer,
             checked_clean: false,
             loaded: false,
             identity_noted: false,

@@ -11,5 +11,6 @@ mod policy;
 mod real_repos;
 mod remote;
 mod servers;
+mod signing;
 mod trailers;
 mod trust;

@@ -42,6 +42,9 @@ pub enum RefusalKind {
     /// The plan and the history disagree: a receipt the plan does not hold
     /// at that position, or a plan step missing before an applied one.
     PlanMismatch,
+    /// A client hook run as a check (`steps.hooks=true`) failed, or changed
+    /// the step's content, its message or the worktree.
+    HookRejected,
 }
 
 impl RefusalKind {
@@ -57,6 +60,7 @@ impl RefusalKind {
             RefusalKind::RepeatedStep => "repeated-step",
             RefusalKind::UnsafeTree => "unsafe-tree",
             RefusalKind::PlanMismatch => "plan-mismatch",
+            RefusalKind::HookRejected => "hook-rejected",
         }
     }
 }

@@ -103,6 +103,20 @@ pub fn head_branch(repo: &Repository) -> Option<String> {
     target.strip_prefix("refs/heads/").map(str::to_string)
 }
 
+/// Where git looks for hooks: `core.hooksPath` (relative to the worktree),
+/// else `hooks` in the common git directory.
+pub fn hooks_dir(repo: &Repository) -> std::path::PathBuf {
+    match repo
+        .config()
+        .ok()
+        .and_then(|c| c.get_path("core.hooksPath").ok())
+    {
+        Some(p) if p.is_relative() => repo.workdir().unwrap_or_else(|| repo.path()).join(p),
+        Some(p) => p,
+        None => repo.commondir().join("hooks"),
+    }
+}
+
 /// The worktree other than this one whose HEAD is on `branch`, if any (as
 /// `git switch` refuses: two checkouts of one branch would each move it
 /// under the other). Reads each worktree's HEAD file: the main worktree's
@@ -312,16 +326,7 @@ pub fn tree_changes(
 /// them (see README, "Using git-steps in your repository"); it says so.
 pub fn installed_hooks(repo: &Repository) -> Vec<String> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = match repo
-        .config()
-        .ok()
-        .and_then(|c| c.get_path("core.hooksPath").ok())
-    {
-        Some(p) if p.is_relative() => repo.workdir().unwrap_or_else(|| repo.path()).join(p),
-        Some(p) => p,
-        None => repo.commondir().join("hooks"),
-    };
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = std::fs::read_dir(hooks_dir(repo)) else {
         return Vec::new();
     };
     let mut hooks: Vec<String> = entries

@@ -50,13 +50,14 @@
 //! 23. [`run::decider`]: asking the external decider for the next step;
 //! 24. [`run::journal`]: recorded decisions, durable before they are applied;
 //! 25. [`run::agreement`]: the plan against the history;
-//! 26. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 27. [`run::commit`]: one step's order of writes;
-//! 28. [`run::engine`]: the plan loop (`apply`);
-//! 29. [`run::agent`]: the agent loop (`run --decider`);
-//! 30. [`run::inspect`]: status, log, verify, fingerprint;
-//! 31. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
-//! 32. [`cli`]: the command line and its rendering.
+//! 26. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 27. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 28. [`run::commit`]: one step's order of writes;
+//! 29. [`run::engine`]: the plan loop (`apply`);
+//! 30. [`run::agent`]: the agent loop (`run --decider`);
+//! 31. [`run::inspect`]: status, log, verify, fingerprint;
+//! 32. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
+//! 33. [`cli`]: the command line and its rendering.
 
 pub mod cli;
 pub mod crash;

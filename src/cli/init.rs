@@ -60,9 +60,10 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     }
     let hooks = crate::git::installed_hooks(&repo);
     if !hooks.is_empty() {
+        let run = crate::run::inspect::hooks_run(&repo)?;
         ctx.status(&format!(
-            "note: this repository has hooks ({}); git-steps does not run them: a step's content is its recorded decision, and its receipt is committed as recorded",
-            hooks.join(", ")
+            "note: hooks: {}",
+            crate::run::inspect::hooks_sentence(&hooks, &run)
         ));
     }
     Ok(())

@@ -69,8 +69,8 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     if !st.hooks.is_empty() {
         writeln!(
             out,
-            "hooks:         {} (not run by git-steps: a step's content is its recorded decision)",
-            st.hooks.join(", ")
+            "hooks:         {}",
+            crate::run::inspect::hooks_sentence(&st.hooks, &st.hooks_run)
         )?;
     }
     if st.dirty.is_empty() {

@@ -82,6 +82,10 @@ impl Session<'_> {
         );
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let who = &self.who;
+        // The hooks judge the step before its commit exists.
+        if let (Some(h), false) = (&self.hooks, self.opts.dry_run) {
+            h.check(repo, &step.id, applied.tree, &message)?;
+        }
         // A dry run's commit exists only to be shown: it is not signed.
         let signer = self.signer.as_ref().filter(|_| !self.opts.dry_run);
         let commit = crate::sign::commit(

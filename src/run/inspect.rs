@@ -34,10 +34,13 @@ pub struct Status {
     /// The agent loop's decision journal, if the run has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalStatus>,
-    /// Client hooks the repository has installed, which git-steps does not
-    /// run.
+    /// Client hooks the repository has installed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<String>,
+    /// Of those, the ones each step must pass (`steps.hooks=true`):
+    /// `pre-commit`, `commit-msg`. The others never run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks_run: Vec<String>,
 }
 
 /// The journal as `status` sees it.
@@ -138,7 +141,44 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
             .map(|p| format!("{}: {}", short(p.commit), p.what))
             .collect(),
         hooks: crate::git::installed_hooks(repo),
+        hooks_run: hooks_run(repo)?,
     })
+}
+
+/// The installed hooks git-steps runs as checks on each step.
+pub fn hooks_run(repo: &Repository) -> Result<Vec<String>> {
+    if !crate::settings::config_bool(repo, "steps.hooks")? {
+        return Ok(Vec::new());
+    }
+    Ok(crate::git::installed_hooks(repo)
+        .into_iter()
+        .filter(|h| h == "pre-commit" || h == "commit-msg")
+        .collect())
+}
+
+/// The sentence `init` and `status` say about the repository's hooks.
+pub fn hooks_sentence(installed: &[String], run: &[String]) -> String {
+    if run.is_empty() {
+        format!(
+            "{} (not run by git-steps: a step's content is its recorded decision; `git config steps.hooks true` runs pre-commit and commit-msg as checks)",
+            installed.join(", ")
+        )
+    } else {
+        let others: Vec<&str> = installed
+            .iter()
+            .filter(|h| !run.contains(h))
+            .map(String::as_str)
+            .collect();
+        format!(
+            "{} run as checks on every step (steps.hooks); {}",
+            run.join(", "),
+            if others.is_empty() {
+                "no other hook is installed".to_string()
+            } else {
+                format!("not run: {}", others.join(", "))
+            }
+        )
+    }
 }
 
 /// One row of `log`.

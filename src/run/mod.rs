@@ -11,6 +11,7 @@ pub mod agreement;
 pub mod commit;
 pub mod decider;
 pub mod engine;
+pub mod hooks;
 pub mod inspect;
 pub mod journal;
 pub mod session;

@@ -135,6 +135,8 @@ pub struct Session<'r> {
     pub(super) who: Identity,
     /// How commits are signed (`commit.gpgSign`), settled with `who`.
     pub(super) signer: Option<crate::sign::Signer>,
+    /// The hooks each step must pass (`steps.hooks=true`).
+    pub(super) hooks: Option<super::hooks::Hooks>,
     /// Whether the worktree was found clean before the first step.
     checked_clean: bool,
     /// Whether the receipts were read ([`Session::load`]).
@@ -163,6 +165,7 @@ impl<'r> Session<'r> {
         // Who commits is settled before anything is written.
         let who = identity(repo)?;
         let signer = crate::sign::signer(repo, &who.committer)?;
+        let hooks = super::hooks::enabled(repo)?;
         let lock = if opts.dry_run {
             None
         } else {
@@ -221,6 +224,7 @@ impl<'r> Session<'r> {
             head,
             who,
             signer,
+            hooks,
             checked_clean: false,
             loaded: false,
             identity_noted: false,

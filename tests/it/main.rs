@@ -5,6 +5,7 @@ mod agent;
 mod core;
 mod formats;
 mod harness;
+mod hooks;
 mod hostile;
 mod matrix;
 mod policy;

@@ -1,0 +1,188 @@
+//! Client hooks as checks: with `steps.hooks=true`, each step's
+//! `pre-commit` and `commit-msg` hooks run before its commit exists.
+//!
+//! Owns running them and judging what they did. By default no hook runs
+//! (`init` and `status` say which the repository has). Invariant: a step's
+//! content is its recorded decision, so a hook can stop a step but never
+//! change it — a hook that fails, or that changes what would be committed,
+//! the message, the index or the worktree, refuses the step (exit 3, its
+//! output quoted) before its commit exists; nothing of the step is durable.
+//!
+//! The hooks see the step as `git commit` shows a commit to them: the
+//! step's tree in the index (`GIT_INDEX_FILE`, a private index under
+//! `.git/steps/hook/`, since the real index and the worktree hold the
+//! previous step until the step is durable), the message in a file for
+//! `commit-msg`, the worktree's top as the working directory.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use git2::{Oid, Repository, Status, StatusOptions};
+
+use crate::error::{Error, Refusal, RefusalKind, Result};
+
+/// The hooks a run executes as checks.
+#[derive(Debug, Clone)]
+pub struct Hooks {
+    pre_commit: Option<PathBuf>,
+    commit_msg: Option<PathBuf>,
+}
+
+/// The hooks git-steps runs on each step: None unless `steps.hooks` is
+/// true and the repository has `pre-commit` or `commit-msg`.
+pub fn enabled(repo: &Repository) -> Result<Option<Hooks>> {
+    if !crate::settings::config_bool(repo, "steps.hooks")? {
+        return Ok(None);
+    }
+    let dir = crate::git::hooks_dir(repo);
+    let find = |name: &str| {
+        let p = dir.join(name);
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .then_some(p)
+    };
+    let hooks = Hooks {
+        pre_commit: find("pre-commit"),
+        commit_msg: find("commit-msg"),
+    };
+    Ok((hooks.pre_commit.is_some() || hooks.commit_msg.is_some()).then_some(hooks))
+}
+
+/// Every path of the worktree and index that differs from HEAD or is
+/// untracked, with how: what a hook must leave as it found it.
+fn snapshot(repo: &Repository) -> Result<Vec<(String, Status)>> {
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false)
+        .exclude_submodules(true);
+    Ok(repo
+        .statuses(Some(&mut opts))?
+        .iter()
+        .map(|e| {
+            (
+                String::from_utf8_lossy(e.path_bytes()).into_owned(),
+                e.status(),
+            )
+        })
+        .collect())
+}
+
+fn refusal(step: &str, saw: String) -> Error {
+    Error::from(Refusal {
+        kind: RefusalKind::HookRejected,
+        step: Some(step.to_string()),
+        saw,
+        would: "commit a step its hooks reject, or one they changed (a step's content is its recorded decision)".into(),
+        hint: "fix what the hook reports in the plan or decider and give the step a new id, or turn the checks off for this repository (`git config steps.hooks false`); nothing of this step was written".into(),
+    })
+}
+
+/// A hook's output as a refusal quotes it: the last lines, bounded.
+fn quoted(out: &[u8]) -> String {
+    let text = String::from_utf8_lossy(out);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(20)..];
+    if tail.is_empty() {
+        return "(no output)".into();
+    }
+    tail.iter()
+        .map(|l| format!("\n  | {}", l.chars().take(300).collect::<String>()))
+        .collect()
+}
+
+fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std::process::Output> {
+    Command::new(hook)
+        .args(args)
+        .current_dir(workdir)
+        .env("GIT_INDEX_FILE", index)
+        .env("GIT_EDITOR", ":")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::other(format!("cannot run the hook {}: {e}", hook.display())))
+}
+
+impl Hooks {
+    /// Run the hooks on step `step` whose commit would hold `tree` with
+    /// `message`; Ok only if they pass and change nothing.
+    pub fn check(&self, repo: &Repository, step: &str, tree: Oid, message: &str) -> Result<()> {
+        let workdir = crate::workdir::worktree::workdir(repo)?;
+        let dir = repo.path().join("steps").join("hook");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::other(format!("cannot create {}: {e}", dir.display())))?;
+        let index_path = dir.join("index");
+        let msg_path = dir.join("COMMIT_EDITMSG");
+        let _ = std::fs::remove_file(&index_path);
+        let mut index = git2::Index::open(&index_path)?;
+        index.read_tree(&repo.find_tree(tree)?)?;
+        index.write()?;
+        drop(index);
+        let before = snapshot(repo)?;
+        let result = (|| {
+            if let Some(hook) = &self.pre_commit {
+                let out = run(hook, &[], &workdir, &index_path)?;
+                if !out.status.success() {
+                    return Err(refusal(
+                        step,
+                        format!(
+                            "the pre-commit hook failed ({}):{}",
+                            out.status,
+                            quoted(&[out.stdout, out.stderr].concat())
+                        ),
+                    ));
+                }
+            }
+            if let Some(hook) = &self.commit_msg {
+                std::fs::write(&msg_path, message).map_err(|e| {
+                    Error::other(format!("cannot write {}: {e}", msg_path.display()))
+                })?;
+                let out = run(hook, &[&msg_path], &workdir, &index_path)?;
+                if !out.status.success() {
+                    return Err(refusal(
+                        step,
+                        format!(
+                            "the commit-msg hook failed ({}):{}",
+                            out.status,
+                            quoted(&[out.stdout, out.stderr].concat())
+                        ),
+                    ));
+                }
+                if std::fs::read(&msg_path).ok().as_deref() != Some(message.as_bytes()) {
+                    return Err(refusal(
+                        step,
+                        "the commit-msg hook changed the message (the receipt is committed as recorded)".into(),
+                    ));
+                }
+            }
+            let mut index = git2::Index::open(&index_path)?;
+            if index.write_tree_to(repo)? != tree {
+                return Err(refusal(
+                    step,
+                    "a hook changed what the step would commit (it staged something)".into(),
+                ));
+            }
+            let after = snapshot(repo)?;
+            if after != before {
+                let changed: Vec<&str> = after
+                    .iter()
+                    .filter(|a| !before.contains(a))
+                    .chain(before.iter().filter(|b| !after.contains(b)))
+                    .map(|(p, _)| p.as_str())
+                    .take(10)
+                    .collect();
+                return Err(refusal(
+                    step,
+                    format!(
+                        "a hook changed the worktree or the index: {}",
+                        changed.join(", ")
+                    ),
+                ));
+            }
+            Ok(())
+        })();
+        let _ = std::fs::remove_file(&index_path);
+        let _ = std::fs::remove_file(&msg_path);
+        result
+    }
+}

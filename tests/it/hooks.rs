@@ -1,0 +1,134 @@
+//! Hooks as checks (issue 14, item 7): with `steps.hooks=true`, each step's
+//! `pre-commit` and `commit-msg` run before its commit exists. A failing
+//! hook refuses the step (exit 3, its output quoted), as does a hook that
+//! changes the step's content, its message or the worktree; nothing of the
+//! step is written. Other hooks never run.
+
+use crate::harness::{line, TestRepo};
+
+fn hook(t: &TestRepo, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = t.path(&format!(".git/hooks/{name}"));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn files(id: &str, path: &str, content: &str) -> String {
+    line(serde_json::json!({"id": id, "files": {path: content}}))
+}
+
+#[test]
+fn hooks_run_as_checks_when_asked() {
+    let t = TestRepo::new();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    let log = t.tmp.path().join("hook-log");
+    // pre-commit reads the step through the index, as under `git commit`.
+    hook(
+        &t,
+        "pre-commit",
+        &format!(
+            "#!/bin/sh\ngit diff --cached --name-only >> {log}\nif git grep --cached -q FORBIDDEN; then echo 'lint: FORBIDDEN found in the staged files'; exit 1; fi\n",
+            log = log.display()
+        ),
+    );
+    hook(
+        &t,
+        "commit-msg",
+        "#!/bin/sh\ngrep -q '^Step-Id: ' \"$1\" || { echo 'no Step-Id'; exit 1; }\n",
+    );
+    hook(
+        &t,
+        "post-commit",
+        "#!/bin/sh\necho post >> /dev/stderr; exit 1\n",
+    );
+    let r = t.steps(&["init"]).ok();
+    assert!(
+        r.stderr().contains("not run by git-steps"),
+        "{}",
+        r.explain()
+    );
+    t.git(&["config", "steps.hooks", "true"]).ok();
+    let r = t.steps(&["status"]).ok();
+    assert!(
+        r.stdout()
+            .contains("commit-msg, pre-commit run as checks on every step (steps.hooks); not run: post-commit"),
+        "{}",
+        r.explain()
+    );
+
+    // Passing steps: each checked once, with its own content staged.
+    let plan = t.plan(
+        "ok.jsonl",
+        &[
+            files("s1", "a.txt", "fine\n"),
+            files("s2", "b.txt", "also fine\n"),
+        ],
+    );
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "a.txt\nb.txt\n");
+    assert_eq!(t.step_ids(), vec!["s1", "s2"]);
+
+    // A failing pre-commit: refused, its output quoted, nothing written
+    // (the hook stops logging, so that nothing at all changes).
+    hook(
+        &t,
+        "pre-commit",
+        "#!/bin/sh\nif git grep --cached -q FORBIDDEN; then echo 'lint: FORBIDDEN found in the staged files'; exit 1; fi\n",
+    );
+    let bad = t.plan("bad.jsonl", &[files("s3", "c.txt", "FORBIDDEN\n")]);
+    let r = t.refuses(
+        "failing pre-commit",
+        3,
+        &[
+            "pre-commit hook failed",
+            "lint: FORBIDDEN found",
+            "steps.hooks false",
+        ],
+        || t.steps(&["apply", bad.to_str().unwrap()]),
+    );
+    assert!(r.stderr().contains("refused step s3"), "{}", r.explain());
+    let j = t
+        .refuses("json", 3, &[], || {
+            t.steps(&["--json", "apply", bad.to_str().unwrap()])
+        })
+        .json();
+    assert_eq!(j["data"]["kind"], "hook-rejected", "{j}");
+}
+
+#[test]
+fn a_hook_that_changes_anything_refuses_the_step() {
+    let cases: [(&str, &str, &str); 3] = [
+        (
+            "commit-msg",
+            "#!/bin/sh\necho 'Signed-off-by: hook <h@x>' >> \"$1\"\n",
+            "changed the message",
+        ),
+        (
+            "pre-commit",
+            "#!/bin/sh\necho formatted > a.txt\n",
+            "changed the worktree",
+        ),
+        (
+            "pre-commit",
+            "#!/bin/sh\necho extra > extra.txt && git add extra.txt\n",
+            "staged something",
+        ),
+    ];
+    for (name, body, needle) in cases {
+        let t = TestRepo::new();
+        t.write("README", "project\n");
+        t.commit_all("base");
+        t.git(&["config", "steps.hooks", "true"]).ok();
+        hook(&t, name, body);
+        let plan = t.plan("p.jsonl", &[files("s1", "a.txt", "as decided\n")]);
+        let before_head = t.head();
+        let r = t.steps(&["apply", plan.to_str().unwrap()]);
+        assert_eq!(r.code(), Some(3), "{name}: {}", r.explain());
+        assert!(r.stderr().contains(needle), "{name}: {}", r.explain());
+        assert_eq!(t.head(), before_head, "{name}: a step was committed");
+        assert!(t.step_ids().is_empty());
+        assert!(!t.path(".git/steps/hook/index").exists());
+    }
+}

@@ -52,6 +52,12 @@ struct Overlay<'r> {
     repo: &'r Repository,
     base: Option<Tree<'r>>,
     writes: BTreeMap<String, Option<Entry>>,
+    /// The worktree's form against the repository's.
+    convert: crate::tree::convert::Convert<'r>,
+    /// Whether the edit formats see files in the worktree's form (all but
+    /// unified diffs, which apply to the repository's form, as `git
+    /// apply` applies them).
+    worktree_form: bool,
 }
 
 impl<'r> Overlay<'r> {
@@ -305,6 +311,8 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
         repo,
         base: base.clone(),
         writes: BTreeMap::new(),
+        convert: crate::tree::convert::Convert::new(repo),
+        worktree_form: !matches!(step.content, Content::Patch(_)),
     };
     let fail = |m: String| Error::apply(&step.id, m);
     match &step.content {
@@ -319,7 +327,10 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
                             Some(e) if e.mode == MODE_EXEC => MODE_EXEC,
                             _ => MODE_FILE,
                         };
-                        o.write(path, text.as_bytes(), mode).map_err(fail)?;
+                        // The content is the worktree's form: stored as
+                        // `git add` would store it.
+                        let stored = o.convert.to_repo(path, text.as_bytes()).map_err(fail)?;
+                        o.write(path, &stored, mode).map_err(fail)?;
                     }
                     None if existing.is_none() => {
                         return Err(fail(format!(
@@ -365,13 +376,23 @@ impl formats::Files for Overlay<'_> {
     fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, FileError> {
         match self.file(path).map_err(FileError)? {
             None => Ok(None),
-            Some(e) => Ok(Some((
-                self.read(&e).map_err(|e| FileError(e.to_string()))?,
-                e.mode,
-            ))),
+            Some(e) => {
+                let stored = self.read(&e).map_err(|e| FileError(e.to_string()))?;
+                let content = if self.worktree_form && e.mode != MODE_LINK {
+                    self.convert.to_worktree(path, &stored).map_err(FileError)?
+                } else {
+                    stored
+                };
+                Ok(Some((content, e.mode)))
+            }
         }
     }
     fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), FileError> {
+        let content = if self.worktree_form && mode != MODE_LINK {
+            self.convert.to_repo(path, &content).map_err(FileError)?
+        } else {
+            content
+        };
         self.write(path, &content, mode).map_err(FileError)
     }
     fn remove(&mut self, path: &str) -> Result<(), FileError> {

@@ -94,11 +94,28 @@ fn entry_at(repo: &Repository, tree: Option<&git2::Tree<'_>>, path: &str) -> Res
     }
 }
 
-fn same(repo: &Repository, disk: &Option<(Vec<u8>, u32)>, e: &Option<Entry>) -> Result<bool> {
+fn same(
+    repo: &Repository,
+    path: &str,
+    disk: &Option<(Vec<u8>, u32)>,
+    e: &Option<Entry>,
+) -> Result<bool> {
     Ok(match (disk, e) {
         (None, None) => true,
         (Some((bytes, mode)), Some(e)) => {
-            *mode == e.mode && repo.find_blob(e.oid)?.content() == bytes.as_slice()
+            if *mode != e.mode {
+                return Ok(false);
+            }
+            let blob = repo.find_blob(e.oid)?;
+            // The worktree holds the checkout form of a file.
+            if e.mode == MODE_LINK {
+                blob.content() == bytes.as_slice()
+            } else {
+                crate::tree::convert::Convert::new(repo)
+                    .to_worktree(path, blob.content())
+                    .map(|c| c == *bytes)
+                    .unwrap_or(false)
+            }
         }
         _ => false,
     })
@@ -175,7 +192,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
         });
         let mut disk_ok = false;
         for v in &versions {
-            if same(repo, &disk, v)? {
+            if same(repo, p, &disk, v)? {
                 disk_ok = true;
                 break;
             }

@@ -21,6 +21,11 @@ use crate::error::{Context, Error, Refusal, RefusalKind, Result};
 use crate::git::{Change, MODE_EXEC, MODE_LINK};
 
 /// Tracked paths whose index or worktree differ from HEAD.
+///
+/// libgit2 compares a file whose stat data changed by hashing it with its
+/// own filters, which know line endings but not the repository's filter
+/// drivers; a file it reports modified only in the worktree is compared
+/// again as git does, through the clean conversion.
 pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
     let mut opts = StatusOptions::new();
     opts.include_untracked(false)
@@ -28,11 +33,62 @@ pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
         .exclude_submodules(true)
         .renames_head_to_index(false);
     let statuses = repo.statuses(Some(&mut opts))?;
-    Ok(statuses
-        .iter()
-        .filter(|s| s.status() != Status::CURRENT && !s.status().contains(Status::IGNORED))
-        .map(|s| String::from_utf8_lossy(s.path_bytes()).into_owned())
-        .collect())
+    let mut out = Vec::new();
+    let mut convert = None;
+    let mut index = None;
+    for s in statuses.iter() {
+        let st = s.status();
+        if st == Status::CURRENT || st.contains(Status::IGNORED) {
+            continue;
+        }
+        let path = String::from_utf8_lossy(s.path_bytes()).into_owned();
+        if st == Status::WT_MODIFIED {
+            let convert = convert.get_or_insert_with(|| crate::tree::convert::Convert::new(repo));
+            let index = match &mut index {
+                Some(i) => i,
+                None => index.insert(repo.index()?),
+            };
+            if same_as_index(repo, index, convert, &path)? {
+                continue;
+            }
+        }
+        out.push(path);
+    }
+    Ok(out)
+}
+
+/// Whether the worktree file at `path`, cleaned as `git add` would clean it,
+/// is the blob the index holds (with the same mode).
+fn same_as_index(
+    repo: &Repository,
+    index: &git2::Index,
+    convert: &crate::tree::convert::Convert<'_>,
+    path: &str,
+) -> Result<bool> {
+    let Some(entry) = index.get_path(Path::new(path), 0) else {
+        return Ok(false);
+    };
+    let Some(workdir) = repo.workdir() else {
+        return Ok(false);
+    };
+    let full = workdir.join(path);
+    let Ok(meta) = fs::symlink_metadata(&full) else {
+        return Ok(false);
+    };
+    if !meta.is_file() {
+        return Ok(false);
+    }
+    let exec = meta.permissions().mode() & 0o111 != 0;
+    if exec != (entry.mode == MODE_EXEC) {
+        return Ok(false);
+    }
+    let Ok(bytes) = fs::read(&full) else {
+        return Ok(false);
+    };
+    let Ok(cleaned) = convert.to_repo(path, &bytes) else {
+        return Ok(false);
+    };
+    Ok(git2::Oid::hash_object(git2::ObjectType::Blob, &cleaned)? == entry.id)
 }
 
 /// Refuse when tracked files are modified, or when a step would create a file
@@ -150,6 +206,7 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     }
     let workdir = workdir(repo)?;
     let staging = crate::workdir::lock::tmp_dir(repo.path());
+    let convert = crate::tree::convert::Convert::new(repo);
     let mut index = repo.index()?;
     // Deletions first: a step may replace a file or symlink by a directory.
     let mut written = 0usize;
@@ -163,7 +220,15 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     for c in changes.iter() {
         let Some(new) = c.new else { continue };
         let blob = repo.find_blob(new.oid)?;
-        let target = write(&workdir, &staging, &c.path, blob.content(), new.mode)?;
+        // As `git checkout` writes it: line endings and filter drivers.
+        let content = if new.mode == MODE_LINK {
+            blob.content().to_vec()
+        } else {
+            convert
+                .to_worktree(&c.path, blob.content())
+                .map_err(Error::other)?
+        };
+        let target = write(&workdir, &staging, &c.path, &content, new.mode)?;
         let meta = fs::symlink_metadata(&target)?;
         index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
         written += 1;

@@ -2,6 +2,7 @@
 //! binary, real git servers on 127.0.0.1, audited with the real `git` CLI.
 
 mod agent;
+mod attributes;
 mod core;
 mod formats;
 mod harness;

@@ -36,7 +36,7 @@ pub fn hermetic(cmd: &mut Command, home: &Path) {
         .env_remove("GIT_WORK_TREE")
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_GLOBAL", global_config())
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_AUTHOR_NAME", "Tester")
         .env("GIT_AUTHOR_EMAIL", "tester@example.invalid")
@@ -45,6 +45,20 @@ pub fn hermetic(cmd: &mut Command, home: &Path) {
         .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
         .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
         .env("LC_ALL", "C");
+}
+
+/// The global git config every test command sees: none, unless
+/// `GIT_STEPS_TEST_CONFIG` names one (CI runs the suite once more under a
+/// repository policy: `core.autocrlf`, a signing key, hooks run as checks).
+pub fn global_config() -> PathBuf {
+    std::env::var_os("GIT_STEPS_TEST_CONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/dev/null"))
+}
+
+/// Whether the suite runs under such a policy.
+pub fn under_policy() -> bool {
+    std::env::var_os("GIT_STEPS_TEST_CONFIG").is_some()
 }
 
 /// The outcome of one command, printed in full when an assertion fails.

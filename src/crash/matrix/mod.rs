@@ -235,6 +235,61 @@ pub struct Base {
     pub from: git2::Oid,
     /// Files in the tree.
     pub files: usize,
+    /// The repository's policy, set in every box: line endings, filter
+    /// drivers, signing, hooks (see [`POLICY`]).
+    pub policy: Vec<(String, String)>,
+}
+
+/// Config that decides what a step stores and how it is committed; a box
+/// gets the values the repository has. (The boxes' global config is empty.)
+const POLICY: &[&str] = &[
+    "core.autocrlf",
+    "core.eol",
+    "commit.gpgsign",
+    "gpg.format",
+    "gpg.program",
+    "gpg.openpgp.program",
+    "gpg.x509.program",
+    "gpg.ssh.program",
+    "gpg.ssh.defaultkeycommand",
+    "user.signingkey",
+    "steps.hooks",
+];
+
+/// The repository's policy config, for the boxes: [`POLICY`], filter
+/// drivers, and where its hooks are (as an absolute `core.hooksPath`).
+fn policy(repo: &Repository) -> Result<Vec<(String, String)>> {
+    let cfg = repo.config()?.snapshot()?;
+    let mut out = Vec::new();
+    let mut entries = cfg.entries(None)?;
+    while let Some(e) = entries.next() {
+        let e = e?;
+        let (Ok(name), Ok(value)) = (e.name(), e.value()) else {
+            continue;
+        };
+        let name = name.to_ascii_lowercase();
+        let filter = name.starts_with("filter.")
+            && [".clean", ".smudge", ".required", ".process"]
+                .iter()
+                .any(|k| name.ends_with(k));
+        if (POLICY.contains(&name.as_str()) || filter)
+            && !out.iter().any(|(k, _): &(String, String)| *k == name)
+        {
+            out.push((name, value.to_string()));
+        }
+    }
+    // Later entries of one key win in git config: keep the effective value.
+    for (k, v) in out.iter_mut() {
+        if let Ok(now) = cfg.get_string(k) {
+            *v = now;
+        }
+    }
+    if !crate::git::installed_hooks(repo).is_empty() {
+        let dir = crate::git::hooks_dir(repo);
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        out.push(("core.hookspath".into(), dir.to_string_lossy().into_owned()));
+    }
+    Ok(out)
 }
 
 impl Base {
@@ -297,6 +352,7 @@ impl Base {
             seed: std::sync::Arc::new(tmp),
             from: commit.id(),
             files,
+            policy: policy(repo)?,
         }))
     }
 }
@@ -359,10 +415,17 @@ fn scratch(env: &Env) -> Result<Scratch> {
     })
 }
 
-fn new_box(s: &Scratch, n: usize, clone: bool) -> Result<PathBuf> {
+fn new_box(s: &Scratch, env: &Env, n: usize, clone: bool) -> Result<PathBuf> {
     let dir = s.root.join(format!("box{n}"));
     let repo = if clone {
-        Repository::clone(s.bare.to_str().unwrap_or_default(), &dir)?
+        // Cloned without a checkout: the box's policy (line endings,
+        // filter drivers) is set first, then the worktree is written as
+        // `git checkout` would write it under that policy.
+        let mut co = git2::build::CheckoutBuilder::new();
+        co.dry_run();
+        git2::build::RepoBuilder::new()
+            .with_checkout(co)
+            .clone(s.bare.to_str().unwrap_or_default(), &dir)?
     } else {
         let mut opts = git2::RepositoryInitOptions::new();
         opts.initial_head("main");
@@ -375,6 +438,18 @@ fn new_box(s: &Scratch, n: usize, clone: bool) -> Result<PathBuf> {
     cfg.set_str("steps.branch", "main")?;
     cfg.set_str("user.name", "crashtest")?;
     cfg.set_str("user.email", "crashtest@localhost")?;
+    for (k, v) in env.base.iter().flat_map(|b| &b.policy) {
+        cfg.set_str(k, v)?;
+    }
+    drop(cfg);
+    if clone {
+        let repo = Repository::open(&dir)?;
+        let head = repo.head().and_then(|h| h.peel_to_tree()).ok();
+        if let Some(head) = head {
+            let changes = crate::git::tree_changes(&repo, None, Some(&head))?;
+            crate::workdir::worktree::update(&repo, &changes, "-")?;
+        }
+    }
     Ok(dir)
 }
 
@@ -504,7 +579,7 @@ fn error_line(stderr: &str) -> String {
 /// Run the plan uninterrupted in scratch space: the reference.
 pub fn reference(env: &Env) -> Result<Fingerprints> {
     let s = scratch(env)?;
-    let dir = new_box(&s, 0, env.base.is_some())?;
+    let dir = new_box(&s, env, 0, env.base.is_some())?;
     let o = run_once(env, &dir, &s.bare, &UNARMED)?;
     if o.code != Some(0) {
         return Err(Error::other(format!(
@@ -518,7 +593,7 @@ pub fn reference(env: &Env) -> Result<Fingerprints> {
 /// Run one cell: crash, (fresh box), resume, compare.
 pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row> {
     let s = scratch(env)?;
-    let mut dir = new_box(&s, 0, env.base.is_some())?;
+    let mut dir = new_box(&s, env, 0, env.base.is_some())?;
     let mut fired = 0;
     for (n, phase) in cell.phases.iter().enumerate() {
         let o = run_once(env, &dir, &s.bare, phase)?;
@@ -526,7 +601,7 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
             fired += 1;
         }
         if cell.box_mode == BoxMode::Vanish {
-            dir = new_box(&s, n + 1, true)?;
+            dir = new_box(&s, env, n + 1, true)?;
         }
     }
     let o = run_once(env, &dir, &s.bare, &UNARMED)?;

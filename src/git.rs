@@ -84,16 +84,53 @@ pub fn load_system_certs() {
     }
 }
 
-/// Open the repository at or above `path`, with fsync enabled.
+/// Open the repository at or above `path`, with fsync enabled, reading
+/// config as git would ([`follow_git_config_env`]).
 pub fn open(path: &Path) -> Result<Repository> {
     enable_fsync()?;
-    Repository::discover(path)
+    let repo = Repository::discover(path)
         .context(|| format!("{} is not in a git repository", path.display()))
         .map_err(|e| {
             e.with_hint(
                 "run git-steps inside a git repository, or pass -C <path>; `git init` makes one",
             )
+        })?;
+    follow_git_config_env(&repo)?;
+    Ok(repo)
+}
+
+/// git's config environment, which libgit2 ignores: `GIT_CONFIG_GLOBAL`
+/// names the one global file (instead of `~/.gitconfig` and the XDG one),
+/// and `GIT_CONFIG_NOSYSTEM` drops the system file. Applied to the
+/// repository's config object, which libgit2 itself consults (line endings,
+/// status), so git-steps and git read the same `core.autocrlf`, signing and
+/// hook settings.
+pub fn follow_git_config_env(repo: &Repository) -> Result<()> {
+    let global = std::env::var_os("GIT_CONFIG_GLOBAL");
+    let nosystem = std::env::var("GIT_CONFIG_NOSYSTEM")
+        .map(|v| {
+            !matches!(
+                v.to_ascii_lowercase().as_str(),
+                "" | "0" | "false" | "no" | "off"
+            )
         })
+        .unwrap_or(false);
+    if global.is_none() && !nosystem {
+        return Ok(());
+    }
+    let mut cfg = repo.config()?;
+    let empty = Path::new("/dev/null");
+    if let Some(g) = &global {
+        let g = Path::new(g);
+        let file = if g.as_os_str().is_empty() { empty } else { g };
+        cfg.add_file(file, git2::ConfigLevel::Global, true)
+            .context(|| format!("cannot read GIT_CONFIG_GLOBAL {}", file.display()))?;
+        cfg.add_file(empty, git2::ConfigLevel::XDG, true)?;
+    }
+    if nosystem {
+        cfg.add_file(empty, git2::ConfigLevel::System, true)?;
+    }
+    Ok(())
 }
 
 /// The branch HEAD names (even if unborn), if HEAD is symbolic.

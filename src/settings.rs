@@ -193,6 +193,7 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
     // the same keys and win: then what was written is not what runs. Put
     // the old file back and say so.
     let reopened = Repository::open(repo.path())?;
+    crate::git::follow_git_config_env(&reopened)?;
     let now = resolve(&reopened, &Overrides::default())?;
     if now != *s {
         if edited != before {

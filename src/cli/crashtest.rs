@@ -213,7 +213,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         None
     } else {
         match git2::Repository::discover(&ctx.repo) {
-            Ok(repo) => matrix::Base::of_head(&repo)?,
+            Ok(repo) => {
+                crate::git::follow_git_config_env(&repo)?;
+                matrix::Base::of_head(&repo)?
+            }
             Err(_) => None,
         }
     };

@@ -10,7 +10,7 @@
 //!
 //! The hooks see the step as `git commit` shows a commit to them: the
 //! step's tree in the index (`GIT_INDEX_FILE`, a private index under
-//! `.git/steps/hook/`, since the real index and the worktree hold the
+//! `.git/steps/hook/`, cleared at each check, since the real index and the worktree hold the
 //! previous step until the step is durable), the message in a file for
 //! `commit-msg`, the worktree's top as the working directory.
 
@@ -93,13 +93,23 @@ fn quoted(out: &[u8]) -> String {
 }
 
 fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std::process::Output> {
-    Command::new(hook)
-        .args(args)
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(hook);
+    cmd.args(args)
         .current_dir(workdir)
         .env("GIT_INDEX_FILE", index)
         .env("GIT_EDITOR", ":")
-        .stdin(Stdio::null())
-        .output()
+        .stdin(Stdio::null());
+    // SAFETY: prctl is async-signal-safe; the closure allocates nothing. A
+    // hook of a step whose runner was killed dies with it, instead of
+    // holding its private index while the next run starts.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.output()
         .map_err(|e| Error::other(format!("cannot run the hook {}: {e}", hook.display())))
 }
 
@@ -108,12 +118,21 @@ impl Hooks {
     /// `message`; Ok only if they pass and change nothing.
     pub fn check(&self, repo: &Repository, step: &str, tree: Oid, message: &str) -> Result<()> {
         let workdir = crate::workdir::worktree::workdir(repo)?;
-        let dir = repo.path().join("steps").join("hook");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::other(format!("cannot create {}: {e}", dir.display())))?;
-        let index_path = dir.join("index");
-        let msg_path = dir.join("COMMIT_EDITMSG");
-        let _ = std::fs::remove_file(&index_path);
+        // Private files for this check, under the runner's lock: what a
+        // killed run left here (its index, the index's lock) is cleared
+        // first, so it can never block the next step.
+        let parent = repo.path().join("steps").join("hook");
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent)
+            .map_err(|e| Error::other(format!("cannot create {}: {e}", parent.display())))?;
+        let dir = tempfile::Builder::new()
+            .prefix("check-")
+            .tempdir_in(&parent)
+            .map_err(|e| {
+                Error::other(format!("cannot create a dir in {}: {e}", parent.display()))
+            })?;
+        let index_path = dir.path().join("index");
+        let msg_path = dir.path().join("COMMIT_EDITMSG");
         let mut index = git2::Index::open(&index_path)?;
         index.read_tree(&repo.find_tree(tree)?)?;
         index.write()?;
@@ -181,8 +200,8 @@ impl Hooks {
             }
             Ok(())
         })();
-        let _ = std::fs::remove_file(&index_path);
-        let _ = std::fs::remove_file(&msg_path);
+        drop(dir);
+        let _ = std::fs::remove_dir(&parent);
         result
     }
 }

@@ -179,6 +179,28 @@ impl<'r> Overlay<'r> {
         Ok(())
     }
 
+    /// The content at `e` as the current form shows it: the worktree's
+    /// (smudged) or the repository's.
+    fn view(&self, path: &str, e: &Entry) -> Result<Vec<u8>, String> {
+        let stored = self.read(e).map_err(|e| e.to_string())?;
+        if self.worktree_form && e.mode != MODE_LINK {
+            self.convert.to_worktree(path, &stored)
+        } else {
+            Ok(stored)
+        }
+    }
+
+    /// Write `content`, given in the current form, as the repository
+    /// stores it.
+    fn store(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
+        if self.worktree_form && mode != MODE_LINK {
+            let cleaned = self.convert.to_repo(path, content)?;
+            self.write(path, &cleaned, mode)
+        } else {
+            self.write(path, content, mode)
+        }
+    }
+
     fn delete(&mut self, path: &str) {
         self.writes.insert(path.to_string(), None);
     }
@@ -306,17 +328,33 @@ pub fn check_link_target(path: &str, target: &[u8]) -> Result<(), String> {
 }
 
 /// Apply `step` on top of `base` (None: the empty tree of an unborn branch).
+///
+/// `files` contents are the worktree's form of a file. The other formats
+/// are tried in one form and, where they do not apply, in the other: edits
+/// (`edits`, `apply_patch`, `search_replace`) first on the worktree's form
+/// (what an agent that read the file saw), unified diffs first on the
+/// repository's (as `git apply` applies `git diff`). Where neither applies,
+/// the error reported is the one of the form whose line endings the step's
+/// text has. Without line-ending conversion or filter drivers both forms
+/// are the same bytes.
 pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<Applied> {
-    let mut o = Overlay {
+    let overlay = |worktree_form: bool| Overlay {
         repo,
         base: base.clone(),
         writes: BTreeMap::new(),
         convert: crate::tree::convert::Convert::new(repo),
-        worktree_form: !matches!(step.content, Content::Patch(_)),
+        worktree_form,
     };
     let fail = |m: String| Error::apply(&step.id, m);
-    match &step.content {
+    enum Parsed {
+        Patch(Vec<patch::FilePatch>),
+        Edits(Vec<formats::edits::Op>),
+        ApplyPatch(Vec<formats::apply_patch::FileOp>),
+        SearchReplace(Vec<formats::search_replace::Block>),
+    }
+    let parsed = match &step.content {
         Content::Files(files) => {
+            let mut o = overlay(true);
             // Deletions first, so a step can replace a directory by a file.
             let (deletes, writes): (Vec<_>, Vec<_>) = files.iter().partition(|(_, c)| c.is_none());
             for (path, content) in deletes.into_iter().chain(writes) {
@@ -329,8 +367,7 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
                         };
                         // The content is the worktree's form: stored as
                         // `git add` would store it.
-                        let stored = o.convert.to_repo(path, text.as_bytes()).map_err(fail)?;
-                        o.write(path, &stored, mode).map_err(fail)?;
+                        o.store(path, text.as_bytes(), mode).map_err(fail)?;
                     }
                     None if existing.is_none() => {
                         return Err(fail(format!(
@@ -340,31 +377,72 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
                     None => o.delete(path),
                 }
             }
+            return finish(repo, base.as_ref(), o, &fail);
         }
         Content::Patch(text) => {
-            let files = patch::parse(text).map_err(|m| fail(format!("patch: {m}")))?;
-            apply_patch_files(&mut o, &files).map_err(fail)?;
+            Parsed::Patch(patch::parse(text).map_err(|m| fail(format!("patch: {m}")))?)
         }
         Content::Edits(ops) => {
-            let ops = formats::edits::parse(ops).map_err(|e| fail(e.to_string()))?;
-            formats::edits::apply(&mut o, &ops).map_err(|e| fail(e.to_string()))?;
+            Parsed::Edits(formats::edits::parse(ops).map_err(|e| fail(e.to_string()))?)
         }
-        Content::ApplyPatch(text) => {
-            let ops =
-                formats::apply_patch::parse(text).map_err(|m| fail(format!("apply_patch: {m}")))?;
-            formats::apply_patch::apply(&mut o, &ops).map_err(|e| fail(e.to_string()))?;
+        Content::ApplyPatch(text) => Parsed::ApplyPatch(
+            formats::apply_patch::parse(text).map_err(|m| fail(format!("apply_patch: {m}")))?,
+        ),
+        Content::SearchReplace(text) => Parsed::SearchReplace(
+            formats::search_replace::parse(text)
+                .map_err(|m| fail(format!("search_replace: {m}")))?,
+        ),
+    };
+    let run = |o: &mut Overlay<'_>| -> Result<(), String> {
+        match &parsed {
+            Parsed::Patch(files) => apply_patch_files(o, files),
+            Parsed::Edits(ops) => formats::edits::apply(o, ops).map_err(|e| e.to_string()),
+            Parsed::ApplyPatch(ops) => {
+                formats::apply_patch::apply(o, ops).map_err(|e| e.to_string())
+            }
+            Parsed::SearchReplace(blocks) => {
+                formats::search_replace::apply(o, blocks).map_err(|e| e.to_string())
+            }
         }
-        Content::SearchReplace(text) => {
-            let blocks = formats::search_replace::parse(text)
-                .map_err(|m| fail(format!("search_replace: {m}")))?;
-            formats::search_replace::apply(&mut o, &blocks).map_err(|e| fail(e.to_string()))?;
+    };
+    let first_form = !matches!(parsed, Parsed::Patch(_));
+    let mut o = overlay(first_form);
+    if let Err(first) = run(&mut o) {
+        o = overlay(!first_form);
+        if let Err(second) = run(&mut o) {
+            // Both failed: report the form whose line endings the step's
+            // text has (they differ only under a conversion).
+            let text_has_cr = match &step.content {
+                Content::Patch(t) | Content::ApplyPatch(t) | Content::SearchReplace(t) => {
+                    t.contains('\r')
+                }
+                Content::Edits(ops) => ops.iter().any(|v| v.to_string().contains("\\r")),
+                Content::Files(_) => false,
+            };
+            let worktree_error = if first_form { &first } else { &second };
+            let repo_error = if first_form { &second } else { &first };
+            return Err(fail(if text_has_cr {
+                worktree_error.clone()
+            } else {
+                repo_error.clone()
+            }));
         }
     }
+    finish(repo, base.as_ref(), o, &fail)
+}
+
+/// The tree of a step's writes, with its links checked.
+fn finish(
+    repo: &Repository,
+    base: Option<&Tree<'_>>,
+    o: Overlay<'_>,
+    fail: &dyn Fn(String) -> Error,
+) -> Result<Applied> {
     let applied = o.finish()?;
     // A link is checked against the whole tree it lands in: through the
     // links it holds, a target that reads as inside can lead outside.
     let new_tree = repo.find_tree(applied.tree)?;
-    crate::tree::guard::check_links(repo, base.as_ref(), &new_tree, &applied.changes)?
+    crate::tree::guard::check_links(repo, base, &new_tree, &applied.changes)?
         .map_err(|v| fail(v.why))?;
     Ok(applied)
 }
@@ -440,7 +518,9 @@ fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<
             },
         };
         let old_content = match &old {
-            Some(e) => o.read(e).map_err(|e| at(e.to_string()))?,
+            Some(e) => o
+                .view(fp.old_path.as_deref().unwrap_or_default(), e)
+                .map_err(at)?,
             None => Vec::new(),
         };
         let new_content = patch::apply_hunks(&old_content, &fp.hunks)
@@ -464,7 +544,7 @@ fn apply_patch_files(o: &mut Overlay<'_>, files: &[patch::FilePatch]) -> Result<
                 if renamed && !fp.is_copy {
                     o.delete(fp.old_path.as_deref().unwrap_or_default());
                 }
-                o.write(np, &new_content, mode).map_err(at)?;
+                o.store(np, &new_content, mode).map_err(at)?;
             }
         }
     }

@@ -107,15 +107,14 @@ fn same(
                 return Ok(false);
             }
             let blob = repo.find_blob(e.oid)?;
-            // The worktree holds the checkout form of a file.
-            if e.mode == MODE_LINK {
-                blob.content() == bytes.as_slice()
-            } else {
-                crate::tree::convert::Convert::new(repo)
-                    .to_worktree(path, blob.content())
-                    .map(|c| c == *bytes)
-                    .unwrap_or(false)
-            }
+            // As git compares a worktree file with a blob: cleaned first
+            // (a CRLF checkout and the user's own LF file are both the LF
+            // blob under core.autocrlf).
+            blob.content() == bytes.as_slice()
+                || (e.mode != MODE_LINK
+                    && crate::tree::convert::Convert::new(repo)
+                        .to_repo(path, bytes)
+                        .is_ok_and(|c| c == blob.content()))
         }
         _ => false,
     })

@@ -1,9 +1,10 @@
 //! git-steps: resume-equivalent agent steps on git.
 //!
-//! An agent run is a sequence of recorded decisions (steps). Each applied step
-//! is exactly one commit whose trailer block — `Step-Id`, `Step-Run`,
-//! `Step-Decision` — is its receipt: the hunk and the receipt are one object,
-//! so they become durable together when the branch update is.
+//! An agent run is a sequence of recorded decisions (steps). Each applied
+//! step is exactly one commit whose trailer block — `Step-Id`, `Step-Run`,
+//! `Step-Decision`, `Step-Index` — is its receipt: the hunk and the receipt
+//! are one object, so they become durable together when the branch update
+//! is.
 //!
 //! **The invariant.** A resumed run produces the same artifact, with the same
 //! fingerprint, as an uninterrupted run of the same steps — or it refuses

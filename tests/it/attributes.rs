@@ -34,6 +34,7 @@ fn plan(t: &TestRepo, steps: &[serde_json::Value]) -> String {
 #[test]
 fn eol_crlf_files_are_stored_with_lf_and_checked_out_with_crlf() {
     let t = TestRepo::new();
+    t.pin_policy();
     t.write(".gitattributes", "*.txt text eol=crlf\n");
     t.write("a.txt", "one\r\ntwo\r\n");
     t.commit_all("base");
@@ -68,6 +69,7 @@ fn eol_crlf_files_are_stored_with_lf_and_checked_out_with_crlf() {
 #[test]
 fn autocrlf_with_text_auto_leaves_binaries_alone() {
     let t = TestRepo::new();
+    t.pin_policy();
     t.git(&["config", "core.autocrlf", "true"]).ok();
     t.write(".gitattributes", "* text=auto\n");
     t.write("notes.md", "a\r\nb\r\n");
@@ -99,6 +101,7 @@ fn autocrlf_with_text_auto_leaves_binaries_alone() {
 #[test]
 fn a_filter_driver_cleans_into_the_blob_and_smudges_into_the_worktree() {
     let t = TestRepo::new();
+    t.pin_policy();
     t.git(&["config", "filter.rev.clean", "rev"]).ok();
     t.git(&["config", "filter.rev.smudge", "rev"]).ok();
     t.write(".gitattributes", "*.rev filter=rev\n");
@@ -126,6 +129,7 @@ fn a_filter_driver_cleans_into_the_blob_and_smudges_into_the_worktree() {
 #[test]
 fn a_crash_mid_worktree_write_resumes_with_converted_files() {
     let t = TestRepo::new();
+    t.pin_policy();
     t.write(".gitattributes", "*.txt text eol=crlf\n");
     t.commit_all("base");
     let p = plan(
@@ -156,6 +160,7 @@ fn a_crash_mid_worktree_write_resumes_with_converted_files() {
 #[test]
 fn conversions_git_steps_cannot_perform_are_refused() {
     let t = TestRepo::new();
+    t.pin_policy();
     t.git(&["config", "filter.lfs.process", "git-lfs filter-process"])
         .ok();
     t.git(&["config", "filter.lfs.required", "true"]).ok();

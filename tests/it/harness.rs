@@ -309,8 +309,40 @@ impl TestRepo {
         fs::write(p, content).unwrap();
     }
 
+    /// Pin this repository's policy to git's defaults, whatever global
+    /// config the suite runs under (`GIT_STEPS_TEST_CONFIG`): no line-ending
+    /// conversion, no signing, hooks in `.git/hooks`, not run. For tests of
+    /// one policy (which set their own after this) or of exact bytes.
+    pub fn pin_policy(&self) -> &Self {
+        let hooks = self.path(".git/hooks");
+        for (k, v) in [
+            ("core.autocrlf", "false"),
+            ("commit.gpgSign", "false"),
+            ("gpg.format", "openpgp"),
+            ("steps.hooks", "false"),
+            ("core.hooksPath", hooks.to_str().unwrap()),
+        ] {
+            self.git(&["config", k, v]).ok();
+        }
+        self
+    }
+
+    /// A worktree file's text. Under a CI policy with `core.autocrlf`
+    /// (`GIT_STEPS_TEST_CONFIG`) text files are checked out with CRLF, as
+    /// git checks them out: read back with LF, as git reads them.
     pub fn read(&self, rel: &str) -> String {
-        fs::read_to_string(self.path(rel)).unwrap()
+        let text = fs::read_to_string(self.path(rel)).unwrap();
+        if under_policy()
+            && self
+                .git(&["config", "--get", "core.autocrlf"])
+                .stdout()
+                .trim()
+                == "true"
+        {
+            text.replace("\r\n", "\n")
+        } else {
+            text
+        }
     }
 
     /// Write a plan file outside the work tree (in the scratch dir).

@@ -21,6 +21,7 @@ fn files(id: &str, path: &str, content: &str) -> String {
 #[test]
 fn hooks_run_as_checks_when_asked() {
     let t = TestRepo::new();
+    t.pin_policy();
     t.write("README", "project\n");
     t.commit_all("base");
     let log = t.tmp.path().join("hook-log");
@@ -118,6 +119,7 @@ fn a_hook_that_changes_anything_refuses_the_step() {
     ];
     for (name, body, needle) in cases {
         let t = TestRepo::new();
+        t.pin_policy();
         t.write("README", "project\n");
         t.commit_all("base");
         t.git(&["config", "steps.hooks", "true"]).ok();
@@ -129,6 +131,63 @@ fn a_hook_that_changes_anything_refuses_the_step() {
         assert!(r.stderr().contains(needle), "{name}: {}", r.explain());
         assert_eq!(t.head(), before_head, "{name}: a step was committed");
         assert!(t.step_ids().is_empty());
-        assert!(!t.path(".git/steps/hook/index").exists());
+        assert!(
+            !t.path(".git/steps/hook").exists(),
+            "{name}: the check left its files"
+        );
     }
+}
+
+/// A run killed while a hook runs: the hook dies with it, and what the
+/// check left (its private index and that index's lock) never blocks the
+/// next run, which checks the step again and lands it once.
+#[test]
+fn a_run_killed_during_a_hook_leaves_nothing_that_blocks_the_next() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    t.git(&["config", "steps.hooks", "true"]).ok();
+    let pidfile = t.tmp.path().join("hook-pid");
+    hook(
+        &t,
+        "pre-commit",
+        &format!(
+            "#!/bin/sh\nif [ ! -e {p}.done ]; then echo $$ > {p}; touch {p}.done; sleep 30; fi\n",
+            p = pidfile.display()
+        ),
+    );
+    let plan = t.plan("p.jsonl", &[files("s1", "a.txt", "1\n")]);
+    let mut child = t.spawn_steps(&["apply", plan.to_str().unwrap()]);
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&pidfile).map_or(true, |s| s.trim().is_empty()) {
+        assert!(start.elapsed().as_secs() < 20, "the hook never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let hook_pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The hook dies with its runner.
+    let start = std::time::Instant::now();
+    while std::path::Path::new(&format!("/proc/{hook_pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{hook_pid}/stat"))
+            .is_ok_and(|s| !s.contains(") Z "))
+    {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the hook outlived its runner"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A lock a killed check left on its private index does not block.
+    std::fs::create_dir_all(t.path(".git/steps/hook/check-stale")).unwrap();
+    std::fs::write(t.path(".git/steps/hook/check-stale/index.lock"), "").unwrap();
+    assert!(t.step_ids().is_empty());
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(t.step_ids(), vec!["s1"]);
+    assert!(!t.path(".git/steps/hook").exists());
 }

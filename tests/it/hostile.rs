@@ -12,6 +12,9 @@ use crate::harness::*;
 /// work in the worktree.
 fn base() -> TestRepo {
     let t = TestRepo::new();
+    // Hostile input is about bytes: git's default policy, whatever the
+    // suite's global config.
+    t.pin_policy();
     let outside = t.tmp.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     std::os::unix::fs::symlink(&outside, t.path("out")).unwrap();

@@ -232,6 +232,8 @@ fn demo_tells_the_story() {
 /// output, files steps whole contents; edge contents included.
 fn make_plan(dir: &Path, steps: &[(u8, u8, u8)]) -> PathBuf {
     let t = TestRepo::new();
+    // Real diffs, byte for byte: git's default policy for the generator.
+    t.pin_policy();
     let names = ["a.txt", "dir/é.txt", "crlf.txt"];
     let mut lines = Vec::new();
     for (i, &(file, shape, kind)) in steps.iter().enumerate() {

@@ -167,6 +167,8 @@ fn a_detached_head_without_a_run_is_refused_with_the_init_to_run() {
 fn installed_hooks_are_named_and_not_run() {
     use std::os::unix::fs::PermissionsExt;
     let t = TestRepo::new();
+    // Exact bytes, no conversion: git's default policy.
+    t.pin_policy();
     let r = t.steps(&["init"]).ok();
     assert!(!r.stderr().contains("hooks"), "{}", r.explain());
     let hook = |name: &str, body: &str| {

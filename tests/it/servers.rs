@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
 
 use crate::harness::hermetic;
 
+/// A server's own processes: hermetic, and never under the client's policy
+/// (`GIT_STEPS_TEST_CONFIG` is the box's global config, not the server's).
+fn serverside(cmd: &mut Command, root: &Path) {
+    hermetic(cmd, root);
+    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null");
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Path,
@@ -67,16 +74,20 @@ impl Server {
         let bare = root.join("remote.git");
         let mut init = Command::new("git");
         init.args(["init", "-q", "--bare", "-b", "main"]).arg(&bare);
-        hermetic(&mut init, root);
+        serverside(&mut init, root);
         assert!(init.status().unwrap().success());
         let cfg = |k: &str, v: &str| {
             let mut c = Command::new("git");
             c.arg("-C").arg(&bare).args(["config", k, v]);
-            hermetic(&mut c, root);
+            serverside(&mut c, root);
             assert!(c.status().unwrap().success());
         };
         cfg("http.receivepack", "true");
         cfg("receive.denyNonFastForwards", "true");
+        // The server's hooks are its own, also when a client's global
+        // config sets core.hooksPath (a push to a path runs receive-pack
+        // under the client's environment).
+        cfg("core.hooksPath", bare.join("hooks").to_str().unwrap());
         let (url, child) = match kind {
             Kind::Path => (bare.to_str().unwrap().to_string(), None),
             Kind::FileUrl => (format!("file://{}", bare.display()), None),
@@ -97,7 +108,7 @@ impl Server {
                 .arg(root)
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(&log).unwrap());
-                hermetic(&mut cmd, root);
+                serverside(&mut cmd, root);
                 let mut child = cmd.spawn().expect("git daemon");
                 wait_for_port(port, &mut child, "git daemon", &log);
                 (format!("git://127.0.0.1:{port}/remote.git"), Some(child))
@@ -168,7 +179,7 @@ $HTTP["url"] =~ "^/git" {{
     pub fn git(&self, args: &[&str]) -> String {
         let mut c = Command::new("git");
         c.arg("-C").arg(&self.bare).args(args);
-        hermetic(&mut c, &self.root);
+        serverside(&mut c, &self.root);
         let out = c.output().unwrap();
         assert!(
             out.status.success(),

@@ -444,6 +444,15 @@ fn new_box(s: &Scratch, env: &Env, n: usize, clone: bool) -> Result<PathBuf> {
     drop(cfg);
     if clone {
         let repo = Repository::open(&dir)?;
+        // As the box's own processes see it (`git_env`): its local config only.
+        let mut cfg = repo.config()?;
+        for level in [
+            git2::ConfigLevel::Global,
+            git2::ConfigLevel::XDG,
+            git2::ConfigLevel::System,
+        ] {
+            cfg.add_file(Path::new("/dev/null"), level, true)?;
+        }
         let head = repo.head().and_then(|h| h.peel_to_tree()).ok();
         if let Some(head) = head {
             let changes = crate::git::tree_changes(&repo, None, Some(&head))?;

@@ -7,6 +7,8 @@ use crate::harness::*;
 #[test]
 fn mixed_thirty_step_plan_applies_verifies_and_reruns_to_nothing() {
     let t = TestRepo::new();
+    // Exact bytes, no conversion: git's default policy.
+    t.pin_policy();
     let plan = fixture("mixed-30.jsonl");
     let plan_s = plan.to_str().unwrap();
     let first = t.steps(&["--json", "apply", plan_s]).ok();

@@ -271,28 +271,25 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             parents: raw.parents,
             receipt: r,
         });
-        if shallow.contains(&oid) {
+        let at_boundary = shallow.contains(&oid);
+        if at_boundary {
             // The parents are not in this clone.
-            if next.is_some() {
-                ledger.shallow = Some(oid);
-            }
             next = None;
         }
         if reach == Reach::Run && first_step {
-            // Stop at the run's first step, unless the commit below it is
-            // a receipt of the run too (a copied first step, or a run that
-            // reused its id): then the whole history is read, and its
-            // problems reported.
+            // Stop at the run's first step, unless a receipt of the run
+            // lies below it within LOOK_BELOW commits (a copied first step,
+            // a run that reused its id, or a first step forged on top of a
+            // hand commit to hide the run's real receipts): then the whole
+            // history is read, and its problems reported. At a shallow
+            // boundary nothing below can be read: the first step stands.
             let Some(p) = next else { break };
-            let below = RawCommit::read(&odb, p)?;
-            let below_ours = below
-                .message
-                .as_deref()
-                .map(|m| matches!(receipt::parse(m), Ok(rc) if rc.run == run))
-                .unwrap_or(false);
-            if !below_ours {
+            if !receipt_below(&odb, &shallow, p, run)? {
                 break;
             }
+        }
+        if at_boundary && raw.first_parent.is_some() {
+            ledger.shallow = Some(oid);
         }
     }
     let Some(oldest) = oldest_receipt else {
@@ -362,6 +359,39 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
         }
     }
     Ok(ledger)
+}
+
+/// How far below a run's first step the scan looks for another receipt of
+/// the same run before it trusts the stop: about 3 ms of reading, and a
+/// forgery would need that many hand commits, all in plain `git log`.
+const LOOK_BELOW: usize = 1000;
+
+/// Whether a receipt of `run` is among the `LOOK_BELOW` first-parent
+/// commits from `from` down (stopping at a shallow boundary or the root).
+fn receipt_below(
+    odb: &git2::Odb<'_>,
+    shallow: &std::collections::HashSet<Oid>,
+    from: Oid,
+    run: &str,
+) -> Result<bool> {
+    let mut next = Some(from);
+    for _ in 0..LOOK_BELOW {
+        let Some(oid) = next else { break };
+        let raw = RawCommit::read(odb, oid)?;
+        if raw
+            .message
+            .as_deref()
+            .is_some_and(|m| matches!(receipt::parse(m), Ok(rc) if rc.run == run))
+        {
+            return Ok(true);
+        }
+        next = if shallow.contains(&oid) {
+            None
+        } else {
+            raw.first_parent
+        };
+    }
+    Ok(false)
 }
 
 /// The commits whose parents a shallow clone does not hold (`shallow` in

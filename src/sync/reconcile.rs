@@ -210,6 +210,23 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
         }
         // The durable history must itself be sound.
         let scanned = ledger::scan(repo, Some(r), &s.run)?;
+        if let (Some(boundary), true) = (scanned.shallow, scanned.entries.is_empty()) {
+            // The durable branch exists, but this shallow clone holds no
+            // receipt of the run in it: its receipts may lie below the
+            // boundary (under a hand commit), and starting the run over
+            // would apply every step again.
+            return Err(Error::other(format!(
+                "this clone is shallow: the durable branch {} on {} holds no receipt of run {} down to the clone's boundary (commit {}), and what lies below it is not here",
+                s.branch,
+                remote.spec,
+                s.run,
+                crate::git::short(boundary)
+            ))
+            .with_hint(format!(
+                "fetch more history first: `git fetch --deepen=50 {} {}` (or `git fetch --unshallow`); a new run needs a new branch: `git steps init --branch <new branch>`",
+                remote.spec, s.branch
+            )));
+        }
         scanned.ensure_sound(&format!("{} on {}", s.branch, remote.spec))?;
         durable_ledger = Some(scanned);
     }

@@ -112,28 +112,76 @@ fn shallow_ci_clones_start_and_resume_a_run() {
     ci3.git(&["fetch", "-q", "--deepen=50", "origin"]).ok();
     let r = ci3.steps(&["apply", plan4.to_str().unwrap()]).ok();
     assert!(r.stdout().contains("skipped s4"), "{}", r.explain());
+
+    // A hand commit on top of the run, cloned at depth 1: no receipt is in
+    // sight, but the durable branch exists, so this is not a new run.
+    ci3.git(&["commit", "-q", "--allow-empty", "-m", "a human note"])
+        .ok();
+    ci3.git(&["push", "-q", "origin", "agent/x"]).ok();
+    let ci4 = t.clone_with(
+        "ci4",
+        &["--depth", "1", "--branch", "agent/x", server.url()],
+    );
+    ci4.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
+        .ok();
+    let plan5 = t.plan("p5.jsonl", &[step(1), step(2), step(3), step(4), step(5)]);
+    ci4.refuses(
+        "hand commit at the boundary",
+        1,
+        &["no receipt of run agent/x", "git fetch --deepen"],
+        || ci4.steps(&["apply", plan5.to_str().unwrap()]),
+    );
 }
 
-/// The scan reads the run and the one commit below it, nothing older:
-/// with the base's own parent missing from the object database, `status`
-/// and a further `apply` work, while `verify`, which walks everything,
-/// reaches the hole.
+/// `n` more ordinary commits on `main`, made fast with `git fast-import`.
+fn fast_history(t: &TestRepo, n: u32) {
+    let mut stream = String::new();
+    for i in 1..=n {
+        let msg = format!("bulk commit {i}\n");
+        let data = format!("bulk {i}\n");
+        stream.push_str(&format!(
+            "commit refs/heads/main\ncommitter b <b@x> {} +0000\ndata {}\n{msg}\n",
+            1_700_000_000 + i,
+            msg.len()
+        ));
+        if i == 1 {
+            stream.push_str("from refs/heads/main^0\n");
+        }
+        stream.push_str(&format!(
+            "M 100644 inline bulk.txt\ndata {}\n{data}\n",
+            data.len()
+        ));
+    }
+    let mut cmd = std::process::Command::new("git");
+    cmd.args(["fast-import", "--quiet"]).current_dir(&t.work);
+    crate::harness::hermetic(&mut cmd, &t.home());
+    t.run_cmd(cmd, "git fast-import".into(), Some(stream.as_bytes()))
+        .ok();
+    t.git(&["reset", "-q", "--hard", "main"]).ok();
+}
+
+/// The scan reads the run and a bounded window below it (1000 commits,
+/// where another receipt of the run would make it read on), nothing older:
+/// with a commit 1200 below the base missing from the object database,
+/// `status` and a further `apply` work, while `verify`, which walks
+/// everything, reaches the hole.
 #[test]
 fn the_scan_stops_at_the_runs_first_step() {
     let t = TestRepo::new();
-    project_history(&t, 5);
-    let below_base = t.git_out(&["rev-parse", "HEAD~1"]);
+    project_history(&t, 2);
+    let far_below = t.git_out(&["rev-parse", "HEAD"]);
+    fast_history(&t, 1200);
     let plan = t.plan("p.jsonl", &[step(1), step(2), step(3)]);
     t.steps(&["apply", plan.to_str().unwrap()]).ok();
     assert_eq!(
         indexes(&t, "HEAD"),
         ["3", "2", "1"].map(String::from).to_vec()
     );
-    // Take the commit below the base out of the object database.
+    // Take a commit far below the base out of the object database.
     let obj = t.path(&format!(
         ".git/objects/{}/{}",
-        &below_base[..2],
-        &below_base[2..]
+        &far_below[..2],
+        &far_below[2..]
     ));
     std::fs::remove_file(&obj).unwrap();
 
@@ -153,6 +201,39 @@ fn the_scan_stops_at_the_runs_first_step() {
         "verify walks the whole history\n{}",
         v.explain()
     );
+}
+
+/// A first step forged on top of a hand commit, to make the scan stop there
+/// and hide the run's real receipts (anyone who can push can append both):
+/// the window below the first step finds the real receipts, and the step
+/// the forgery would have doubled is refused.
+#[test]
+fn a_first_step_forged_on_top_of_the_run_does_not_hide_it() {
+    let t = TestRepo::new();
+    project_history(&t, 2);
+    let plan = t.plan("p.jsonl", &[step(1), step(2)]);
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    let s1 = t.git_out(&["rev-parse", "HEAD~1"]);
+    let forged = t.git_out(&["log", "-1", "--format=%B", &s1]);
+    assert!(forged.contains("Step-Index: 1"), "{forged}");
+    t.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "an innocent hand commit",
+    ])
+    .ok();
+    t.git(&["commit", "-q", "--allow-empty", "-m", &forged])
+        .ok();
+    let plan3 = t.plan("p3.jsonl", &[step(1), step(2), step(3)]);
+    t.refuses(
+        "forged first step",
+        3,
+        &["no receipt inside the run"],
+        || t.steps(&["apply", plan3.to_str().unwrap()]),
+    );
+    t.refuses("verify reports it", 3, &[], || t.steps(&["verify"]));
 }
 
 /// A receipt whose index is not its position (a step missing, or out of
@@ -262,13 +343,17 @@ fn two_agents_in_two_worktrees_of_one_clone() {
         tmp: t.tmp.clone(),
         work: b_path,
     };
-    // B has no run of its own yet: nothing of A's leaks into it.
-    let st = b.steps(&["--json", "status"]);
-    assert_ne!(
-        st.json()["data"]["branch"].as_str(),
-        Some("agent/a"),
-        "{}",
-        st.explain()
+    // B has no run of its own yet: A's settings in the shared config are
+    // neither taken nor silently ignored.
+    b.refuses(
+        "shared settings in a linked worktree",
+        1,
+        &[
+            "linked worktree",
+            "steps.branch=agent/a",
+            "git steps init --branch",
+        ],
+        || b.steps(&["status"]),
     );
     b.steps(&["init", "--branch", "agent/b", "--remote", "origin"])
         .ok();
@@ -343,6 +428,8 @@ fn two_agents_in_two_worktrees_of_one_clone() {
                 "agent/a",
                 "--run",
                 "agent/a",
+                "--remote",
+                "origin",
                 pa.to_str().unwrap(),
             ])
         },

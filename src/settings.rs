@@ -90,6 +90,44 @@ pub fn config_str(repo: &Repository, key: &str) -> Result<Option<String>> {
     Ok(None)
 }
 
+/// In a linked worktree, refuse `steps.*` keys that only the shared
+/// `.git/config` sets (and no flag overrides): they are the main worktree's
+/// run, or were set with a plain `git config` that reached every worktree.
+/// Ignoring them silently would run another run, or drop the remote;
+/// following them would take another worktree's run.
+pub fn refuse_shared_settings_in_linked_worktree(repo: &Repository, o: &Overrides) -> Result<()> {
+    if !repo.is_worktree() {
+        return Ok(());
+    }
+    let shared = match repo.config()?.open_level(git2::ConfigLevel::Local) {
+        Ok(c) => c,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let given = [
+        ("steps.branch", o.branch.is_some()),
+        ("steps.run", o.run.is_some()),
+        ("steps.remote", o.remote.is_some()),
+    ];
+    let mut found = Vec::new();
+    for (key, flag) in given {
+        if flag || config_str(repo, key)?.is_some() {
+            continue;
+        }
+        if let Ok(v) = shared.get_string(key) {
+            found.push(format!("{key}={v}"));
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(Error::other(format!(
+        "this is a linked worktree, and the repository's shared config sets {} for every worktree: a run's settings belong to its worktree",
+        found.join(", ")
+    ))
+    .with_hint("set up this worktree's own run: `git steps init --branch <branch> [--remote <remote>]` (or pass --branch, --run and --remote); nothing was changed"))
+}
+
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     let branch = match &o.branch {
         Some(b) => b.clone(),
@@ -161,7 +199,32 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
             .and_then(|c| c.get_bool("extensions.worktreeConfig"))
             .unwrap_or(false);
         if !enabled {
+            // As git's `init_worktree_config`: `core.bare` (when true) and
+            // `core.worktree` belong to the main worktree once the
+            // extension is on, so they move to its `config.worktree` first
+            // (harmless while the extension is off), then the shared config
+            // loses them and gains the extension in one replacement.
+            let shared = git2::Config::open(&common.join("config"))?;
+            let bare = shared.get_bool("core.bare").unwrap_or(false);
+            let worktree = shared.get_string("core.worktree").ok();
+            if bare || worktree.is_some() {
+                replace_config(repo, common, "config.worktree", &mut |cfg| {
+                    if bare {
+                        set(cfg, "core.bare", "true")?;
+                    }
+                    if let Some(w) = &worktree {
+                        set(cfg, "core.worktree", w)?;
+                    }
+                    Ok(())
+                })?;
+            }
             replace_config(repo, common, "config", &mut |cfg| {
+                if bare {
+                    let _ = cfg.remove("core.bare");
+                }
+                if worktree.is_some() {
+                    let _ = cfg.remove("core.worktree");
+                }
                 set(cfg, "extensions.worktreeConfig", "true")
             })?;
         }

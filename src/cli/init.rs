@@ -36,7 +36,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
             }
         }
     }
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_for_init(&a.run)?;
     crate::git::ensure_branch_is_ours(&repo, &s.branch)?;
     if let Some(r) = &s.remote {
         crate::sync::remote::check_spec(&repo, &r.spec)?;

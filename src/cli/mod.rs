@@ -117,6 +117,22 @@ impl Ctx {
 
     pub fn open(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
         let repo = crate::git::open(&self.repo)?;
+        settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
+        self.open_settings(repo, run)
+    }
+
+    /// As [`Ctx::open`], for `init`, which sets this worktree's own run and
+    /// so may ignore another worktree's settings in the shared config.
+    pub fn open_for_init(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
+        let repo = crate::git::open(&self.repo)?;
+        self.open_settings(repo, run)
+    }
+
+    fn open_settings(
+        &self,
+        repo: git2::Repository,
+        run: &RunArgs,
+    ) -> Result<(git2::Repository, Settings)> {
         let s = settings::resolve(&repo, &run.overrides())?;
         if self.verbose || !self.json {
             self.status(&s.durable_domain());

@@ -82,6 +82,23 @@ impl Session<'_> {
         );
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let who = &self.who;
+        // Every changed file must be writable to the worktree as `git
+        // checkout` would write it (a required smudge filter that fails)
+        // before the step can become durable: after it, a failure would
+        // leave a receipt and a half-written worktree.
+        if !self.opts.dry_run {
+            let convert = crate::tree::convert::Convert::new(repo);
+            for c in &applied.changes {
+                if let Some(new) = c.new.filter(|n| {
+                    n.mode != crate::git::MODE_LINK && n.mode != crate::git::MODE_GITLINK
+                }) {
+                    let blob = repo.find_blob(new.oid)?;
+                    convert
+                        .to_worktree(&c.path, blob.content())
+                        .map_err(|m| Error::apply(&step.id, m))?;
+                }
+            }
+        }
         // The hooks judge the step before its commit exists.
         if let (Some(h), false) = (&self.hooks, self.opts.dry_run) {
             h.check(repo, &step.id, applied.tree, &message)?;

@@ -12,7 +12,10 @@
 //! step's tree in the index (`GIT_INDEX_FILE`, a private index under
 //! `.git/steps/hook/`, cleared at each check, since the real index and the worktree hold the
 //! previous step until the step is durable), the message in a file for
-//! `commit-msg`, the worktree's top as the working directory.
+//! `commit-msg`, the worktree's top as the working directory. The
+//! worktree itself still holds the previous step: a hook that reads files
+//! from disk instead of from the index (`git diff --cached`, `git show
+//! :path`) checks the previous step's content.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -193,7 +196,7 @@ impl Hooks {
                 return Err(refusal(
                     step,
                     format!(
-                        "a hook changed the worktree or the index: {}",
+                        "a hook changed the worktree or the index: {} (the hook's own changes are left there: look at them with `git status`, undo them with `git checkout -- <path>` or `git clean`, before rerunning)",
                         changed.join(", ")
                     ),
                 ));

@@ -194,7 +194,13 @@ impl<'r> Overlay<'r> {
     /// stores it.
     fn store(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
         if self.worktree_form && mode != MODE_LINK {
-            let cleaned = self.convert.to_repo(path, content)?;
+            let previous = match self.file(path).ok().flatten() {
+                Some(e) if e.mode != MODE_LINK => Some(self.read(&e).map_err(|e| e.to_string())?),
+                _ => None,
+            };
+            let cleaned = self
+                .convert
+                .to_repo_over(path, content, previous.as_deref())?;
             self.write(path, &cleaned, mode)
         } else {
             self.write(path, content, mode)
@@ -454,24 +460,11 @@ impl formats::Files for Overlay<'_> {
     fn get(&mut self, path: &str) -> Result<Option<(Vec<u8>, u32)>, FileError> {
         match self.file(path).map_err(FileError)? {
             None => Ok(None),
-            Some(e) => {
-                let stored = self.read(&e).map_err(|e| FileError(e.to_string()))?;
-                let content = if self.worktree_form && e.mode != MODE_LINK {
-                    self.convert.to_worktree(path, &stored).map_err(FileError)?
-                } else {
-                    stored
-                };
-                Ok(Some((content, e.mode)))
-            }
+            Some(e) => Ok(Some((self.view(path, &e).map_err(FileError)?, e.mode))),
         }
     }
     fn put(&mut self, path: &str, content: Vec<u8>, mode: u32) -> Result<(), FileError> {
-        let content = if self.worktree_form && mode != MODE_LINK {
-            self.convert.to_repo(path, &content).map_err(FileError)?
-        } else {
-            content
-        };
-        self.write(path, &content, mode).map_err(FileError)
+        self.store(path, &content, mode).map_err(FileError)
     }
     fn remove(&mut self, path: &str) -> Result<(), FileError> {
         self.file(path).map_err(FileError)?;

@@ -63,25 +63,28 @@ fn config(repo: &Repository, key: &str) -> Option<String> {
     repo.config().ok()?.get_string(key).ok()
 }
 
-/// git's heuristic (`convert_is_binary`): a NUL, a lone CR, or more than
-/// one non-printable byte in 128 printable ones.
+/// git's heuristic (`gather_stats` + `convert_is_binary`): a NUL, a lone
+/// CR, or more than one non-printable byte in 128 printable ones; LF and
+/// the CR of CRLF count as neither, and a final ^Z (DOS EOF) is forgiven.
 fn looks_binary(data: &[u8]) -> bool {
-    let (mut printable, mut nonprintable, mut lone_cr) = (0usize, 0usize, false);
+    let (mut printable, mut nonprintable) = (0usize, 0usize);
     for (i, &b) in data.iter().enumerate() {
         match b {
             0 => return true,
             b'\r' => {
                 if data.get(i + 1) != Some(&b'\n') {
-                    lone_cr = true;
+                    return true;
                 }
             }
-            b'\n' | b'\t' | 8 | 27 | 12 => printable += 1,
+            b'\n' => {}
+            b'\t' | 8 | 27 | 12 => printable += 1,
+            26 if i + 1 == data.len() => {}
             127 => nonprintable += 1,
             b if b < 32 => nonprintable += 1,
             _ => printable += 1,
         }
     }
-    lone_cr || (printable >> 7) < nonprintable
+    (printable >> 7) < nonprintable
 }
 
 fn crlf_to_lf(data: &[u8]) -> Vec<u8> {
@@ -255,6 +258,19 @@ impl<'r> Convert<'r> {
     /// Worktree bytes → what the repository stores (`git add`): the
     /// driver's `clean`, then CRLF → LF.
     pub fn to_repo(&self, path: &str, data: &[u8]) -> Result<Vec<u8>, String> {
+        self.to_repo_over(path, data, None)
+    }
+
+    /// As [`Convert::to_repo`], over the version the repository holds now
+    /// (`previous`): as git's "safer autocrlf", `text=auto` and
+    /// `core.autocrlf` leave CRLF alone in a file whose stored version
+    /// already has CRs, so an edit does not rewrite every line.
+    pub fn to_repo_over(
+        &self,
+        path: &str,
+        data: &[u8],
+        previous: Option<&[u8]>,
+    ) -> Result<Vec<u8>, String> {
         let rules = self.rules(path)?;
         let mut out = match &rules.driver {
             Some((name, Some(clean), _, required)) => {
@@ -266,6 +282,7 @@ impl<'r> Convert<'r> {
             Eol::None => out,
             Eol::Input | Eol::Crlf => crlf_to_lf(&out),
             Eol::AutoInput | Eol::AutoCrlf if looks_binary(&out) => out,
+            Eol::AutoInput | Eol::AutoCrlf if previous.is_some_and(|p| p.contains(&b'\r')) => out,
             Eol::AutoInput | Eol::AutoCrlf => crlf_to_lf(&out),
         };
         Ok(out)
@@ -300,5 +317,12 @@ mod tests {
         assert!(looks_binary(b"a\0b"));
         assert!(looks_binary(b"a\rb"));
         assert!(!looks_binary(b"plain text\r\nwith crlf\r\n"));
+        assert!(!looks_binary(b"dos text\r\n\x1a"));
+        // Line feeds are no printable characters, as git counts them: one
+        // control byte among many empty lines is binary.
+        let mut lines = vec![1u8];
+        lines.extend(std::iter::repeat_n(b'\n', 200));
+        lines.extend(b"ab");
+        assert!(looks_binary(&lines));
     }
 }

@@ -113,7 +113,7 @@ fn same(
             blob.content() == bytes.as_slice()
                 || (e.mode != MODE_LINK
                     && crate::tree::convert::Convert::new(repo)
-                        .to_repo(path, bytes)
+                        .to_repo_over(path, bytes, Some(blob.content()))
                         .is_ok_and(|c| c == blob.content()))
         }
         _ => false,

@@ -85,7 +85,9 @@ fn same_as_index(
     let Ok(bytes) = fs::read(&full) else {
         return Ok(false);
     };
-    let Ok(cleaned) = convert.to_repo(path, &bytes) else {
+    let stored = repo.find_blob(entry.id).ok();
+    let Ok(cleaned) = convert.to_repo_over(path, &bytes, stored.as_ref().map(|b| b.content()))
+    else {
         return Ok(false);
     };
     Ok(git2::Oid::hash_object(git2::ObjectType::Blob, &cleaned)? == entry.id)

@@ -177,3 +177,51 @@ fn conversions_git_steps_cannot_perform_are_refused() {
         t.refuses(path, 1, &[needle, "step s1"], || t.steps(&["apply", &p]));
     }
 }
+
+/// A required smudge filter that fails is found before the step's commit
+/// exists: exit 1, no receipt, nothing written (after the commit point it
+/// would have left a receipt and a half-written worktree).
+#[test]
+fn a_failing_required_smudge_stops_the_step_before_its_receipt() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    t.write(".gitattributes", "*.dat filter=x\n");
+    t.commit_all("base");
+    t.git(&["config", "filter.x.clean", "cat"]).ok();
+    t.git(&["config", "filter.x.smudge", "false"]).ok();
+    t.git(&["config", "filter.x.required", "true"]).ok();
+    let p = plan(
+        &t,
+        &[serde_json::json!({"id": "s1", "files": {"a.dat": "data\n", "b.txt": "b\n"}})],
+    );
+    t.refuses(
+        "failing smudge",
+        1,
+        &["filter driver x failed", "step s1"],
+        || t.steps(&["apply", &p]),
+    );
+}
+
+/// git's "safer autocrlf": a file stored with CRLF keeps its CRLF under
+/// `core.autocrlf`, so a one-line edit changes one line, as `git add` would.
+#[test]
+fn a_file_stored_with_crlf_keeps_it_under_autocrlf() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    t.write("a.txt", "one\r\ntwo\r\nthree\r\n");
+    t.commit_all("base");
+    t.git(&["config", "core.autocrlf", "true"]).ok();
+    let p = plan(
+        &t,
+        &[
+            serde_json::json!({"id": "s1", "edits": [{"path": "a.txt", "old_str": "two", "new_str": "TWO"}]}),
+        ],
+    );
+    t.steps(&["apply", &p]).ok();
+    assert_eq!(blob(&t, "a.txt"), b"one\r\nTWO\r\nthree\r\n");
+    assert_eq!(
+        t.git_out(&["diff", "--numstat", "HEAD~1", "HEAD"]),
+        "1\t1\ta.txt"
+    );
+    clean(&t);
+}

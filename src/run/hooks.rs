@@ -95,6 +95,21 @@ fn quoted(out: &[u8]) -> String {
         .collect()
 }
 
+/// Ok if the hook `name` exited 0; else its refusal, quoting its output.
+fn passed(step: &str, name: &str, out: std::process::Output) -> Result<()> {
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(refusal(
+        step,
+        format!(
+            "the {name} hook failed ({}):{}",
+            out.status,
+            quoted(&[out.stdout, out.stderr].concat())
+        ),
+    ))
+}
+
 fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std::process::Output> {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(hook);
@@ -143,33 +158,17 @@ impl Hooks {
         let before = snapshot(repo)?;
         let result = (|| {
             if let Some(hook) = &self.pre_commit {
-                let out = run(hook, &[], &workdir, &index_path)?;
-                if !out.status.success() {
-                    return Err(refusal(
-                        step,
-                        format!(
-                            "the pre-commit hook failed ({}):{}",
-                            out.status,
-                            quoted(&[out.stdout, out.stderr].concat())
-                        ),
-                    ));
-                }
+                passed(step, "pre-commit", run(hook, &[], &workdir, &index_path)?)?;
             }
             if let Some(hook) = &self.commit_msg {
                 std::fs::write(&msg_path, message).map_err(|e| {
                     Error::other(format!("cannot write {}: {e}", msg_path.display()))
                 })?;
-                let out = run(hook, &[&msg_path], &workdir, &index_path)?;
-                if !out.status.success() {
-                    return Err(refusal(
-                        step,
-                        format!(
-                            "the commit-msg hook failed ({}):{}",
-                            out.status,
-                            quoted(&[out.stdout, out.stderr].concat())
-                        ),
-                    ));
-                }
+                passed(
+                    step,
+                    "commit-msg",
+                    run(hook, &[&msg_path], &workdir, &index_path)?,
+                )?;
                 if std::fs::read(&msg_path).ok().as_deref() != Some(message.as_bytes()) {
                     return Err(refusal(
                         step,

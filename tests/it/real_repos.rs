@@ -483,3 +483,65 @@ fn crashtest_starts_every_box_from_the_repositorys_head() {
     let r = t.steps(&["crashtest", "--empty-base", p]).code_is(1);
     assert!(r.stderr().contains("notes.md"), "{}", r.explain());
 }
+
+/// `init` in a worktree of a bare repository writes three config files
+/// (the main worktree's own, the shared one, this worktree's own), each
+/// replaced atomically. A kill at any instant leaves every worktree usable
+/// by git, and the rerun of the same `init` finishes the job.
+#[test]
+fn a_killed_init_in_a_worktree_leaves_git_working() {
+    let (trials, mut seed) = crate::harness::trials_and_seed(40, 0x9e37_79b9_7f4a_7c15);
+    let mut rng = crate::harness::Rng(seed | 1);
+    let (mut landed, mut window) = (0u32, 20_000u64);
+    for trial in 0..trials {
+        let t = TestRepo::new();
+        t.write("README", "project\n");
+        t.commit_all("base");
+        let bare = t.tmp.path().join("proj.git");
+        t.git(&["clone", "-q", "--bare", ".", bare.to_str().unwrap()])
+            .ok();
+        let wt = |name: &str, extra: &[&str]| {
+            let path = t.tmp.path().join(name);
+            let mut args = vec!["-C", bare.to_str().unwrap(), "worktree", "add", "-q"];
+            args.extend_from_slice(extra);
+            args.push(path.to_str().unwrap());
+            args.push("main");
+            t.git(&args).ok();
+            TestRepo {
+                tmp: t.tmp.clone(),
+                work: path,
+            }
+        };
+        let (w1, w2) = (wt("wt1", &[]), wt("wt2", &["--detach"]));
+        let mut child = w1.spawn_steps(&["init", "--branch", "agent/a", "--run", "a"]);
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(window)));
+        let finished = child.try_wait().unwrap().is_some();
+        let _ = child.kill();
+        child.wait().unwrap();
+        if finished {
+            window = (window / 2).max(200);
+        } else {
+            landed += 1;
+        }
+        for w in [&w1, &w2] {
+            let r = w.git(&["status", "--porcelain"]);
+            assert_eq!(
+                r.code(),
+                Some(0),
+                "trial {trial} seed {seed}: {}",
+                r.explain()
+            );
+        }
+        w1.steps(&["init", "--branch", "agent/a", "--run", "a"])
+            .ok();
+        assert_eq!(w1.git_out(&["config", "steps.branch"]), "agent/a");
+        for w in [&w1, &w2] {
+            w.git(&["status", "--porcelain"]).ok();
+        }
+        seed = rng.next();
+    }
+    assert!(
+        landed >= trials as u32 / 4,
+        "only {landed} of {trials} kills landed mid-init"
+    );
+}

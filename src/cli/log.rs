@@ -47,8 +47,14 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         for d in &e.duplicates {
             writeln!(
                 out,
-                "      DUPLICATE of step {}: {}",
-                d.earlier_step, d.hunk
+                "      DUPLICATE of step {}: {}{}",
+                d.earlier_step,
+                d.hunk,
+                if d.allowed {
+                    "  (allowed by the step)"
+                } else {
+                    ""
+                }
             )?;
         }
     }

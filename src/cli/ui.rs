@@ -90,10 +90,25 @@ fn human(o: &StepOutcome, dry_run: bool) -> String {
             }
             s
         }
-        StepOutcome::Skip { step, commit } => format!(
+        StepOutcome::Skip {
+            step,
+            commit,
+            redelivery: None,
+        } => format!(
             "{} {step} (receipt {})",
             if dry_run { "skip" } else { "skipped" },
             short(commit)
+        ),
+        StepOutcome::Skip {
+            step,
+            commit,
+            redelivery: Some(r),
+        } => format!(
+            "{} {step} (receipt {}): plan line {} repeats line {} with the same decision, a redelivery",
+            if dry_run { "skip" } else { "skipped" },
+            short(commit),
+            r.line,
+            r.first_line
         ),
     }
 }

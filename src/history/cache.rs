@@ -1,4 +1,4 @@
-//! The receipt cache: a derived copy of the ledger and the hunk counts, so
+//! The receipt cache: a derived copy of the ledger and the live hunks, so
 //! that resuming a long run costs O(new steps), not O(history).
 //!
 //! Owns `.git/steps/index/<run hash>` (the directory keeps its first name,
@@ -23,16 +23,20 @@ use crate::git::hex;
 use crate::history::ledger::{self, Entry, Ledger};
 use crate::history::receipt;
 
-use crate::tree::hunks::HunkCounts;
+use std::sync::Arc;
 
-/// Version 2: binary, CRC-32 checked (version 1 was text under SHA-256;
-/// reading 19 MB of it cost more than the rest of a warm resume).
-const MAGIC: &[u8] = b"git-steps-index 2\n";
+use crate::tree::hunks::{Live, LiveHunks};
 
-/// The ledger and hunk counts at a head.
+/// Version 3: live hunks with their lines (version 2 held counts per hunk
+/// identity; it is rebuilt by one scan). Binary, CRC-32 checked (version 1
+/// was text under SHA-256; reading 19 MB of it cost more than the rest of a
+/// warm resume).
+const MAGIC: &[u8] = b"git-steps-index 3\n";
+
+/// The ledger and live hunks at a head.
 pub struct Indexed {
     pub ledger: Ledger,
-    pub counts: HunkCounts,
+    pub live: LiveHunks,
 }
 
 fn path(repo: &Repository, run: &str) -> PathBuf {
@@ -44,7 +48,7 @@ struct Cached {
     head: Oid,
     base: Option<Oid>,
     entries: Vec<Entry>,
-    counts: Option<HunkCounts>,
+    live: Option<LiveHunks>,
 }
 
 /// A cursor over the file's bytes; every read is bounds-checked.
@@ -124,19 +128,40 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
     if entries.last().is_some_and(|e| e.commit != head) {
         return None;
     }
-    let counts = if want_counts {
-        let m = b.u64()?;
-        let mut raw = Vec::with_capacity(m.min(body.len() / 37));
-        for _ in 0..m {
-            let key: [u8; 32] = b.take(32)?.try_into().ok()?;
-            let n = b.u32()?;
-            let maker_len = b.u8()? as usize;
-            raw.push((key, n, b.str(maker_len)?.to_string()));
+    let live = if want_counts {
+        let files = b.u64()?;
+        let mut raw = Vec::with_capacity(files.min(body.len() / 8));
+        // Makers are step ids of the run: shared, not copied per hunk.
+        let mut makers: std::collections::HashMap<&str, Arc<str>> = Default::default();
+        for _ in 0..files {
+            let path_len = b.u32()? as usize;
+            let path = b.str(path_len)?.to_string();
+            let m = b.u64()?;
+            let mut live = Vec::with_capacity(m.min(body.len() / 42));
+            for _ in 0..m {
+                let key: [u8; 32] = b.take(32)?.try_into().ok()?;
+                let (start, end) = (b.u32()?, b.u32()?);
+                if end < start {
+                    return None;
+                }
+                let maker_len = b.u8()? as usize;
+                let maker = b.str(maker_len)?;
+                let maker = makers
+                    .entry(maker)
+                    .or_insert_with(|| Arc::from(maker))
+                    .clone();
+                live.push(Live {
+                    key,
+                    lines: (start, end),
+                    maker,
+                });
+            }
+            raw.push((path, live));
         }
         if !b.0.is_empty() {
             return None;
         }
-        Some(HunkCounts::from_raw(raw))
+        Some(LiveHunks::from_raw(raw))
     } else {
         None
     };
@@ -144,13 +169,13 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
         head,
         base,
         entries,
-        counts,
+        live,
     })
 }
 
-/// Save the cache for `ledger` (which must have no problems) and `counts`.
-pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) {
-    let Some(data) = encode(run, ledger, counts) else {
+/// Save the cache for `ledger` (which must have no problems) and `live`.
+pub fn save(repo: &Repository, run: &str, ledger: &Ledger, live: &LiveHunks) {
+    let Some(data) = encode(run, ledger, live) else {
         return;
     };
     let target = path(repo, run);
@@ -173,18 +198,18 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, counts: &HunkCounts) 
     }
 }
 
-/// The cache file's bytes for `ledger` and `counts`, CRC-32 at the end;
+/// The cache file's bytes for `ledger` and `live`, CRC-32 at the end;
 /// None when the ledger is not one to cache (problems, no head, a head
 /// that is not its last receipt, a field too long for the format).
-fn encode(run: &str, ledger: &Ledger, counts: &HunkCounts) -> Option<Vec<u8>> {
+fn encode(run: &str, ledger: &Ledger, live: &LiveHunks) -> Option<Vec<u8>> {
     let (Some(head), true) = (ledger.head, ledger.problems.is_empty()) else {
         return None;
     };
     if ledger.last().is_some_and(|e| e.commit != head) {
         return None;
     }
-    let raw = counts.to_raw();
-    let mut body: Vec<u8> = Vec::with_capacity(64 + ledger.entries.len() * 100 + raw.len() * 45);
+    let raw = live.to_raw();
+    let mut body: Vec<u8> = Vec::with_capacity(64 + ledger.entries.len() * 100 + live.len() * 50);
     body.extend_from_slice(MAGIC);
     body.extend_from_slice(&(run.len() as u32).to_le_bytes());
     body.extend_from_slice(run.as_bytes());
@@ -210,21 +235,25 @@ fn encode(run: &str, ledger: &Ledger, counts: &HunkCounts) -> Option<Vec<u8>> {
         body.extend_from_slice(e.commit.as_bytes());
     }
     body.extend_from_slice(&(raw.len() as u64).to_le_bytes());
-    for (k, n, maker) in raw {
-        let Ok(ml) = u8::try_from(maker.len()) else {
-            return None;
-        };
-        body.extend_from_slice(&k);
-        body.extend_from_slice(&n.to_le_bytes());
-        body.push(ml);
-        body.extend_from_slice(maker.as_bytes());
+    for (path, lives) in raw {
+        body.extend_from_slice(&u32::try_from(path.len()).ok()?.to_le_bytes());
+        body.extend_from_slice(path.as_bytes());
+        body.extend_from_slice(&(lives.len() as u64).to_le_bytes());
+        for l in lives {
+            let ml = u8::try_from(l.maker.len()).ok()?;
+            body.extend_from_slice(&l.key);
+            body.extend_from_slice(&l.lines.0.to_le_bytes());
+            body.extend_from_slice(&l.lines.1.to_le_bytes());
+            body.push(ml);
+            body.extend_from_slice(l.maker.as_bytes());
+        }
     }
     let sum = crc32fast::hash(&body).to_le_bytes();
     body.extend_from_slice(&sum);
     Some(body)
 }
 
-/// The ledger and hunk counts of `run` at `head`, from the cache where it
+/// The ledger and live hunks of `run` at `head`, from the cache where it
 /// is exact, else from a full scan (which refreshes the cache).
 ///
 /// `refresh`: write the refreshed cache back (only under the runner's lock;
@@ -234,17 +263,17 @@ pub fn load(repo: &Repository, head: Option<Oid>, run: &str, refresh: bool) -> R
         let cached_head = cached.head;
         if let Some(ix) = extend(repo, h, run, cached)? {
             if refresh && cached_head != h {
-                save(repo, run, &ix.ledger, &ix.counts);
+                save(repo, run, &ix.ledger, &ix.live);
             }
             return Ok(ix);
         }
     }
     let ledger = ledger::scan(repo, head, run)?;
-    let (counts, _) = ledger::hunk_counts(repo, &ledger)?;
+    let (live, _) = ledger::live_hunks(repo, &ledger)?;
     if refresh {
-        save(repo, run, &ledger, &counts);
+        save(repo, run, &ledger, &live);
     }
-    Ok(Indexed { ledger, counts })
+    Ok(Indexed { ledger, live })
 }
 
 /// Only the ledger: from the cache where it is exact (or can be caught up),
@@ -278,8 +307,8 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
     let mut entries = cached.entries;
     // Without counts (a ledger-only read), newer steps' hunks are not
     // replayed: the caller does not want them.
-    let want_counts = cached.counts.is_some();
-    let mut counts = cached.counts.unwrap_or_default();
+    let want_counts = cached.live.is_some();
+    let mut live = cached.live.unwrap_or_default();
     for oid in newer.into_iter().rev() {
         let c = repo.find_commit(oid)?;
         let r = match c.message().ok().map(receipt::parse) {
@@ -296,8 +325,8 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
         if want_counts {
             let tree = c.tree()?;
             let parent = c.parent(0)?.tree()?;
-            let ids = ledger::tree_hunks(repo, Some(&parent), Some(&tree))?;
-            let _ = counts.admit(&r.id, &ids, true);
+            let files = ledger::tree_hunks(repo, Some(&parent), Some(&tree))?;
+            live.record(&r.id, &files);
         }
         entries.push(Entry {
             index: entries.len(),
@@ -307,7 +336,7 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
         });
     }
     let ledger = Ledger::from_parts(Some(head), cached.base, entries);
-    Ok(Some(Indexed { ledger, counts }))
+    Ok(Some(Indexed { ledger, live }))
 }
 
 #[cfg(test)]
@@ -331,8 +360,19 @@ mod tests {
         Ledger::from_parts(head, Some(oid(200)), entries)
     }
 
-    fn counts() -> HunkCounts {
-        HunkCounts::from_raw(vec![([7; 32], 2, "s1".into()), ([3; 32], 1, "s0".into())])
+    fn counts() -> LiveHunks {
+        let live = |key: u8, lines, maker: &str| Live {
+            key: [key; 32],
+            lines,
+            maker: Arc::from(maker),
+        };
+        LiveHunks::from_raw(vec![
+            (
+                "src/a.rs".into(),
+                vec![live(7, (2, 5), "s1"), live(3, (9, 9), "s0")],
+            ),
+            ("b".into(), vec![live(7, (0, 1), "s2")]),
+        ])
     }
 
     #[test]
@@ -353,10 +393,10 @@ mod tests {
             .map(|e| (e.index, e.id.clone(), e.decision.clone(), e.commit))
             .collect();
         assert_eq!(got, want);
-        assert_eq!(c.counts.unwrap().to_raw(), counts().to_raw());
-        // Without the counts, the ledger alone.
+        assert_eq!(c.live.unwrap().to_raw(), counts().to_raw());
+        // Without the live hunks, the ledger alone.
         let c = decode(&data, "run-é", false).unwrap();
-        assert!(c.counts.is_none());
+        assert!(c.live.is_none());
         assert_eq!(c.entries.len(), 3);
     }
 
@@ -364,10 +404,10 @@ mod tests {
     fn a_run_with_no_base_and_no_counts() {
         let mut l = ledger(1);
         l.base = None;
-        let data = encode("r", &l, &HunkCounts::default()).unwrap();
+        let data = encode("r", &l, &LiveHunks::default()).unwrap();
         let c = decode(&data, "r", true).unwrap();
         assert_eq!(c.base, None);
-        assert!(c.counts.unwrap().to_raw().is_empty());
+        assert!(c.live.unwrap().to_raw().is_empty());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use git2::{Oid, Repository};
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{short, MODE_GITLINK};
 use crate::history::receipt::{self, ParseError};
-use crate::tree::hunks::{self, Duplicate, HunkCounts, HunkId};
+use crate::tree::hunks::{self, Duplicate, FileDiff, LiveHunks};
 
 /// One applied step, as its receipt says.
 #[derive(Debug, Clone)]
@@ -492,12 +492,12 @@ impl RawCommit {
     }
 }
 
-/// The hunk identities of the change from `old` to `new` (trees).
+/// The hunks of the change from `old` to `new` (trees), per changed path.
 pub fn tree_hunks(
     repo: &Repository,
     old: Option<&git2::Tree<'_>>,
     new: Option<&git2::Tree<'_>>,
-) -> Result<Vec<HunkId>> {
+) -> Result<Vec<FileDiff>> {
     let content = |e: &Option<crate::git::Entry>| -> Result<Vec<u8>> {
         match e {
             // Submodules have no content to diff.
@@ -507,7 +507,7 @@ pub fn tree_hunks(
     };
     let mut out = Vec::new();
     for c in crate::git::tree_changes(repo, old, new)? {
-        out.extend(hunks::identities(
+        out.push(hunks::identities(
             &c.path,
             &content(&c.old)?,
             &content(&c.new)?,
@@ -516,12 +516,22 @@ pub fn tree_hunks(
     Ok(out)
 }
 
-/// Replay the hunk counts of every applied step; returns the counts and
-/// every duplicate pair the history holds.
-pub fn hunk_counts(
+/// A duplicated hunk the history holds: the later step, the pair, and
+/// whether that step says it repeats the change on purpose
+/// (`Step-Allow-Duplicate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryDuplicate {
+    pub step: String,
+    pub duplicate: Duplicate,
+    pub allowed: bool,
+}
+
+/// Replay the live changes of every applied step; returns them and every
+/// duplicated hunk the history holds.
+pub fn live_hunks(
     repo: &Repository,
     ledger: &Ledger,
-) -> Result<(HunkCounts, Vec<(String, Duplicate)>)> {
+) -> Result<(LiveHunks, Vec<HistoryDuplicate>)> {
     // Replaying the diffs is independent per step: split the history over
     // the cores (each worker with its own handle on the repository), then
     // admit in order.
@@ -531,7 +541,7 @@ pub fn hunk_counts(
         .clamp(1, 8);
     let chunk = ledger.entries.len().div_ceil(workers).max(256);
     let parts: Vec<&[Entry]> = ledger.entries.chunks(chunk).collect();
-    let hunks: Vec<Vec<Vec<HunkId>>> = if parts.len() <= 1 {
+    let hunks: Vec<Vec<StepHunks>> = if parts.len() <= 1 {
         vec![entry_hunks(repo, &ledger.entries)?]
     } else {
         let path = repo.path().to_path_buf();
@@ -540,7 +550,7 @@ pub fn hunk_counts(
                 .iter()
                 .map(|part| {
                     let path = &path;
-                    scope.spawn(move || -> Result<Vec<Vec<HunkId>>> {
+                    scope.spawn(move || -> Result<Vec<StepHunks>> {
                         entry_hunks(&Repository::open(path)?, part)
                     })
                 })
@@ -551,21 +561,31 @@ pub fn hunk_counts(
                 .collect::<Result<Vec<_>>>()
         })?
     };
-    let mut counts = HunkCounts::default();
+    let mut live = LiveHunks::default();
     let mut dups = Vec::new();
-    for (e, ids) in ledger.entries.iter().zip(hunks.into_iter().flatten()) {
-        let found = counts
-            .admit(&e.id, &ids, true)
+    for (e, h) in ledger.entries.iter().zip(hunks.into_iter().flatten()) {
+        let found = live
+            .admit(&e.id, &h.files, true)
             .expect("admit with allow never fails");
-        dups.extend(found.into_iter().map(|d| (e.id.clone(), d)));
+        dups.extend(found.into_iter().map(|d| HistoryDuplicate {
+            step: e.id.clone(),
+            duplicate: d,
+            allowed: h.allowed,
+        }));
     }
-    Ok((counts, dups))
+    Ok((live, dups))
 }
 
-/// The hunk identities each of `entries` introduced, in order. Consecutive
-/// steps share a tree (the parent's is the previous step's), which is read
-/// once: libgit2 does not cache trees over 4 KiB.
-fn entry_hunks(repo: &Repository, entries: &[Entry]) -> Result<Vec<Vec<HunkId>>> {
+/// What one step changed, and whether its receipt allows a duplicate.
+pub struct StepHunks {
+    pub files: Vec<FileDiff>,
+    pub allowed: bool,
+}
+
+/// The hunks each of `entries` introduced, in order. Consecutive steps
+/// share a tree (the parent's is the previous step's), which is read once:
+/// libgit2 does not cache trees over 4 KiB.
+fn entry_hunks(repo: &Repository, entries: &[Entry]) -> Result<Vec<StepHunks>> {
     let mut out = Vec::with_capacity(entries.len());
     let mut prev: Option<(Oid, git2::Tree<'_>)> = None;
     for e in entries {
@@ -578,7 +598,13 @@ fn entry_hunks(repo: &Repository, entries: &[Entry]) -> Result<Vec<Vec<HunkId>>>
             },
             None => None,
         };
-        out.push(tree_hunks(repo, parent.as_ref(), Some(&tree))?);
+        out.push(StepHunks {
+            files: tree_hunks(repo, parent.as_ref(), Some(&tree))?,
+            allowed: commit
+                .message()
+                .ok()
+                .is_some_and(crate::history::receipt::allows_duplicate),
+        });
         prev = Some((e.commit, tree));
     }
     Ok(out)

@@ -26,6 +26,9 @@ pub const KEY_DECISION: &str = "Step-Decision";
 pub const KEY_INDEX: &str = "Step-Index";
 /// Only on steps applied by `run`: where the decision came from.
 pub const KEY_SOURCE: &str = "Step-Source";
+/// Only on steps whose decision says `"allow_duplicate": true`: the step
+/// repeats a change on purpose, so `verify` does not report it.
+pub const KEY_ALLOW_DUPLICATE: &str = "Step-Allow-Duplicate";
 
 /// Longest summary kept in a subject line.
 const SUMMARY_MAX: usize = 120;
@@ -87,6 +90,9 @@ pub fn message(
         "{KEY_ID}: {}\n{KEY_RUN}: {}\n{KEY_DECISION}: {}\n{KEY_INDEX}: {index}\n",
         step.id, run, step.digest
     ));
+    if step.allow_duplicate {
+        m.push_str(&format!("{KEY_ALLOW_DUPLICATE}: true\n"));
+    }
     if let Some(src) = source {
         m.push_str(&format!("{KEY_SOURCE}: {src}\n"));
     }
@@ -158,6 +164,19 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
             decision.len()
         ))),
     }
+}
+
+/// Whether a receipt says its step repeats a change on purpose (exactly one
+/// `Step-Allow-Duplicate: true` trailer, read with git's rules). The claim
+/// is covered by the decision digest: `verify PLAN` checks it against the
+/// plan's step.
+pub fn allows_duplicate(message: &str) -> bool {
+    let v: Vec<String> = trailers(message)
+        .into_iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case(KEY_ALLOW_DUPLICATE))
+        .map(|(_, v)| v)
+        .collect();
+    matches!(v.as_slice(), [one] if one == "true")
 }
 
 /// A position as git-steps writes it: decimal digits, no sign or leading

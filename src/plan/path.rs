@@ -52,6 +52,17 @@ pub enum PathError {
     DotGit { path: String, component: String },
 }
 
+/// The path without leading `./` components, as `git apply` and editors
+/// write them (`./src/lib.rs` is `src/lib.rs`). Any other `.` component is
+/// still refused by [`validate`].
+pub fn normalise(path: &str) -> &str {
+    let mut p = path;
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    p
+}
+
 /// Check one repository-relative path; the error says what is wrong with it.
 pub fn validate(path: &str) -> Result<(), PathError> {
     let owned = || path.to_string();

@@ -3,9 +3,11 @@
 //!
 //! Owns the plan as a source of steps ([`Plan`], [`PlanReader`]). Invariant:
 //! a plan is read in bounded memory (one id hash per step), every step is
-//! parsed by [`Step::from_value`] with its line number, and a duplicate id
-//! is an error naming both lines; stdin is spooled to a temporary file so
-//! the plan can be read twice (validated, then applied).
+//! parsed by [`Step::from_value`] with its line number; the same step twice
+//! (same id, same decision: an at-least-once queue's redelivery) is read
+//! once and the repeat noted, and one id with two decisions is a refusal
+//! naming both lines; stdin is spooled to a temporary file so the plan can
+//! be read twice (validated, then applied).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -15,22 +17,48 @@ use std::path::Path;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::plan::step::Step;
 
 /// Streams the steps of a plan, one JSON object per line (blank lines
 /// ignored), or a single JSON object spread over several lines. Memory does
-/// not grow with the plan's length beyond one id per step (to catch duplicate
+/// not grow with the plan's length beyond one id per step (to catch repeated
 /// ids).
 pub struct PlanReader<R> {
     reader: R,
     line: usize,
     buf: String,
-    /// 128 bits of each id's SHA-256 → its line: duplicate ids are caught
-    /// in 24 bytes a step, whatever the length of the ids or steps.
-    seen: HashMap<u128, usize>,
+    /// 128 bits of each id's SHA-256 → its line and 64 bits of its
+    /// decision digest: repeated ids are caught in 32 bytes a step, whatever
+    /// the length of the ids or steps. (Two decisions whose digests share 64
+    /// bits would be read as one: only a plan's author could make such a
+    /// pair, and the first of them is what is applied.)
+    seen: HashMap<u128, (u32, u64)>,
     first: bool,
     stopped: bool,
+    /// Redeliveries read past since the last call of
+    /// [`PlanReader::take_repeats`], in plan order.
+    repeats: Vec<Repeat>,
+}
+
+/// A step the plan holds twice with the same decision: read once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repeat {
+    pub id: String,
+    pub line: usize,
+    pub first_line: usize,
+}
+
+fn prefix(bytes: &[u8]) -> u128 {
+    u128::from_le_bytes(Sha256::digest(bytes)[..16].try_into().expect("16 bytes"))
+}
+
+fn prefix64(digest: &str) -> u64 {
+    u64::from_le_bytes(
+        Sha256::digest(digest.as_bytes())[..8]
+            .try_into()
+            .expect("8 bytes"),
+    )
 }
 
 impl<R: BufRead> PlanReader<R> {
@@ -42,7 +70,14 @@ impl<R: BufRead> PlanReader<R> {
             seen: HashMap::new(),
             first: true,
             stopped: false,
+            repeats: Vec::new(),
         }
+    }
+
+    /// The redeliveries skipped since the last call, in plan order: each
+    /// came after the step returned before it, and before the next one.
+    pub fn take_repeats(&mut self) -> Vec<Repeat> {
+        std::mem::take(&mut self.repeats)
     }
 
     fn bad(&self, line: usize, message: String) -> Error {
@@ -64,6 +99,11 @@ impl<R: BufRead> PlanReader<R> {
                 return Ok(None);
             }
             self.line += 1;
+            // A UTF-8 byte order mark (editors on Windows write one) is not
+            // part of the plan.
+            if self.line == 1 && self.buf.starts_with('\u{feff}') {
+                self.buf.drain(..'\u{feff}'.len_utf8());
+            }
             if self.buf.trim().is_empty() {
                 continue;
             }
@@ -96,21 +136,32 @@ impl<R: BufRead> PlanReader<R> {
             };
             self.first = false;
             let step = Step::from_value(value, start)?;
-            let key = u128::from_le_bytes(
-                Sha256::digest(step.id.as_bytes())[..16]
-                    .try_into()
-                    .expect("16 bytes"),
-            );
-            if let Some(prev) = self.seen.get(&key) {
-                return Err(Error::Input {
+            let key = prefix(step.id.as_bytes());
+            let decision = prefix64(&step.digest);
+            if let Some(&(prev, prev_decision)) = self.seen.get(&key) {
+                let prev = prev as usize;
+                if prev_decision == decision {
+                    // A redelivery: the same decision again is applied once.
+                    self.repeats.push(Repeat {
+                        id: step.id,
+                        line: start,
+                        first_line: prev,
+                    });
+                    continue;
+                }
+                return Err(Error::from(Refusal {
+                    kind: RefusalKind::DigestMismatch,
                     step: Some(step.id.clone()),
-                    line: Some(start),
-                    message: format!(
-                        "the id is used twice in this plan (first on line {prev}); a step id is its idempotency key and must be unique"
+                    saw: format!(
+                        "plan line {start} holds step {} with another decision than plan line {prev} ({})",
+                        step.id, step.digest
                     ),
-                });
+                    would: "apply one of two different decisions under the same idempotency key".into(),
+                    hint: "a step id names one decision: give the other step an id of its own, or drop one of the two lines".into(),
+                }));
             }
-            self.seen.insert(key, start);
+            self.seen
+                .insert(key, (u32::try_from(start).unwrap_or(u32::MAX), decision));
             return Ok(Some(step));
         }
     }
@@ -234,7 +285,7 @@ mod tests {
             (
                 "{\"id\":\"a\",\"patch\":\"x\"}\n{\"id\":\"a\",\"patch\":\"y\"}",
                 "plan line 2",
-                "first on line 1",
+                "another decision than plan line 1",
             ),
             (
                 "{\"id\":\"a\",\"patch\":\"x\"}\nnot json",
@@ -251,6 +302,40 @@ mod tests {
             let msg = err.to_string();
             assert!(msg.contains(place) && msg.contains(what), "{text:?}: {msg}");
         }
+    }
+
+    #[test]
+    fn a_redelivery_is_read_once_and_noted() {
+        let a = "{\"id\":\"a\",\"patch\":\"x\"}";
+        let b = "{\"id\":\"b\",\"patch\":\"x\"}";
+        // Key order does not make it another decision.
+        let a2 = "{\"patch\":\"x\", \"id\":\"a\"}";
+        let text = format!("{a}\n{b}\n{a2}\n{a}\n");
+        let mut r = PlanReader::new(text.as_bytes());
+        assert_eq!(r.next().unwrap().unwrap().id, "a");
+        assert!(r.take_repeats().is_empty());
+        assert_eq!(r.next().unwrap().unwrap().id, "b");
+        assert!(r.next().is_none());
+        let rep = r.take_repeats();
+        assert_eq!(
+            rep.iter()
+                .map(|x| (x.line, x.first_line))
+                .collect::<Vec<_>>(),
+            [(3, 1), (4, 1)]
+        );
+        let err = read(&format!("{a}\n{{\"id\":\"a\",\"patch\":\"y\"}}\n"))
+            .into_iter()
+            .find_map(|r| r.err())
+            .unwrap();
+        assert_eq!(err.exit_code(), 3, "{err}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_plan() {
+        let steps = read("\u{feff}{\"id\":\"a\",\"patch\":\"x\"}\n");
+        assert_eq!(steps[0].as_ref().unwrap().id, "a");
+        let single = read("\u{feff}{\n \"id\": \"a\",\n \"patch\": \"x\"\n}\n");
+        assert_eq!(single[0].as_ref().unwrap().id, "a");
     }
 
     #[test]

@@ -29,6 +29,7 @@ const FIELDS: &[&str] = &[
     "search_replace",
     "message",
     "intent",
+    "allow_duplicate",
 ];
 
 /// The content fields; exactly one is present.
@@ -69,6 +70,9 @@ pub struct Step {
     pub content: Content,
     pub message: Option<String>,
     pub intent: Option<Value>,
+    /// The step repeats a change still in effect on purpose (SPEC
+    /// "Duplicated hunks"); part of the decision.
+    pub allow_duplicate: bool,
     /// `sha256:<hex>` of the canonical JSON of the step object.
     pub digest: String,
     /// 1-based line of the plan where the step starts (0 when not from a plan).
@@ -258,7 +262,11 @@ impl Step {
                 }
                 let mut out = BTreeMap::new();
                 for (p, v) in files {
+                    let p = &path::normalise(p).to_string();
                     path::validate(p).map_err(|m| err(step, format!("files: {m}")))?;
+                    if out.contains_key(p) {
+                        return Err(err(step, format!("files: {p:?} is named twice")));
+                    }
                     let v = match v {
                         Value::String(s) => Some(s.clone()),
                         Value::Null => None,
@@ -292,12 +300,26 @@ impl Step {
             }
         };
         let intent = map.get("intent").cloned();
+        let allow_duplicate = match map.get("allow_duplicate") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(err(
+                    step,
+                    format!(
+                        "field `allow_duplicate` must be true or false, found {}",
+                        type_name(other)
+                    ),
+                ))
+            }
+        };
         let digest = decision_digest(&value);
         Ok(Step {
             id,
             content,
             message,
             intent,
+            allow_duplicate,
             digest,
             line,
         })

@@ -36,13 +36,13 @@ impl Session<'_> {
         let (repo, s, head) = (self.repo, self.settings, self.head);
         // The step's position in the run, from 1 (its Step-Index).
         let index = self.len() + 1;
-        // The hunk counts are read when a step is first applied: a rerun
+        // The live hunks are read when a step is first applied: a rerun
         // that skips everything does not need them.
-        let counts = match &mut self.counts {
+        let live = match &mut self.live {
             Some(c) => c,
             None => self
-                .counts
-                .insert(cache::load(repo, head, &s.run, !self.opts.dry_run)?.counts),
+                .live
+                .insert(cache::load(repo, head, &s.run, !self.opts.dry_run)?.live),
         };
         if !self.opts.dry_run {
             crash::point("before-write", &step.id);
@@ -52,27 +52,27 @@ impl Session<'_> {
         let applied = build::apply(repo, base.clone(), step)?;
         let new_tree = repo.find_tree(applied.tree)?;
         let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
-        let mut trial = counts.clone();
-        if let Err(d) = trial.admit(&step.id, &hunks, self.opts.allow_duplicate_hunks) {
+        let allow = self.opts.allow_duplicate_hunks || step.allow_duplicate;
+        if let (Some(d), false) = (live.duplicates(&step.id, &hunks).first(), allow) {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::DuplicateHunk,
                 step: Some(step.id.clone()),
                 saw: format!(
-                    "its hunk {} repeats a change step {} made, which is still in effect",
-                    d.hunk, d.earlier_step
+                    "its hunk {} repeats a change step {} made at line {}, which is still in effect there",
+                    d.hunk, d.earlier_step, d.earlier_line
                 ),
-                would: "apply the same change twice (a duplicated hunk is still a valid patch, so nothing else would notice)".into(),
+                would: "apply the same change twice in the same place (a duplicated hunk is still a valid patch, so nothing else would notice)".into(),
                 hint: format!(
-                    "if the repetition is intended, rerun with --allow-duplicate-hunks; `git steps log` shows step {}",
-                    d.earlier_step
+                    "if the repetition is intended, add \"allow_duplicate\": true to step {} (or rerun with --allow-duplicate-hunks for the whole run); `git steps log` shows step {}",
+                    step.id, d.earlier_step
                 ),
             }));
         }
         let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
         let (added, removed) = line_stats(repo, &applied.changes)?;
-        if !self.opts.dry_run {
-            worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
-        }
+        // A dry run checks the worktree too (it only reads it): it must reach
+        // the real run's verdict on every check that needs no remote.
+        worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
         let message = receipt::message(
             step,
             &s.run,
@@ -85,8 +85,9 @@ impl Session<'_> {
         // Every changed file must be writable to the worktree as `git
         // checkout` would write it (a required smudge filter that fails)
         // before the step can become durable: after it, a failure would
-        // leave a receipt and a half-written worktree.
-        if !self.opts.dry_run {
+        // leave a receipt and a half-written worktree. (A dry run checks it
+        // too: the filters' output goes nowhere.)
+        {
             let convert = crate::tree::convert::Convert::new(repo);
             for c in &applied.changes {
                 if let Some(new) = c.new.filter(|n| {
@@ -115,7 +116,7 @@ impl Session<'_> {
             &parents,
         )?;
         if self.opts.dry_run {
-            *counts = trial;
+            live.record(&step.id, &hunks);
             self.advance(step, commit);
             return Ok(StepOutcome::WouldApply {
                 step: step.id.clone(),
@@ -168,7 +169,9 @@ impl Session<'_> {
         }
         };
         move_ref(repo, s, head, commit, &step.id).map_err(local)?;
-        *counts = trial;
+        if let Some(live) = &mut self.live {
+            live.record(&step.id, &hunks);
+        }
         self.advance(step, commit);
         crash::point("ref-updated", &step.id);
         worktree::update(repo, &applied.changes, &step.id).map_err(local)?;

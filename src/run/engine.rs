@@ -19,7 +19,7 @@ use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
 
 use super::agreement::{preflight, validate};
-use super::session::{ApplyOptions, Session, StepOutcome, Ui};
+use super::session::{ApplyOptions, Redelivery, Session, StepOutcome, Ui};
 
 /// The result of `apply`.
 #[derive(Debug, Serialize)]
@@ -70,12 +70,33 @@ fn apply_inner(
         // Objects a dry run builds go to memory and are dropped with it.
         repo.odb()?.add_new_mempack_backend(1000)?;
     }
-    for step in plan.steps()? {
+    let mut steps = plan.steps()?;
+    loop {
+        let next = steps.next();
+        // Redeliveries inside the plan, read past before this step: their
+        // first occurrence was handled already.
+        for r in steps.take_repeats() {
+            let outcome = StepOutcome::Skip {
+                commit: session
+                    .receipt(&r.id)
+                    .map(|e| e.commit.to_string())
+                    .unwrap_or_default(),
+                step: r.id,
+                redelivery: Some(Redelivery {
+                    line: r.line,
+                    first_line: r.first_line,
+                }),
+            };
+            ui.step(&outcome, None);
+            outcomes.push(outcome);
+        }
+        let Some(step) = next else { break };
         let step = step?;
         let outcome = match session.receipt(&step.id) {
             Some(entry) => StepOutcome::Skip {
                 step: step.id.clone(),
                 commit: entry.commit.to_string(),
+                redelivery: None,
             },
             None => {
                 session.ensure_clean(Some(&step.id))?;

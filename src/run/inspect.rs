@@ -202,12 +202,14 @@ pub struct LogEntry {
 pub struct DuplicateOf {
     pub earlier_step: String,
     pub hunk: String,
+    /// The step says it repeats the change on purpose (`allow_duplicate`).
+    pub allowed: bool,
 }
 
 pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
     let head = repo.refname_to_id(&s.refname()).ok();
     let ledger = ledger::scan(repo, head, &s.run)?;
-    let (_, dups) = ledger::hunk_counts(repo, &ledger)?;
+    let (_, dups) = ledger::live_hunks(repo, &ledger)?;
     let mut out = Vec::with_capacity(ledger.entries.len());
     for e in &ledger.entries {
         let commit = repo.find_commit(e.commit)?;
@@ -241,10 +243,11 @@ pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
                 .and_then(|r| r.source),
             duplicates: dups
                 .iter()
-                .filter(|(id, _)| *id == e.id)
-                .map(|(_, d)| DuplicateOf {
-                    earlier_step: d.earlier_step.clone(),
-                    hunk: d.hunk.clone(),
+                .filter(|d| d.step == e.id)
+                .map(|d| DuplicateOf {
+                    earlier_step: d.duplicate.earlier_step.clone(),
+                    hunk: d.duplicate.hunk.clone(),
+                    allowed: d.allowed,
                 })
                 .collect(),
         });
@@ -305,15 +308,20 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         None => true,
     };
     let dups = if complete {
-        ledger::hunk_counts(repo, &ledger)?.1
+        ledger::live_hunks(repo, &ledger)?.1
     } else {
         Vec::new()
     };
-    for (id, d) in &dups {
-        problems.push(format!(
-            "step {id} repeats a change of step {} still in effect: {}",
-            d.earlier_step, d.hunk
-        ));
+    for d in &dups {
+        let what = format!(
+            "step {} repeats a change of step {} still in effect at line {}: {}",
+            d.step, d.duplicate.earlier_step, d.duplicate.earlier_line, d.duplicate.hunk
+        );
+        if d.allowed {
+            notes.push(format!("{what} (allowed by the step: allow_duplicate)"));
+        } else {
+            problems.push(what);
+        }
     }
     // The agent loop's journal must agree with the log (read where it is
     // durable, without fetching: verify writes nothing).
@@ -336,6 +344,23 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         }
     }
     if let Some(plan) = plan {
+        // A receipt's Step-Allow-Duplicate must be what its plan step says
+        // (a digest that matches implies it; a hand-added trailer does not).
+        let allowed: std::collections::HashSet<String> = plan
+            .steps()?
+            .filter_map(|s| s.ok())
+            .filter(|s| s.allow_duplicate)
+            .map(|s| s.id)
+            .collect();
+        for d in dups
+            .iter()
+            .filter(|d| d.allowed && !allowed.contains(&d.step))
+        {
+            problems.push(format!(
+                "step {}: its receipt says Step-Allow-Duplicate but the plan's step {} does not set allow_duplicate",
+                d.step, d.step
+            ));
+        }
         let (_, found) = crate::run::agreement::plan_agreement(plan, &ledger, false)?;
         for e in found {
             problems.push(match e {

@@ -23,7 +23,7 @@ use crate::plan::reader::Plan;
 use crate::settings::{self, Settings};
 use crate::sync::reconcile::{self, Reconciled};
 use crate::tree::fingerprint;
-use crate::tree::hunks::HunkCounts;
+use crate::tree::hunks::LiveHunks;
 use crate::workdir::lock::{self, Lock};
 use crate::workdir::repair::{self, Repair};
 use crate::workdir::worktree;
@@ -60,7 +60,21 @@ pub enum StepOutcome {
         diff: String,
     },
     /// Already applied: `commit` carries its receipt with the same digest.
-    Skip { step: String, commit: String },
+    Skip {
+        step: String,
+        commit: String,
+        /// Set when this is the plan's own repeat of a step it already held
+        /// (a redelivery), read once.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        redelivery: Option<Redelivery>,
+    },
+}
+
+/// A plan line that repeats an earlier one (same id, same decision).
+#[derive(Debug, Clone, Serialize)]
+pub struct Redelivery {
+    pub line: usize,
+    pub first_line: usize,
 }
 
 /// Where a step's decision came from, in the agent loop.
@@ -129,8 +143,8 @@ pub struct Session<'r> {
     ledger: Ledger,
     /// The receipts of the steps this session applied, in order.
     pub(super) applied: Vec<Entry>,
-    /// The hunk counts at `head`, read when a step is first applied.
-    pub(super) counts: Option<HunkCounts>,
+    /// The live hunks at `head`, read when a step is first applied.
+    pub(super) live: Option<LiveHunks>,
     pub(super) head: Option<Oid>,
     pub(super) who: Identity,
     /// How commits are signed (`commit.gpgSign`), settled with `who`.
@@ -220,7 +234,7 @@ impl<'r> Session<'r> {
             reconciled,
             ledger: Ledger::default(),
             applied: Vec::new(),
-            counts: None,
+            live: None,
             head,
             who,
             signer,
@@ -246,7 +260,7 @@ impl<'r> Session<'r> {
         let s = self.settings;
         let ledger = if counts {
             let indexed = cache::load(self.repo, self.head, &s.run, !self.opts.dry_run)?;
-            self.counts = Some(indexed.counts);
+            self.live = Some(indexed.live);
             indexed.ledger
         } else {
             cache::load_ledger(self.repo, self.head, &s.run)?
@@ -350,14 +364,14 @@ impl<'r> Session<'r> {
             opts,
             ledger,
             applied,
-            counts,
+            live,
             head,
             repair,
             reconciled,
             ..
         } = self;
         if !opts.dry_run && !applied.is_empty() {
-            if let Some(counts) = &counts {
+            if let Some(counts) = &live {
                 let mut entries = ledger.entries;
                 entries.extend(applied);
                 let done = Ledger::from_parts(head, ledger.base, entries);

@@ -1,13 +1,24 @@
-//! Hunk identity and the duplicated-hunk count (SPEC "Duplicated hunks").
+//! Hunk identity, position, and the duplicated-hunk rule (SPEC "Duplicated
+//! hunks").
 //!
-//! Owns what makes two changes "the same change": path plus removed and added
-//! lines, ignoring line numbers, context and whitespace, computed from the
-//! old and new contents of each changed path (so every edit format, and the
-//! history scan, see the same hunks). Invariant: a step is refused when one of
-//! its hunks repeats a change an earlier step made that is still in effect
-//! (its count positive), and counts only change when a step is accepted.
+//! Owns what makes a hunk "the same change made again in the same place".
+//! A hunk's identity is its path with its removed and added lines, ignoring
+//! line numbers, context and whitespace, computed from the old and new
+//! contents of each changed path (so every edit format, and the history
+//! scan, see the same hunks); hunks that change only blank lines or only
+//! whitespace have none. Each accepted hunk stays *live* at the lines it
+//! left (a deletion: at the point between two lines), and those lines are
+//! carried through every later step's diff. A live change ends when its
+//! inverse is made over it, or when every line it left is gone.
+//!
+//! Invariant: a step is refused when one of its hunks has the identity of a
+//! live change of an earlier step and lands next to it or over it (blank
+//! lines between count as next to): the same change, made again, in the same
+//! place. The same change elsewhere in the file is not a duplicate. The live
+//! set only changes when a step is accepted ([`LiveHunks::record`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use similar::algorithms::{Capture, Replace};
@@ -31,13 +42,35 @@ pub fn diff_lines<'a>(old: &'a [u8], new: &'a [u8]) -> (Vec<&'a [u8]>, Vec<&'a [
     (a, b, ops)
 }
 
-/// The identity of one hunk.
+/// A range of lines, 0-based, end exclusive; empty for a point between two
+/// lines.
+pub type Lines = (u32, u32);
+
+/// One hunk with its identity and where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HunkId {
     pub key: [u8; 32],
     pub inverse: [u8; 32],
-    /// Human description: `path (-2 +1): +first added line`.
+    /// Human description: `path:line (-2 +1): +first added line`.
     pub describe: String,
+    /// The lines it replaces in the old file.
+    pub old: Lines,
+    /// The lines it leaves in the new file: its added lines without the
+    /// blank ones at either end (a point, for a deletion).
+    pub new: Lines,
+    /// `old` widened over the blank lines around it in the old file: a live
+    /// change this range touches is "next to" the hunk.
+    pub reach: Lines,
+}
+
+/// The changes to one path: its hunks with identities, and every changed
+/// block (blank-only ones too), which carry live changes to their new lines.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileDiff {
+    pub path: String,
+    pub hunks: Vec<HunkId>,
+    /// Old range → new range of each changed block, in file order.
+    pub blocks: Vec<(Lines, Lines)>,
 }
 
 fn normalise(line: &[u8]) -> Vec<u8> {
@@ -69,142 +102,272 @@ fn key(path: &str, removed: &[Vec<u8>], added: &[Vec<u8>]) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// The identities of the hunks that turn `old` into `new` at `path`, in file
-/// order. Hunks that change only blank lines have none.
-pub fn identities(path: &str, old: &[u8], new: &[u8]) -> Vec<HunkId> {
+fn n(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+/// The hunks that turn `old` into `new` at `path`, in file order, and the
+/// changed blocks.
+pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
     let (old_lines, new_lines, ops) = diff_lines(old, new);
-    let mut out = Vec::new();
+    let blank = |l: &[u8]| l.iter().all(u8::is_ascii_whitespace);
+    let mut out = FileDiff {
+        path: path.to_string(),
+        ..FileDiff::default()
+    };
     for group in similar::group_diff_ops(ops, 0) {
+        let changed: Vec<&DiffOp> = group
+            .iter()
+            .filter(|op| !matches!(op, DiffOp::Equal { .. }))
+            .collect();
+        let (Some(first), Some(last)) = (changed.first(), changed.last()) else {
+            continue;
+        };
+        let old_r = (first.old_range().start, last.old_range().end);
+        let new_r = (first.new_range().start, last.new_range().end);
+        out.blocks
+            .push(((n(old_r.0), n(old_r.1)), (n(new_r.0), n(new_r.1))));
         let (mut removed, mut added) = (Vec::new(), Vec::new());
         let mut first_added: Option<&[u8]> = None;
         let mut first_removed: Option<&[u8]> = None;
-        for op in &group {
-            if let DiffOp::Equal { .. } = op {
-                continue;
-            }
-            for i in op.old_range() {
-                let n = normalise(old_lines[i]);
-                if !n.is_empty() {
-                    first_removed.get_or_insert(old_lines[i]);
-                    removed.push(n);
-                }
-            }
-            for i in op.new_range() {
-                let n = normalise(new_lines[i]);
-                if !n.is_empty() {
-                    first_added.get_or_insert(new_lines[i]);
-                    added.push(n);
-                }
+        for line in &old_lines[old_r.0..old_r.1] {
+            let l = normalise(line);
+            if !l.is_empty() {
+                first_removed.get_or_insert(line);
+                removed.push(l);
             }
         }
-        if removed.is_empty() && added.is_empty() {
+        for line in &new_lines[new_r.0..new_r.1] {
+            let l = normalise(line);
+            if !l.is_empty() {
+                first_added.get_or_insert(line);
+                added.push(l);
+            }
+        }
+        // Blank lines only, or whitespace only: no identity.
+        if removed == added {
             continue;
+        }
+        let mut reach = old_r;
+        while reach.0 > 0 && blank(old_lines[reach.0 - 1]) {
+            reach.0 -= 1;
+        }
+        while reach.1 < old_lines.len() && blank(old_lines[reach.1]) {
+            reach.1 += 1;
+        }
+        // What the hunk leaves: its added lines from the first non-blank
+        // one to the last (blank lines around them belong to no change, and
+        // would let it grow over its neighbours); a deletion leaves a point.
+        let mut left = new_r;
+        while left.0 < left.1 && blank(new_lines[left.0]) {
+            left.0 += 1;
+        }
+        while left.1 > left.0 && blank(new_lines[left.1 - 1]) {
+            left.1 -= 1;
         }
         let sample = match (first_added, first_removed) {
             (Some(a), _) => format!("+{}", String::from_utf8_lossy(a).trim_end()),
             (None, Some(r)) => format!("-{}", String::from_utf8_lossy(r).trim_end()),
             (None, None) => String::new(),
         };
-        out.push(HunkId {
+        out.hunks.push(HunkId {
             key: key(path, &removed, &added),
             inverse: key(path, &added, &removed),
-            describe: format!("{path} (-{} +{}): {sample}", removed.len(), added.len()),
+            describe: format!(
+                "{path}:{} (-{} +{}): {sample}",
+                new_r.0 + 1,
+                removed.len(),
+                added.len()
+            ),
+            old: (n(old_r.0), n(old_r.1)),
+            new: (n(left.0), n(left.1)),
+            reach: (n(reach.0), n(reach.1)),
         });
     }
     out
 }
 
-/// A hunk repeated from an earlier step.
+/// A hunk that repeats a live change of an earlier step in the same place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Duplicate {
     pub hunk: String,
     pub earlier_step: String,
+    /// Where the earlier change is, 1-based, in the file the step changed.
+    pub earlier_line: u32,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Count {
-    n: u32,
-    /// The step that last made the count positive.
-    maker: String,
+/// A live change: the lines an accepted hunk left, as they are now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Live {
+    pub key: [u8; 32],
+    pub lines: Lines,
+    pub maker: Arc<str>,
 }
 
-/// The run's count per hunk identity.
+/// The run's live changes, per path.
 #[derive(Debug, Default, Clone)]
-pub struct HunkCounts {
-    counts: HashMap<[u8; 32], Count>,
+pub struct LiveHunks {
+    files: HashMap<String, Vec<Live>>,
 }
 
-impl HunkCounts {
-    /// Every positive count as (identity, count, maker), sorted by identity.
-    pub fn to_raw(&self) -> Vec<([u8; 32], u32, String)> {
-        let mut v: Vec<_> = self
-            .counts
+fn touches(a: Lines, b: Lines) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+/// Where line `i` of the old file is in the new one; None if a block
+/// changed it.
+fn map_line(blocks: &[(Lines, Lines)], i: u32) -> Option<u32> {
+    // The blocks that start at or before `i`.
+    let k = blocks.partition_point(|(o, _)| o.0 <= i);
+    match k.checked_sub(1).map(|j| blocks[j]) {
+        None => Some(i),
+        Some((o, _)) if i < o.1 => None,
+        Some((o, nw)) => Some(nw.1 + (i - o.1)),
+    }
+}
+
+/// Where the point before line `p` of the old file is in the new one; None
+/// if a block replaced the lines on both sides of it.
+fn map_point(blocks: &[(Lines, Lines)], p: u32) -> Option<u32> {
+    // Blocks ending at or before `p` (an insertion at `p` itself comes after
+    // the point).
+    let k = blocks.partition_point(|(o, _)| o.1 < p || (o.1 == p && o.0 < p));
+    if let Some((o, _)) = blocks.get(k) {
+        if o.0 < p && p < o.1 {
+            return None;
+        }
+    }
+    match k.checked_sub(1).map(|j| blocks[j]) {
+        None => Some(p),
+        Some((o, nw)) => Some(nw.1 + (p - o.1)),
+    }
+}
+
+/// Whether `blocks` leave every line of `lines` (or the point) as it is.
+fn intact(blocks: &[(Lines, Lines)], lines: Lines) -> bool {
+    if lines.0 == lines.1 {
+        return map_point(blocks, lines.0).is_some();
+    }
+    (lines.0..lines.1).all(|i| map_line(blocks, i).is_some())
+}
+
+/// Carry a live change's lines through `blocks`; None when none is left.
+fn carry(blocks: &[(Lines, Lines)], lines: Lines) -> Option<Lines> {
+    if lines.0 == lines.1 {
+        return map_point(blocks, lines.0).map(|p| (p, p));
+    }
+    let first = (lines.0..lines.1).find_map(|i| map_line(blocks, i))?;
+    let last = (lines.0..lines.1).rev().find_map(|i| map_line(blocks, i))?;
+    Some((first, last + 1))
+}
+
+impl LiveHunks {
+    /// Every live change, by path (sorted, for a stable encoding).
+    pub fn to_raw(&self) -> Vec<(&str, &[Live])> {
+        let mut v: Vec<(&str, &[Live])> = self
+            .files
             .iter()
-            .map(|(k, c)| (*k, c.n, c.maker.clone()))
+            .map(|(p, l)| (p.as_str(), l.as_slice()))
             .collect();
         v.sort_unstable_by_key(|e| e.0);
         v
     }
 
-    /// The inverse of [`HunkCounts::to_raw`].
-    pub fn from_raw(raw: Vec<([u8; 32], u32, String)>) -> HunkCounts {
-        HunkCounts {
-            counts: raw
-                .into_iter()
-                .filter(|(_, n, _)| *n > 0)
-                .map(|(k, n, maker)| (k, Count { n, maker }))
-                .collect(),
+    /// The inverse of [`LiveHunks::to_raw`].
+    pub fn from_raw(raw: Vec<(String, Vec<Live>)>) -> LiveHunks {
+        LiveHunks {
+            files: raw.into_iter().filter(|(_, l)| !l.is_empty()).collect(),
         }
     }
 
-    /// Check `step`'s hunks against the counts. If none repeats an earlier
-    /// step's change, or `allow` is set, record them and return the
-    /// duplicates found (empty unless `allow`); otherwise change nothing and
-    /// return the first duplicate as the error.
+    /// How many changes are live.
+    pub fn len(&self) -> usize {
+        self.files.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Every hunk of `files` that repeats a live change of another step in
+    /// the same place. Changes nothing.
+    pub fn duplicates(&self, step: &str, files: &[FileDiff]) -> Vec<Duplicate> {
+        let mut out = Vec::new();
+        for f in files {
+            let Some(live) = self.files.get(&f.path) else {
+                continue;
+            };
+            for h in &f.hunks {
+                // The earlier change must still be there after this step: a
+                // step that takes a line out and puts it back next door (a
+                // reordering, rustfmt sorting `mod` lines) moves it.
+                if let Some(l) = live.iter().find(|l| {
+                    l.key == h.key
+                        && &*l.maker != step
+                        && touches(l.lines, h.reach)
+                        && intact(&f.blocks, l.lines)
+                }) {
+                    out.push(Duplicate {
+                        hunk: h.describe.clone(),
+                        earlier_step: l.maker.to_string(),
+                        earlier_line: l.lines.0 + 1,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Accept `step`'s changes: a hunk made over its live inverse ends it;
+    /// every other live change of a changed path moves with the diff (and
+    /// ends if none of its lines is left); every other hunk becomes live.
+    pub fn record(&mut self, step: &str, files: &[FileDiff]) {
+        let maker: Arc<str> = Arc::from(step);
+        for f in files {
+            let mut live = self.files.remove(&f.path).unwrap_or_default();
+            let mut born = Vec::new();
+            for h in &f.hunks {
+                let undone = live
+                    .iter()
+                    .position(|l| l.key == h.inverse && touches(l.lines, h.reach));
+                match undone {
+                    Some(i) => {
+                        live.swap_remove(i);
+                    }
+                    None => born.push(Live {
+                        key: h.key,
+                        lines: h.new,
+                        maker: maker.clone(),
+                    }),
+                }
+            }
+            let mut next: Vec<Live> = live
+                .into_iter()
+                .filter_map(|mut l| {
+                    l.lines = carry(&f.blocks, l.lines)?;
+                    Some(l)
+                })
+                .collect();
+            next.extend(born);
+            if !next.is_empty() {
+                self.files.insert(f.path.clone(), next);
+            }
+        }
+    }
+
+    /// [`LiveHunks::duplicates`], then [`LiveHunks::record`] unless one was
+    /// found and `allow` is false (then the first is the error).
     pub fn admit(
         &mut self,
         step: &str,
-        hunks: &[HunkId],
+        files: &[FileDiff],
         allow: bool,
     ) -> Result<Vec<Duplicate>, Duplicate> {
-        let mut touched: HashMap<[u8; 32], Count> = HashMap::new();
-        let mut dups = Vec::new();
-        for h in hunks {
-            let get = |k: &[u8; 32], t: &HashMap<[u8; 32], Count>| -> Count {
-                t.get(k)
-                    .or_else(|| self.counts.get(k))
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            let own = get(&h.key, &touched);
-            if own.n > 0 && own.maker != step {
-                let d = Duplicate {
-                    hunk: h.describe.clone(),
-                    earlier_step: own.maker.clone(),
-                };
-                if !allow {
-                    return Err(d);
-                }
-                dups.push(d);
-            }
-            let mut inv = get(&h.inverse, &touched);
-            if inv.n > 0 && h.inverse != h.key {
-                inv.n -= 1;
-                touched.insert(h.inverse, inv);
-            } else {
-                let mut own = own;
-                own.n += 1;
-                own.maker = step.to_string();
-                touched.insert(h.key, own);
-            }
+        let dups = self.duplicates(step, files);
+        if let (Some(d), false) = (dups.first(), allow) {
+            return Err(d.clone());
         }
-        for (k, c) in touched {
-            if c.n == 0 {
-                self.counts.remove(&k);
-            } else {
-                self.counts.insert(k, c);
-            }
-        }
+        self.record(step, files);
         Ok(dups)
     }
 }
@@ -213,8 +376,24 @@ impl HunkCounts {
 mod tests {
     use super::*;
 
+    fn diff(old: &str, new: &str) -> Vec<FileDiff> {
+        vec![identities("f", old.as_bytes(), new.as_bytes())]
+    }
+
     fn ids(old: &str, new: &str) -> Vec<HunkId> {
-        identities("f", old.as_bytes(), new.as_bytes())
+        identities("f", old.as_bytes(), new.as_bytes()).hunks
+    }
+
+    /// Apply a sequence of file versions as steps; the first refused step's
+    /// index and the step it repeats.
+    fn run(versions: &[&str]) -> Option<(usize, String)> {
+        let mut live = LiveHunks::default();
+        for (i, w) in versions.windows(2).enumerate() {
+            if let Err(d) = live.admit(&format!("s{}", i + 1), &diff(w[0], w[1]), false) {
+                return Some((i + 1, d.earlier_step));
+            }
+        }
+        None
     }
 
     #[test]
@@ -227,7 +406,7 @@ mod tests {
         assert_eq!(a[0].key, c[0].key);
         assert_ne!(a[0].key, a[0].inverse);
         // Different path, different identity.
-        assert_ne!(identities("g", b"", b"line-1\n")[0].key, a[0].key);
+        assert_ne!(identities("g", b"", b"line-1\n").hunks[0].key, a[0].key);
     }
 
     /// Regression: similar's compaction misplaced this insert; the raw ops
@@ -248,40 +427,138 @@ mod tests {
     }
 
     #[test]
-    fn blank_only_hunks_have_no_identity() {
+    fn blank_only_and_whitespace_only_hunks_have_no_identity() {
         assert!(ids("a\n", "a\n\n  \n").is_empty());
+        assert!(ids("a\n  b\n", "a\n\tb\n").is_empty());
+        // ... but their blocks still carry live changes.
+        assert_eq!(diff("a\n", "\na\n")[0].blocks, [((0, 0), (0, 1))]);
     }
 
     #[test]
-    fn replayed_append_is_a_duplicate() {
-        let mut c = HunkCounts::default();
-        let first = ids("", "line-1\n");
-        assert_eq!(c.admit("s1", &first, false), Ok(vec![]));
-        let again = ids("line-1\n", "line-1\nline-1\n");
-        let d = c.admit("s1-replayed", &again, false).unwrap_err();
-        assert_eq!(d.earlier_step, "s1");
-        // The refusal changed nothing: a revert is still admitted once.
-        let revert = ids("line-1\n", "");
-        assert_eq!(c.admit("s2", &revert, false), Ok(vec![]));
-        // ... and after the revert, adding the line again is new, not a duplicate.
-        assert_eq!(c.admit("s3", &first, false), Ok(vec![]));
+    fn the_same_change_in_the_same_place_is_a_duplicate() {
+        // An append replayed after it.
+        assert_eq!(run(&["a\n", "a\nx\n", "a\nx\nx\n"]), Some((2, "s1".into())));
+        // An insert replayed before it.
+        assert_eq!(
+            run(&["a\nb\n", "a\nx\nb\n", "a\nx\nx\nb\n"]),
+            Some((2, "s1".into()))
+        );
+        // With a blank line between the copies.
+        assert_eq!(
+            run(&["a\n", "a\nx\n", "a\nx\n\nx\n"]),
+            Some((2, "s1".into()))
+        );
+        // After other lines moved it: still where it is now.
+        assert_eq!(
+            run(&[
+                "a\nb\n",
+                "a\nx\nb\n",
+                "0\n1\na\nx\nb\n",
+                "0\n1\na\nx\nx\nb\n"
+            ]),
+            Some((3, "s1".into()))
+        );
+        // A deletion made again at the same point.
+        assert_eq!(
+            run(&["p\nx\nx\nq\n", "p\nx\nq\n", "p\nq\n"]),
+            Some((2, "s1".into()))
+        );
+        // A replacement made again next to it.
+        assert_eq!(
+            run(&["f(1)\nf(1)\n", "f(2)\nf(1)\n", "f(2)\nf(2)\n"]),
+            Some((2, "s1".into()))
+        );
+    }
+
+    #[test]
+    fn the_same_change_elsewhere_is_not_a_duplicate() {
+        let a = "#[inline]\nfn a() {}\n\nfn b() {}\n";
+        assert_eq!(
+            run(&[
+                "fn a() {}\n\nfn b() {}\n",
+                a,
+                "#[inline]\nfn a() {}\n\n#[inline]\nfn b() {}\n"
+            ]),
+            None
+        );
+        assert_eq!(run(&["a\nb\nc\n", "x\na\nb\nc\n", "x\na\nb\nc\nx\n"]), None);
+        // A line moved next door (rustfmt sorting `mod` lines) is not made
+        // twice: the step that adds it takes the earlier copy out.
+        let mut live = LiveHunks::default();
+        live.admit("s1", &diff("\n", "b\n\n"), false).unwrap();
+        let mut moved = diff("b\n\n", "\nb\n")[0].clone();
+        let h = diff("\n", "\nb\n")[0].hunks[0].clone();
+        moved.hunks = vec![HunkId { reach: (1, 2), ..h }];
+        moved.blocks = vec![((0, 1), (0, 0)), ((2, 2), (1, 2))];
+        assert!(live.duplicates("s2", &[moved.clone()]).is_empty());
+        // The same hunk without taking the earlier copy out is one.
+        moved.blocks = vec![((2, 2), (2, 3))];
+        assert_eq!(live.duplicates("s2", &[moved]).len(), 1);
+    }
+
+    #[test]
+    fn a_change_whose_lines_are_gone_is_not_live() {
+        // x added, then the block holding it deleted: adding x again is new.
+        assert_eq!(run(&["a\nb\n", "a\nx\nb\n", "b\n", "x\nb\n"]), None);
+        // A revert ends the change, so making it again is not a duplicate.
+        assert_eq!(run(&["a\n", "a\nx\n", "a\n", "a\nx\n"]), None);
+        // Revert of a deletion, then the deletion again.
+        assert_eq!(run(&["a\nx\nb\n", "a\nb\n", "a\nx\nb\n", "a\nb\n"]), None);
+    }
+
+    #[test]
+    fn blank_lines_around_a_change_are_not_part_of_it() {
+        let d = diff("a\n", "a\n\nmod x;\n\n");
+        assert_eq!(d[0].hunks[0].new, (2, 3));
+        // So a line added next to the blank line is not next to the change.
+        assert_eq!(run(&["a\n", "a\n\nmod x;\n\n", "a\n\nmod x;\n\nb\n"]), None);
+        assert_eq!(
+            run(&[
+                "a\n",
+                "a\n\nmod x;\n\n",
+                "a\n\nmod y;\nmod x;\n\n",
+                "a\nmod x;\n\nmod y;\nmod x;\n\n"
+            ]),
+            None
+        );
+    }
+
+    #[test]
+    fn live_changes_move_with_later_diffs() {
+        let mut live = LiveHunks::default();
+        live.admit("s1", &diff("a\nb\nc\n", "a\nb\nX\nc\n"), false)
+            .unwrap();
+        live.admit("s2", &diff("a\nb\nX\nc\n", "0\n0\na\nX\nc\n"), false)
+            .unwrap();
+        let raw = live.to_raw();
+        let x = raw[0].1.iter().find(|l| &*l.maker == "s1").unwrap();
+        assert_eq!(x.lines, (3, 4));
     }
 
     #[test]
     fn equal_hunks_inside_one_step_are_not_duplicates() {
-        let mut c = HunkCounts::default();
-        let h = ids("a\nk\na\nk\n", "x\nk\nx\nk\n");
-        assert_eq!(h[0].key, h[1].key);
-        assert_eq!(c.admit("s1", &h, false), Ok(vec![]));
+        let h = diff("a\nk\na\nk\n", "x\nk\nx\nk\n");
+        assert_eq!(h[0].hunks[0].key, h[0].hunks[1].key);
+        assert_eq!(LiveHunks::default().admit("s1", &h, false), Ok(vec![]));
     }
 
     #[test]
     fn allow_records_and_reports() {
-        let mut c = HunkCounts::default();
-        let h = ids("", "z\n");
-        c.admit("s1", &h, false).unwrap();
-        let d = c.admit("s2", &h, true).unwrap();
+        let mut c = LiveHunks::default();
+        c.admit("s1", &diff("", "z\n"), false).unwrap();
+        let d = c.admit("s2", &diff("z\n", "z\nz\n"), true).unwrap();
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].earlier_step, "s1");
+        assert_eq!(d[0].earlier_line, 1);
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn refusing_changes_nothing() {
+        let mut c = LiveHunks::default();
+        c.admit("s1", &diff("", "z\n"), false).unwrap();
+        assert!(c.admit("s2", &diff("z\n", "z\nz\n"), false).is_err());
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.to_raw()[0].1[0].lines, (0, 1));
     }
 }

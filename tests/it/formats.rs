@@ -66,17 +66,36 @@ fn the_same_change_in_every_format_gives_the_same_artifact() {
             doc["data"]["artifact"],
             "{name}"
         );
-        // The same hunk identity: the same line change made again (in
-        // `greet`) is a duplicated hunk, whichever format made it first.
+        // The same hunk identity, whichever format made it first: the same
+        // line change made again next to it is a duplicated hunk ...
+        let hi = AFTER.replace(
+            "    print(\"Bye\")\n",
+            "    print(\"Bye\")\n    print(\"Hi\")\n",
+        );
+        let twice = AFTER.replace(
+            "    print(\"Bye\")\n",
+            "    print(\"Bye\")\n    print(\"Bye\")\n",
+        );
         let again = t.plan(
             "again.jsonl",
-            &[line(
-                json!({"id": "c2", "files": {"app.py": AFTER.replacen("Hi", "Bye", 1)}}),
-            )],
+            &[
+                line(json!({"id": "c1", "files": {"app.py": hi}})),
+                line(json!({"id": "c2", "files": {"app.py": twice}})),
+            ],
         );
         t.steps(&["apply", again.to_str().unwrap()])
             .code_is(3)
+            .stderr_has("refused step c2")
             .stderr_has("repeats a change step c made");
+        t.git(&["reset", "-q", "--hard", "HEAD~1"]).ok();
+        // ... and made in another function (`greet`), it is not.
+        let elsewhere = t.plan(
+            "elsewhere.jsonl",
+            &[line(
+                json!({"id": "c3", "files": {"app.py": AFTER.replacen("Hi", "Bye", 1)}}),
+            )],
+        );
+        t.steps(&["apply", elsewhere.to_str().unwrap()]).ok();
         seen.push((name.to_string(), doc["data"]["artifact"].clone()));
     }
     for (name, fp) in &seen {

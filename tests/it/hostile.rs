@@ -34,11 +34,18 @@ fn base() -> TestRepo {
 #[track_caller]
 fn refused(t: &TestRepo, name: &str, plan: &str, code: i32, needles: &[&str]) {
     let ids = t.step_ids();
+    // A dry run reaches the same verdict first: the same exit code, the same
+    // reason, the same refusal kind (issue 15).
+    let dry = t.refuses(&format!("{name} (dry run)"), code, needles, || {
+        t.steps_stdin(&["--json", "apply", "--dry-run", "-"], plan)
+    });
     let r = t.refuses(name, code, needles, || {
         t.steps_stdin(&["--json", "apply", "-"], plan)
     });
     let doc = r.json();
     assert_eq!(doc["type"], "error", "{name}");
+    assert_eq!(dry.json()["data"]["kind"], doc["data"]["kind"], "{name}");
+    assert_eq!(dry.json()["data"]["step"], doc["data"]["step"], "{name}");
     assert_eq!(t.step_ids(), ids, "{name}: a receipt was written");
     assert_eq!(t.read("notes.txt"), "my uncommitted notes\n", "{name}");
     assert_eq!(
@@ -147,19 +154,24 @@ fn ids() {
             line(json!({"id": "-a", "files": {"x": "y"}})),
             vec!["must start with a letter or digit"],
         ),
-        (
-            "duplicate ids",
-            format!(
-                "{}\n{}",
-                line(json!({"id": "d", "files": {"x": "1"}})),
-                line(json!({"id": "d", "files": {"x": "2"}}))
-            ),
-            vec!["step d", "used twice", "first on line 1"],
-        ),
     ];
     for (name, plan, needles) in cases {
         refused(&t, name, &plan, 1, &needles);
     }
+    // One id with two decisions in one plan: a conflict (exit 3), before
+    // anything is written. (The same step twice is a redelivery, applied
+    // once: tests/it/core/duplicates.rs.)
+    refused(
+        &t,
+        "one id, two decisions",
+        &format!(
+            "{}\n{}",
+            line(json!({"id": "d", "files": {"x": "1"}})),
+            line(json!({"id": "d", "files": {"x": "2"}}))
+        ),
+        3,
+        &["step d", "plan line 2", "another decision than plan line 1"],
+    );
 }
 
 #[test]
@@ -180,7 +192,10 @@ fn paths() {
         "a\\b",
         "a//b",
         "a/",
-        "./a",
+        // A leading `./` is dropped (as git apply does); any other `.` is not.
+        "a/./b",
+        "./../x",
+        "./.git/config",
         "a\u{0}b",
     ];
     for p in bad {
@@ -366,7 +381,7 @@ fn peak_kib(r: &Run) -> u64 {
 }
 
 /// A 100k-line plan is streamed: validating it costs about what a 10k-line
-/// plan costs (24 bytes a step for duplicate-id detection), not the plan.
+/// plan costs (32 bytes a step for repeated-id detection), not the plan.
 #[test]
 fn a_long_plan_is_streamed() {
     let t = base();
@@ -507,4 +522,31 @@ fn the_remote_commit_point_is_fsynced() {
             "object {id} is not fsynced locally:\n{log}"
         );
     }
+}
+
+/// The user's untracked file in the way of a step (issue 15: a dry run said
+/// `apply w2` where the real run refused it): both refuse, exit 3, and the
+/// file is untouched. A later step of the same plan is never reached.
+#[test]
+fn an_untracked_file_in_the_way_is_refused_by_dry_and_real_runs_alike() {
+    let t = base();
+    let plan = [
+        line(json!({"id": "w1", "files": {"w1.txt": "x\n"}})),
+        line(json!({"id": "w2", "files": {"notes.txt": "the step's notes\n"}})),
+        line(json!({"id": "w3", "files": {"w3.txt": "x\n"}})),
+    ]
+    .join("\n");
+    let dry = t
+        .steps_stdin(&["--json", "apply", "--dry-run", "-"], &plan)
+        .code_is(3)
+        .stderr_has("refused step w2")
+        .stderr_has("notes.txt is in the worktree but not in the last step's tree");
+    assert_eq!(dry.json()["data"]["kind"], "dirty-worktree");
+    // The real run applies w1, then refuses w2 with the same words.
+    t.steps_stdin(&["apply", "-"], &plan)
+        .code_is(3)
+        .stderr_has("refused step w2")
+        .stderr_has("notes.txt is in the worktree but not in the last step's tree");
+    assert_eq!(t.step_ids(), ["s1", "w1"]);
+    assert_eq!(t.read("notes.txt"), "my uncommitted notes\n");
 }

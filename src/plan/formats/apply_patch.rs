@@ -346,13 +346,16 @@ fn place(content: &[u8], c: &Chunk, cursor: usize, path: &str) -> Result<(Vec<u8
         match (matches.as_slice(), c.anchor.is_some()) {
             ([], _) => {
                 return Err(format!(
-                    "{what}: its context and removed lines {} are not in {path}{}",
+                    "{what}: its context and removed lines {} are not in {path}{}{}",
                     quote(&old.concat()),
                     if from > 0 {
                         format!(" after line {from}")
                     } else {
                         String::new()
-                    }
+                    },
+                    super::closest_match(&hay, &old)
+                        .map(|m| format!("; closest match: {path} {m}"))
+                        .unwrap_or_default()
                 ))
             }
             ([p, ..], true) | ([p], false) => *p,

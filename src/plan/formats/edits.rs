@@ -122,8 +122,14 @@ fn apply_str(files: &mut dyn Files, ops: &[Op]) -> Result<(), String> {
                 match at.as_slice() {
                     [] => {
                         return Err(format!(
-                            "{what}: old_str {} is not in {path}",
-                            quote(old.as_bytes())
+                            "{what}: old_str {} is not in {path}{}",
+                            quote(old.as_bytes()),
+                            super::closest_match(
+                                &super::lines(&content),
+                                &super::lines(old.as_bytes())
+                            )
+                            .map(|m| format!(" (closest match: {path} {m})"))
+                            .unwrap_or_default()
                         ))
                     }
                     [p] => {

@@ -114,6 +114,74 @@ fn quote(text: &[u8]) -> String {
     format!("{one:?}")
 }
 
+/// Where `needle` (lines) comes closest to matching `hay` (lines), for an
+/// error message when it is not there: `line N, where it has "…" for "…"`
+/// (1-based, the first line that differs). The window with the most lines
+/// equal up to whitespace wins, then the one whose first differing line is
+/// most alike; None for an empty needle or hay, or when no line of the best
+/// window is even close.
+pub fn closest_match(hay: &[&[u8]], needle: &[&[u8]]) -> Option<String> {
+    if hay.is_empty() || needle.is_empty() {
+        return None;
+    }
+    let squash = |l: &[u8]| -> Vec<u8> {
+        l.iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect()
+    };
+    let n = needle.len().min(hay.len());
+    let want: Vec<Vec<u8>> = needle.iter().map(|l| squash(l)).collect();
+    let have: Vec<Vec<u8>> = hay.iter().map(|l| squash(l)).collect();
+    // Character similarity of two lines, 0..=1 (cheap enough for the
+    // windows that tie on equal lines).
+    // (case is compared last: `fn B()` is closer to `fn b()` than to `fn a()`).
+    let alike = |a: &[u8], b: &[u8]| -> f32 {
+        let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+        let chars = |a: &str, b: &str| {
+            similar::TextDiff::configure()
+                .timeout(std::time::Duration::from_millis(5))
+                .diff_chars(a, b)
+                .ratio()
+        };
+        0.9 * chars(&a.to_lowercase(), &b.to_lowercase()) + 0.1 * chars(&a, &b)
+    };
+    let mut best: Option<(usize, f32, usize)> = None; // (equal lines, likeness, position)
+    let budget = 2_000usize;
+    let mut scored = 0;
+    for p in 0..=hay.len() - n {
+        let equal = (0..n).filter(|&i| want[i] == have[p + i]).count();
+        if best.is_some_and(|b| equal < b.0) {
+            continue;
+        }
+        let first_diff = (0..n).find(|&i| want[i] != have[p + i]);
+        let like = match first_diff {
+            Some(i) if scored < budget => {
+                scored += 1;
+                alike(&want[i], &have[p + i])
+            }
+            Some(_) => 0.0,
+            None => 1.0,
+        };
+        if best.is_none_or(|b| equal > b.0 || (equal == b.0 && like > b.1)) {
+            best = Some((equal, like, p));
+        }
+    }
+    let (equal, like, p) = best?;
+    if equal == 0 && like < 0.5 {
+        return None;
+    }
+    let i = (0..n)
+        .find(|&i| body(needle[i]) != body(hay[p + i]))
+        .unwrap_or(0);
+    Some(format!(
+        "line {}, where it has {} for {}",
+        p + i + 1,
+        quote(body(hay[p + i])),
+        quote(body(needle[i]))
+    ))
+}
+
 /// A line without its `\n` (a `\r` stays: CRLF files match only CRLF text).
 fn body(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\n").unwrap_or(line)
@@ -191,6 +259,7 @@ fn list_lines(ns: &[usize]) -> String {
 
 /// A path from inside a format's text, checked against the path rules.
 fn checked_path(p: &str, what: &str) -> Result<String, String> {
+    let p = crate::plan::path::normalise(p);
     crate::plan::path::validate(p).map_err(|m| format!("{what}: {m}"))?;
     Ok(p.to_string())
 }

@@ -142,9 +142,12 @@ fn apply_str(files: &mut dyn Files, blocks: &[Block]) -> Result<(), String> {
         match at.as_slice() {
             [] => {
                 return Err(format!(
-                    "{what}: the SEARCH text {} is not in {} (it must match whole lines exactly)",
+                    "{what}: the SEARCH text {} is not in {} (it must match whole lines exactly){}",
                     quote(&needle.concat()),
-                    b.path
+                    b.path,
+                    super::closest_match(&hay, &needle)
+                        .map(|m| format!("; closest match: {} {m}", b.path))
+                        .unwrap_or_default()
                 ))
             }
             [p] => files.put(

@@ -10,5 +10,6 @@
 mod applying;
 mod cli;
 mod crashes;
+mod duplicates;
 mod receipts;
 mod refusals;

@@ -99,7 +99,6 @@ fn bad_plans_fail_before_anything_is_applied() {
             format!("{good}\n{{\"id\":\"s2\",\"files\":{{\"a\":\"2\\n\"}},\"extra\":true}}"),
             "unknown field `extra`",
         ),
-        (format!("{good}\n{good}"), "used twice"),
         (
             format!("{good}\n{{\"id\":\"s2\",\"files\":{{\".git/config\":\"x\"}}}}"),
             ".git",

@@ -61,8 +61,9 @@ fn parse_str(text: &str) -> Result<Vec<FilePatch>, String> {
             "the patch holds no file changes (no `diff --git` or `---`/`+++` header)".into(),
         );
     }
-    for fp in &files {
-        for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
+    for fp in &mut files {
+        for p in [&mut fp.old_path, &mut fp.new_path].into_iter().flatten() {
+            *p = path::normalise(p).to_string();
             path::validate(p).map_err(|m| format!("line {}: {m}", fp.line))?;
         }
     }
@@ -150,30 +151,86 @@ fn strip_prefix(name: &str, prefix: &str) -> String {
     name.strip_prefix(prefix).unwrap_or(name).to_string()
 }
 
+/// The names on a `diff --git` line with the prefixes it uses, when they
+/// can be told apart: `a/` and `b/`, `diff.mnemonicPrefix`'s `i/`, `w/`,
+/// `c/`, `o/`, any `--src-prefix`/`--dst-prefix` pair (the first path
+/// component of each side, when the rest is the same), or none
+/// (`--no-prefix`: both names equal). As `git apply`, which strips one
+/// component of each name.
+struct HeaderNames {
+    a: String,
+    b: String,
+    prefixes: (String, String),
+}
+
+/// Split two prefixed names into names and prefixes, if they are one file's.
+fn split_prefixes(a: &str, b: &str) -> Option<HeaderNames> {
+    if let (Some(ra), Some(rb)) = (a.strip_prefix("a/"), b.strip_prefix("b/")) {
+        if ra == rb {
+            return Some(HeaderNames {
+                a: ra.into(),
+                b: rb.into(),
+                prefixes: ("a/".into(), "b/".into()),
+            });
+        }
+    }
+    if a == b {
+        return Some(HeaderNames {
+            a: a.into(),
+            b: b.into(),
+            prefixes: (String::new(), String::new()),
+        });
+    }
+    let (pa, ra) = a.split_once('/')?;
+    let (pb, rb) = b.split_once('/')?;
+    (ra == rb && !ra.is_empty() && !pa.is_empty() && !pb.is_empty()).then(|| HeaderNames {
+        a: ra.into(),
+        b: rb.into(),
+        prefixes: (format!("{pa}/"), format!("{pb}/")),
+    })
+}
+
 /// The two names on a `diff --git a/X b/Y` line, when they can be told apart.
-fn git_header_names(rest: &str, lineno: usize) -> Result<Option<(String, String)>, String> {
+fn git_header_names(rest: &str, lineno: usize) -> Result<Option<HeaderNames>, String> {
     let rest = strip_eol(rest);
+    // A rename's names differ: only the a/ b/ prefixes are recognised there.
+    let renamed = |a: &str, b: &str| HeaderNames {
+        a: strip_prefix(a, "a/"),
+        b: strip_prefix(b, "b/"),
+        prefixes: ("a/".into(), "b/".into()),
+    };
     if let Some(q) = rest.strip_prefix('"') {
         let (a, after) = unquote(q).ok_or_else(|| format!("line {lineno}: bad quoted path"))?;
         let b = parse_name(after.trim_start(), lineno)?;
-        return Ok(Some((strip_prefix(&a, "a/"), strip_prefix(&b, "b/"))));
+        return Ok(Some(
+            split_prefixes(&a, &b).unwrap_or_else(|| renamed(&a, &b)),
+        ));
     }
     if rest.ends_with('"') {
         if let Some(pos) = rest.find(" \"") {
             let a = &rest[..pos];
             let b = parse_name(&rest[pos + 1..], lineno)?;
-            return Ok(Some((strip_prefix(a, "a/"), strip_prefix(&b, "b/"))));
+            return Ok(Some(
+                split_prefixes(a, &b).unwrap_or_else(|| renamed(a, &b)),
+            ));
         }
     }
     // Unquoted: "a/X b/X". With spaces in names this is ambiguous unless both
-    // halves are equal, which is the case for every non-rename header.
+    // halves name one file, which is the case for every non-rename header.
     let mut found = None;
-    for (pos, _) in rest.match_indices(" b/") {
-        let a = &rest[..pos];
-        let b = &rest[pos + 1..];
-        if a.strip_prefix("a/") == b.strip_prefix("b/") {
-            found = Some((strip_prefix(a, "a/"), strip_prefix(b, "b/")));
+    for (pos, _) in rest.match_indices(' ') {
+        if let Some(h) = split_prefixes(&rest[..pos], &rest[pos + 1..]) {
+            found = Some(h);
             break;
+        }
+    }
+    if found.is_none() {
+        for (pos, _) in rest.match_indices(" b/") {
+            let (a, b) = (&rest[..pos], &rest[pos + 1..]);
+            if a.starts_with("a/") {
+                found = Some(renamed(a, b));
+                break;
+            }
         }
     }
     Ok(found)
@@ -237,9 +294,13 @@ fn parse_git_file(lines: &[&str], start: usize) -> Result<(FilePatch, usize), St
                     "line {n}: `---` header without a following `+++` header"
                 ));
             }
-            minus = Some(dev_null_or(parse_name(name, n)?, "a/"));
+            let (pa, pb) = header_names
+                .as_ref()
+                .map(|h| (h.prefixes.0.as_str(), h.prefixes.1.as_str()))
+                .unwrap_or(("a/", "b/"));
+            minus = Some(dev_null_or(parse_name(name, n)?, pa, "a/"));
             let p = strip_eol(lines[i + 1]);
-            plus = Some(dev_null_or(parse_name(&p[4..], n + 1)?, "b/"));
+            plus = Some(dev_null_or(parse_name(&p[4..], n + 1)?, pb, "b/"));
             i += 2;
             break;
         } else {
@@ -254,8 +315,11 @@ fn parse_git_file(lines: &[&str], start: usize) -> Result<(FilePatch, usize), St
         _ => {
             if let (Some(f), Some(t)) = (&rename_from, &rename_to) {
                 (Some(f.clone()), Some(t.clone()))
-            } else if let Some((a, b)) = header_names.clone() {
-                ((!created).then_some(a), (!deleted).then_some(b))
+            } else if let Some(h) = &header_names {
+                (
+                    (!created).then(|| h.a.clone()),
+                    (!deleted).then(|| h.b.clone()),
+                )
             } else {
                 return Err(format!(
                     "line {lineno}: cannot tell the file names apart in this `diff --git` header"
@@ -288,11 +352,15 @@ fn parse_git_file(lines: &[&str], start: usize) -> Result<(FilePatch, usize), St
     Ok((fp, next))
 }
 
-fn dev_null_or(name: String, prefix: &str) -> Option<String> {
+/// None for `/dev/null`; else the name without the header's `prefix` (or,
+/// failing that, git's default one).
+fn dev_null_or(name: String, prefix: &str, default: &str) -> Option<String> {
     if name == "/dev/null" {
         None
-    } else {
+    } else if !prefix.is_empty() && name.starts_with(prefix) {
         Some(strip_prefix(&name, prefix))
+    } else {
+        Some(strip_prefix(&name, default))
     }
 }
 
@@ -300,9 +368,14 @@ fn parse_plain_file(lines: &[&str], start: usize) -> Result<(FilePatch, usize), 
     let n = start + 1;
     let minus = parse_name(&lines[start][4..], n)?;
     let plus = parse_name(&lines[start + 1][4..], n + 1)?;
+    // The prefixes, when both names are one file's (`i/x` and `w/x`).
+    let (pa, pb) = match split_prefixes(&minus, &plus) {
+        Some(h) => h.prefixes,
+        None => ("a/".into(), "b/".into()),
+    };
     let mut fp = FilePatch {
-        old_path: dev_null_or(minus, "a/"),
-        new_path: dev_null_or(plus, "b/"),
+        old_path: dev_null_or(minus, &pa, "a/"),
+        new_path: dev_null_or(plus, &pb, "b/"),
         old_mode: None,
         new_mode: None,
         is_copy: false,

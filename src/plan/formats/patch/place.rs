@@ -91,13 +91,14 @@ fn find_unique(lines: &[&[u8]], pre: &[&[u8]], min: usize) -> Result<usize, Stri
     match hits.as_slice() {
         [p] => Ok(*p),
         [] => Err(format!(
-            "does not apply: its context and removed lines (starting {:?}) are not in the file{}",
+            "does not apply: its context and removed lines (starting {:?}) are not in the file{}{}",
             String::from_utf8_lossy(pre[0]).trim_end(),
             if min > 0 {
                 format!(" after line {min}")
             } else {
                 String::new()
-            }
+            },
+            closest(lines, pre)
         )),
         [a, b, ..] => Err(format!(
             "is ambiguous: it has no line numbers and its context matches at line {} and at line {}{}",
@@ -158,9 +159,17 @@ fn find(lines: &[&[u8]], pre: &[&[u8]], min: usize, expected: usize) -> Result<u
     }
     let first = pre[0];
     Err(format!(
-        "does not apply: its context and removed lines (starting {:?}) are not in the file",
-        String::from_utf8_lossy(first).trim_end()
+        "does not apply: its context and removed lines (starting {:?}) are not in the file{}",
+        String::from_utf8_lossy(first).trim_end(),
+        closest(lines, pre)
     ))
+}
+
+/// `; closest match: line N, …` (see [`crate::plan::formats::closest_match`]).
+fn closest(lines: &[&[u8]], pre: &[&[u8]]) -> String {
+    crate::plan::formats::closest_match(lines, pre)
+        .map(|m| format!("; closest match: {m}"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -204,10 +204,18 @@ pub struct Live {
     pub maker: Arc<str>,
 }
 
-/// The run's live changes, per path.
+/// Where a live change is, and which step made it.
+#[derive(Debug, Clone)]
+struct Slot {
+    lines: Lines,
+    maker: Arc<str>,
+}
+
+/// The run's live changes: per path, per identity (so a step's checks cost
+/// what its own hunks cost, not what the run holds).
 #[derive(Debug, Default, Clone)]
 pub struct LiveHunks {
-    files: HashMap<String, Vec<Live>>,
+    files: HashMap<String, HashMap<[u8; 32], Vec<Slot>>>,
 }
 
 fn touches(a: Lines, b: Lines) -> bool {
@@ -262,12 +270,26 @@ fn carry(blocks: &[(Lines, Lines)], lines: Lines) -> Option<Lines> {
 }
 
 impl LiveHunks {
-    /// Every live change, by path (sorted, for a stable encoding).
-    pub fn to_raw(&self) -> Vec<(&str, &[Live])> {
-        let mut v: Vec<(&str, &[Live])> = self
+    /// Every live change, by path (sorted by path, identity and lines, for a
+    /// stable encoding).
+    pub fn to_raw(&self) -> Vec<(&str, Vec<Live>)> {
+        let mut v: Vec<(&str, Vec<Live>)> = self
             .files
             .iter()
-            .map(|(p, l)| (p.as_str(), l.as_slice()))
+            .map(|(p, keys)| {
+                let mut lives: Vec<Live> = keys
+                    .iter()
+                    .flat_map(|(k, slots)| {
+                        slots.iter().map(|s| Live {
+                            key: *k,
+                            lines: s.lines,
+                            maker: s.maker.clone(),
+                        })
+                    })
+                    .collect();
+                lives.sort_unstable_by_key(|l| (l.key, l.lines));
+                (p.as_str(), lives)
+            })
             .collect();
         v.sort_unstable_by_key(|e| e.0);
         v
@@ -275,14 +297,30 @@ impl LiveHunks {
 
     /// The inverse of [`LiveHunks::to_raw`].
     pub fn from_raw(raw: Vec<(String, Vec<Live>)>) -> LiveHunks {
-        LiveHunks {
-            files: raw.into_iter().filter(|(_, l)| !l.is_empty()).collect(),
+        let mut files: HashMap<String, HashMap<[u8; 32], Vec<Slot>>> = HashMap::new();
+        for (path, lives) in raw {
+            for l in lives {
+                files
+                    .entry(path.clone())
+                    .or_default()
+                    .entry(l.key)
+                    .or_default()
+                    .push(Slot {
+                        lines: l.lines,
+                        maker: l.maker,
+                    });
+            }
         }
+        LiveHunks { files }
     }
 
     /// How many changes are live.
     pub fn len(&self) -> usize {
-        self.files.values().map(Vec::len).sum()
+        self.files
+            .values()
+            .flat_map(HashMap::values)
+            .map(Vec::len)
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -298,14 +336,14 @@ impl LiveHunks {
                 continue;
             };
             for h in &f.hunks {
+                let Some(slots) = live.get(&h.key) else {
+                    continue;
+                };
                 // The earlier change must still be there after this step: a
                 // step that takes a line out and puts it back next door (a
                 // reordering, rustfmt sorting `mod` lines) moves it.
-                if let Some(l) = live.iter().find(|l| {
-                    l.key == h.key
-                        && &*l.maker != step
-                        && touches(l.lines, h.reach)
-                        && intact(&f.blocks, l.lines)
+                if let Some(l) = slots.iter().find(|l| {
+                    &*l.maker != step && touches(l.lines, h.reach) && intact(&f.blocks, l.lines)
                 }) {
                     out.push(Duplicate {
                         hunk: h.describe.clone(),
@@ -327,30 +365,44 @@ impl LiveHunks {
             let mut live = self.files.remove(&f.path).unwrap_or_default();
             let mut born = Vec::new();
             for h in &f.hunks {
-                let undone = live
-                    .iter()
-                    .position(|l| l.key == h.inverse && touches(l.lines, h.reach));
-                match undone {
-                    Some(i) => {
-                        live.swap_remove(i);
-                    }
-                    None => born.push(Live {
-                        key: h.key,
-                        lines: h.new,
-                        maker: maker.clone(),
-                    }),
+                let undone = live.get_mut(&h.inverse).and_then(|slots| {
+                    let i = slots.iter().position(|l| touches(l.lines, h.reach))?;
+                    slots.swap_remove(i);
+                    Some(())
+                });
+                if undone.is_none() {
+                    born.push((
+                        h.key,
+                        Slot {
+                            lines: h.new,
+                            maker: maker.clone(),
+                        },
+                    ));
                 }
             }
-            let mut next: Vec<Live> = live
-                .into_iter()
-                .filter_map(|mut l| {
-                    l.lines = carry(&f.blocks, l.lines)?;
-                    Some(l)
-                })
-                .collect();
-            next.extend(born);
-            if !next.is_empty() {
-                self.files.insert(f.path.clone(), next);
+            // Changes that end before the first changed line do not move
+            // (the common case: a run that appends to a file).
+            let first = f.blocks.first().map_or(u32::MAX, |(o, _)| o.0);
+            live.retain(|_, slots| {
+                slots.retain_mut(|l| {
+                    if l.lines.1 < first {
+                        return true;
+                    }
+                    match carry(&f.blocks, l.lines) {
+                        Some(lines) => {
+                            l.lines = lines;
+                            true
+                        }
+                        None => false,
+                    }
+                });
+                !slots.is_empty()
+            });
+            for (k, slot) in born {
+                live.entry(k).or_default().push(slot);
+            }
+            if !live.is_empty() {
+                self.files.insert(f.path.clone(), live);
             }
         }
     }
@@ -551,6 +603,56 @@ mod tests {
         assert_eq!(d[0].earlier_step, "s1");
         assert_eq!(d[0].earlier_line, 1);
         assert_eq!(c.len(), 2);
+    }
+
+    /// Random edits of a small alphabet (so identities repeat): live
+    /// changes always lie inside the file, and survive the cache's encoding.
+    #[test]
+    fn live_changes_stay_inside_the_file() {
+        for seed in 1..=200u64 {
+            let mut x = seed;
+            let mut next = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let words = ["a", "b", "x", "", "fn f() {}", "  x"];
+            let mut file: Vec<&str> = Vec::new();
+            let mut live = LiveHunks::default();
+            for step in 0..40 {
+                let old = file.iter().map(|l| format!("{l}\n")).collect::<String>();
+                for _ in 0..=next(3) {
+                    let at = next(file.len() as u64 + 1) as usize;
+                    match next(3) {
+                        0 if at < file.len() => {
+                            file.remove(at);
+                        }
+                        1 if at < file.len() => file[at] = words[next(6) as usize],
+                        _ => file.insert(at, words[next(6) as usize]),
+                    }
+                }
+                let new = file.iter().map(|l| format!("{l}\n")).collect::<String>();
+                let d = vec![identities("f", old.as_bytes(), new.as_bytes())];
+                live.admit(&format!("s{step}"), &d, true).unwrap();
+                for (_, lives) in live.to_raw() {
+                    for l in lives {
+                        assert!(
+                            l.lines.0 <= l.lines.1 && l.lines.1 as usize <= file.len(),
+                            "seed {seed} step {step}: {:?} in {} lines",
+                            l.lines,
+                            file.len()
+                        );
+                    }
+                }
+                let raw: Vec<(String, Vec<Live>)> = live
+                    .to_raw()
+                    .into_iter()
+                    .map(|(p, l)| (p.to_string(), l))
+                    .collect();
+                assert_eq!(LiveHunks::from_raw(raw).to_raw(), live.to_raw());
+            }
+        }
     }
 
     #[test]

@@ -27,11 +27,11 @@ use std::sync::Arc;
 
 use crate::tree::hunks::{Live, LiveHunks};
 
-/// Version 3: live hunks with their lines (version 2 held counts per hunk
-/// identity; it is rebuilt by one scan). Binary, CRC-32 checked (version 1
-/// was text under SHA-256; reading 19 MB of it cost more than the rest of a
-/// warm resume).
-const MAGIC: &[u8] = b"git-steps-index 3\n";
+/// Version 4: live hunks with their lines and anchors (version 2 held
+/// counts per hunk identity, 3 lines without anchors; an older file is
+/// rebuilt by one scan). Binary, CRC-32 checked (version 1 was text under
+/// SHA-256; reading 19 MB of it cost more than the rest of a warm resume).
+const MAGIC: &[u8] = b"git-steps-index 4\n";
 
 /// The ledger and live hunks at a head.
 pub struct Indexed {
@@ -140,10 +140,11 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
             let mut live = Vec::with_capacity(m.min(body.len() / 42));
             for _ in 0..m {
                 let key: [u8; 32] = b.take(32)?.try_into().ok()?;
-                let (start, end) = (b.u32()?, b.u32()?);
+                let (start, end, anchor) = (b.u32()?, b.u32()?, b.u32()?);
                 if end < start {
                     return None;
                 }
+                let anchor = (anchor != u32::MAX).then_some(anchor);
                 let maker_len = b.u8()? as usize;
                 let maker = b.str(maker_len)?;
                 let maker = makers
@@ -153,6 +154,7 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
                 live.push(Live {
                     key,
                     lines: (start, end),
+                    anchor,
                     maker,
                 });
             }
@@ -244,6 +246,7 @@ fn encode(run: &str, ledger: &Ledger, live: &LiveHunks) -> Option<Vec<u8>> {
             body.extend_from_slice(&l.key);
             body.extend_from_slice(&l.lines.0.to_le_bytes());
             body.extend_from_slice(&l.lines.1.to_le_bytes());
+            body.extend_from_slice(&l.anchor.unwrap_or(u32::MAX).to_le_bytes());
             body.push(ml);
             body.extend_from_slice(l.maker.as_bytes());
         }
@@ -361,9 +364,10 @@ mod tests {
     }
 
     fn counts() -> LiveHunks {
-        let live = |key: u8, lines, maker: &str| Live {
+        let live = |key: u8, lines: (u32, u32), maker: &str| Live {
             key: [key; 32],
             lines,
+            anchor: (key == 7).then_some(lines.0),
             maker: Arc::from(maker),
         };
         LiveHunks::from_raw(vec![

@@ -58,6 +58,8 @@ pub struct HunkId {
     /// The lines it leaves in the new file: its added lines without the
     /// blank ones at either end (a point, for a deletion).
     pub new: Lines,
+    /// Where it was made: the point before `new` in the new file.
+    pub anchor: u32,
     /// `old` widened over the blank lines around it in the old file: a live
     /// change this range touches is "next to" the hunk.
     pub reach: Lines,
@@ -106,11 +108,51 @@ fn n(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
 
+/// A line as the duplicated-hunk rule compares it: FNV-1a of its bytes
+/// without whitespace (so indentation, CRLF and a missing final newline are
+/// not changes), 0 for a blank line.
+fn line_key(line: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut any = false;
+    let mut eat = |b: u8| {
+        any = true;
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    match std::str::from_utf8(line) {
+        Ok(s) => {
+            for c in s.chars().filter(|c| !c.is_whitespace()) {
+                let mut buf = [0; 4];
+                c.encode_utf8(&mut buf).bytes().for_each(&mut eat);
+            }
+        }
+        Err(_) => line
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .for_each(&mut eat),
+    }
+    if any {
+        h | 1
+    } else {
+        0
+    }
+}
+
 /// The hunks that turn `old` into `new` at `path`, in file order, and the
-/// changed blocks.
+/// changed blocks. Lines are compared as [`line_key`] does: a change of
+/// whitespace only (a reindent, CRLF to LF, a final newline) is no block at
+/// all, so the live changes it passes over stay live.
 pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
-    let (old_lines, new_lines, ops) = diff_lines(old, new);
-    let blank = |l: &[u8]| l.iter().all(u8::is_ascii_whitespace);
+    let old_lines: Vec<&[u8]> = old.split_inclusive(|b| *b == b'\n').collect();
+    let new_lines: Vec<&[u8]> = new.split_inclusive(|b| *b == b'\n').collect();
+    let a: Vec<u64> = old_lines.iter().map(|l| line_key(l)).collect();
+    let b: Vec<u64> = new_lines.iter().map(|l| line_key(l)).collect();
+    let mut hook = Replace::new(Capture::new());
+    // Capture and Replace never fail.
+    let _ = similar::algorithms::myers::diff(&mut hook, &a, 0..a.len(), &b, 0..b.len());
+    let ops = hook.into_inner().into_ops();
+    let blank = |l: &[u8]| line_key(l) == 0;
     let mut out = FileDiff {
         path: path.to_string(),
         ..FileDiff::default()
@@ -181,6 +223,7 @@ pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
             ),
             old: (n(old_r.0), n(old_r.1)),
             new: (n(left.0), n(left.1)),
+            anchor: n(left.0),
             reach: (n(reach.0), n(reach.1)),
         });
     }
@@ -196,20 +239,30 @@ pub struct Duplicate {
     pub earlier_line: u32,
 }
 
-/// A live change: the lines an accepted hunk left, as they are now.
+/// A live change: the lines an accepted hunk left, as they are now, and the
+/// point where it was made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Live {
     pub key: [u8; 32],
     pub lines: Lines,
+    pub anchor: Option<u32>,
     pub maker: Arc<str>,
 }
 
-/// Where a live change is, and which step made it.
+/// Where a live change is, where it was made, and which step made it.
 #[derive(Debug, Clone)]
 struct Slot {
     lines: Lines,
+    /// The point it was made at, carried like a deletion's point (a later
+    /// insertion at that very point goes after it), None once the lines on
+    /// both sides of it were replaced: "at the same anchor".
+    anchor: Option<u32>,
     maker: Arc<str>,
 }
+
+/// The live changes of one earlier step a step lands on, as (identity,
+/// index among that identity's slots), and the first such hunk.
+type Hits = (Vec<([u8; 32], usize)>, Duplicate);
 
 /// The run's live changes: per path, per identity (so a step's checks cost
 /// what its own hunks cost, not what the run holds).
@@ -283,6 +336,7 @@ impl LiveHunks {
                         slots.iter().map(|s| Live {
                             key: *k,
                             lines: s.lines,
+                            anchor: s.anchor,
                             maker: s.maker.clone(),
                         })
                     })
@@ -307,6 +361,7 @@ impl LiveHunks {
                     .or_default()
                     .push(Slot {
                         lines: l.lines,
+                        anchor: l.anchor,
                         maker: l.maker,
                     });
             }
@@ -328,13 +383,19 @@ impl LiveHunks {
     }
 
     /// Every hunk of `files` that repeats a live change of another step in
-    /// the same place. Changes nothing.
+    /// the same place, when the step repeats *every* live change that
+    /// earlier step made in that file (a redelivery repeats the whole step;
+    /// a step that wraps code again in `#ifdef … #endif` repeats only the
+    /// `#endif`). Changes nothing.
     pub fn duplicates(&self, step: &str, files: &[FileDiff]) -> Vec<Duplicate> {
         let mut out = Vec::new();
         for f in files {
             let Some(live) = self.files.get(&f.path) else {
                 continue;
             };
+            // Per earlier step: the live changes this step lands on, as
+            // (identity, index in its slots), and the first such hunk.
+            let mut hit: HashMap<&str, Hits> = HashMap::new();
             for h in &f.hunks {
                 let Some(slots) = live.get(&h.key) else {
                     continue;
@@ -342,16 +403,44 @@ impl LiveHunks {
                 // The earlier change must still be there after this step: a
                 // step that takes a line out and puts it back next door (a
                 // reordering, rustfmt sorting `mod` lines) moves it.
-                if let Some(l) = slots.iter().find(|l| {
-                    &*l.maker != step && touches(l.lines, h.reach) && intact(&f.blocks, l.lines)
-                }) {
-                    out.push(Duplicate {
-                        hunk: h.describe.clone(),
-                        earlier_step: l.maker.to_string(),
-                        earlier_line: l.lines.0 + 1,
+                for (i, l) in slots.iter().enumerate() {
+                    let here = touches(l.lines, h.reach)
+                        || l.anchor.is_some_and(|a| touches((a, a), h.reach));
+                    if &*l.maker == step || !here || !intact(&f.blocks, l.lines) {
+                        continue;
+                    }
+                    let e = hit.entry(&*l.maker).or_insert_with(|| {
+                        (
+                            Vec::new(),
+                            Duplicate {
+                                hunk: h.describe.clone(),
+                                earlier_step: l.maker.to_string(),
+                                earlier_line: l.lines.0 + 1,
+                            },
+                        )
                     });
+                    if !e.0.contains(&(h.key, i)) {
+                        e.0.push((h.key, i));
+                    }
                 }
             }
+            if hit.is_empty() {
+                continue;
+            }
+            let mut found: Vec<Duplicate> = hit
+                .into_iter()
+                .filter(|(maker, (hits, _))| {
+                    let made = live
+                        .values()
+                        .flat_map(|slots| slots.iter())
+                        .filter(|l| &*l.maker == *maker)
+                        .count();
+                    hits.len() >= made
+                })
+                .map(|(_, (_, d))| d)
+                .collect();
+            found.sort_by_key(|d| d.earlier_line);
+            out.extend(found);
         }
         out
     }
@@ -375,6 +464,7 @@ impl LiveHunks {
                         h.key,
                         Slot {
                             lines: h.new,
+                            anchor: Some(h.anchor),
                             maker: maker.clone(),
                         },
                     ));
@@ -385,9 +475,10 @@ impl LiveHunks {
             let first = f.blocks.first().map_or(u32::MAX, |(o, _)| o.0);
             live.retain(|_, slots| {
                 slots.retain_mut(|l| {
-                    if l.lines.1 < first {
+                    if l.lines.1 < first && l.anchor.is_none_or(|a| a < first) {
                         return true;
                     }
+                    l.anchor = l.anchor.and_then(|a| map_point(&f.blocks, a));
                     match carry(&f.blocks, l.lines) {
                         Some(lines) => {
                             l.lines = lines;
@@ -564,6 +655,8 @@ mod tests {
         assert_eq!(d[0].hunks[0].new, (2, 3));
         // So a line added next to the blank line is not next to the change.
         assert_eq!(run(&["a\n", "a\n\nmod x;\n\n", "a\n\nmod x;\n\nb\n"]), None);
+        // But made again where it was made (its anchor, behind `mod y;`
+        // which came later, blank lines between): a duplicate.
         assert_eq!(
             run(&[
                 "a\n",
@@ -571,7 +664,60 @@ mod tests {
                 "a\n\nmod y;\nmod x;\n\n",
                 "a\nmod x;\n\nmod y;\nmod x;\n\n"
             ]),
+            Some((3, "s1".into()))
+        );
+    }
+
+    #[test]
+    fn whitespace_eol_and_anchors() {
+        // No final newline: an append made twice is still one change twice.
+        assert_eq!(
+            run(&["a\nb", "a\nb\nc", "a\nb\nc\nc"]),
+            Some((2, "s1".into()))
+        );
+        // A reformatting step in between does not end the change.
+        assert_eq!(
+            run(&[
+                "f {\n  a();\n}\n",
+                "f {\n  a();\n b();\n}\n",
+                "f {\n  a();\n  b();\n}\n",
+                "f {\n  a();\n  b();\n b();\n}\n"
+            ]),
+            Some((3, "s1".into()))
+        );
+        // CRLF to LF in between neither.
+        assert_eq!(
+            run(&["a\r\nb\r\n", "a\r\nx\r\nb\r\n", "a\nx\nb\n", "a\nx\nx\nb\n"]),
+            Some((3, "s1".into()))
+        );
+        // Made again at the same anchor after another change was made there.
+        assert_eq!(
+            run(&[
+                "## U\n- a\n",
+                "## U\n- b\n- a\n",
+                "## U\n- c\n- b\n- a\n",
+                "## U\n- b\n- c\n- b\n- a\n"
+            ]),
+            Some((3, "s1".into()))
+        );
+        // Wrapping again (`#ifdef` … `#endif` around `#ifdef` … `#endif`)
+        // repeats one of the earlier step's two changes, not the step.
+        assert_eq!(
+            run(&[
+                "f;\n",
+                "#ifdef A\nf;\n#endif\n",
+                "#ifndef B\n#ifdef A\nf;\n#endif\n#endif\n"
+            ]),
             None
+        );
+        // ... while the whole step again is a duplicate.
+        assert_eq!(
+            run(&[
+                "f;\n",
+                "#ifdef A\nf;\n#endif\n",
+                "#ifdef A\n#ifdef A\nf;\n#endif\n#endif\n"
+            ]),
+            Some((2, "s1".into()))
         );
     }
 
@@ -638,7 +784,9 @@ mod tests {
                 for (_, lives) in live.to_raw() {
                     for l in lives {
                         assert!(
-                            l.lines.0 <= l.lines.1 && l.lines.1 as usize <= file.len(),
+                            l.lines.0 <= l.lines.1
+                                && l.lines.1 as usize <= file.len()
+                                && l.anchor.is_none_or(|a| a as usize <= file.len()),
                             "seed {seed} step {step}: {:?} in {} lines",
                             l.lines,
                             file.len()

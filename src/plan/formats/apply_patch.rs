@@ -391,6 +391,19 @@ mod tests {
     }
 
     #[test]
+    fn an_add_at_the_end_of_a_file_without_a_final_newline_is_its_own_line() {
+        let mut f = files(&[("f", "a\nb")]);
+        let p =
+            parse("*** Begin Patch\n*** Update File: f\n@@\n+c\n*** End of File\n*** End Patch\n")
+                .unwrap();
+        apply(&mut f, &p).unwrap();
+        assert_eq!(text(&f, "f"), "a\nb\nc");
+        // Two adds in turn: still their own lines.
+        apply(&mut f, &p).unwrap();
+        assert_eq!(text(&f, "f"), "a\nb\nc\nc");
+    }
+
+    #[test]
     fn add_update_move_delete() {
         let mut f = files(&[
             (

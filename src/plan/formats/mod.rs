@@ -209,8 +209,18 @@ fn line_matches(hay: &[&[u8]], needle: &[&[u8]], from: usize) -> Vec<usize> {
 /// end the file without a final newline, the result keeps it that way.
 fn splice_lines(hay: &[&[u8]], at: usize, n: usize, with: &[&[u8]]) -> Vec<u8> {
     let mut out: Vec<u8> = hay[..at].concat();
+    // Lines added after a last line that has no newline start on a line of
+    // their own (not glued onto it), and the file still ends without one.
+    let after_unterminated = n == 0 && !with.is_empty() && at > 0 && !hay[at - 1].ends_with(b"\n");
+    if after_unterminated {
+        out.push(b'\n');
+    }
     out.extend(with.iter().flat_map(|l| l.iter()));
     let rest = &hay[at + n..];
+    if after_unterminated && rest.is_empty() && out.last() == Some(&b'\n') {
+        out.pop();
+        return out;
+    }
     // The replacement's last line takes the place of a last line that had
     // no newline.
     let ends_without_newline = n > 0

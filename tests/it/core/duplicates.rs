@@ -14,6 +14,8 @@ fn base() -> TestRepo {
     let t = TestRepo::new();
     t.write("app.rs", APP);
     t.write("log.txt", "one\ntwo\n");
+    // No final newline.
+    t.write("tail.txt", "a\nb");
     t.commit_all("base");
     t
 }
@@ -90,6 +92,31 @@ fn redeliveries() -> Vec<(&'static str, &'static str, Value, Vec<Value>, Value)>
             append.clone(),
             vec![],
             json!({"id": "s1-again", "files": {"log.txt": "one\ntwo\nthree\nthree\n"}}),
+        ),
+        (
+            "a redelivered append to a file without a final newline",
+            "files",
+            json!({"id": "s1", "files": {"tail.txt": "a\nb\nc"}}),
+            vec![],
+            json!({"id": "s1-again", "files": {"tail.txt": "a\nb\nc\nc"}}),
+        ),
+        (
+            "a redelivery after a formatter reindented the change",
+            "edits (old_str)",
+            json!({"id": "s1", "edits": [{"path": "app.rs", "old_str": "fn a() {}\n", "new_str": "fn a() {}\n  fn a2() {}\n"}]}),
+            vec![
+                json!({"id": "fmt", "edits": [{"path": "app.rs", "old_str": "  fn a2() {}", "new_str": "fn a2() {}"}]}),
+            ],
+            json!({"id": "s1-again", "edits": [{"path": "app.rs", "old_str": "fn a() {}\n", "new_str": "fn a() {}\n  fn a2() {}\n"}]}),
+        ),
+        (
+            "an insert made again at the same anchor after another insert there",
+            "edits (old_str)",
+            json!({"id": "s1", "edits": [{"path": "log.txt", "old_str": "one\n", "new_str": "one\n- b\n"}]}),
+            vec![
+                json!({"id": "s2", "edits": [{"path": "log.txt", "old_str": "one\n", "new_str": "one\n- c\n"}]}),
+            ],
+            json!({"id": "s1-again", "edits": [{"path": "log.txt", "old_str": "one\n", "new_str": "one\n- b\n"}]}),
         ),
         (
             "a deletion made again at the same point",
@@ -189,6 +216,23 @@ fn the_same_change_elsewhere_or_moved_is_not_a_duplicate() {
         line(json!({"id": "m1", "files": {"lib.rs": "mod zeta;\n"}})),
         line(json!({"id": "m2", "files": {"lib.rs": "mod zeta;\nmod alpha;\n"}})),
         line(json!({"id": "m3", "files": {"lib.rs": "mod alpha;\nmod zeta;\n"}})),
+    ];
+    t.steps_stdin(&["apply", "-"], &plan.join("\n")).ok();
+    // Wrapping code again: `#ifndef … #endif` around an `#ifdef … #endif` an
+    // earlier step added repeats its `#endif`, not its change.
+    let plan = [
+        line(json!({"id": "w1", "files": {"f.h": "int f(void);\n"}})),
+        line(json!({"id": "w2", "files": {"f.h": "#ifdef HAVE_F\nint f(void);\n#endif\n"}})),
+        line(
+            json!({"id": "w3", "files": {"f.h": "#ifndef NO_API\n#ifdef HAVE_F\nint f(void);\n#endif\n#endif\n"}}),
+        ),
+    ];
+    t.steps_stdin(&["apply", "-"], &plan.join("\n")).ok();
+    // A formatter's whitespace-only step, and CRLF to LF, are no change.
+    let plan = [
+        line(json!({"id": "c1", "files": {"w.txt": "a\r\nb\r\n"}})),
+        line(json!({"id": "c2", "files": {"w.txt": "a\nb\n"}})),
+        line(json!({"id": "c3", "files": {"w.txt": "a\r\nb\r\n"}})),
     ];
     t.steps_stdin(&["apply", "-"], &plan.join("\n")).ok();
     t.steps(&["verify"]).ok();

@@ -186,8 +186,11 @@ pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
                 added.push(l);
             }
         }
-        // Blank lines only, or whitespace only: no identity.
-        if removed == added {
+        // Blank lines only, or whitespace only: no identity. Nor punctuation
+        // only (`}`, `});`, `*/`): such lines are everywhere, and the diff
+        // pairs one with any other, so they name no change.
+        let bare = |l: &Vec<u8>| !l.iter().any(|b| b.is_ascii_alphanumeric() || *b >= 0x80);
+        if removed == added || (removed.iter().all(bare) && added.iter().all(bare)) {
             continue;
         }
         let mut reach = old_r;
@@ -665,6 +668,24 @@ mod tests {
                 "a\nmod x;\n\nmod y;\nmod x;\n\n"
             ]),
             Some((3, "s1".into()))
+        );
+    }
+
+    #[test]
+    fn punctuation_only_hunks_have_no_identity() {
+        assert!(ids("a\n", "a\n}\n").is_empty());
+        assert!(ids("a\n", "a\n});\n*/\n").is_empty());
+        assert_eq!(ids("a\n", "a\n}\nb\n").len(), 1);
+        // A closing brace added next to one an earlier step added (wrapping
+        // a line in a new block) is not a duplicate.
+        assert_eq!(
+            run(&[
+                "a\nb\nc\nd\n",
+                "if p {\na\nb\nc\n}\nd\n",
+                "if q {\na\nb\nc\n}\nd\n",
+                "if q {\na\nb\nif r {\nc\n}\n}\nd\n"
+            ]),
+            None
         );
     }
 

@@ -532,46 +532,50 @@ pub fn live_hunks(
     repo: &Repository,
     ledger: &Ledger,
 ) -> Result<(LiveHunks, Vec<HistoryDuplicate>)> {
-    // Replaying the diffs is independent per step: split the history over
-    // the cores (each worker with its own handle on the repository), then
-    // admit in order.
+    // Replaying the diffs is independent per step: split each window of the
+    // history over the cores (each worker with its own handle on the
+    // repository), then admit in order. Windows bound the memory: the diffs
+    // of a window are dropped once admitted.
+    const WINDOW: usize = 8192;
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, 8);
-    let chunk = ledger.entries.len().div_ceil(workers).max(256);
-    let parts: Vec<&[Entry]> = ledger.entries.chunks(chunk).collect();
-    let hunks: Vec<Vec<StepHunks>> = if parts.len() <= 1 {
-        vec![entry_hunks(repo, &ledger.entries)?]
-    } else {
-        let path = repo.path().to_path_buf();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .iter()
-                .map(|part| {
-                    let path = &path;
-                    scope.spawn(move || -> Result<Vec<StepHunks>> {
-                        entry_hunks(&Repository::open(path)?, part)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("hunk worker panicked"))
-                .collect::<Result<Vec<_>>>()
-        })?
-    };
+    let path = repo.path().to_path_buf();
     let mut live = LiveHunks::default();
     let mut dups = Vec::new();
-    for (e, h) in ledger.entries.iter().zip(hunks.into_iter().flatten()) {
-        let found = live
-            .admit(&e.id, &h.files, true)
-            .expect("admit with allow never fails");
-        dups.extend(found.into_iter().map(|d| HistoryDuplicate {
-            step: e.id.clone(),
-            duplicate: d,
-            allowed: h.allowed,
-        }));
+    for window in ledger.entries.chunks(WINDOW) {
+        let chunk = window.len().div_ceil(workers).max(256);
+        let parts: Vec<&[Entry]> = window.chunks(chunk).collect();
+        let hunks: Vec<Vec<StepHunks>> = if parts.len() <= 1 {
+            vec![entry_hunks(repo, window)?]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = parts
+                    .iter()
+                    .map(|part| {
+                        let path = &path;
+                        scope.spawn(move || -> Result<Vec<StepHunks>> {
+                            entry_hunks(&Repository::open(path)?, part)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("hunk worker panicked"))
+                    .collect::<Result<Vec<_>>>()
+            })?
+        };
+        for (e, h) in window.iter().zip(hunks.into_iter().flatten()) {
+            let found = live
+                .admit(&e.id, &h.files, true)
+                .expect("admit with allow never fails");
+            dups.extend(found.into_iter().map(|d| HistoryDuplicate {
+                step: e.id.clone(),
+                duplicate: d,
+                allowed: h.allowed,
+            }));
+        }
     }
     Ok((live, dups))
 }

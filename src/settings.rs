@@ -380,8 +380,13 @@ pub fn clear_config_leftover(repo: &Repository) -> Option<String> {
     let common = repo.commondir();
     let _writers = crate::workdir::lock::wait(common, "steps-config.flock").ok()?;
     let mut cleared = None;
-    // The shared config, and this worktree's own.
-    for (dir, name) in [(common, "config"), (repo.path(), "config.worktree")] {
+    // The shared config, the main worktree's own (init in a linked worktree
+    // moves core.bare there) and this worktree's own.
+    for (dir, name) in [
+        (common, "config"),
+        (common, "config.worktree"),
+        (repo.path(), "config.worktree"),
+    ] {
         let _ = std::fs::remove_file(dir.join("steps-config.edit"));
         let _ = std::fs::remove_file(dir.join("steps-config.edit.lock"));
         if let Some(p) =

@@ -545,3 +545,61 @@ fn a_killed_init_in_a_worktree_leaves_git_working() {
         "only {landed} of {trials} kills landed mid-init"
     );
 }
+
+/// What a kill between taking the lock and renaming it leaves, on each of
+/// the three config files `init` in a bare repository's worktree writes:
+/// the lock is git-steps' own (the same file as its pending copy), so the
+/// rerun clears it and finishes; a lock that is not its own (git's, held by
+/// a running `git config`) is left alone and reported.
+#[test]
+fn a_config_lock_left_by_a_killed_init_is_cleared_and_a_foreign_one_is_not() {
+    for (dir, name) in [
+        ("proj.git", "config.worktree"),
+        ("proj.git", "config"),
+        ("proj.git/worktrees/wt1", "config.worktree"),
+    ] {
+        let t = TestRepo::new();
+        t.write("README", "project\n");
+        t.commit_all("base");
+        let bare = t.tmp.path().join("proj.git");
+        t.git(&["clone", "-q", "--bare", ".", bare.to_str().unwrap()])
+            .ok();
+        let path = t.tmp.path().join("wt1");
+        t.git(&[
+            "-C",
+            bare.to_str().unwrap(),
+            "worktree",
+            "add",
+            "-q",
+            path.to_str().unwrap(),
+            "main",
+        ])
+        .ok();
+        let w1 = TestRepo {
+            tmp: t.tmp.clone(),
+            work: path,
+        };
+        let d = t.tmp.path().join(dir);
+        let pending = d.join(if name == "config" {
+            "steps-config.pending".to_string()
+        } else {
+            format!("steps-{name}.pending")
+        });
+        let lock = d.join(format!("{name}.lock"));
+        // A foreign lock: refused, named, left alone.
+        std::fs::write(&lock, "git's own\n").unwrap();
+        w1.steps(&["init", "--branch", "agent/a", "--run", "a"])
+            .code_is(1)
+            .stderr_has(&format!("{name}.lock exists"));
+        assert!(lock.exists(), "{dir}/{name}: a foreign lock was removed");
+        std::fs::remove_file(&lock).unwrap();
+        // Our own, as a kill leaves it: cleared, and init finishes.
+        std::fs::write(&pending, "[core]\n").unwrap();
+        std::fs::hard_link(&pending, &lock).unwrap();
+        w1.steps(&["init", "--branch", "agent/a", "--run", "a"])
+            .ok();
+        assert!(!lock.exists() && !pending.exists(), "{dir}/{name}");
+        assert_eq!(w1.git_out(&["config", "steps.branch"]), "agent/a");
+        w1.git(&["status", "--porcelain"]).ok();
+    }
+}

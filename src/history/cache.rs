@@ -27,11 +27,12 @@ use std::sync::Arc;
 
 use crate::tree::hunks::{Live, LiveHunks};
 
-/// Version 4: live hunks with their lines and anchors (version 2 held
-/// counts per hunk identity, 3 lines without anchors; an older file is
-/// rebuilt by one scan). Binary, CRC-32 checked (version 1 was text under
-/// SHA-256; reading 19 MB of it cost more than the rest of a warm resume).
-const MAGIC: &[u8] = b"git-steps-index 4\n";
+/// Version 5: live hunks with their lines and anchors, from whitespace-blind
+/// diffs with slid insertions (version 2 held counts per hunk identity, 3
+/// and 4 came from other diffs; an older file is rebuilt by one scan).
+/// Binary, CRC-32 checked (version 1 was text under SHA-256; reading 19 MB
+/// of it cost more than the rest of a warm resume).
+const MAGIC: &[u8] = b"git-steps-index 5\n";
 
 /// The ledger and live hunks at a head.
 pub struct Indexed {

@@ -57,7 +57,8 @@ pub enum PathError {
 /// still refused by [`validate`].
 pub fn normalise(path: &str) -> &str {
     let mut p = path;
-    while let Some(rest) = p.strip_prefix("./") {
+    // `.//a` is not `/a`: only `./` followed by a name is dropped.
+    while let Some(rest) = p.strip_prefix("./").filter(|r| !r.starts_with('/')) {
         p = rest;
     }
     p

@@ -104,6 +104,12 @@ impl<R: BufRead> PlanReader<R> {
             if self.line == 1 && self.buf.starts_with('\u{feff}') {
                 self.buf.drain(..'\u{feff}'.len_utf8());
             }
+            if self.buf.starts_with('\u{feff}') {
+                return Err(self.bad(
+                    self.line,
+                    "the line starts with a byte order mark (U+FEFF); only a plan's first line may (were two plans joined?)".into(),
+                ));
+            }
             if self.buf.trim().is_empty() {
                 continue;
             }
@@ -328,6 +334,18 @@ mod tests {
             .find_map(|r| r.err())
             .unwrap();
         assert_eq!(err.exit_code(), 3, "{err}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_inside_a_plan_is_named() {
+        let err = read("{\"id\":\"a\",\"patch\":\"x\"}\n\u{feff}{\"id\":\"b\",\"patch\":\"x\"}\n")
+            .into_iter()
+            .find_map(|r| r.err())
+            .unwrap();
+        assert!(
+            err.to_string().contains("plan line 2") && err.to_string().contains("byte order mark"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -35,11 +35,78 @@ use similar::DiffOp;
 pub fn diff_lines<'a>(old: &'a [u8], new: &'a [u8]) -> (Vec<&'a [u8]>, Vec<&'a [u8]>, Vec<DiffOp>) {
     let a: Vec<&[u8]> = old.split_inclusive(|b| *b == b'\n').collect();
     let b: Vec<&[u8]> = new.split_inclusive(|b| *b == b'\n').collect();
-    let mut hook = Replace::new(Capture::new());
-    // Capture and Replace never fail.
-    let _ = similar::algorithms::myers::diff(&mut hook, &a, 0..a.len(), &b, 0..b.len());
-    let ops = hook.into_inner().into_ops();
+    let ops = line_ops(&a, &b);
     (a, b, ops)
+}
+
+/// The most work a Myers diff may take, in (lines) × (edits): past it, the
+/// differing middle is one block. Deterministic (it depends on the contents
+/// only, never on time), so every box finds the same hunks.
+const DIFF_BUDGET: u64 = 50_000_000;
+
+/// Myers diff ops between two line sequences (adjacent delete + insert
+/// merged into replace), bounded: when even a lower bound of the edits
+/// (the lines one side has that the other lacks) times the lines exceeds
+/// [`DIFF_BUDGET`] — a file rewritten from top to bottom — the middle
+/// between the common start and end is one replaced block, found in linear
+/// time instead of Myers's quadratic.
+fn line_ops<T: Eq + std::hash::Hash>(a: &[T], b: &[T]) -> Vec<DiffOp> {
+    let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suf = a[pre..]
+        .iter()
+        .rev()
+        .zip(b[pre..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (am, bm) = (&a[pre..a.len() - suf], &b[pre..b.len() - suf]);
+    let mut count: HashMap<&T, i64> = HashMap::new();
+    for x in am {
+        *count.entry(x).or_default() += 1;
+    }
+    for y in bm {
+        *count.entry(y).or_default() -= 1;
+    }
+    let edits: u64 = count.values().map(|c| c.unsigned_abs()).sum();
+    if edits.saturating_mul((am.len() + bm.len()) as u64) <= DIFF_BUDGET {
+        let mut hook = Replace::new(Capture::new());
+        // Capture and Replace never fail.
+        let _ = similar::algorithms::myers::diff(&mut hook, a, 0..a.len(), b, 0..b.len());
+        return hook.into_inner().into_ops();
+    }
+    let mut ops = Vec::new();
+    if pre > 0 {
+        ops.push(DiffOp::Equal {
+            old_index: 0,
+            new_index: 0,
+            len: pre,
+        });
+    }
+    ops.push(match (am.len(), bm.len()) {
+        (0, n) => DiffOp::Insert {
+            old_index: pre,
+            new_index: pre,
+            new_len: n,
+        },
+        (n, 0) => DiffOp::Delete {
+            old_index: pre,
+            old_len: n,
+            new_index: pre,
+        },
+        (o, n) => DiffOp::Replace {
+            old_index: pre,
+            old_len: o,
+            new_index: pre,
+            new_len: n,
+        },
+    });
+    if suf > 0 {
+        ops.push(DiffOp::Equal {
+            old_index: a.len() - suf,
+            new_index: b.len() - suf,
+            len: suf,
+        });
+    }
+    ops
 }
 
 /// A range of lines, 0-based, end exclusive; empty for a point between two
@@ -139,6 +206,91 @@ fn line_key(line: &[u8]) -> u64 {
     }
 }
 
+/// Move every pure insertion and deletion as early as it can go (while the
+/// line before it equals its last line), as git's diff does with sliders.
+/// An insertion of `x y` after an `x` is then always `x y` before it, so a
+/// block inserted again is the same hunk however the diff first aligned it.
+/// A slide never joins two changes: the equal run before keeps a line,
+/// unless it starts the file.
+fn slide_up(ops: Vec<DiffOp>, a: &[u64], b: &[u64]) -> Vec<DiffOp> {
+    // (old start, old len, new start, new len, equal)
+    let mut v: Vec<(usize, usize, usize, usize, bool)> = ops
+        .iter()
+        .map(|op| {
+            let (o, n) = (op.old_range(), op.new_range());
+            (
+                o.start,
+                o.len(),
+                n.start,
+                n.len(),
+                matches!(op, DiffOp::Equal { .. }),
+            )
+        })
+        .collect();
+    for i in 1..v.len() {
+        let (prev, cur) = (v[i - 1], v[i]);
+        if !prev.4 || cur.4 || (cur.1 > 0 && cur.3 > 0) {
+            continue;
+        }
+        let first_op = i == 1;
+        let mut k = 0;
+        // Lines of the change, on its own side.
+        let (side, start, len) = if cur.3 > 0 {
+            (b, cur.2, cur.3)
+        } else {
+            (a, cur.0, cur.1)
+        };
+        while k < prev.1
+            && (prev.1 - k > 1 || first_op)
+            && side[start - k - 1] == side[start - k + len - 1]
+        {
+            k += 1;
+        }
+        if k == 0 {
+            continue;
+        }
+        v[i - 1].1 -= k;
+        v[i - 1].3 -= k;
+        v[i].0 -= k;
+        v[i].2 -= k;
+        match v.get_mut(i + 1) {
+            Some(next) if next.4 => {
+                next.0 -= k;
+                next.2 -= k;
+                next.1 += k;
+                next.3 += k;
+            }
+            _ => v.insert(i + 1, (v[i].0 + v[i].1, k, v[i].2 + v[i].3, k, true)),
+        }
+    }
+    v.into_iter()
+        .filter(|e| !(e.4 && e.1 == 0))
+        .map(|(os, ol, ns, nl, eq)| match (eq, ol, nl) {
+            (true, l, _) => DiffOp::Equal {
+                old_index: os,
+                new_index: ns,
+                len: l,
+            },
+            (false, 0, n) => DiffOp::Insert {
+                old_index: os,
+                new_index: ns,
+                new_len: n,
+            },
+            (false, o, 0) => DiffOp::Delete {
+                old_index: os,
+                old_len: o,
+                new_index: ns,
+            },
+            (false, o, n) => DiffOp::Replace {
+                old_index: os,
+                old_len: o,
+                new_index: ns,
+                new_len: n,
+            },
+        })
+        .collect()
+}
+
 /// The hunks that turn `old` into `new` at `path`, in file order, and the
 /// changed blocks. Lines are compared as [`line_key`] does: a change of
 /// whitespace only (a reindent, CRLF to LF, a final newline) is no block at
@@ -148,10 +300,7 @@ pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
     let new_lines: Vec<&[u8]> = new.split_inclusive(|b| *b == b'\n').collect();
     let a: Vec<u64> = old_lines.iter().map(|l| line_key(l)).collect();
     let b: Vec<u64> = new_lines.iter().map(|l| line_key(l)).collect();
-    let mut hook = Replace::new(Capture::new());
-    // Capture and Replace never fail.
-    let _ = similar::algorithms::myers::diff(&mut hook, &a, 0..a.len(), &b, 0..b.len());
-    let ops = hook.into_inner().into_ops();
+    let ops = slide_up(line_ops(&a, &b), &a, &b);
     let blank = |l: &[u8]| line_key(l) == 0;
     let mut out = FileDiff {
         path: path.to_string(),
@@ -264,8 +413,9 @@ struct Slot {
 }
 
 /// The live changes of one earlier step a step lands on, as (identity,
-/// index among that identity's slots), and the first such hunk.
-type Hits = (Vec<([u8; 32], usize)>, Duplicate);
+/// index among that identity's slots), the step's hunks that land on them,
+/// and the first such hunk.
+type Hits = (Vec<([u8; 32], usize)>, Vec<usize>, Duplicate);
 
 /// The run's live changes: per path, per identity (so a step's checks cost
 /// what its own hunks cost, not what the run holds).
@@ -399,7 +549,7 @@ impl LiveHunks {
             // Per earlier step: the live changes this step lands on, as
             // (identity, index in its slots), and the first such hunk.
             let mut hit: HashMap<&str, Hits> = HashMap::new();
-            for h in &f.hunks {
+            for (hi, h) in f.hunks.iter().enumerate() {
                 let Some(slots) = live.get(&h.key) else {
                     continue;
                 };
@@ -415,6 +565,7 @@ impl LiveHunks {
                     let e = hit.entry(&*l.maker).or_insert_with(|| {
                         (
                             Vec::new(),
+                            Vec::new(),
                             Duplicate {
                                 hunk: h.describe.clone(),
                                 earlier_step: l.maker.to_string(),
@@ -425,6 +576,9 @@ impl LiveHunks {
                     if !e.0.contains(&(h.key, i)) {
                         e.0.push((h.key, i));
                     }
+                    if !e.1.contains(&hi) {
+                        e.1.push(hi);
+                    }
                 }
             }
             if hit.is_empty() {
@@ -432,15 +586,17 @@ impl LiveHunks {
             }
             let mut found: Vec<Duplicate> = hit
                 .into_iter()
-                .filter(|(maker, (hits, _))| {
+                .filter(|(maker, (hits, hunks, _))| {
                     let made = live
                         .values()
                         .flat_map(|slots| slots.iter())
                         .filter(|l| &*l.maker == *maker)
                         .count();
-                    hits.len() >= made
+                    // Each of its changes made again, by a hunk of its own
+                    // (one hunk between two of them is not both again).
+                    hits.len() >= made && hunks.len() >= made
                 })
-                .map(|(_, (_, d))| d)
+                .map(|(_, (_, _, d))| d)
                 .collect();
             found.sort_by_key(|d| d.earlier_line);
             out.extend(found);
@@ -572,6 +728,31 @@ mod tests {
         assert_eq!((i, j), (a.len(), b.len()));
     }
 
+    /// A file rewritten from top to bottom: one block, in linear time, and
+    /// the ops still cover every line in order.
+    #[test]
+    fn a_whole_rewrite_is_one_block_not_a_quadratic_diff() {
+        let old: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
+        let new: String = (0..40_000).map(|i| format!("LINE {i}\n")).collect();
+        let d = identities(
+            "f",
+            format!("head\n{old}tail\n").as_bytes(),
+            format!("head\n{new}tail\n").as_bytes(),
+        );
+        assert_eq!(d.blocks, [((1, 40_001), (1, 40_001))]);
+        assert_eq!(d.hunks.len(), 1);
+        // A small change in a big file is still found exactly.
+        let edited = old.replacen("line 20000\n", "line 20000!\n", 1);
+        let d = identities("f", old.as_bytes(), edited.as_bytes());
+        assert_eq!(d.blocks, [((20_000, 20_001), (20_000, 20_001))]);
+        let (a, b, ops) = diff_lines(old.as_bytes(), new.as_bytes());
+        assert_eq!(ops.len(), 1);
+        assert_eq!(
+            (ops[0].old_range(), ops[0].new_range()),
+            (0..a.len(), 0..b.len())
+        );
+    }
+
     #[test]
     fn blank_only_and_whitespace_only_hunks_have_no_identity() {
         assert!(ids("a\n", "a\n\n  \n").is_empty());
@@ -672,6 +853,73 @@ mod tests {
     }
 
     #[test]
+    fn a_block_inserted_again_is_one_hunk_however_the_diff_aligns_it() {
+        // After a later step edited the block, the diff may align the
+        // redelivered `os sys` as `sys os` after the first `os`.
+        assert_eq!(
+            run(&[
+                "f\n",
+                "os\nsys\nf\n",
+                "os\njson\nsys\nf\n",
+                "os\nsys\nos\njson\nsys\nf\n"
+            ]),
+            Some((3, "s1".into()))
+        );
+        // Slides keep every line covered once, in order.
+        for (old, new) in [
+            ("a\nx\n", "a\nx\nx\n"),
+            ("x\ny\nx\n", "x\ny\nx\ny\nx\n"),
+            ("a\nb\nb\nb\n", "a\nb\n"),
+        ] {
+            let d = identities("f", old.as_bytes(), new.as_bytes());
+            for ((o, n), (o2, n2)) in d.blocks.iter().zip(d.blocks.iter().skip(1)) {
+                assert!(
+                    o.1 < o2.0 && n.1 < n2.0,
+                    "{old:?} -> {new:?}: {:?}",
+                    d.blocks
+                );
+            }
+        }
+    }
+
+    /// Random line sequences: slid ops still cover both sides exactly once,
+    /// in order, and every equal op is equal.
+    #[test]
+    fn slides_keep_the_diff_exact() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..3000 {
+            let a: Vec<u64> = (0..next(12)).map(|_| next(3)).collect();
+            let b: Vec<u64> = (0..next(12)).map(|_| next(3)).collect();
+            let ops = slide_up(line_ops(&a, &b), &a, &b);
+            let (mut i, mut j) = (0, 0);
+            for op in &ops {
+                assert_eq!(
+                    (op.old_range().start, op.new_range().start),
+                    (i, j),
+                    "{a:?} {b:?} {ops:?}"
+                );
+                if let DiffOp::Equal {
+                    old_index,
+                    new_index,
+                    len,
+                } = *op
+                {
+                    assert_eq!(a[old_index..old_index + len], b[new_index..new_index + len]);
+                }
+                i = op.old_range().end;
+                j = op.new_range().end;
+            }
+            assert_eq!((i, j), (a.len(), b.len()), "{a:?} {b:?} {ops:?}");
+        }
+    }
+
+    #[test]
     fn punctuation_only_hunks_have_no_identity() {
         assert!(ids("a\n", "a\n}\n").is_empty());
         assert!(ids("a\n", "a\n});\n*/\n").is_empty());
@@ -728,6 +976,16 @@ mod tests {
                 "f;\n",
                 "#ifdef A\nf;\n#endif\n",
                 "#ifndef B\n#ifdef A\nf;\n#endif\n#endif\n"
+            ]),
+            None
+        );
+        // One change between two equal ones an earlier step made (the rest
+        // of a rename) is not that step again.
+        assert_eq!(
+            run(&[
+                "x = old()\n\nx = old()\n\nx = old()\n",
+                "x = new()\n\nx = old()\n\nx = new()\n",
+                "x = new()\n\nx = new()\n\nx = new()\n"
             ]),
             None
         );

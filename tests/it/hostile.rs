@@ -196,6 +196,7 @@ fn paths() {
         "a/./b",
         "./../x",
         "./.git/config",
+        ".//a",
         "a\u{0}b",
     ];
     for p in bad {

@@ -121,7 +121,8 @@ fn quote(text: &[u8]) -> String {
 /// most alike; None for an empty needle or hay, or when no line of the best
 /// window is even close.
 pub fn closest_match(hay: &[&[u8]], needle: &[&[u8]]) -> Option<String> {
-    if hay.is_empty() || needle.is_empty() {
+    // Bounded work: no hint rather than a slow error.
+    if hay.is_empty() || needle.is_empty() || hay.len().saturating_mul(needle.len()) > 20_000_000 {
         return None;
     }
     let squash = |l: &[u8]| -> Vec<u8> {
@@ -137,6 +138,8 @@ pub fn closest_match(hay: &[&[u8]], needle: &[&[u8]]) -> Option<String> {
     // windows that tie on equal lines).
     // (case is compared last: `fn B()` is closer to `fn b()` than to `fn a()`).
     let alike = |a: &[u8], b: &[u8]| -> f32 {
+        // The start of a long line (minified code, CSV) says enough.
+        let (a, b) = (&a[..a.len().min(160)], &b[..b.len().min(160)]);
         let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
         let chars = |a: &str, b: &str| {
             similar::TextDiff::configure()
@@ -147,7 +150,7 @@ pub fn closest_match(hay: &[&[u8]], needle: &[&[u8]]) -> Option<String> {
         0.9 * chars(&a.to_lowercase(), &b.to_lowercase()) + 0.1 * chars(&a, &b)
     };
     let mut best: Option<(usize, f32, usize)> = None; // (equal lines, likeness, position)
-    let budget = 2_000usize;
+    let budget = 400usize;
     let mut scored = 0;
     for p in 0..=hay.len() - n {
         let equal = (0..n).filter(|&i| want[i] == have[p + i]).count();
@@ -171,9 +174,14 @@ pub fn closest_match(hay: &[&[u8]], needle: &[&[u8]]) -> Option<String> {
     if equal == 0 && like < 0.5 {
         return None;
     }
-    let i = (0..n)
-        .find(|&i| body(needle[i]) != body(hay[p + i]))
-        .unwrap_or(0);
+    let Some(i) = (0..n).find(|&i| body(needle[i]) != body(hay[p + i])) else {
+        // Equal line for line: what differs is a line ending (the file's
+        // last line has no newline, or the text has one more).
+        return Some(format!(
+            "line {}, where the text is the same but for a line ending (a missing final newline?)",
+            p + 1
+        ));
+    };
     Some(format!(
         "line {}, where it has {} for {}",
         p + i + 1,

@@ -357,6 +357,42 @@ fn forgiving_where_git_forgives() {
     t.steps_stdin(&["apply", "-"], &line(json!({"id": "m2", "patch": patch})))
         .ok();
     assert!(t.read("app.rs").contains("fn b() { 2 }"));
+    // Renames with an edit, under each prefix style git writes; with
+    // --no-prefix across directories the names are the rename headers'
+    // (not `src/` and `lib/` taken as prefixes of one `x.rs`).
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(json!({"id": "r0", "files": {"src/x.rs": "fn x1() {}\nfn x2() {}\nfn x3() {}\nfn x4() {}\nfn x5() {}\nfn x6() {}\n", "x.rs": "root\n"}})),
+    )
+    .ok();
+    for (n, flags) in [
+        (1, vec!["--no-prefix"]),
+        (2, vec!["--src-prefix=left/", "--dst-prefix=right/"]),
+        (3, vec![]),
+    ] {
+        let (from, to) = if n % 2 == 1 {
+            ("src/x.rs", "lib/x.rs")
+        } else {
+            ("lib/x.rs", "src/x.rs")
+        };
+        std::fs::create_dir_all(t.path(to).parent().unwrap()).unwrap();
+        t.git(&["mv", from, to]).ok();
+        t.write(to, &format!("{}fn w{n}() {{}}\n", t.read(to)));
+        t.git(&["add", "-A"]).ok();
+        let mut args = vec!["-c", "diff.mnemonicPrefix=true", "diff", "--cached", "-M"];
+        args.extend(flags.iter().copied());
+        let patch = t.git(&args).ok().stdout();
+        assert!(patch.contains("rename from"), "{patch}");
+        t.git(&["reset", "-q", "--hard"]).ok();
+        t.steps_stdin(
+            &["apply", "-"],
+            &line(json!({"id": format!("r{n}"), "patch": patch})),
+        )
+        .ok();
+        assert!(t.read(to).ends_with(&format!("fn w{n}() {{}}\n")), "{n}");
+        assert!(!t.path(from).exists(), "{n}");
+        assert_eq!(t.read("x.rs"), "root\n", "{n}: the wrong file was edited");
+    }
 }
 
 #[test]

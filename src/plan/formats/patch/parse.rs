@@ -308,14 +308,15 @@ fn parse_git_file(lines: &[&str], start: usize) -> Result<(FilePatch, usize), St
         }
         i += 1;
     }
-    // Names: ---/+++ are the most precise, then rename headers, then the
-    // diff --git line.
-    let (a, b) = match (&minus, &plus) {
-        (Some(m), Some(p)) => (m.clone(), p.clone()),
+    // Names: rename and copy headers carry no prefix, so they come first
+    // (with --no-prefix, `diff --git src/x.rs lib/x.rs` would otherwise read
+    // as the prefixes `src/` and `lib/` of one file `x.rs`); then ---/+++,
+    // then the diff --git line.
+    let (a, b) = match (&rename_from, &rename_to, &minus, &plus) {
+        (Some(f), Some(t), _, _) => (Some(f.clone()), Some(t.clone())),
+        (_, _, Some(m), Some(p)) => (m.clone(), p.clone()),
         _ => {
-            if let (Some(f), Some(t)) = (&rename_from, &rename_to) {
-                (Some(f.clone()), Some(t.clone()))
-            } else if let Some(h) = &header_names {
+            if let Some(h) = &header_names {
                 (
                     (!created).then(|| h.a.clone()),
                     (!deleted).then(|| h.b.clone()),

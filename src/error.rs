@@ -179,6 +179,16 @@ impl Error {
         }
     }
 
+    /// Add a sentence to an [`Error::Other`]'s message (others unchanged).
+    pub fn with_note(mut self, note: impl AsRef<str>) -> Self {
+        if let Error::Other { context, .. } = &mut self {
+            context.push_str(" (");
+            context.push_str(note.as_ref());
+            context.push(')');
+        }
+        self
+    }
+
     pub fn with_hint(mut self, new_hint: impl Into<String>) -> Self {
         if let Error::Other { hint, .. } = &mut self {
             *hint = Some(new_hint.into());

@@ -33,16 +33,24 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     }
     let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());
     writeln!(out, "run:           {} (branch {})", st.run, st.branch)?;
-    match &st.remote {
+    match &st.remote_name {
         None => writeln!(out, "durable:       local repository (no remote)")?,
         Some(r) => writeln!(out, "durable:       remote {r}")?,
     }
-    writeln!(out, "durable head:  {}", head(&st.durable_head))?;
+    match &st.remote_error {
+        Some(e) => writeln!(
+            out,
+            "durable head:  UNKNOWN: the remote cannot be reached ({e}); what follows is this box's view, not confirmed by the remote"
+        )?,
+        None => writeln!(out, "durable head:  {}", head(&st.durable_head))?,
+    }
     writeln!(out, "local head:    {}", head(&st.local_head))?;
     writeln!(
         out,
         "agree:         {}",
-        if st.agree {
+        if st.remote_error.is_some() {
+            "unknown (the remote cannot be reached)"
+        } else if st.agree {
             "yes"
         } else {
             "NO (`git steps resume` reconciles them)"

@@ -20,8 +20,16 @@ pub struct Status {
     pub run: String,
     pub branch: String,
     pub durable: &'static str,
-    /// The durable remote (None: the local repository is durable).
-    pub remote: Option<String>,
+    /// The durable remote's name and URL (None: the local repository is
+    /// durable).
+    pub remote_name: Option<String>,
+    /// `confirmed`: the durable head was read from the remote just now;
+    /// `unreachable`: the remote could not be asked, so `durable_head` is
+    /// unknown and the rest is this box's view only (None without a remote).
+    pub remote: Option<&'static str>,
+    /// Why the remote could not be asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_error: Option<String>,
     pub durable_head: Option<String>,
     pub local_head: Option<String>,
     pub agree: bool,
@@ -98,9 +106,14 @@ fn journal_status(
 
 pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Status> {
     let head = repo.refname_to_id(&s.refname()).ok();
-    let durable_head = match &s.remote {
-        None => head,
-        Some(r) => r.head(repo, &s.refname())?,
+    // An unreachable remote does not fail `status`: the local view is shown,
+    // marked as not confirmed.
+    let (durable_head, remote_state, remote_error) = match &s.remote {
+        None => (head, None, None),
+        Some(r) => match r.head(repo, &s.refname()) {
+            Ok(h) => (h, Some("confirmed"), None),
+            Err(e) => (None, Some("unreachable"), Some(e.to_string())),
+        },
     };
     let ledger = crate::history::cache::load_ledger(repo, head, &s.run)?;
     let pending = match plan {
@@ -121,16 +134,22 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
     } else {
         worktree::dirty_paths(repo)?
     };
-    let journal = journal_status(repo, s, ledger.entries.len())?;
+    let journal = if remote_error.is_some() {
+        None
+    } else {
+        journal_status(repo, s, ledger.entries.len())?
+    };
     Ok(Status {
         journal,
         run: s.run.clone(),
         branch: s.branch.clone(),
         durable: s.durable_kind(),
-        remote: s.remote.as_ref().map(|r| r.describe(repo)),
+        remote_name: s.remote.as_ref().map(|r| r.describe(repo)),
+        remote: remote_state,
+        agree: remote_error.is_none() && durable_head == head,
+        remote_error,
         durable_head: durable_head.map(|h| h.to_string()),
         local_head: head.map(|h| h.to_string()),
-        agree: durable_head == head,
         steps_applied: ledger.entries.len(),
         last_step: ledger.last().map(|e| e.id.clone()),
         pending,

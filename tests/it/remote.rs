@@ -625,3 +625,87 @@ fn a_kill_around_the_tracking_ref_resumes() {
         );
     }
 }
+
+/// Issue 16 (transient failures): a smart-HTTP server whose first two
+/// receive-pack requests answer 503 (a proxy restarting). With either
+/// transport the run retries with backoff and finishes: exit 0, every step
+/// once on the remote. When the server keeps failing past the retries, the
+/// run stops with exit 1 saying how often it tried, nothing is durable
+/// twice, and the rerun after the server recovers finishes the plan.
+#[test]
+fn a_server_answering_503_is_retried_and_never_doubles_a_step() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let want = reference(&plan);
+    for transport in ["libgit2", "git"] {
+        let (t, server) = TestRepo::with_server(Kind::Http, transport);
+        let fail = server.root.join("fail-receive-pack");
+        std::fs::write(&fail, "2\n").unwrap();
+        t.steps(&["apply", p]).ok();
+        assert_finished(&t, &server, &plan, &want, transport);
+        assert_eq!(
+            std::fs::read_to_string(&fail).unwrap().trim(),
+            "0",
+            "{transport}: both 503s were served"
+        );
+        let log = std::fs::read_to_string(server.root.join("requests.log")).unwrap();
+        assert!(
+            log.lines()
+                .filter(|l| l.contains("git-receive-pack"))
+                .count()
+                >= 8 + 2,
+            "{transport}: {log}"
+        );
+
+        // Down for longer than the retries last: exit 1, said so.
+        let (t, server) = TestRepo::with_server(Kind::Http, transport);
+        std::fs::write(server.root.join("fail-receive-pack"), "1000\n").unwrap();
+        let r = t
+            .steps_env(&["apply", p], &[("GIT_STEPS_NET_RETRIES", "2")])
+            .code_is(1);
+        assert!(
+            r.stderr().contains("tried 3 times"),
+            "{transport}: {}",
+            r.explain()
+        );
+        assert!(server.step_ids().is_empty(), "{transport}");
+        // The server recovers; the same command finishes the plan.
+        std::fs::write(server.root.join("fail-receive-pack"), "0\n").unwrap();
+        t.steps(&["apply", p]).ok();
+        assert_finished(&t, &server, &plan, &want, transport);
+    }
+}
+
+/// Issue 16: `status` with the remote down shows this box's view, marked as
+/// not confirmed by the remote, and exits 0; `--json` says
+/// `"remote": "unreachable"`. With the remote up it says `confirmed`.
+#[test]
+fn status_with_the_remote_down_shows_the_local_view_unconfirmed() {
+    let plan = fixture("eight-steps.jsonl");
+    for kind in [Kind::Http, Kind::Daemon] {
+        let (t, server) = TestRepo::with_server(kind, "libgit2");
+        t.steps(&["apply", plan.to_str().unwrap()]).ok();
+        let up = t.steps(&["--json", "status"]).ok().json();
+        assert_eq!(up["data"]["remote"], "confirmed", "{kind:?}");
+        assert_eq!(up["data"]["agree"], true);
+        drop(server);
+        let down = t.steps(&["--json", "status"]).ok().json();
+        assert_eq!(down["data"]["remote"], "unreachable", "{kind:?}: {down}");
+        assert_eq!(down["data"]["durable_head"], serde_json::Value::Null);
+        assert_eq!(down["data"]["agree"], false);
+        assert_eq!(down["data"]["steps_applied"], 8);
+        assert_eq!(down["data"]["local_head"].as_str(), t.head().as_deref());
+        assert!(
+            down["data"]["remote_error"]
+                .as_str()
+                .unwrap()
+                .contains("127.0.0.1"),
+            "{down}"
+        );
+        let text = t.steps(&["status"]).ok().stdout();
+        assert!(text.contains("not confirmed by the remote"), "{text}");
+        assert!(text.contains("agree:         unknown"), "{text}");
+        // Everything that writes still needs the remote: exit 1.
+        t.steps(&["apply", plan.to_str().unwrap()]).code_is(1);
+    }
+}

@@ -119,7 +119,43 @@ impl Server {
                 std::fs::create_dir_all(&www).unwrap();
                 let log = root.join("lighttpd.log");
                 let conf = root.join("lighttpd.conf");
-                let backend = git_exec_path().join("git-http-backend");
+                // git http-backend behind a wrapper that logs each request
+                // (method and path, in requests.log) and answers the first
+                // N receive-pack requests with 503 when the file
+                // fail-receive-pack holds N (a flaky proxy, for retries).
+                let backend = root.join("backend.sh");
+                std::fs::write(
+                    &backend,
+                    format!(
+                        r#"#!/bin/sh
+root='{root}'
+echo "$REQUEST_METHOD $PATH_INFO?$QUERY_STRING" >> "$root/requests.log"
+case "$PATH_INFO?$QUERY_STRING" in
+*git-receive-pack*)
+  if [ -s "$root/fail-receive-pack" ]; then
+    left=$(cat "$root/fail-receive-pack")
+    if [ "$left" -gt 0 ]; then
+      echo $((left - 1)) > "$root/fail-receive-pack"
+      printf 'Status: 503 Service Unavailable
+Content-Type: text/plain
+Retry-After: 0
+
+busy, try again
+'
+      exit 0
+    fi
+  fi
+  ;;
+esac
+exec '{http_backend}'
+"#,
+                        root = root.display(),
+                        http_backend = git_exec_path().join("git-http-backend").display(),
+                    ),
+                )
+                .unwrap();
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&backend, std::fs::Permissions::from_mode(0o755)).unwrap();
                 std::fs::write(
                     &conf,
                     format!(

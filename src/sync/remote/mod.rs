@@ -200,14 +200,45 @@ impl Remote {
     /// Make `update` on the remote, or fail without changing it. A lock held
     /// by another writer is contention, not a refusal: the push is retried
     /// for a few seconds, then reported as [`PushError::Locked`].
+    ///
+    /// A transient failure (the server answered 502/503/504, the connection
+    /// was reset or timed out) whose settling found the branch still at the
+    /// expected commit is retried with backoff too, within
+    /// [`settle::RetryPolicy`]: the update did not land, and the push is a
+    /// compare-and-swap, so trying again cannot apply anything twice. A
+    /// retry that finds the branch already at the new commit (an earlier
+    /// attempt landed before its connection died) is a success.
     pub fn push(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
         let mut wait = std::time::Duration::from_millis(20);
         let deadline = std::time::Instant::now() + settle::lock_patience();
+        let retry = settle::RetryPolicy::from_env();
+        let started = std::time::Instant::now();
+        let mut attempts = 1;
+        let mut backoff = retry.first;
+        let mut last: Option<String> = None;
         loop {
             match self.push_once(repo, update) {
+                Err(PushError::Moved { found: Some(h) }) if h == update.new => return Ok(()),
                 Err(PushError::Locked(_)) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(wait);
                     wait = (wait * 2).min(std::time::Duration::from_millis(500));
+                }
+                Err(PushError::Failed(e))
+                    if settle::transient(&e.to_string())
+                        && attempts < retry.attempts
+                        && started.elapsed() + backoff <= retry.total =>
+                {
+                    last = Some(settle::first_line(&e.to_string()).to_string());
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(4));
+                    attempts += 1;
+                }
+                Err(PushError::Failed(e)) if attempts > 1 => {
+                    return Err(PushError::Failed(e.with_note(format!(
+                        "tried {attempts} times in {:.1} s; before the last try: {}",
+                        started.elapsed().as_secs_f64(),
+                        last.unwrap_or_default()
+                    ))))
                 }
                 other => return other,
             }

@@ -110,3 +110,92 @@ fn one_paragraph(text: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// How a transient network failure is retried: at most `attempts` tries in
+/// all, backoff from `first` doubling to 4 s, never past `total` since the
+/// first try. `GIT_STEPS_NET_RETRIES` (tries after the first, default 3)
+/// and `GIT_STEPS_NET_RETRY_SECS` (default 30) set them.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub first: std::time::Duration,
+    pub total: std::time::Duration,
+}
+
+impl RetryPolicy {
+    pub fn from_env() -> RetryPolicy {
+        let num = |name: &str| -> Option<f64> {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v >= 0.0)
+        };
+        RetryPolicy {
+            attempts: 1 + num("GIT_STEPS_NET_RETRIES").unwrap_or(3.0).min(100.0) as u32,
+            first: std::time::Duration::from_millis(200),
+            total: std::time::Duration::from_secs_f64(
+                num("GIT_STEPS_NET_RETRY_SECS").unwrap_or(30.0).min(3600.0),
+            ),
+        }
+    }
+}
+
+/// Whether a transport failure is worth trying again: the server said it is
+/// unavailable (HTTP 502, 503, 504) or the connection broke (reset, timed
+/// out, closed early). Not: refusals, authentication, a missing repository.
+pub fn transient(message: &str) -> bool {
+    let m = message.to_lowercase();
+    [
+        "status code: 502",
+        "status code: 503",
+        "status code: 504",
+        "http 502",
+        "http 503",
+        "http 504",
+        "returned error: 502",
+        "returned error: 503",
+        "returned error: 504",
+        "service unavailable",
+        "bad gateway",
+        "gateway timeout",
+        "connection reset",
+        "timed out",
+        "early eof",
+        "unexpected disconnect",
+        "the remote end hung up unexpectedly",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
+}
+
+/// The first line of a message.
+pub fn first_line(message: &str) -> &str {
+    message.lines().next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_failures_are_told_from_the_others() {
+        for yes in [
+            "cannot push to http://x: unexpected http status code: 503",
+            "error: RPC failed; HTTP 503 curl 22 The requested URL returned error: 503",
+            "fatal: unable to access 'https://x/': The requested URL returned error: 502",
+            "Connection reset by peer",
+            "fatal: the remote end hung up unexpectedly",
+            "operation timed out",
+        ] {
+            assert!(transient(yes), "{yes}");
+        }
+        for no in [
+            "unexpected http status code: 401",
+            "fatal: repository 'x' not found",
+            "the remote refused the update: hook declined",
+            "commit a503f1e is not at the expected",
+        ] {
+            assert!(!transient(no), "{no}");
+        }
+    }
+}

@@ -2,7 +2,7 @@
 # The test command: installs what the tests need on a fresh machine (their
 # real servers: git daemon comes with git, smart HTTP needs lighttpd; strace;
 # python3 for the agent loop's random decider; ssh-keygen and gpg for the
-# signing tests), then runs the whole suite.
+# signing tests; sshd for the ssh remote), then runs the whole suite.
 # Tests start and stop their own servers on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,13 +15,19 @@ command -v python3 >/dev/null || missing+=(python3)
 # Signing tests generate their own keys: ssh-keygen and gpg.
 command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 command -v gpg >/dev/null || missing+=(gnupg)
+# The ssh remote test starts its own sshd on 127.0.0.1.
+[ -x /usr/sbin/sshd ] || command -v sshd >/dev/null || missing+=(openssh-server)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${missing[*]} (needed by the tests' real servers)" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    # Debian starts lighttpd on port 80 when it installs it; the tests start their own.
-    if command -v service >/dev/null; then service lighttpd stop >/dev/null 2>&1 || true; fi
+    # Debian starts lighttpd on port 80 (and sshd on 22) when it installs
+    # them; the tests start their own.
+    if command -v service >/dev/null; then
+      service lighttpd stop >/dev/null 2>&1 || true
+      service ssh stop >/dev/null 2>&1 || true
+    fi
   else
     echo "the tests need: ${missing[*]} (apt-get install ${missing[*]})" >&2
     exit 1

@@ -43,10 +43,15 @@ impl Settings {
                 self.branch
             ),
             Some(r) => format!(
-                "durable domain: remote {} (branch {}, transport {}): a step is durable once the remote accepts its branch update",
+                "durable domain: remote {} (branch {}, transport {}{}): a step is durable once the remote accepts its branch update",
                 r.spec,
                 self.branch,
-                r.transport.as_str()
+                r.transport.as_str(),
+                if r.transport == Transport::Git && crate::sync::remote::ssh_url(&r.spec) {
+                    ": git's own ssh, with your keys, ~/.ssh/config and known_hosts"
+                } else {
+                    ""
+                }
             ),
         }
     }
@@ -168,6 +173,14 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
         Some(t) => *t,
         None => match config_str(repo, "steps.transport")? {
             Some(t) => Transport::parse(&t)?,
+            // ssh as git does it (keys, ~/.ssh/config, known_hosts): through
+            // git. libgit2's ssh knows only an ssh-agent.
+            None if remote
+                .as_deref()
+                .is_some_and(|r| crate::sync::remote::is_ssh(repo, r)) =>
+            {
+                Transport::Git
+            }
             None => Transport::Libgit2,
         },
     };

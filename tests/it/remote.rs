@@ -709,3 +709,77 @@ fn status_with_the_remote_down_shows_the_local_view_unconfirmed() {
         t.steps(&["apply", plan.to_str().unwrap()]).code_is(1);
     }
 }
+
+/// Issue 16: an ssh remote works as `git push` does for the same user —
+/// the key and known_hosts of the user's ssh config — against a real sshd
+/// on 127.0.0.1 with a generated host key and user key. With no
+/// `--transport`, an ssh remote goes through git, and `init` says so. An
+/// unknown or changed host key is refused by ssh: exit 1, nothing pushed.
+#[test]
+fn an_ssh_remote_works_as_git_push_does() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let want = reference(&plan);
+    let t = TestRepo::new();
+    let server = t.start_server(Kind::Ssh);
+    let env = server.client_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let init = t.steps_env(&["init", "--remote", server.url()], &env).ok();
+    assert!(
+        init.stderr().contains("transport git: git's own ssh"),
+        "{}",
+        init.explain()
+    );
+    assert_eq!(t.git_out(&["config", "steps.transport"]), "git");
+    t.steps_env(&["apply", p], &env).ok();
+    assert_finished(&t, &server, &plan, &want, "ssh");
+    let st = t.steps_env(&["--json", "status"], &env).ok().json();
+    assert_eq!(st["data"]["remote"], "confirmed");
+
+    // The host key is not the one known_hosts holds (or none is known):
+    // ssh refuses before anything is sent.
+    let known = server.root.join("known_hosts");
+    let good = std::fs::read_to_string(&known).unwrap();
+    let step = line(serde_json::json!({"id": "s9", "files": {"new.txt": "x\n"}}));
+    let other_key = {
+        let k = server.root.join("other");
+        std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&k)
+            .status()
+            .unwrap();
+        std::fs::read_to_string(k.with_extension("pub")).unwrap()
+    };
+    let port_prefix = good.split_whitespace().next().unwrap().to_string();
+    for (what, content) in [
+        ("unknown host", String::new()),
+        (
+            "changed host key",
+            format!(
+                "{port_prefix} {}\n",
+                other_key
+                    .split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        ),
+    ] {
+        std::fs::write(&known, content).unwrap();
+        let before = server.head();
+        let r = t
+            .steps_env_stdin(&["apply", "-"], &env, Some(&step))
+            .code_is(1);
+        assert!(
+            r.stderr()
+                .to_lowercase()
+                .contains("host key verification failed"),
+            "{what}: {}",
+            r.explain()
+        );
+        assert_eq!(server.head(), before, "{what}: something was pushed");
+    }
+    std::fs::write(&known, good).unwrap();
+    t.steps_env_stdin(&["apply", "-"], &env, Some(&step)).ok();
+    assert_eq!(server.step_ids().last().map(String::as_str), Some("s9"));
+}

@@ -25,6 +25,10 @@ pub enum Kind {
     FileUrl,
     Daemon,
     Http,
+    /// sshd on 127.0.0.1 with a generated host key, logged into with a
+    /// generated user key; the client's ssh reads `Server::ssh_config`
+    /// (through `GIT_SSH_COMMAND`, see [`Server::client_env`]).
+    Ssh,
 }
 
 pub const ALL: [Kind; 4] = [Kind::Path, Kind::FileUrl, Kind::Daemon, Kind::Http];
@@ -112,6 +116,72 @@ impl Server {
                 let mut child = cmd.spawn().expect("git daemon");
                 wait_for_port(port, &mut child, "git daemon", &log);
                 (format!("git://127.0.0.1:{port}/remote.git"), Some(child))
+            }
+            Kind::Ssh => {
+                let port = free_port();
+                let keygen = |name: &str| {
+                    let st = Command::new("ssh-keygen")
+                        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+                        .arg(root.join(name))
+                        .status()
+                        .expect("ssh-keygen (scripts/test.sh installs openssh-client)");
+                    assert!(st.success());
+                };
+                keygen("host_ed25519");
+                keygen("client_ed25519");
+                std::fs::copy(
+                    root.join("client_ed25519.pub"),
+                    root.join("authorized_keys"),
+                )
+                .unwrap();
+                let host_pub = std::fs::read_to_string(root.join("host_ed25519.pub")).unwrap();
+                let host_key: String = host_pub
+                    .split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                std::fs::write(
+                    root.join("known_hosts"),
+                    format!("[127.0.0.1]:{port} {host_key}\n"),
+                )
+                .unwrap();
+                let user =
+                    String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+                        .unwrap()
+                        .trim()
+                        .to_string();
+                std::fs::write(
+                    root.join("sshd_config"),
+                    format!(
+                        "Port {port}\nListenAddress 127.0.0.1\nHostKey {root}/host_ed25519\nPidFile {root}/sshd.pid\nAuthorizedKeysFile {root}/authorized_keys\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\nAllowUsers {user}\nLogLevel ERROR\n",
+                        root = root.display()
+                    ),
+                )
+                .unwrap();
+                std::fs::write(
+                    root.join("ssh_config"),
+                    format!(
+                        "Host steps-ssh\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {root}/client_ed25519\n  IdentitiesOnly yes\n  UserKnownHostsFile {root}/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
+                        root = root.display()
+                    ),
+                )
+                .unwrap();
+                // sshd's privilege separation directory, when run as root.
+                let _ = std::fs::create_dir_all("/run/sshd");
+                let log = root.join("sshd.log");
+                let mut cmd = Command::new(
+                    ["/usr/sbin/sshd", "/usr/bin/sshd"]
+                        .into_iter()
+                        .find(|p| Path::new(p).exists())
+                        .expect("sshd (scripts/test.sh installs openssh-server)"),
+                );
+                cmd.args(["-D", "-e", "-f"])
+                    .arg(root.join("sshd_config"))
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(&log).unwrap());
+                let mut child = cmd.spawn().expect("sshd");
+                wait_for_port(port, &mut child, "sshd", &log);
+                (format!("steps-ssh:{}", bare.display()), Some(child))
             }
             Kind::Http => {
                 let port = free_port();
@@ -209,6 +279,19 @@ $HTTP["url"] =~ "^/git" {{
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// What a client needs in its environment to reach this server: for
+    /// ssh, `GIT_SSH_COMMAND` reading the server's client config (ssh reads
+    /// `~/.ssh` from the password database, not from `$HOME`).
+    pub fn client_env(&self) -> Vec<(String, String)> {
+        match self.kind {
+            Kind::Ssh => vec![(
+                "GIT_SSH_COMMAND".into(),
+                format!("ssh -F {}", self.root.join("ssh_config").display()),
+            )],
+            _ => Vec::new(),
+        }
     }
 
     /// `git` in the bare repository, asserting success; trimmed stdout.

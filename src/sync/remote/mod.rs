@@ -30,12 +30,14 @@ pub struct RefUpdate<'a> {
     pub new: Oid,
 }
 
-/// How to talk to the remote.
+/// How to talk to the remote. Unless `--transport` or `steps.transport`
+/// says otherwise, an ssh remote goes through git (its ssh: your keys,
+/// `~/.ssh/config`, `known_hosts`), every other through libgit2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
-    /// File paths, file://, git://, http(s)://, ssh:// through libgit2
-    /// (ssh-agent, credential helpers).
+    /// File paths, file://, git://, http(s)://, and ssh:// when asked for
+    /// (ssh-agent only), through libgit2.
     Libgit2,
     /// The user's `git` executable, for its credential helpers and ssh config.
     Git,
@@ -262,10 +264,44 @@ impl Remote {
     }
 }
 
+/// Whether `spec` (a configured remote's name, a URL or a path) reaches its
+/// remote over ssh: `ssh://`, `git+ssh://`, `ssh+git://`, or git's scp-like
+/// `[user@]host:path` (a colon before any slash, and not a local path).
+pub fn is_ssh(repo: &Repository, spec: &str) -> bool {
+    let url = match repo.find_remote(spec) {
+        Ok(r) => String::from_utf8_lossy(r.url_bytes()).into_owned(),
+        Err(_) => spec.to_string(),
+    };
+    !Path::new(&url).exists() && ssh_url(&url)
+}
+
+/// Whether a URL is an ssh one (see [`is_ssh`]), by its spelling alone.
+pub fn ssh_url(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    if ["ssh://", "git+ssh://", "ssh+git://"]
+        .iter()
+        .any(|p| lower.starts_with(p))
+    {
+        return true;
+    }
+    if url.contains("://") {
+        return false;
+    }
+    match (url.find(':'), url.find('/')) {
+        (Some(c), Some(sl)) => c > 0 && c < sl,
+        (Some(c), None) => c > 0,
+        _ => false,
+    }
+}
+
 /// Whether `spec` names something that exists (a configured remote, or a
 /// local path); URLs are taken on trust until the first connection.
 pub fn check_spec(repo: &Repository, spec: &str) -> Result<()> {
-    if repo.find_remote(spec).is_ok() || spec.contains("://") || spec.contains('@') {
+    if repo.find_remote(spec).is_ok()
+        || spec.contains("://")
+        || spec.contains('@')
+        || is_ssh(repo, spec)
+    {
         return Ok(());
     }
     if Path::new(spec).exists() {
@@ -274,4 +310,33 @@ pub fn check_spec(repo: &Repository, spec: &str) -> Result<()> {
     Err(Error::input(format!(
         "remote {spec:?} is not a configured remote, a URL, or an existing path"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ssh_url;
+
+    #[test]
+    fn ssh_urls_are_told_from_the_others() {
+        for yes in [
+            "ssh://git@github.com/a/b.git",
+            "git+ssh://host/x",
+            "git@github.com:a/b.git",
+            "host:repo.git",
+            "steps-ssh:/srv/remote.git",
+        ] {
+            assert!(ssh_url(yes), "{yes}");
+        }
+        for no in [
+            "https://github.com/a/b.git",
+            "file:///srv/x.git",
+            "git://host/x",
+            "/srv/x.git",
+            "../x.git",
+            "origin",
+            "./a:b",
+        ] {
+            assert!(!ssh_url(no), "{no}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need on a fresh machine (their
-# real servers: git daemon comes with git, smart HTTP needs lighttpd; strace;
+# real servers: git daemon comes with git, smart HTTP needs lighttpd (and its
+# TLS module, with openssl for the certificates); strace;
 # python3 for the agent loop's random decider; ssh-keygen and gpg for the
 # signing tests; sshd for the ssh remote), then runs the whole suite.
 # Tests start and stop their own servers on 127.0.0.1.
@@ -15,6 +16,9 @@ command -v python3 >/dev/null || missing+=(python3)
 # Signing tests generate their own keys: ssh-keygen and gpg.
 command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 command -v gpg >/dev/null || missing+=(gnupg)
+# The https test: lighttpd's TLS module and openssl for its certificates.
+[ -e /usr/lib/lighttpd/mod_openssl.so ] || missing+=(lighttpd-mod-openssl)
+command -v openssl >/dev/null || missing+=(openssl)
 # The ssh remote test starts its own sshd on 127.0.0.1.
 [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null || missing+=(openssh-server)
 if [ ${#missing[@]} -gt 0 ]; then

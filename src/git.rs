@@ -65,14 +65,39 @@ fn init_libgit2() {
     *DEFERRED_CERTS.lock().expect("cert lock") = Some((file, dir));
 }
 
-/// Load the CA bundle into libgit2 (once), before an https connection.
-pub fn load_system_certs() {
+/// Load the CA bundle into libgit2 (once), before an https connection: as
+/// git chooses it — `GIT_SSL_CAINFO`/`GIT_SSL_CAPATH`, else `repo`'s
+/// `http.sslCAInfo`/`http.sslCAPath`, else OpenSSL's (`SSL_CERT_FILE`,
+/// `SSL_CERT_DIR`, the system's).
+pub fn load_system_certs(repo: &Repository) {
     let Some((file, dir)) = DEFERRED_CERTS.lock().expect("cert lock").take() else {
         return;
     };
+    let git_says = |env: &str, key: &str| -> Option<std::path::PathBuf> {
+        std::env::var_os(env)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                repo.config()
+                    .ok()?
+                    .get_path(key)
+                    .ok()
+                    .filter(|p| !p.as_os_str().is_empty())
+            })
+    };
+    let (git_file, git_dir) = (
+        git_says("GIT_SSL_CAINFO", "http.sslCAInfo"),
+        git_says("GIT_SSL_CAPATH", "http.sslCAPath"),
+    );
     let probe = openssl_probe::probe();
-    let file = file.map(std::path::PathBuf::from).or(probe.cert_file);
-    let dir = dir.map(std::path::PathBuf::from).or(probe.cert_dir);
+    let (file, dir) = if git_file.is_some() || git_dir.is_some() {
+        (git_file, git_dir)
+    } else {
+        (
+            file.map(std::path::PathBuf::from).or(probe.cert_file),
+            dir.map(std::path::PathBuf::from).or(probe.cert_dir),
+        )
+    };
     // SAFETY: libgit2 is initialised; these only hand paths to OpenSSL.
     unsafe {
         if let Some(f) = file {

@@ -783,3 +783,62 @@ fn an_ssh_remote_works_as_git_push_does() {
     t.steps_env_stdin(&["apply", "-"], &env, Some(&step)).ok();
     assert_eq!(server.step_ids().last().map(String::as_str), Some("s9"));
 }
+
+/// Issue 16: https with a private CA, both transports, the CA given the
+/// ways users give it: `http.sslCAInfo` in git config, `GIT_SSL_CAINFO`, or
+/// `SSL_CERT_FILE` (OpenSSL's). libgit2 read only the last until now. A server whose
+/// certificate the trusted CA did not sign is refused: exit 1, nothing
+/// pushed.
+#[test]
+fn https_with_a_private_ca_works_and_a_foreign_certificate_is_refused() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let want = reference(&plan);
+    for transport in ["libgit2", "git"] {
+        for how in ["http.sslCAInfo", "GIT_SSL_CAINFO", "SSL_CERT_FILE"] {
+            if transport == "git" && how == "SSL_CERT_FILE" {
+                // OpenSSL's variable: Debian's git speaks TLS through
+                // libcurl-gnutls, which does not read it (git does not either).
+                continue;
+            }
+            let ctx = format!("{transport}, {how}");
+            let (t, server) = TestRepo::with_server(Kind::Https, transport);
+            let ca = server.root.join("ca.pem");
+            let ca = ca.to_str().unwrap();
+            // Another CA, which did not sign the server's certificate.
+            crate::servers::make_ca(&server.root, "other", "someone else");
+            let other = server.root.join("other.pem");
+            let other = other.to_str().unwrap();
+            // Whatever this machine's environment says about CAs is not
+            // part of the case: git's variables win over its config.
+            let unset = [
+                "GIT_SSL_CAINFO",
+                "GIT_SSL_CAPATH",
+                "SSL_CERT_FILE",
+                "SSL_CERT_DIR",
+                "CURL_CA_BUNDLE",
+            ];
+            let run = |ca: &str, args: &[&str]| {
+                if how == "http.sslCAInfo" {
+                    t.git(&["config", "http.sslCAInfo", ca]).ok();
+                    t.steps_without(args, &unset, &[])
+                } else {
+                    t.steps_without(args, &unset, &[(how, ca)])
+                }
+            };
+            let r = run(other, &["apply", p]).code_is(1);
+            let err = r.stderr().to_lowercase();
+            assert!(
+                err.contains("certificate") || err.contains("ssl"),
+                "{ctx}: {}",
+                r.explain()
+            );
+            assert!(
+                server.step_ids().is_empty(),
+                "{ctx}: pushed through a foreign certificate"
+            );
+            run(ca, &["apply", p]).ok();
+            assert_finished(&t, &server, &plan, &want, &ctx);
+        }
+    }
+}

@@ -25,6 +25,10 @@ pub enum Kind {
     FileUrl,
     Daemon,
     Http,
+    /// Smart HTTP over TLS: lighttpd with mod_openssl and a certificate for
+    /// 127.0.0.1 signed by a CA the server generates (`ca.pem` in its root;
+    /// clients must be told to trust it).
+    Https,
     /// sshd on 127.0.0.1 with a generated host key, logged into with a
     /// generated user key; the client's ssh reads `Server::ssh_config`
     /// (through `GIT_SSH_COMMAND`, see [`Server::client_env`]).
@@ -65,6 +69,38 @@ fn wait_for_port(port: u16, child: &mut Child, what: &str, log: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("{what} did not listen on port {port} within 10 s");
+}
+
+/// A self-signed certificate authority `dir/<name>.pem` with its key
+/// `dir/<name>.key`.
+pub fn make_ca(dir: &Path, name: &str, cn: &str) {
+    let st = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ])
+        .arg("-subj")
+        .arg(format!("/CN={cn}"))
+        .arg("-keyout")
+        .arg(dir.join(format!("{name}.key")))
+        .arg("-out")
+        .arg(dir.join(format!("{name}.pem")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(st.success(), "openssl req -x509 for {name}");
 }
 
 fn git_exec_path() -> PathBuf {
@@ -183,7 +219,57 @@ impl Server {
                 wait_for_port(port, &mut child, "sshd", &log);
                 (format!("steps-ssh:{}", bare.display()), Some(child))
             }
-            Kind::Http => {
+            Kind::Http | Kind::Https => {
+                let tls = kind == Kind::Https;
+                if tls {
+                    make_ca(root, "ca", "git-steps test CA");
+                    let openssl = |args: &[&str]| {
+                        let st = Command::new("openssl")
+                            .args(args)
+                            .current_dir(root)
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null())
+                            .status()
+                            .expect("openssl");
+                        assert!(st.success(), "openssl {args:?}");
+                    };
+                    openssl(&[
+                        "req",
+                        "-newkey",
+                        "ec",
+                        "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1",
+                        "-nodes",
+                        "-keyout",
+                        "server.key",
+                        "-out",
+                        "server.csr",
+                        "-subj",
+                        "/CN=127.0.0.1",
+                    ]);
+                    std::fs::write(
+                        root.join("server.ext"),
+                        "subjectAltName=IP:127.0.0.1,DNS:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+                    )
+                    .unwrap();
+                    openssl(&[
+                        "x509",
+                        "-req",
+                        "-in",
+                        "server.csr",
+                        "-CA",
+                        "ca.pem",
+                        "-CAkey",
+                        "ca.key",
+                        "-CAcreateserial",
+                        "-out",
+                        "server.crt",
+                        "-days",
+                        "2",
+                        "-extfile",
+                        "server.ext",
+                    ]);
+                }
                 let port = free_port();
                 let www = root.join("www");
                 std::fs::create_dir_all(&www).unwrap();
@@ -233,8 +319,8 @@ exec '{http_backend}'
 server.bind = "127.0.0.1"
 server.port = {port}
 server.errorlog = "{log}"
-server.modules = ("mod_alias", "mod_cgi", "mod_setenv")
-alias.url = ("/git" => "{backend}")
+server.modules = ("mod_alias", "mod_cgi", "mod_setenv"{tls_module})
+{tls_conf}alias.url = ("/git" => "{backend}")
 $HTTP["url"] =~ "^/git" {{
   cgi.assign = ("" => "")
   setenv.add-environment = (
@@ -249,6 +335,16 @@ $HTTP["url"] =~ "^/git" {{
                         log = log.display(),
                         backend = backend.display(),
                         root = root.display(),
+                        tls_module = if tls { ", \"mod_openssl\"" } else { "" },
+                        tls_conf = if tls {
+                            format!(
+                                "ssl.engine = \"enable\"\nssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\n",
+                                root.join("server.crt").display(),
+                                root.join("server.key").display()
+                            )
+                        } else {
+                            String::new()
+                        },
                     ),
                 )
                 .unwrap();
@@ -263,7 +359,10 @@ $HTTP["url"] =~ "^/git" {{
                 });
                 wait_for_port(port, &mut child, "lighttpd", &log);
                 (
-                    format!("http://127.0.0.1:{port}/git/remote.git"),
+                    format!(
+                        "{}://127.0.0.1:{port}/git/remote.git",
+                        if tls { "https" } else { "http" }
+                    ),
                     Some(child),
                 )
             }

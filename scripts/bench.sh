@@ -17,6 +17,9 @@
 #      clone: `status` and a one-more-step `apply`, vs the same on a
 #      one-commit base (a run's cost must not grow with the history it
 #      started from; target <= 1.5x).
+#   6. steps over the network (scripts/bench-network.sh): requests per step
+#      counted at a smart-HTTP server, and ms per step, for `apply`, `run`
+#      and a git CLI loop, over smart HTTP and git daemon.
 #
 # Usage: scripts/bench.sh            (release build; needs git, python3, strace)
 set -euo pipefail
@@ -233,3 +236,6 @@ echo
 echo "5. a 10-step run on a ${base_commits}-commit base vs a one-commit base (fresh clone, best of 3)"
 echo "   status:               $big_status ms vs $small_status ms   ($(ratio "$big_status" "$small_status")x; target <= 1.5x)"
 echo "   one-more-step apply:  $big_apply ms vs $small_apply ms   ($(ratio "$big_apply" "$small_apply")x; target <= 1.5x)"
+
+# --- 6. steps over the network -------------------------------------------------
+bash "$root/scripts/bench-network.sh"

@@ -842,3 +842,81 @@ fn https_with_a_private_ca_works_and_a_foreign_certificate_is_refused() {
         }
     }
 }
+
+/// Issue 16: `--transport libgit2` with an ssh remote: the key from an
+/// ssh-agent, the host key checked against `~/.ssh/known_hosts` (libgit2
+/// reads `$HOME`'s), an unknown host refused.
+#[test]
+fn an_ssh_remote_through_libgit2_uses_the_agent_and_known_hosts() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let want = reference(&plan);
+    let t = TestRepo::new();
+    let server = t.start_server(Kind::Ssh);
+    let sock = t.tmp.path().join("agent.sock");
+    struct Agent(std::process::Child);
+    impl Drop for Agent {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _agent = Agent(
+        std::process::Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&sock)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("ssh-agent"),
+    );
+    let start = Instant::now();
+    while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let added = std::process::Command::new("ssh-add")
+        .arg("-q")
+        .arg(server.root.join("client_ed25519"))
+        .env("SSH_AUTH_SOCK", &sock)
+        .status()
+        .unwrap();
+    assert!(added.success());
+    // `[127.0.0.1]:PORT ssh-ed25519 ...`
+    let known = std::fs::read_to_string(server.root.join("known_hosts")).unwrap();
+    let port = known
+        .split("]:")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let user = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    let url = format!("ssh://{user}@127.0.0.1:{port}{}", server.bare.display());
+    let ssh_dir = t.home().join(".ssh");
+    std::fs::create_dir_all(&ssh_dir).unwrap();
+    let sock_s = sock.to_str().unwrap().to_string();
+    let env = [("SSH_AUTH_SOCK", sock_s.as_str())];
+    t.steps(&["init", "--remote", &url, "--transport", "libgit2"])
+        .ok();
+    // No known_hosts entry: refused.
+    let r = t.steps_env(&["apply", p], &env).code_is(1);
+    assert!(
+        r.stderr().contains("unknown remote ssh hostkey"),
+        "{}",
+        r.explain()
+    );
+    assert!(server.step_ids().is_empty(), "{}", r.explain());
+    std::fs::copy(server.root.join("known_hosts"), ssh_dir.join("known_hosts")).unwrap();
+    t.steps_env(&["apply", p], &env).ok();
+    assert_finished(&t, &server, &plan, &want, "libgit2 over ssh");
+}

@@ -484,6 +484,32 @@ fn crashtest_starts_every_box_from_the_repositorys_head() {
     assert!(r.stderr().contains("notes.md"), "{}", r.explain());
 }
 
+/// A one-commit project and its bare clone `proj.git` (in the same scratch
+/// directory).
+fn bare_project() -> (TestRepo, std::path::PathBuf) {
+    let t = TestRepo::new();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    let bare = t.tmp.path().join("proj.git");
+    t.git(&["clone", "-q", "--bare", ".", bare.to_str().unwrap()])
+        .ok();
+    (t, bare)
+}
+
+/// A linked worktree `name` of `bare` on `main` (with `extra` options).
+fn add_worktree(t: &TestRepo, bare: &std::path::Path, name: &str, extra: &[&str]) -> TestRepo {
+    let path = t.tmp.path().join(name);
+    let mut args = vec!["-C", bare.to_str().unwrap(), "worktree", "add", "-q"];
+    args.extend_from_slice(extra);
+    args.push(path.to_str().unwrap());
+    args.push("main");
+    t.git(&args).ok();
+    TestRepo {
+        tmp: t.tmp.clone(),
+        work: path,
+    }
+}
+
 /// `init` in a worktree of a bare repository writes three config files
 /// (the main worktree's own, the shared one, this worktree's own), each
 /// replaced atomically. A kill at any instant leaves every worktree usable
@@ -494,25 +520,11 @@ fn a_killed_init_in_a_worktree_leaves_git_working() {
     let mut rng = crate::harness::Rng(seed | 1);
     let (mut landed, mut window) = (0u32, 20_000u64);
     for trial in 0..trials {
-        let t = TestRepo::new();
-        t.write("README", "project\n");
-        t.commit_all("base");
-        let bare = t.tmp.path().join("proj.git");
-        t.git(&["clone", "-q", "--bare", ".", bare.to_str().unwrap()])
-            .ok();
-        let wt = |name: &str, extra: &[&str]| {
-            let path = t.tmp.path().join(name);
-            let mut args = vec!["-C", bare.to_str().unwrap(), "worktree", "add", "-q"];
-            args.extend_from_slice(extra);
-            args.push(path.to_str().unwrap());
-            args.push("main");
-            t.git(&args).ok();
-            TestRepo {
-                tmp: t.tmp.clone(),
-                work: path,
-            }
-        };
-        let (w1, w2) = (wt("wt1", &[]), wt("wt2", &["--detach"]));
+        let (t, bare) = bare_project();
+        let (w1, w2) = (
+            add_worktree(&t, &bare, "wt1", &[]),
+            add_worktree(&t, &bare, "wt2", &["--detach"]),
+        );
         let mut child = w1.spawn_steps(&["init", "--branch", "agent/a", "--run", "a"]);
         std::thread::sleep(std::time::Duration::from_micros(rng.below(window)));
         let finished = child.try_wait().unwrap().is_some();
@@ -558,27 +570,8 @@ fn a_config_lock_left_by_a_killed_init_is_cleared_and_a_foreign_one_is_not() {
         ("proj.git", "config"),
         ("proj.git/worktrees/wt1", "config.worktree"),
     ] {
-        let t = TestRepo::new();
-        t.write("README", "project\n");
-        t.commit_all("base");
-        let bare = t.tmp.path().join("proj.git");
-        t.git(&["clone", "-q", "--bare", ".", bare.to_str().unwrap()])
-            .ok();
-        let path = t.tmp.path().join("wt1");
-        t.git(&[
-            "-C",
-            bare.to_str().unwrap(),
-            "worktree",
-            "add",
-            "-q",
-            path.to_str().unwrap(),
-            "main",
-        ])
-        .ok();
-        let w1 = TestRepo {
-            tmp: t.tmp.clone(),
-            work: path,
-        };
+        let (t, bare) = bare_project();
+        let w1 = add_worktree(&t, &bare, "wt1", &[]);
         let d = t.tmp.path().join(dir);
         let pending = d.join(if name == "config" {
             "steps-config.pending".to_string()

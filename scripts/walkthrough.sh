@@ -58,8 +58,8 @@ else
   exit 3
 fi
 
-say "a model redelivers step s3's change under a new id: refused, nothing written"
-printf '%s\n' '{"id":"s3-again","patch":"--- a/log.txt\n+++ b/log.txt\n@@ -8 +8,2 @@\n line-8\n+line-3\n"}' > "$scratch/again.jsonl"
+say "a model redelivers step s8's change under a new id: refused, nothing written"
+printf '%s\n' '{"id":"s8-again","patch":"--- a/log.txt\n+++ b/log.txt\n@@ -8 +8,2 @@\n line-8\n+line-8\n"}' > "$scratch/again.jsonl"
 expect 3 "$bin" -C "$scratch/box2" apply "$scratch/again.jsonl"
 
 say "the agent loop: git-steps asks a decider (here one that answers at random, like a model) and records each answer before applying it"

@@ -83,7 +83,7 @@ pub struct RunArgs {
     /// The durable remote: a remote name, URL or path [config: steps.remote; default: none, the local repository].
     #[arg(long, value_name = "NAME|URL")]
     pub remote: Option<String>,
-    /// How to reach the remote: libgit2, or the user's git [config: steps.transport].
+    /// How to reach the remote: libgit2, or the user's git [config: steps.transport; default: git for an ssh remote, else libgit2].
     #[arg(long, value_enum)]
     pub transport: Option<Transport>,
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark 6: steps pushed to a real remote over the network, side by side
 # in one run: requests per step (counted at the server) and milliseconds per
-# step, for `apply`, the agent loop `run`, and a git CLI loop, against smart
+# step, for `apply`, `apply --batch 10` (group commit), the agent loop
+# `run`, and a git CLI loop, against smart
 # HTTP (git http-backend behind lighttpd) and git daemon on 127.0.0.1. The
 # figures that matter on the internet are requests per step: each is a
 # round trip of tens to hundreds of milliseconds there.
@@ -73,15 +74,18 @@ for proto in http daemon; do
   if [ "$proto" = http ]; then url() { echo "http://127.0.0.1:$http_port/git/$1.git"; }; else url() { echo "git://127.0.0.1:$daemon_port/$1.git"; }; fi
   echo
   echo "6. $steps steps pushed over $proto (127.0.0.1)$( [ "$proto" = daemon ] && echo '; git daemon requests are not counted' || true)"
-  for runner in apply run cli; do
+  for runner in apply batch run cli; do
     name="$proto-$runner"; bare "$name"
     git init -q -b main "$work/$name"
     case $runner in
       apply)
-        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" >/dev/null
+        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
         t0=$(now_ns); "$bin" -q -C "$work/$name" apply "$work/plan.jsonl" >/dev/null; t1=$(now_ns) ;;
+      batch)
+        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
+        t0=$(now_ns); "$bin" -q -C "$work/$name" apply --batch 10 "$work/plan.jsonl" >/dev/null; t1=$(now_ns) ;;
       run)
-        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" >/dev/null
+        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
         t0=$(now_ns); "$bin" -q -C "$work/$name" run --decider "'$bin' replay-decider '$work/plan.jsonl'" >/dev/null; t1=$(now_ns) ;;
       cli)
         git -C "$work/$name" remote add origin "$(url "$name")"
@@ -95,7 +99,7 @@ for proto in http daemon; do
     esac
     n=$(git -C "$srv/$name.git" log --format='%(trailers:key=Step-Id,valueonly)' main | grep -c .)
     [ "$n" = "$steps" ] || { echo "$name: $n receipts on the remote, expected $steps" >&2; exit 1; }
-    label=$(case $runner in apply) echo "git-steps apply";; run) echo "git-steps run (agent loop)";; cli) echo "git CLI loop (apply, commit, push)";; esac)
+    label=$(case $runner in apply) echo "git-steps apply";; batch) echo "git-steps apply --batch 10";; run) echo "git-steps run (agent loop)";; cli) echo "git CLI loop (apply, commit, push)";; esac)
     if [ "$proto" = http ]; then r=$(requests "$name"); else r=""; fi
     row "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print (b - a) / 1e6}')" "$r"
   done

@@ -5,7 +5,7 @@
 #   1. pushed steps: a 200-step unified-diff plan pushed step by step to a
 #      local bare remote, vs a git CLI loop (git apply --index, git commit
 #      with the Step-Id trailer, git push); the fsync floor of this disk and
-#      the fsyncs git-steps spends per step.
+#      the fsyncs git-steps spends per step; and `apply --batch 10`.
 #   2. resume on a long history (STEPS_HISTORY, default 100000 receipts, made
 #      with git fast-import): `status` and a one-step `apply` vs
 #      `git log --format='%(trailers:key=Step-Id,valueonly)'`.
@@ -18,8 +18,9 @@
 #      one-commit base (a run's cost must not grow with the history it
 #      started from; target <= 1.5x).
 #   6. steps over the network (scripts/bench-network.sh): requests per step
-#      counted at a smart-HTTP server, and ms per step, for `apply`, `run`
-#      and a git CLI loop, over smart HTTP and git daemon.
+#      counted at a smart-HTTP server, and ms per step, for `apply`,
+#      `apply --batch 10`, `run` and a git CLI loop, over smart HTTP and git
+#      daemon.
 #
 # Usage: scripts/bench.sh            (release build; needs git, python3, strace)
 set -euo pipefail
@@ -62,6 +63,13 @@ git init -q -b main "$work/w1"
 t0=$(now_ns); "$bin" -q -C "$work/w1" apply "$work/plan200.jsonl" >/dev/null; t1=$(now_ns)
 ours=$(ms "$t0" "$t1")
 
+# The same plan with group commit (issue 16): ten steps per push.
+git init -q --bare -b main "$work/r1b.git"
+git init -q -b main "$work/w1b"
+"$bin" -q -C "$work/w1b" init --remote "$work/r1b.git" >/dev/null
+t0=$(now_ns); "$bin" -q -C "$work/w1b" apply --batch 10 "$work/plan200.jsonl" >/dev/null; t1=$(now_ns)
+batched=$(ms "$t0" "$t1")
+
 git init -q --bare -b main "$work/r2.git"
 git init -q -b main "$work/w2"
 git -C "$work/w2" remote add origin "$work/r2.git"
@@ -102,6 +110,7 @@ echo "1. pushed steps (200-step unified-diff plan, local bare remote)"
 echo "   git-steps:                 $(per "$ours" 200) ms/step  ($ours ms)"
 echo "   git CLI loop (baseline):   $(per "$loop" 200) ms/step  ($loop ms)"
 echo "   speed-up:                  $(ratio "$loop" "$ours")x   (target: >= 10x)"
+echo "   git-steps apply --batch 10: $(per "$batched" 200) ms/step  ($(ratio "$loop" "$batched")x the loop; group commit, not the one-push-per-step figure)"
 echo "   fsync floor on this disk:  one fsync $(echo "$floor" | cut -d' ' -f1) ms; write+fsync+rename+dir fsync $(echo "$floor" | cut -d' ' -f2) ms"
 echo "   fsyncs per step:           $fsyncs"
 

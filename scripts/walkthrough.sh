@@ -62,7 +62,7 @@ say "a model redelivers step s8's change under a new id: refused, nothing writte
 printf '%s\n' '{"id":"s8-again","patch":"--- a/log.txt\n+++ b/log.txt\n@@ -8 +8,2 @@\n line-8\n+line-8\n"}' > "$scratch/again.jsonl"
 expect 3 "$bin" -C "$scratch/box2" apply "$scratch/again.jsonl"
 
-say "the agent loop: git-steps asks a decider (here one that answers at random, like a model) and records each answer before applying it"
+say "the agent loop: git-steps asks a decider (here one that answers at random, like a model); each answer becomes durable with its step, in one push"
 cat > "$scratch/decider.sh" <<'SH'
 ctx=$(cat)
 i=$(printf '%s' "$ctx" | sed -n 's/.*"step_index":\([0-9]*\).*/\1/p')
@@ -75,10 +75,10 @@ git init -q --bare -b main "$scratch/agent.git"
 git init -q -b main "$scratch/agent1"
 "$bin" -q -C "$scratch/agent1" init --remote "$scratch/agent.git"
 export CALLS="$scratch/calls.txt"
-say "the box dies right after the answer for agent-1 is recorded, before it is applied"
-expect 137 env GIT_STEPS_CRASH=journaled@agent-1 "$bin" -q -C "$scratch/agent1" run --decider "sh $scratch/decider.sh"
-"$bin" -C "$scratch/agent1" status | grep journal
-say "a fresh clone resumes: agent-1 comes from the journal, the decider is not asked again"
+say "the box dies right after the remote accepted agent-1 (its receipt records the answer), before this box moved"
+expect 137 env GIT_STEPS_CRASH=pushed@agent-1 "$bin" -q -C "$scratch/agent1" run --decider "sh $scratch/decider.sh"
+git -C "$scratch/agent.git" log --format='%s  [%(trailers:key=Step-Id,valueonly,separator=)]' main
+say "a fresh clone resumes: agent-1 has its receipt, the decider is not asked for it again"
 git clone -q "$scratch/agent.git" "$scratch/agent2"
 "$bin" -q -C "$scratch/agent2" init --remote origin
 "$bin" -C "$scratch/agent2" run --decider "sh $scratch/decider.sh"

@@ -420,6 +420,20 @@ pub fn config_bool(repo: &Repository, key: &str) -> Result<bool> {
     }
 }
 
+/// A positive count from git config (`key`), None when unset; a value that
+/// is not a positive integer (git's `k`/`m` suffixes are read as git reads
+/// them) is an input error naming the key.
+pub fn config_count(repo: &Repository, key: &str) -> Result<Option<usize>> {
+    match repo.config()?.get_i64(key) {
+        Ok(v) if v >= 1 => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
+        Ok(v) => Err(Error::input(format!(
+            "git config {key} = {v}: expected a positive number"
+        ))),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(Error::input(format!("git config {key}: {}", e.message()))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

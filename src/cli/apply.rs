@@ -28,6 +28,9 @@ pub struct Args {
     /// Apply steps whose hunks repeat an earlier change [config: steps.allowDuplicateHunks].
     #[arg(long)]
     pub(super) allow_duplicate_hunks: bool,
+    /// Group commit: make up to N steps durable in one push (each keeps its own commit and receipt) [config: steps.batch; default 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) batch: Option<u32>,
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
@@ -37,6 +40,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         dry_run: a.dry_run,
         allow_duplicate_hunks: a.allow_duplicate_hunks
             || settings::config_bool(&repo, "steps.allowDuplicateHunks")?,
+        batch: match a.batch {
+            Some(n) => n as usize,
+            None => settings::config_count(&repo, "steps.batch")?.unwrap_or(1),
+        },
     };
     let mut ui = Terminal {
         out: &mut *out,

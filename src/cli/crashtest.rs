@@ -51,6 +51,10 @@ pub struct Args {
     /// Rows run at once [default: the number of cores].
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
+    /// Crash `apply --batch N` (group commit): every step at its staging
+    /// points, the last step of each batch at every point.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    batch: Option<u32>,
 }
 
 fn runner(a: &Args) -> Result<Runner, Error> {
@@ -201,6 +205,13 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         return Ok(());
     }
     let runner = runner(&a)?;
+    if a.batch.is_some_and(|n| n > 1) && runner != Runner::GitSteps {
+        return Err(Error::input(format!(
+            "--batch is `apply --batch`: it applies to --runner git-steps, not {}",
+            a.runner
+        ))
+        .into());
+    }
     let plan = std::path::PathBuf::from(a.plan.as_deref().unwrap_or_default());
     let plan = plan
         .canonicalize()
@@ -233,6 +244,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         plan,
         runner,
         base,
+        batch: a.batch.unwrap_or(1) as usize,
     };
     let progress = Progress::new("crashtest", ctx.quiet);
     let started = Instant::now();

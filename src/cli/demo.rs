@@ -105,6 +105,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             plan: plan.clone(),
             runner,
             base: None,
+            batch: 1,
         };
         matrices.push(matrix::run(&env, jobs, &|d, t| progress.tick(d, t))?);
     }

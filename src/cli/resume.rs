@@ -25,6 +25,9 @@ pub struct Args {
     /// Apply steps whose hunks repeat an earlier change [config: steps.allowDuplicateHunks].
     #[arg(long)]
     allow_duplicate_hunks: bool,
+    /// With PLAN: make up to N steps durable in one push [config: steps.batch; default 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    batch: Option<u32>,
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
@@ -36,6 +39,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                 run: a.run,
                 dry_run: a.dry_run,
                 allow_duplicate_hunks: a.allow_duplicate_hunks,
+                batch: a.batch,
             },
             out,
         );
@@ -45,6 +49,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let opts = ApplyOptions {
         dry_run: a.dry_run,
         allow_duplicate_hunks: false,
+        batch: 1,
     };
     let mut ui = Terminal {
         out: &mut *out,

@@ -109,7 +109,28 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
         as usize;
     let text = std::fs::read_to_string(&a.plan)
         .map_err(|e| crate::Error::input(format!("cannot read the plan {}: {e}", a.plan)))?;
-    match text.lines().filter(|l| !l.trim().is_empty()).nth(index) {
+    let line = text.lines().filter(|l| !l.trim().is_empty()).nth(index);
+    // In the crash matrix: a call for an index whose answer is already
+    // durable is written down, and fails the row.
+    if let (Some(line), Some(bare), Some(late)) = (
+        line,
+        std::env::var_os(crate::crash::matrix::ENV_REMOTE),
+        std::env::var_os(crate::crash::matrix::ENV_LATE),
+    ) {
+        let id = crate::plan::step::Step::parse(line)
+            .map(|s| s.id)
+            .unwrap_or_default();
+        if let Some(why) =
+            crate::crash::matrix::asked_late(std::path::Path::new(&bare), index, &id)?
+        {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&late)?;
+            writeln!(f, "{why}")?;
+        }
+    }
+    match line {
         Some(line) => writeln!(out, "{line}")?,
         None => writeln!(out, "{{\"done\": true}}")?,
     }

@@ -34,29 +34,33 @@ pub enum Scope {
     Resume,
     /// Every decision the decider gives in `run --decider`.
     Decide,
+    /// A decision `run --decider` writes to its journal: refused, or kept
+    /// because its step could not be built yet (off the happy path: the
+    /// matrix's replaying decider never gives one; the agent tests do).
+    Journal,
 }
 
 /// Every point, in the order a step passes them.
 pub const POINTS: &[Point] = &[
     Point {
         name: "decided",
-        state: "run: the decider answered; nothing of the decision is written",
+        state: "run: the decider answered; nothing of the decision is written (it becomes durable with its step's push)",
         scope: Scope::Decide,
     },
     Point {
         name: "journal-objects",
-        state: "run: the journal entry's objects are written; the journal ref has not moved",
-        scope: Scope::Decide,
+        state: "run, journaling a refused or kept decision: the entry's objects are written; the journal ref has not moved",
+        scope: Scope::Journal,
     },
     Point {
         name: "journal-pushed",
-        state: "run, with a remote: the remote accepted the journal entry (durable); the local journal ref has not moved",
-        scope: Scope::Decide,
+        state: "run, journaling with a remote: the remote accepted the journal entry (durable); the local journal ref has not moved",
+        scope: Scope::Journal,
     },
     Point {
         name: "journaled",
-        state: "run: the decision is recorded on the durable domain; nothing of the step is written",
-        scope: Scope::Decide,
+        state: "run: a decision whose step could not be built yet (an untracked file in its way) is recorded on the durable domain; nothing of the step is written",
+        scope: Scope::Journal,
     },
     Point {
         name: "before-write",

@@ -2,13 +2,18 @@
 //!
 //! Owns the order of one iteration: reconcile (once, as `apply` does) → the
 //! decision for the next step index, from the journal if one is recorded
-//! there without a receipt, else from the decider → the journal entry made
-//! durable → the step applied exactly as `apply` applies it. Invariant: the
-//! decider is never asked for an index whose latest journal entry is a
-//! recorded decision, and no decision is applied before it is recorded; a
+//! there without a receipt, else from the decider → the step applied
+//! exactly as `apply` applies it. A decision becomes durable *with* its
+//! step: one push carries the step's commit, whose receipt is the record
+//! (a crash before that push loses the answer, which is asked again; after
+//! it the receipt exists). The journal holds what has no commit: a
 //! decision that is refused (its id already applied, a duplicated hunk) or
-//! does not apply is recorded as refused and not applied, so the next run
-//! asks again instead of replaying it forever.
+//! does not apply, recorded as refused so the next run asks again instead
+//! of replaying it forever (a hook's rejection included); and a decision
+//! whose step cannot be built yet (an untracked file in its way), recorded
+//! so it is not lost. Invariant: the decider is never asked for an index that
+//! has a receipt or whose latest journal entry is a recorded decision, and
+//! no effect of a decision reaches the box before the decision is durable.
 
 use std::time::Duration;
 
@@ -111,6 +116,7 @@ fn run_inner(
     let apply_opts = ApplyOptions {
         dry_run: false,
         allow_duplicate_hunks: opts.allow_duplicate_hunks,
+        batch: 1,
     };
     let mut session = Session::open(repo, s, None, apply_opts, ui)?;
     let ledger = session.load(true)?;
@@ -162,8 +168,6 @@ fn run_inner(
                             )?;
                             return Err(Error::from(refusal));
                         }
-                        journal::append(repo, s, &mut journal, index, &step, &text, None)?;
-                        crash::point("journaled", &step.id);
                         (*step, text, Source::Decider)
                     }
                 }
@@ -175,10 +179,15 @@ fn run_inner(
         let outcome = match session.apply(&step, Some(source)) {
             Ok(o) => o,
             Err(e) => {
-                // The decision itself is at fault: record that, so the next
-                // run asks again rather than replaying it forever.
                 if let Some(reason) = decision_fault(&e) {
+                    // The decision itself is at fault: record that, so the
+                    // next run asks again rather than replaying it forever.
                     journal::append(repo, s, &mut journal, index, &step, &text, Some(&reason))?;
+                } else if source == Source::Decider && not_buildable_yet(&e) {
+                    // Refused before anything of it was written, for a reason
+                    // outside the decision: keep the answer for the next run.
+                    journal::append(repo, s, &mut journal, index, &step, &text, None)?;
+                    crash::point("journaled", &step.id);
                 }
                 return Err(e);
             }
@@ -240,12 +249,27 @@ fn repeated(step: &Step, e: &Entry) -> Refusal {
     }
 }
 
+/// A step refused before its commit point for a reason outside its
+/// decision (an untracked file in its way): the answer is kept.
+fn not_buildable_yet(e: &Error) -> bool {
+    matches!(e, Error::Refused(r) if r.kind == RefusalKind::DirtyWorktree)
+}
+
 /// Why a step failed, when the decision itself is at fault (a duplicated
 /// hunk, a change that does not apply, a malformed step): the reason the
 /// journal records, so the next run asks again instead of replaying it.
 fn decision_fault(e: &Error) -> Option<String> {
     match e {
-        Error::Refused(r) if r.kind == RefusalKind::DuplicateHunk => Some(r.saw.clone()),
+        // A hook judges the content: the decider is told why and asked
+        // again (its answer is not replayed into the same rejection).
+        Error::Refused(r)
+            if matches!(
+                r.kind,
+                RefusalKind::DuplicateHunk | RefusalKind::HookRejected
+            ) =>
+        {
+            Some(r.saw.clone())
+        }
         Error::Apply { message, .. } => Some(format!("it does not apply: {message}")),
         Error::Input { message, .. } => Some(message.clone()),
         _ => None,

@@ -2,11 +2,19 @@
 //! branch on the remote (compare-and-swap: the commit point) → the local
 //! branch (compare-and-swap, fsynced) → worktree and index.
 //!
+//! A step is first *staged* ([`Session::stage`]: checked, its objects and
+//! commit written, the session's head moved in memory) and then made
+//! durable with the steps staged before it in one *flush*
+//! ([`Session::flush`]: one compare-and-swap push of the last staged
+//! commit, the local branch, one worktree update). `apply` flushes after
+//! every step; `apply --batch N` after N (group commit).
+//!
 //! Invariant: a step is reported done only after its receipt is durable; a
 //! step that is refused or fails before the commit point leaves HEAD, index
 //! and worktree as they were and writes no receipt; after it, a failure is
 //! this box's only and says that the step is durable. Every write sits
-//! between two named crash points.
+//! between two named crash points: `before-write` and `objects-written`
+//! fire for each staged step, the flush's points for its last step.
 
 use git2::{Oid, Repository};
 
@@ -21,15 +29,34 @@ use crate::sync::remote::RefUpdate;
 use crate::tree::build;
 use crate::workdir::{lock, worktree};
 
-use super::session::{Session, Source, StepOutcome};
+use super::session::{Session, Source, Staged, StepOutcome};
 
 impl Session<'_> {
     /// Apply `step`, whose id has no receipt, on the session's head and
-    /// move the head to its commit (in a dry run, a commit that exists only
-    /// in memory). `source` (the agent loop's) goes into the receipt. The
-    /// caller has checked the worktree ([`Session::ensure_clean`]); the
-    /// receipts are read first if [`Session::load`] was not called.
+    /// make it durable: [`Session::stage`] then [`Session::flush`]. In a
+    /// dry run the head moves to a commit that exists only in memory.
     pub fn apply(&mut self, step: &Step, source: Option<Source>) -> Result<StepOutcome> {
+        if let Some(would) = self.stage(step, source)? {
+            return Ok(would);
+        }
+        self.flush()?
+            .pop()
+            .ok_or_else(|| Error::other("internal: a staged step was not flushed"))
+    }
+
+    /// How many steps are staged and not durable yet.
+    pub fn staged(&self) -> usize {
+        self.staged.len()
+    }
+
+    /// Check `step`, whose id has no receipt, against the session's head,
+    /// write its objects and its commit, and move the session's head to it
+    /// in memory: the step is staged, not durable, until [`Session::flush`].
+    /// A dry run returns what it would apply instead (nothing to flush).
+    /// `source` (the agent loop's) goes into the receipt. The caller has
+    /// checked the worktree ([`Session::ensure_clean`]); the receipts are
+    /// read first if [`Session::load`] was not called.
+    pub fn stage(&mut self, step: &Step, source: Option<Source>) -> Result<Option<StepOutcome>> {
         if !self.loaded {
             self.load(false)?;
         }
@@ -71,8 +98,25 @@ impl Session<'_> {
         let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
         let (added, removed) = line_stats(repo, &applied.changes)?;
         // A dry run checks the worktree too (it only reads it): it must reach
-        // the real run's verdict on every check that needs no remote.
-        worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
+        // the real run's verdict on every check that needs no remote. The
+        // worktree is the last flush's: a step staged after others is
+        // checked against what is really on disk (a path an earlier staged
+        // step created is still absent there, and is no blocker).
+        if self.staged.is_empty() {
+            worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
+        } else {
+            // Staged after others: the worktree and index are still the last
+            // flush's, so the changes checked are the ones the flush would
+            // write, from there to this step's tree. (The tracked files were
+            // checked for the batch's first step and are checked again
+            // before the batch's push.)
+            let from = self
+                .durable
+                .map(|h| repo.find_commit(h)?.tree())
+                .transpose()?;
+            let combined = crate::git::tree_changes(repo, from.as_ref(), Some(&new_tree))?;
+            worktree::ensure_unblocked(repo, Some(&step.id), &combined)?;
+        }
         let message = receipt::message(
             step,
             &s.run,
@@ -118,13 +162,13 @@ impl Session<'_> {
         if self.opts.dry_run {
             live.record(&step.id, &hunks);
             self.advance(step, commit);
-            return Ok(StepOutcome::WouldApply {
+            return Ok(Some(StepOutcome::WouldApply {
                 step: step.id.clone(),
                 files,
                 added,
                 removed,
                 diff: resolved_diff(repo, base.as_ref(), &new_tree)?,
-            });
+            }));
         }
         // Refer to nothing that is not really written (a full disk must not
         // turn into a receipt for a missing object).
@@ -139,28 +183,86 @@ impl Session<'_> {
             }
         }
         crash::point("objects-written", &step.id);
+        // Later steps staged in this session see this one's hunks; nothing
+        // of them is saved unless the session finishes with every step
+        // durable.
+        live.record(&step.id, &hunks);
+        if self.staged.is_empty() {
+            self.durable = head;
+        }
+        self.staged.push(Staged {
+            step: step.id.clone(),
+            commit,
+            changes: applied.changes,
+            added,
+            removed,
+        });
+        self.advance(step, commit);
+        Ok(None)
+    }
+
+    /// Make every staged step durable in one compare-and-swap push of the
+    /// last one's commit (the commit point: each commit between carries its
+    /// own receipt), then move the local branch and bring worktree and
+    /// index to it in one update. Returns the steps applied, in order.
+    pub fn flush(&mut self) -> Result<Vec<StepOutcome>> {
+        let Some(last) = self.staged.last() else {
+            return Ok(Vec::new());
+        };
+        let (repo, s) = (self.repo, self.settings);
+        let (expected, commit, id) = (self.durable, last.commit, last.step.clone());
+        let combined = if self.staged.len() > 1 {
+            let old = expected.map(|h| repo.find_commit(h)?.tree()).transpose()?;
+            let new = repo.find_commit(commit)?.tree()?;
+            let combined = crate::git::tree_changes(repo, old.as_ref(), Some(&new))?;
+            // Nothing may have appeared in the worktree since the batch's
+            // steps were checked (the user's edits, an untracked file where
+            // a step creates one): the update below would write over it.
+            let checked = match worktree::dirty_paths(repo) {
+                Ok(dirty) if !dirty.is_empty() => Err(worktree::dirty_refusal(Some(&id), &dirty)),
+                Ok(_) => worktree::ensure_unblocked(repo, Some(&id), &combined),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = checked {
+                self.discard_staged();
+                return Err(e);
+            }
+            Some(combined)
+        } else {
+            None
+        };
         if let Some(remote) = &s.remote {
             // The commit point: the remote accepts the branch update.
-            remote
+            let pushed = remote
                 .push(
                     repo,
                     &RefUpdate {
                         refname: &s.refname(),
-                        expected: head,
+                        expected,
                         new: commit,
                     },
                 )
-                .map_err(|e| e.into_error(&s.branch, &remote.spec, head))?;
-            crash::point("pushed", &step.id);
+                .map_err(|e| e.into_error(&s.branch, &remote.spec, expected));
+            if let Err(e) = pushed {
+                self.discard_staged();
+                return Err(e);
+            }
+            crash::point("pushed", &id);
             remote.note_tracking(repo, &s.refname(), commit);
-            crash::point("tracking-updated", &step.id);
+            crash::point("tracking-updated", &id);
         }
-        // From here on the step is durable: a failure is this box's only.
+        // From here on the steps are durable: a failure is this box's only.
+        let staged = std::mem::take(&mut self.staged);
+        let first = &staged[0].step;
+        let which = if staged.len() == 1 {
+            format!("step {id} is")
+        } else {
+            format!("steps {first} to {id} are")
+        };
         let local = |e: Error| {
             match &s.remote {
             Some(remote) => Error::other(format!(
-                "step {} is durable on {} (commit {}); updating this box failed: {e}",
-                step.id,
+                "{which} durable on {} (commit {}); updating this box failed: {e}",
                 remote.spec,
                 short(commit)
             ))
@@ -168,20 +270,38 @@ impl Session<'_> {
             None => e,
         }
         };
-        move_ref(repo, s, head, commit, &step.id).map_err(local)?;
-        if let Some(live) = &mut self.live {
-            live.record(&step.id, &hunks);
-        }
-        self.advance(step, commit);
-        crash::point("ref-updated", &step.id);
-        worktree::update(repo, &applied.changes, &step.id).map_err(local)?;
-        Ok(StepOutcome::Applied {
-            step: step.id.clone(),
-            commit: commit.to_string(),
-            files,
-            added,
-            removed,
-        })
+        let what = if staged.len() == 1 {
+            format!("step {id}")
+        } else {
+            format!("steps {first}..{id}")
+        };
+        move_ref(repo, s, expected, commit, &what).map_err(local)?;
+        self.durable = Some(commit);
+        crash::point("ref-updated", &id);
+        // One worktree update from the last flush's tree to this one's.
+        let changes = combined.as_deref().unwrap_or(&staged[0].changes);
+        worktree::update(repo, changes, &id).map_err(local)?;
+        Ok(staged
+            .into_iter()
+            .map(|st| StepOutcome::Applied {
+                files: st.changes.iter().map(|c| c.path.clone()).collect(),
+                step: st.step,
+                commit: st.commit.to_string(),
+                added: st.added,
+                removed: st.removed,
+            })
+            .collect())
+    }
+
+    /// The staged steps will not become durable (their push or a check
+    /// before it failed): the session goes back to the last flush, so
+    /// nothing of them is reported, cached or pushed later. The live hunks
+    /// are read again if another step is staged.
+    fn discard_staged(&mut self) {
+        let n = std::mem::take(&mut self.staged).len();
+        self.applied.truncate(self.applied.len() - n);
+        self.head = self.durable;
+        self.live = None;
     }
 
     /// The step's receipt is durable (or, in a dry run, in memory): the
@@ -245,7 +365,7 @@ fn move_ref(
     step: &str,
 ) -> Result<()> {
     let refname = s.refname();
-    let log = format!("git-steps: step {step}");
+    let log = format!("git-steps: {step}");
     let res = lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
         Some(old) => repo.reference_matching(&refname, new, true, old, &log),
         None => repo.reference(&refname, new, false, &log),
@@ -256,20 +376,20 @@ fn move_ref(
         if now == expected && e.code() != git2::ErrorCode::Locked {
             // Nobody moved it: the write itself failed. Say how.
             Error::other(format!(
-                "step {step}: cannot update {refname} (still at {}): {}",
+                "{step}: cannot update {refname} (still at {}): {}",
                 shown(now),
                 e.message()
             ))
             .with_hint("check the disk this repository is on (space, permissions), then rerun the same command")
         } else if now == expected {
             Error::other(format!(
-                "step {step}: {refname} is locked by another process: {}",
+                "{step}: {refname} is locked by another process: {}",
                 e.message()
             ))
             .with_hint("another git command is writing this branch; let it finish, then rerun the same command")
         } else {
             Error::other(format!(
-                "step {step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
+                "{step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
                 shown(expected),
                 shown(now),
                 e.message()

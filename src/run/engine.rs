@@ -5,7 +5,10 @@
 //! Invariant: the whole plan is validated, and every recorded decision
 //! checked against the log, before the first step is applied; a step whose
 //! receipt exists is never applied again. The order of one step's writes is
-//! [`super::commit`]'s.
+//! [`super::commit`]'s; with `--batch N` up to N staged steps become durable
+//! in one push, and a step that fails is reported only after the steps
+//! staged before it are durable (as if each had been pushed on its own).
+//! Outcomes are reported in plan order, each only once it is durable.
 
 use git2::Repository;
 use serde::Serialize;
@@ -71,12 +74,16 @@ fn apply_inner(
         repo.odb()?.add_new_mempack_backend(1000)?;
     }
     let mut steps = plan.steps()?;
+    // Outcomes in plan order; None holds the place of a staged step, filled
+    // when its flush makes it durable.
+    let mut held: Vec<Option<StepOutcome>> = Vec::new();
+    let batch = opts.batch.max(1);
     loop {
         let next = steps.next();
         // Redeliveries inside the plan, read past before this step: their
         // first occurrence was handled already.
         for r in steps.take_repeats() {
-            let outcome = StepOutcome::Skip {
+            held.push(Some(StepOutcome::Skip {
                 commit: session
                     .receipt(&r.id)
                     .map(|e| e.commit.to_string())
@@ -86,29 +93,39 @@ fn apply_inner(
                     line: r.line,
                     first_line: r.first_line,
                 }),
-            };
-            ui.step(&outcome, None);
-            outcomes.push(outcome);
+            }));
         }
-        let Some(step) = next else { break };
-        let step = step?;
-        let outcome = match session.receipt(&step.id) {
-            Some(entry) => StepOutcome::Skip {
+        let step = match next.transpose() {
+            Ok(Some(step)) => step,
+            Ok(None) => break,
+            Err(e) => return Err(flushed_then(&mut session, &mut held, ui, outcomes, e)),
+        };
+        match session.receipt(&step.id) {
+            Some(entry) => held.push(Some(StepOutcome::Skip {
                 step: step.id.clone(),
                 commit: entry.commit.to_string(),
                 redelivery: None,
-            },
+            })),
             None => {
-                session.ensure_clean(Some(&step.id))?;
-                if let Some(note) = session.identity_note() {
-                    ui.note(&note);
+                let staged = session.ensure_clean(Some(&step.id)).and_then(|()| {
+                    if let Some(note) = session.identity_note() {
+                        ui.note(&note);
+                    }
+                    session.stage(&step, None)
+                });
+                match staged {
+                    Ok(would) => held.push(would),
+                    Err(e) => return Err(flushed_then(&mut session, &mut held, ui, outcomes, e)),
                 }
-                session.apply(&step, None)?
             }
-        };
-        ui.step(&outcome, None);
-        outcomes.push(outcome);
+        }
+        if session.staged() >= batch {
+            flush(&mut session, &mut held, ui, outcomes)?;
+        } else if session.staged() == 0 {
+            report(&mut held, &mut Vec::new(), ui, outcomes);
+        }
     }
+    flush(&mut session, &mut held, ui, outcomes)?;
     let done = session.finish()?;
     Ok(ApplyReport {
         run: s.run.clone(),
@@ -126,4 +143,65 @@ fn apply_inner(
         artifact: done.artifact,
         history: done.history,
     })
+}
+
+/// Make the staged steps durable, then report every held outcome.
+fn flush(
+    session: &mut Session<'_>,
+    held: &mut Vec<Option<StepOutcome>>,
+    ui: &mut dyn Ui,
+    outcomes: &mut Vec<StepOutcome>,
+) -> Result<()> {
+    match session.flush() {
+        Ok(mut applied) => {
+            applied.reverse();
+            report(held, &mut applied, ui, outcomes);
+            Ok(())
+        }
+        Err(e) => {
+            // What was settled before the first staged step still counts.
+            report(held, &mut Vec::new(), ui, outcomes);
+            Err(e)
+        }
+    }
+}
+
+/// Report the held outcomes up to the first staged step not in `applied`
+/// (popped from its end, oldest last).
+fn report(
+    held: &mut Vec<Option<StepOutcome>>,
+    applied: &mut Vec<StepOutcome>,
+    ui: &mut dyn Ui,
+    outcomes: &mut Vec<StepOutcome>,
+) {
+    let mut n = 0;
+    for h in held.iter_mut() {
+        let o = match h.take() {
+            Some(o) => o,
+            None => match applied.pop() {
+                Some(o) => o,
+                None => break,
+            },
+        };
+        ui.step(&o, None);
+        outcomes.push(o);
+        n += 1;
+    }
+    held.drain(..n);
+}
+
+/// A step failed before it was staged: the steps staged before it become
+/// durable first (each would have been on its own without `--batch`), then
+/// the step's error is returned (or the flush's, if that failed).
+fn flushed_then(
+    session: &mut Session<'_>,
+    held: &mut Vec<Option<StepOutcome>>,
+    ui: &mut dyn Ui,
+    outcomes: &mut Vec<StepOutcome>,
+    e: Error,
+) -> Error {
+    match flush(session, held, ui, outcomes) {
+        Ok(()) => e,
+        Err(flush_error) => flush_error,
+    }
 }

@@ -116,10 +116,9 @@ impl Entry {
 pub struct Journal {
     pub head: Option<Oid>,
     pub entries: Vec<Entry>,
-    /// Step index → position of its latest entry, and of its latest
-    /// recorded one: lookups stay O(1) on long runs.
+    /// Step index → position of its latest entry: lookups stay O(1) on
+    /// long runs.
     latest: HashMap<usize, usize>,
-    latest_recorded: HashMap<usize, usize>,
 }
 
 impl Journal {
@@ -128,7 +127,6 @@ impl Journal {
             head,
             entries: Vec::new(),
             latest: HashMap::new(),
-            latest_recorded: HashMap::new(),
         };
         for e in entries {
             j.push(e);
@@ -139,9 +137,6 @@ impl Journal {
     fn push(&mut self, e: Entry) {
         let at = self.entries.len();
         self.latest.insert(e.index, at);
-        if e.status == Status::Recorded {
-            self.latest_recorded.insert(e.index, at);
-        }
         self.entries.push(e);
     }
 
@@ -173,9 +168,11 @@ impl Journal {
             ));
         }
         for (index, r) in ledger.entries.iter().enumerate() {
-            // The latest recorded decision for an index is the one that
-            // was applied there (steps applied by `apply` have none).
-            let Some(e) = self.latest_recorded.get(&index).map(|&i| &self.entries[i]) else {
+            // A decision kept for an index (the latest entry there, recorded)
+            // is the one applied there. After a refusal the next answer is
+            // applied without an entry (its receipt is its record), and
+            // steps applied by `apply` have none.
+            let Some(e) = self.latest(index).filter(|e| e.status == Status::Recorded) else {
                 continue;
             };
             if r.id != e.step_id || r.decision != e.decision {

@@ -35,6 +35,21 @@ use super::agreement::preflight;
 pub struct ApplyOptions {
     pub dry_run: bool,
     pub allow_duplicate_hunks: bool,
+    /// Group commit: up to this many steps become durable in one push
+    /// (0 and 1: each step on its own).
+    pub batch: usize,
+}
+
+/// A step whose commit is written and whose receipt is not durable yet
+/// (see [`super::commit`]).
+#[derive(Debug)]
+pub struct Staged {
+    pub(super) step: String,
+    pub(super) commit: Oid,
+    /// The changes from the previous step's tree.
+    pub(super) changes: Vec<crate::git::Change>,
+    pub(super) added: usize,
+    pub(super) removed: usize,
 }
 
 /// What happened (or would happen) to one step.
@@ -146,6 +161,10 @@ pub struct Session<'r> {
     /// The live hunks at `head`, read when a step is first applied.
     pub(super) live: Option<LiveHunks>,
     pub(super) head: Option<Oid>,
+    /// The steps staged on `head` and not durable yet, oldest first.
+    pub(super) staged: Vec<Staged>,
+    /// The durable head the staged steps go on (the last flush's).
+    pub(super) durable: Option<Oid>,
     pub(super) who: Identity,
     /// How commits are signed (`commit.gpgSign`), settled with `who`.
     pub(super) signer: Option<crate::sign::Signer>,
@@ -236,6 +255,8 @@ impl<'r> Session<'r> {
             applied: Vec::new(),
             live: None,
             head,
+            staged: Vec::new(),
+            durable: head,
             who,
             signer,
             hooks,
@@ -354,6 +375,11 @@ impl<'r> Session<'r> {
     /// (the next run starts from here without reading the history again),
     /// and compute the fingerprints the run reports.
     pub fn finish(self) -> Result<Finished> {
+        if !self.staged.is_empty() {
+            return Err(Error::other(
+                "internal: a session finished with staged steps that were never made durable",
+            ));
+        }
         let history = fingerprint::history(
             self.receipts()
                 .map(|e| (e.id.as_str(), e.decision.as_str())),

@@ -101,6 +101,13 @@ pub fn ensure_clean(repo: &Repository, step: Option<&str>, changes: &[Change]) -
     if !dirty.is_empty() {
         return Err(dirty_refusal(step, &dirty));
     }
+    ensure_unblocked(repo, step, changes)
+}
+
+/// Refuse when a step would create a file where an untracked one (or a
+/// directory, or a symlink the index does not know) stands; the tracked
+/// files are not looked at (the caller checked them).
+pub fn ensure_unblocked(repo: &Repository, step: Option<&str>, changes: &[Change]) -> Result<()> {
     let workdir = workdir(repo)?;
     let index = repo.index()?;
     let tracked = |p: &str| index.get_path(Path::new(p), 0).is_some();
@@ -237,6 +244,11 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
         if written == 1 {
             crash::point("worktree-partial", step);
         }
+    }
+    if written == 0 {
+        // A batch whose steps cancel out writes nothing: its partial state
+        // is its whole one.
+        crash::point("worktree-partial", step);
     }
     crash::point("worktree-files", step);
     for c in changes.iter().filter(|c| c.new.is_none()) {

@@ -105,13 +105,11 @@ fn receipts_of(doc: &serde_json::Value, step: &str, point: &str, b: &str) -> Vec
         .collect()
 }
 
-/// The harness can fail: the common design double-applies when its log is
-/// durable and its receipts are not, and loses hunks when its log is
-/// volatile — in exactly the rows the analysis predicts.
 /// The matrix over the agent loop: every point of `apply` plus the loop's
-/// own (after the answer, after the journal objects, after the journal
-/// write), with a decider replaying the plan; all SAME, and no index ever
-/// recorded twice (the matrix marks that DIVERGED).
+/// own (after the answer), with a decider replaying the plan; all SAME, and
+/// the decider never asked for an index whose receipt (or recorded
+/// decision) was durable (the matrix marks that DIVERGED; see
+/// `the_matrix_catches_a_decider_asked_too_late`).
 #[test]
 fn the_agent_loop_matrix_is_all_same() {
     let t = TestRepo::new();
@@ -138,12 +136,16 @@ fn the_agent_loop_matrix_is_all_same() {
     };
     let direct = count(Scope::Step) + count(Scope::RemoteStep) + count(Scope::Decide);
     assert_eq!(rows.len(), 8 * (direct * 2 + count(Scope::Resume)));
-    for point in ["decided", "journal-objects", "journal-pushed", "journaled"] {
-        assert_eq!(
-            rows.iter().filter(|r| r["point"] == point).count(),
-            16,
-            "{point}"
-        );
+    assert_eq!(
+        rows.iter().filter(|r| r["point"] == "decided").count(),
+        16,
+        "decided"
+    );
+    // The journal's points are off the happy path: a replayed plan never
+    // gives an answer that is refused or cannot be built.
+    assert_eq!(count(Scope::Journal), 3);
+    for point in ["journal-objects", "journal-pushed", "journaled"] {
+        assert_eq!(rows.iter().filter(|r| r["point"] == point).count(), 0);
     }
     assert_eq!(data["summary"]["same"], rows.len(), "{}", r.stdout());
     for row in rows {
@@ -366,10 +368,10 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let plan = make_plan(dir.path(), &steps);
-        let env = Env { exe: PathBuf::from(BIN), plan: plan.clone(), runner: Runner::GitSteps, base: None };
+        let env = Env { exe: PathBuf::from(BIN), plan: plan.clone(), runner: Runner::GitSteps, base: None, batch: 1 };
         let reference = matrix::reference(&env).unwrap();
         let ids = plan_ids(&plan);
-        let cells = matrix::cells(Runner::GitSteps, &ids);
+        let cells = matrix::cells(Runner::GitSteps, &ids, 1);
         let cell = &cells[pick as usize % cells.len()];
         let row = matrix::run_cell(&env, cell, &reference).unwrap();
         let plan_text = std::fs::read_to_string(&plan).unwrap();
@@ -411,4 +413,104 @@ fn the_all_formats_matrix_is_all_same() {
     let rows = data["rows"].as_array().unwrap();
     assert!(rows.len() > 100);
     assert_eq!(data["summary"]["same"], rows.len(), "{}", r.stdout());
+}
+
+/// Issue 16: `crashtest --batch 3` crashes `apply --batch 3`: every step at
+/// its staging points, the last step of each batch at every point (push,
+/// local branch, worktree, resume). All SAME, every armed crash fired, and
+/// the reference is plain `apply`'s.
+#[test]
+fn the_batch_matrix_is_all_same() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let doc = t
+        .steps(&[
+            "--json",
+            "crashtest",
+            "--batch",
+            "3",
+            plan.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    let data = &doc["data"];
+    let rows = data["rows"].as_array().unwrap();
+    use git_steps::crash::Scope;
+    let direct = git_steps::crash::POINTS
+        .iter()
+        .filter(|p| matches!(p.scope, Scope::Step | Scope::RemoteStep))
+        .count();
+    let resume = git_steps::crash::POINTS
+        .iter()
+        .filter(|p| p.scope == Scope::Resume)
+        .count();
+    // s3, s6, s8 end a batch; the other five pass only the staging points.
+    assert_eq!(rows.len(), 5 * 2 * 2 + 3 * (direct * 2 + resume));
+    for end in ["s3", "s6", "s8"] {
+        assert!(rows
+            .iter()
+            .any(|r| r["step"] == end && r["point"] == "pushed"));
+    }
+    assert!(!rows
+        .iter()
+        .any(|r| r["step"] == "s4" && r["point"] == "pushed"));
+    assert_eq!(data["summary"]["same"], rows.len(), "{doc}");
+    for row in rows {
+        assert_eq!(row["reason"], "", "every armed crash fired: {row}");
+    }
+    let apply = t
+        .steps(&["--json", "apply", plan.to_str().unwrap()])
+        .ok()
+        .json();
+    assert_eq!(data["reference"]["artifact"], apply["data"]["artifact"]);
+    assert_eq!(data["reference"]["history"], apply["data"]["history"]);
+    // --batch is apply's: not for the agent loop.
+    t.steps(&[
+        "crashtest",
+        "--runner",
+        "run",
+        "--batch",
+        "3",
+        plan.to_str().unwrap(),
+    ])
+    .code_is(1)
+    .stderr_has("--batch");
+}
+
+/// The check behind "no index asked after its answer was durable" can
+/// fail: the matrix's replaying decider, asked for an index whose receipt
+/// is already on the box's remote, writes it down.
+#[test]
+fn the_matrix_catches_a_decider_asked_too_late() {
+    let t = TestRepo::new();
+    let server = t.start_server(crate::servers::Kind::Path);
+    t.steps(&["-q", "init", "--remote", server.url()]).ok();
+    let plan = fixture("eight-steps.jsonl");
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    let late = t.home().join("late-asks");
+    let ask = |index: usize| {
+        let mut c = std::process::Command::new(BIN);
+        c.args(["replay-decider", plan.to_str().unwrap()])
+            .env("GIT_STEPS_MATRIX_REMOTE", server.bare())
+            .env("GIT_STEPS_MATRIX_LATE", &late)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{{\"step_index\": {index}}}").as_bytes())
+            .unwrap();
+        assert!(child.wait_with_output().unwrap().status.success());
+    };
+    ask(8);
+    assert!(!late.exists(), "index 8 has no receipt: not late");
+    ask(2);
+    let written = std::fs::read_to_string(&late).unwrap();
+    assert!(
+        written.contains("asked for step index 2 (s3) although its receipt"),
+        "{written}"
+    );
 }

@@ -363,9 +363,22 @@ fn concurrent_runners_lose_nothing() {
 /// server kinds. Trials per kind: `GIT_STEPS_TRIALS` (default 60).
 #[test]
 fn random_kills_never_diverge() {
-    let (trials, seed) = trials_and_seed(60, 0x5eed_cafe);
+    random_kills(&[], 60, 0x5eed_cafe);
+}
+
+/// The same with group commit (`apply --batch 3`): a kill anywhere in a
+/// batch loses nothing the rerun does not redo, and doubles nothing.
+/// Trials per kind: `GIT_STEPS_TRIALS` (default 30).
+#[test]
+fn random_kills_with_batches_never_diverge() {
+    random_kills(&["--batch", "3"], 30, 0xba7c_4e55);
+}
+
+fn random_kills(extra: &[&str], default_trials: u64, default_seed: u64) {
+    let (trials, seed) = trials_and_seed(default_trials, default_seed);
     let plan = fixture("eight-steps.jsonl");
-    let plan_s = plan.to_str().unwrap();
+    let mut apply = vec!["apply", plan.to_str().unwrap()];
+    apply.extend(extra);
     let want = reference(&plan);
     let mut total = (0, 0, 0, 0); // trials, kills that landed, fresh boxes, exit-4 reruns
     for (k, kind) in ALL.into_iter().enumerate() {
@@ -373,7 +386,7 @@ fn random_kills_never_diverge() {
         // How long an uninterrupted run takes here, to aim the kills.
         let (t0, _s0) = TestRepo::with_server(kind, "libgit2");
         let start = Instant::now();
-        t0.steps(&["apply", plan_s]).ok();
+        t0.steps(&apply).ok();
         let span = start.elapsed().as_micros() as u64;
         for trial in 0..trials {
             let ctx = format!("{kind:?} trial {trial} seed {seed}");
@@ -381,7 +394,7 @@ fn random_kills_never_diverge() {
             let mut box_ = t;
             let kills = 1 + rng.below(3);
             for n in 0..kills {
-                let mut child = box_.spawn_steps(&["apply", plan_s]);
+                let mut child = box_.spawn_steps(&apply);
                 std::thread::sleep(Duration::from_micros(rng.below(span * 6 / 5)));
                 let _ = child.kill();
                 let status = child.wait().unwrap();
@@ -400,12 +413,12 @@ fn random_kills_never_diverge() {
             // A push the killed run had in flight can still land after the
             // kill (the server finishes it): the resume then loses that race
             // and exits 4, and rerunning reconciles, as the SPEC says.
-            let mut r = box_.steps(&["apply", plan_s]);
+            let mut r = box_.steps(&apply);
             let mut reruns = 0;
             while r.code() == Some(4) && reruns < 3 {
                 reruns += 1;
                 total.3 += 1;
-                r = box_.steps(&["apply", plan_s]);
+                r = box_.steps(&apply);
             }
             assert_eq!(r.code(), Some(0), "{ctx}\n{}", r.explain());
             assert_finished(&box_, &server, &plan, &want, &ctx);
@@ -413,7 +426,7 @@ fn random_kills_never_diverge() {
         }
     }
     eprintln!(
-        "random kills: {} trials, {} kills landed mid-run, {} fresh boxes, {} reruns after exit 4, 0 divergences",
+        "random kills {extra:?}: {} trials, {} kills landed mid-run, {} fresh boxes, {} reruns after exit 4, 0 divergences",
         total.0, total.1, total.2, total.3
     );
     assert!(
@@ -919,4 +932,181 @@ fn an_ssh_remote_through_libgit2_uses_the_agent_and_known_hosts() {
     std::fs::copy(server.root.join("known_hosts"), ssh_dir.join("known_hosts")).unwrap();
     t.steps_env(&["apply", p], &env).ok();
     assert_finished(&t, &server, &plan, &want, "libgit2 over ssh");
+}
+
+/// Receive-pack POSTs a smart-HTTP server answered: the pushes.
+fn pushes(server: &Server) -> usize {
+    std::fs::read_to_string(server.root.join("requests.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("POST") && l.contains("git-receive-pack"))
+        .count()
+}
+
+/// Issue 16 (group commit): `apply --batch N` makes up to N steps durable
+/// in one compare-and-swap push; each step keeps its own commit and
+/// receipt, the artifact and history are `apply`'s, and `steps.batch`
+/// sets N. Counted at a smart-HTTP server, with both transports.
+#[test]
+fn apply_batch_pushes_once_per_batch_and_keeps_a_receipt_per_step() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let want = reference(&plan);
+    for transport in ["libgit2", "git"] {
+        let (t, server) = TestRepo::with_server(Kind::Http, transport);
+        let before = pushes(&server);
+        let doc = t.steps(&["--json", "apply", "--batch", "3", p]).ok().json();
+        assert_eq!(
+            pushes(&server) - before,
+            3,
+            "{transport}: 8 steps in batches of 3"
+        );
+        assert_finished(&t, &server, &plan, &want, transport);
+        // Every step its own commit with its own receipt, in order, first parent.
+        let subjects = server.git(&["log", "--reverse", "--first-parent", "--format=%s", "main"]);
+        assert_eq!(subjects.lines().count(), 8, "{transport}: {subjects}");
+        let steps = doc["data"]["steps"].as_array().unwrap();
+        let ids: Vec<&str> = steps.iter().map(|o| o["step"].as_str().unwrap()).collect();
+        assert_eq!(ids, plan_ids(&plan), "{transport}: outcomes in plan order");
+        assert!(
+            steps.iter().all(|o| o["action"] == "applied"),
+            "{transport}"
+        );
+        for (o, c) in steps.iter().zip(
+            server
+                .git(&["log", "--reverse", "--format=%H", "main"])
+                .lines(),
+        ) {
+            assert_eq!(
+                o["commit"], c,
+                "{transport}: each outcome names its own receipt"
+            );
+        }
+        // The local reflog shows one move per batch.
+        let reflog = t.git_out(&["reflog", "--format=%gs", "main"]);
+        assert!(
+            reflog.contains("git-steps: steps s7..s8"),
+            "{transport}: {reflog}"
+        );
+        t.steps(&["verify", p]).ok();
+        // A rerun pushes nothing.
+        let before = pushes(&server);
+        t.steps(&["apply", "--batch", "3", p]).ok();
+        assert_eq!(pushes(&server), before, "{transport}: nothing to push");
+
+        // steps.batch in git config.
+        let (t, server) = TestRepo::with_server(Kind::Http, transport);
+        t.git(&["config", "steps.batch", "4"]).ok();
+        let before = pushes(&server);
+        t.steps(&["apply", p]).ok();
+        assert_eq!(pushes(&server) - before, 2, "{transport}: steps.batch=4");
+        assert_finished(&t, &server, &plan, &want, transport);
+    }
+    // A batch of 0 is a usage error; a bad steps.batch an input error.
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
+    t.steps(&["apply", "--batch", "0", p]).code_is(2);
+    t.git(&["config", "steps.batch", "many"]).ok();
+    t.steps(&["apply", p]).code_is(1).stderr_has("steps.batch");
+}
+
+/// A step that does not apply, in the middle of a batch: the steps staged
+/// before it become durable first (as they would one push each), the
+/// failing step is named (exit 1), and nothing of it is written.
+#[test]
+fn a_failing_step_in_a_batch_lands_the_steps_before_it() {
+    let plan = fixture("eight-steps.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&plan)
+        .unwrap()
+        .lines()
+        .take(2)
+        .map(str::to_string)
+        .chain([
+            r#"{"id": "bad", "patch": "--- a/log.txt\n+++ b/log.txt\n@@ -1 +1 @@\n-nope\n+yes\n"}"#
+                .to_string(),
+            r#"{"id": "after", "files": {"z.txt": "z\n"}}"#.to_string(),
+        ])
+        .collect();
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
+    let p = t.plan("bad.jsonl", &lines);
+    let before = pushes(&server);
+    let r = t
+        .steps(&["--json", "apply", "--batch", "5", p.to_str().unwrap()])
+        .code_is(1);
+    assert_eq!(r.json()["data"]["step"], "bad", "{}", r.explain());
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+    assert_eq!(pushes(&server) - before, 1, "one push for s1 and s2");
+    assert_eq!(t.head(), server.head());
+    assert_eq!(
+        t.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    let done = r.json()["data"]["steps"].clone();
+    assert_eq!(done.as_array().map(Vec::len), Some(2), "{done}");
+}
+
+/// An untracked file in the way of a step staged after others: that step
+/// is refused (exit 3) naming the file, the steps before it land, and the
+/// file is untouched. (Its check looks at what the batch's one worktree
+/// update would write, not at the steps one by one.)
+#[test]
+fn an_untracked_file_in_the_way_of_a_batched_step_is_refused_and_kept() {
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let p = t.plan(
+        "abc.jsonl",
+        &[
+            r#"{"id": "s1", "files": {"a.txt": "a\n"}}"#.to_string(),
+            r#"{"id": "s2", "files": {"a.txt": null, "b.txt": "b\n"}}"#.to_string(),
+            r#"{"id": "s3", "files": {"c.txt": "c\n"}}"#.to_string(),
+        ],
+    );
+    t.write("c.txt", "mine\n");
+    t.steps(&["apply", "--batch", "5", p.to_str().unwrap()])
+        .code_is(3)
+        .stderr_has("refused step s3: c.txt is in the worktree but not in the last step's tree");
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("c.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(
+        !t.work.join("a.txt").exists(),
+        "s1's file, deleted by s2, is not written"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "?? c.txt");
+    std::fs::remove_file(t.work.join("c.txt")).unwrap();
+    t.steps(&["apply", "--batch", "5", p.to_str().unwrap()])
+        .ok();
+    assert_eq!(server.step_ids(), ["s1", "s2", "s3"]);
+}
+
+/// Something appears in the worktree while a batch is built — here an
+/// untracked `c.txt`, written by a smudge filter that runs when the batch's
+/// last step is staged (after that step's own check), standing in for a
+/// user or another program. The check before the push finds it: the batch
+/// is refused (exit 3), nothing of it is pushed, the file is kept.
+#[test]
+fn a_file_that_appears_while_a_batch_is_built_is_never_written_over() {
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
+    t.write(".gitattributes", "*.dat filter=side\n");
+    t.commit_all("attributes");
+    t.git(&["config", "filter.side.smudge", "echo mine > c.txt; cat"])
+        .ok();
+    t.git(&["config", "filter.side.clean", "cat"]).ok();
+    let p = t.plan(
+        "side.jsonl",
+        &[
+            r#"{"id": "s1", "files": {"a.txt": "a\n"}}"#.to_string(),
+            r#"{"id": "s2", "files": {"c.txt": "c\n", "x.dat": "x\n"}}"#.to_string(),
+        ],
+    );
+    let r = t
+        .steps(&["apply", "--batch", "5", p.to_str().unwrap()])
+        .code_is(3)
+        .stderr_has("c.txt is in the worktree but not in the last step's tree");
+    assert!(server.step_ids().is_empty(), "{}", r.explain());
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("c.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(!t.work.join("a.txt").exists());
 }

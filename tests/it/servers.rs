@@ -380,6 +380,11 @@ $HTTP["url"] =~ "^/git" {{
         &self.url
     }
 
+    /// The bare repository the server serves.
+    pub fn bare(&self) -> &std::path::Path {
+        &self.bare
+    }
+
     /// What a client needs in its environment to reach this server: for
     /// ssh, `GIT_SSH_COMMAND` reading the server's client config (ssh reads
     /// `~/.ssh` from the password database, not from `$HOME`).

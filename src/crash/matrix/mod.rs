@@ -136,14 +136,26 @@ fn crash_at(point: &str, step: &str) -> Phase {
     }
 }
 
-/// The cells of the matrix for `runner` over a plan with these step ids.
-pub fn cells(runner: Runner, ids: &[String]) -> Vec<Cell> {
+/// The points a step passes while it is staged (see `run::commit`): with
+/// `--batch N` every step passes them; the rest (push, local branch,
+/// worktree, and the resume points that need their work) only the last
+/// step of each batch, whose id the batch's flush carries.
+pub const STAGING_POINTS: &[&str] = &["before-write", "objects-written"];
+
+/// The cells of the matrix for `runner` over a plan with these step ids;
+/// `batch` is `apply --batch N` (1: a push per step).
+pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
     let mut out = Vec::new();
     let boxes = [BoxMode::Survive, BoxMode::Vanish];
+    let batch = batch.max(1);
     match runner {
         Runner::GitSteps | Runner::GitStepsRun => {
             for (i, step) in ids.iter().enumerate() {
+                let batch_end = (i + 1) % batch == 0 || i + 1 == ids.len();
                 for p in crash::POINTS {
+                    if !batch_end && !STAGING_POINTS.contains(&p.name) {
+                        continue;
+                    }
                     let phases = match (p.scope, p.name) {
                         (Scope::Step | Scope::RemoteStep, _) => vec![crash_at(p.name, step)],
                         (Scope::Decide, _) if runner == Runner::GitStepsRun => {
@@ -222,6 +234,8 @@ pub struct Env {
     pub runner: Runner,
     /// What every box starts from (None: an empty repository).
     pub base: Option<Base>,
+    /// `apply --batch N` (1: a push per step; only for the git-steps runner).
+    pub batch: usize,
 }
 
 /// The tree every box starts from: the HEAD tree of the repository
@@ -475,6 +489,9 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
     match env.runner {
         Runner::GitSteps => {
             cmd.arg("apply").arg(&env.plan);
+            if env.batch > 1 {
+                cmd.arg("--batch").arg(env.batch.to_string());
+            }
             if phase.local_only {
                 cmd.args(["--remote", ""]);
             }
@@ -485,7 +502,12 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
                 shell_quote(&env.exe.to_string_lossy()),
                 shell_quote(&env.plan.to_string_lossy())
             );
-            cmd.args(["run", "--decider", &decider]);
+            // Where the box's answers become durable: the remote, or in a
+            // local-only phase the box itself.
+            let durable = if phase.local_only { dir } else { bare };
+            cmd.args(["run", "--decider", &decider])
+                .env(ENV_REMOTE, durable)
+                .env(ENV_LATE, late_file(bare));
             if phase.local_only {
                 cmd.args(["--remote", ""]);
             }
@@ -521,6 +543,45 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
     })
 }
 
+/// Where the matrix's replaying decider finds the durable domain of its box
+/// (the scratch bare remote) and where it writes a call that came too late.
+pub const ENV_REMOTE: &str = "GIT_STEPS_MATRIX_REMOTE";
+pub const ENV_LATE: &str = "GIT_STEPS_MATRIX_LATE";
+
+/// For `run`: the decider is asked for `index`, whose answer is step `id`;
+/// why that is too late (its receipt, or a recorded journal entry for the
+/// index, is already durable in `bare`: the remote, or the box itself in a
+/// local-only phase), or None.
+pub fn asked_late(bare: &Path, index: usize, id: &str) -> Result<Option<String>> {
+    let repo = Repository::open(bare)?;
+    if let Ok(head) = repo.refname_to_id("refs/heads/main") {
+        let mut walk = repo.revwalk()?;
+        walk.push(head)?;
+        walk.simplify_first_parent()?;
+        for oid in walk {
+            let c = repo.find_commit(oid?)?;
+            let receipt = c
+                .message()
+                .ok()
+                .and_then(|m| crate::history::receipt::parse(m).ok());
+            if receipt.is_some_and(|r| r.id == id) {
+                return Ok(Some(format!(
+                    "the decider was asked for step index {index} ({id}) although its receipt {} was durable",
+                    crate::git::short(c.id())
+                )));
+            }
+        }
+    }
+    let head = repo.refname_to_id("refs/steps/journal/main").ok();
+    let journal = crate::run::journal::read(&repo, head)?;
+    Ok(journal.pending(index).map(|e| {
+        format!(
+            "the decider was asked for step index {index} although its decision {} was recorded in the journal",
+            crate::git::short(e.commit)
+        )
+    }))
+}
+
 /// For `run`: an index whose decision the journal recorded twice means the
 /// decider was asked again after its answer was durable.
 fn recorded_twice(bare: &Path) -> Result<Option<String>> {
@@ -536,6 +597,11 @@ fn recorded_twice(bare: &Path) -> Result<Option<String>> {
     Ok(seen.into_iter().find(|(_, n)| *n > 1).map(|(i, n)| {
         format!("the journal recorded {n} decisions for step index {i}: the decider was asked again after its answer was recorded")
     }))
+}
+
+/// Where a box's late decider calls are written: beside its remote.
+fn late_file(bare: &Path) -> PathBuf {
+    bare.with_file_name("late-asks")
 }
 
 /// `s` as one word for `sh -c`.
@@ -643,7 +709,12 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
                 _ => true,
             };
             let asked_twice = if env.runner == Runner::GitStepsRun {
-                recorded_twice(&s.bare)?
+                match std::fs::read_to_string(late_file(&s.bare)) {
+                    Ok(late) if !late.trim().is_empty() => {
+                        Some(late.lines().next().unwrap_or_default().to_string())
+                    }
+                    _ => recorded_twice(&s.bare)?,
+                }
             } else {
                 None
             };
@@ -693,7 +764,7 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
         return Err(Error::input("the plan holds no steps"));
     }
     let reference = reference(env)?;
-    let cells = cells(env.runner, &ids);
+    let cells = cells(env.runner, &ids, env.batch);
     let total = cells.len();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);

@@ -5,8 +5,8 @@
 //! Grouped by topic: `asking` (the loop, the context a decider sees, the
 //! example decider), `refusals` (failing deciders, refused decisions, a
 //! journal that disagrees with the log) and `recorded_decisions` (a decision
-//! in the journal is applied, never asked again: on resume, on a fresh
-//! clone of every kind of server, under random kills). The decider helpers
+//! with a receipt or kept in the journal is applied, never asked again: on
+//! resume, on a fresh clone of every kind of server, under random kills). The decider helpers
 //! they share live here.
 
 mod asking;
@@ -29,6 +29,11 @@ fn replay(plan: &std::path::Path) -> String {
 
 /// Journal entries on a repository, oldest first: (index, step id, status).
 fn journal(git_dir_args: &[&str], t: &TestRepo) -> Vec<(usize, String, String)> {
+    let mut exists: Vec<&str> = git_dir_args.to_vec();
+    exists.extend(["rev-parse", "--verify", "-q", "refs/steps/journal/main"]);
+    if t.git(&exists).out.status.code() == Some(1) {
+        return Vec::new();
+    }
     let mut args: Vec<&str> = git_dir_args.to_vec();
     args.extend([
         "log",

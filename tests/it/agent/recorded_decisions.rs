@@ -1,7 +1,10 @@
-//! A recorded decision is never asked for again: after a crash it is applied
-//! on resume from the journal, on the same box or a fresh clone of any kind
-//! of server, and random kills with a decider that answers differently on
-//! every call never re-ask one.
+//! A decision with a receipt, or kept in the journal, is never asked for
+//! again: a decider's answer becomes durable with its step (one push: the
+//! receipt is the record); one whose step could not be built yet (an
+//! untracked file in its way) is kept in the journal and applied on the
+//! next run, on the same box or a fresh clone of any kind of server; and
+//! random kills with a decider that answers differently on every call
+//! never re-ask one.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -13,22 +16,44 @@ use serde_json::Value;
 use crate::harness::*;
 use crate::servers::Kind;
 
-use super::replay;
+use super::{journal, replay};
 
-/// A decision recorded before a crash is applied on resume without asking;
-/// `status` shows it pending, `log` shows where it came from.
+/// Three steps, the third creating `c.txt`.
+fn abc(t: &TestRepo) -> PathBuf {
+    t.plan(
+        "abc.jsonl",
+        &[
+            r#"{"id": "s1", "files": {"a.txt": "a\n"}}"#.to_string(),
+            r#"{"id": "s2", "files": {"b.txt": "b\n"}}"#.to_string(),
+            r#"{"id": "s3", "files": {"c.txt": "c\n"}, "message": "add c"}"#.to_string(),
+        ],
+    )
+}
+
+/// An answer whose step cannot be built yet (an untracked file stands where
+/// it writes) is refused, kept in the journal, and applied by the next run
+/// without asking; `status` shows it pending, `log` where it came from.
 #[test]
-fn a_recorded_decision_is_applied_on_resume_without_asking_and_log_says_so() {
+fn a_kept_decision_is_applied_on_resume_without_asking_and_log_says_so() {
     let t = TestRepo::new();
-    let plan = fixture("eight-steps.jsonl");
+    let plan = abc(&t);
     let calls = t.home().join("calls");
     let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
-    let r = t.steps_env(
-        &["run", "--decider", &cmd],
-        &[("GIT_STEPS_CRASH", "journaled@s3")],
-    );
-    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    std::fs::write(t.work.join("c.txt"), "mine\n").unwrap();
+    t.steps(&["run", "--decider", &cmd])
+        .code_is(3)
+        .stderr_has("refused step s3: c.txt is in the worktree but not in the last step's tree");
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 3);
+    assert_eq!(
+        journal(&[], &t),
+        [(2, "s3".to_string(), "recorded".to_string())],
+        "only the answer that could not be built is journaled"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("c.txt")).unwrap(),
+        "mine\n",
+        "the untracked file is untouched"
+    );
     let st = t.steps(&["status"]).ok().stdout();
     assert!(
         st.contains("step index 2 (s3) is RECORDED BUT NOT APPLIED"),
@@ -36,35 +61,76 @@ fn a_recorded_decision_is_applied_on_resume_without_asking_and_log_says_so() {
     );
     let st = t.steps(&["--json", "status"]).ok().json();
     assert_eq!(st["data"]["journal"]["pending"]["step_id"], "s3");
+    std::fs::remove_file(t.work.join("c.txt")).unwrap();
     let r = t.steps(&["run", "--decider", &cmd]).ok();
     assert!(
         r.stdout().contains("applied s3") && r.stdout().contains("[journal #2]"),
         "{}",
         r.stdout()
     );
-    // s3 was not asked again: 3 calls before the crash, then s4..s8 and done.
+    // s3 was not asked again: 3 calls before, then only "done".
     assert_eq!(
         std::fs::read_to_string(&calls).unwrap().lines().count(),
-        3 + 6
+        3 + 1
     );
     let log = t.steps(&["log"]).ok().stdout();
     let s3 = log.lines().find(|l| l.contains(" s3 ")).unwrap();
     assert!(s3.contains("from the journal, on resume"), "{log}");
-    let s4 = log.lines().find(|l| l.contains(" s4 ")).unwrap();
-    assert!(s4.contains("[decider]"), "{log}");
+    let s2 = log.lines().find(|l| l.contains(" s2 ")).unwrap();
+    assert!(s2.contains("[decider]"), "{log}");
     let doc = t.steps(&["--json", "log"]).ok().json();
     assert_eq!(doc["data"]["steps"][2]["source"], "journal");
+    t.steps(&["verify", plan.to_str().unwrap()]).ok();
+}
+
+/// A box killed right after the remote accepted a step (before the local
+/// branch moved) resumes without asking for it: the receipt is the record.
+/// Killed before that push, the answer is lost and asked again; either way
+/// one receipt per index.
+#[test]
+fn a_step_pushed_before_the_kill_is_not_asked_again() {
+    let plan = fixture("eight-steps.jsonl");
+    for (point, asked) in [
+        ("pushed", 5 + 4),
+        ("objects-written", 5 + 5),
+        ("decided", 5 + 5),
+    ] {
+        let t = TestRepo::new();
+        let server = t.start_server(Kind::Path);
+        t.steps(&["-q", "init", "--remote", server.url()]).ok();
+        let calls = t.home().join("calls");
+        let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
+        let r = t.steps_env(
+            &["run", "--decider", &cmd],
+            &[("GIT_STEPS_CRASH", &format!("{point}@s5"))],
+        );
+        assert_eq!(r.out.status.signal(), Some(9), "{point}: {}", r.explain());
+        t.steps(&["run", "--decider", &cmd]).ok();
+        assert_eq!(
+            std::fs::read_to_string(&calls).unwrap().lines().count(),
+            asked,
+            "{point}: decider calls (8 steps and done)"
+        );
+        assert_eq!(server.step_ids(), plan_ids(&plan), "{point}");
+        assert!(journal(&[], &t).is_empty(), "{point}: nothing journaled");
+    }
 }
 
 /// The decider for the random-kill test: a different answer on every
 /// call, each call logged (index and answer) before it answers.
 const RANDOM_DECIDER: &str = r#"
-import json, os, random, sys
+import json, os, random, subprocess, sys
 ctx = json.load(sys.stdin)
 i = ctx["step_index"]
 if i >= int(os.environ["DECIDER_STEPS"]):
     print(json.dumps({"done": True}))
     sys.exit(0)
+# Asked for an index whose receipt is durable already: written down.
+ids = subprocess.run(
+    ["git", "--git-dir", os.environ["DECIDER_SERVER"], "log",
+     "--format=%(trailers:key=Step-Id,valueonly,separator=)", "main"],
+    capture_output=True, text=True).stdout.split()
+late = ("s%d" % i) in ids
 r = random.SystemRandom()
 word = "".join(r.choice("abcdefghijklmnop") for _ in range(12))
 if r.random() < 0.5 or i == 0:
@@ -79,15 +145,16 @@ try:
     sys.stdout.flush()
 except BrokenPipeError:
     os._exit(1)
-line = json.dumps({"index": i, "answer": step}) + "\n"
+line = json.dumps({"index": i, "answer": step, "late": late}) + "\n"
 fd = os.open(os.environ["DECIDER_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 os.write(fd, line.encode())
 os.close(fd)
 "#;
 
 /// Kill the runner at random instants and at the loop's own crash points
-/// (after the answer, after the journal objects, after the journal write,
-/// and at the step's points), resuming on the same box or a fresh clone.
+/// (after the answer, and at the step's points), resuming on the same box
+/// or a fresh clone. The decider checks the server at every call: asked
+/// for an index whose receipt is already there is a failure.
 /// Trials: `GIT_STEPS_TRIALS` (default 40), seed `GIT_STEPS_SEED`.
 #[test]
 fn random_kills_never_re_ask_a_recorded_decision() {
@@ -95,9 +162,6 @@ fn random_kills_never_re_ask_a_recorded_decision() {
     const STEPS: usize = 6;
     const POINTS: &[&str] = &[
         "decided",
-        "journal-objects",
-        "journal-pushed",
-        "journaled",
         "before-write",
         "objects-written",
         "pushed",
@@ -118,6 +182,7 @@ fn random_kills_never_re_ask_a_recorded_decision() {
         let env = [
             ("DECIDER_STEPS", STEPS.to_string()),
             ("DECIDER_LOG", calls_log.display().to_string()),
+            ("DECIDER_SERVER", server.bare().display().to_string()),
         ];
         let mut box_ = t;
         // One to four runs that die — at a crash point of a random step,
@@ -170,33 +235,26 @@ fn random_kills_never_re_ask_a_recorded_decision() {
         let ids = server.step_ids();
         let want: Vec<String> = (0..STEPS).map(|i| format!("s{i}")).collect();
         assert_eq!(ids, want, "{ctx}: receipts");
-        // The calls, per index, in order.
+        // The calls, per index, in order; none after its receipt was durable.
         let mut calls: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
         let log = std::fs::read_to_string(&calls_log).unwrap();
         for l in log.lines() {
             let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(
+                v["late"], false,
+                "{ctx}: the decider was asked again after the step's receipt was durable: {l}"
+            );
             calls
                 .entry(v["index"].as_u64().unwrap() as usize)
                 .or_default()
                 .push(v["answer"].clone());
         }
-        // The journal on the remote: recorded decisions per index.
-        let jlog = server.git(&[
-            "log",
-            "--reverse",
-            "--format=%H %(trailers:key=Journal-Index,valueonly,separator=) %(trailers:key=Journal-Status,valueonly,separator=)",
-            "refs/steps/journal/main",
-        ]);
-        let mut recorded: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
-        for l in jlog.lines() {
-            let f: Vec<&str> = l.split(' ').collect();
-            assert_eq!(f[2], "recorded", "{ctx}: a refusal in a clean run: {jlog}");
-            let text = server.git(&["show", &format!("{}:decision.json", f[0])]);
-            recorded
-                .entry(f[1].parse().unwrap())
-                .or_default()
-                .push(serde_json::from_str(&text).unwrap());
-        }
+        // Nothing journaled: every answer was applied or lost before its push.
+        assert_eq!(
+            server.git(&["for-each-ref", "refs/steps/journal/"]),
+            "",
+            "{ctx}: a journal entry in a clean run"
+        );
         let receipts = server.git(&[
             "log",
             "--reverse",
@@ -204,28 +262,33 @@ fn random_kills_never_re_ask_a_recorded_decision() {
             "main",
         ]);
         let receipts: Vec<&str> = receipts.lines().collect();
+        let digest = |v: &Value| {
+            git_steps::plan::step::Step::parse(&v.to_string())
+                .unwrap()
+                .digest
+        };
+        let mut applied: BTreeMap<usize, Value> = BTreeMap::new();
         for i in 0..STEPS {
-            let rec = &recorded[&i];
-            assert_eq!(rec.len(), 1, "{ctx}: index {i} recorded {} times: the decider was asked again after its answer was durable", rec.len());
             let asked = &calls[&i];
+            let last = asked.last().unwrap();
             assert_eq!(
-                asked.last().unwrap(),
-                &rec[0],
+                digest(last),
+                receipts[i],
                 "{ctx}: index {i}: the applied decision is not the last answer given"
             );
-            // Every earlier answer for this index was lost before it was
-            // recorded (it is not in the journal).
+            // Every earlier answer for this index was lost before its push.
             for a in &asked[..asked.len() - 1] {
-                assert_ne!(a, &rec[0], "{ctx}: index {i}");
+                assert_ne!(digest(a), receipts[i], "{ctx}: index {i}");
             }
             totals.3 += asked.len() as u64 - 1;
             totals.2 += asked.len() as u64;
+            applied.insert(i, last.clone());
         }
         assert_eq!(receipts.len(), STEPS, "{ctx}");
         // The artifact equals the replay of the recorded decisions (and the
         // history fingerprint covers every receipt's digest).
         let replayed = TestRepo::new();
-        let plan_lines: Vec<String> = (0..STEPS).map(|i| recorded[&i][0].to_string()).collect();
+        let plan_lines: Vec<String> = (0..STEPS).map(|i| applied[&i].to_string()).collect();
         let p = replayed.plan("replay.jsonl", &plan_lines);
         let doc = replayed
             .steps(&["--json", "apply", p.to_str().unwrap()])
@@ -244,7 +307,7 @@ fn random_kills_never_re_ask_a_recorded_decision() {
         );
     }
     eprintln!(
-        "agent random kills: {trials} trials, {} runs, {} killed, {} fresh boxes, {} decider calls for {} steps, {} answers lost before they were recorded, 0 re-asked",
+        "agent random kills: {trials} trials, {} runs, {} killed, {} fresh boxes, {} decider calls for {} steps, {} answers lost before their push, 0 asked after it",
         totals.4,
         totals.0,
         totals.1,
@@ -259,19 +322,20 @@ fn random_kills_never_re_ask_a_recorded_decision() {
 }
 
 /// The journal travels with the run to every kind of server, through both
-/// transports: a decision recorded on one box is applied, unasked, on a
-/// fresh clone after the first box vanished.
+/// transports: a decision kept on one box (its step blocked there by an
+/// untracked file) is applied, unasked, on a fresh clone after the first
+/// box vanished.
 #[test]
 fn the_journal_is_durable_on_every_kind_of_server() {
-    let plan = fixture("eight-steps.jsonl");
-    let want = TestRepo::new()
-        .steps(&["--json", "apply", plan.to_str().unwrap()])
-        .ok()
-        .json();
     for kind in crate::servers::ALL {
         for transport in ["libgit2", "git"] {
             let ctx = format!("{kind:?} {transport}");
             let t = TestRepo::new();
+            let plan = abc(&t);
+            let want = TestRepo::new()
+                .steps(&["--json", "apply", plan.to_str().unwrap()])
+                .ok()
+                .json();
             let server = t.start_server(kind);
             t.steps(&[
                 "-q",
@@ -284,11 +348,8 @@ fn the_journal_is_durable_on_every_kind_of_server() {
             .ok();
             let calls = t.home().join("calls");
             let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
-            let r = t.steps_env(
-                &["run", "--decider", &cmd],
-                &[("GIT_STEPS_CRASH", "journaled@s5")],
-            );
-            assert_eq!(r.out.status.signal(), Some(9), "{ctx}: {}", r.explain());
+            std::fs::write(t.work.join("c.txt"), "mine\n").unwrap();
+            t.steps(&["run", "--decider", &cmd]).code_is(3);
             assert_eq!(
                 server.git(&[
                     "log",
@@ -296,7 +357,7 @@ fn the_journal_is_durable_on_every_kind_of_server() {
                     "--format=%(trailers:key=Journal-Step-Id,valueonly,separator=)",
                     "refs/steps/journal/main"
                 ]),
-                "s5",
+                "s3",
                 "{ctx}: the decision is on the remote"
             );
             let fresh = t.sibling("fresh", Some(server.url()));
@@ -308,12 +369,12 @@ fn the_journal_is_durable_on_every_kind_of_server() {
                 .ok()
                 .json();
             let first = &doc["data"]["steps"][0];
-            assert_eq!(first["step"], "s5", "{ctx}");
+            assert_eq!(first["step"], "s3", "{ctx}");
             assert_eq!(first["source"], "journal", "{ctx}");
-            // 5 answers before the crash, then s6..s8 and done: s5 not again.
+            // 3 answers on the first box, then only "done": s3 not again.
             assert_eq!(
                 std::fs::read_to_string(&calls).unwrap().lines().count(),
-                5 + 4,
+                3 + 1,
                 "{ctx}"
             );
             assert_eq!(server.step_ids(), plan_ids(&plan), "{ctx}");

@@ -164,7 +164,7 @@ if [ -f "$f" ]; then cat "$f"; mv "$f" '{dir}'/used-$n; else echo '{{"done":true
     assert_eq!(
         j[j.len() - 2..],
         [
-            (2, "c".to_string(), "recorded".to_string()),
+            (2, "a".to_string(), "refused".to_string()),
             (2, "c".to_string(), "refused".to_string())
         ]
     );
@@ -206,14 +206,29 @@ if [ -f "$f" ]; then cat "$f"; mv "$f" '{dir}'/used-$n; else echo '{{"done":true
 #[test]
 fn a_journal_that_disagrees_with_the_log_is_refused() {
     let t = TestRepo::new();
-    let plan = fixture("eight-steps.jsonl");
-    t.steps(&["run", "--max-steps", "2", "--decider", &replay(&plan)])
-        .ok();
-    // Rewrite the log under the journal: step s2 replaced by another.
-    t.git(&["reset", "-q", "--hard", "HEAD~1"]).ok();
+    let plan = t.plan(
+        "ab.jsonl",
+        &[
+            r#"{"id":"s1","files":{"a.txt":"a\n"}}"#.to_string(),
+            r#"{"id":"s2","files":{"b.txt":"b\n"}}"#.to_string(),
+        ],
+    );
+    // s2 cannot be built yet (an untracked b.txt in its way): the answer is
+    // kept in the journal for index 1.
+    t.write("b.txt", "mine\n");
+    t.steps(&["run", "--decider", &replay(&plan)]).code_is(3);
+    assert_eq!(
+        journal(&[], &t),
+        [(1, "s2".to_string(), "recorded".to_string())]
+    );
+    std::fs::remove_file(t.work.join("b.txt")).unwrap();
+    // Another s2 is applied there by hand.
     let other = t.plan(
         "o.jsonl",
-        &[r#"{"id":"s2","files":{"x":"y\n"}}"#.to_string()],
+        &[
+            r#"{"id":"s1","files":{"a.txt":"a\n"}}"#.to_string(),
+            r#"{"id":"s2","files":{"x":"y\n"}}"#.to_string(),
+        ],
     );
     t.steps(&["apply", other.to_str().unwrap()]).ok();
     let r = t.refuses("", 3, &["the journal recorded step s2"], || {
@@ -225,5 +240,93 @@ fn a_journal_that_disagrees_with_the_log_is_refused() {
     assert!(
         v.contains("problem: journal refs/steps/journal/main: the journal recorded step s2"),
         "{v}"
+    );
+}
+
+/// A decision kept for an index (its step was blocked by an untracked
+/// file) that is later refused (replayed without `--allow-duplicate-hunks`,
+/// it repeats a change) is superseded: the decider's next answer, applied
+/// with its receipt as the record, is what the log holds there, and
+/// neither `run` nor `verify` calls that a disagreement.
+#[test]
+fn a_kept_decision_refused_later_is_superseded_by_the_next_answer() {
+    let t = TestRepo::new();
+    let cmd = decider(
+        &t,
+        "d.sh",
+        r#"ctx=$(cat)
+case "$ctx" in
+  *'"step_index":0'*) printf '%s\n' '{"id":"s1","patch":"--- /dev/null\n+++ b/f.txt\n@@ -0,0 +1 @@\n+x\n"}' ;;
+  *'"refused"'*) printf '%s\n' '{"id":"b","files":{"other.txt":"b\n"}}' ;;
+  *'"step_index":1'*) printf '%s\n' '{"id":"a","files":{"f.txt":"x\nx\n","c.txt":"c\n"}}' ;;
+  *) printf '%s\n' '{"done":true}' ;;
+esac
+"#,
+    );
+    t.write("c.txt", "mine\n");
+    t.steps(&["run", "--allow-duplicate-hunks", "--decider", &cmd])
+        .code_is(3)
+        .stderr_has("c.txt is in the worktree");
+    assert_eq!(
+        journal(&[], &t),
+        [(1, "a".to_string(), "recorded".to_string())]
+    );
+    std::fs::remove_file(t.work.join("c.txt")).unwrap();
+    // Replayed without the flag: a duplicated hunk, refused and journaled.
+    t.steps(&["run", "--decider", &cmd])
+        .code_is(3)
+        .stderr_has("repeats a change step s1 made");
+    assert_eq!(journal(&[], &t).last().unwrap().2, "refused");
+    // Asked again: b is applied, with no journal entry of its own.
+    t.steps(&["run", "--decider", &cmd]).ok();
+    assert_eq!(t.step_ids(), ["s1", "b"]);
+    t.steps(&["run", "--decider", &cmd]).ok();
+    t.steps(&["verify"]).ok();
+}
+
+/// A hook's rejection is the decision's fault: journaled as refused, and
+/// the decider is asked again with the hook's reason (not replayed into the
+/// same rejection forever).
+#[test]
+fn an_answer_a_hook_rejects_is_refused_and_asked_again() {
+    let t = TestRepo::new();
+    let hooks = t.work.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("pre-commit");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nif git diff --cached --name-only | grep -q bad.txt; then echo 'no bad files' >&2; exit 1; fi\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    t.git(&["config", "steps.hooks", "true"]).ok();
+    let log = t.home().join("contexts");
+    let cmd = decider(
+        &t,
+        "d.sh",
+        &format!(
+            r#"ctx=$(cat); printf '%s\n' "$ctx" >> '{}'
+case "$ctx" in
+  *'"refused"'*) printf '%s\n' '{{"id":"good","files":{{"good.txt":"g\n"}}}}' ;;
+  *'"step_index":0'*) printf '%s\n' '{{"id":"bad","files":{{"bad.txt":"b\n"}}}}' ;;
+  *) printf '%s\n' '{{"done":true}}' ;;
+esac
+"#,
+            log.display()
+        ),
+    );
+    let r = t.steps(&["--json", "run", "--decider", &cmd]).code_is(3);
+    assert_eq!(r.json()["data"]["kind"], "hook-rejected", "{}", r.explain());
+    assert_eq!(
+        journal(&[], &t),
+        [(0, "bad".to_string(), "refused".to_string())]
+    );
+    t.steps(&["run", "--decider", &cmd]).ok();
+    assert_eq!(t.step_ids(), ["good"]);
+    let contexts = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        contexts.contains("no bad files"),
+        "the decider is told why: {contexts}"
     );
 }

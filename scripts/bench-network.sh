@@ -70,12 +70,18 @@ requests() { [ -f "$srv/requests.log" ] && grep -c "/$1.git/" "$srv/requests.log
 row() { # name ms requests (empty: not counted)
   awk -v n="$1" -v ms="$2" -v r="$3" -v s="$steps" 'BEGIN{printf "   %-34s %7.1f ms/step  %s\n", n, ms / s, r == "" ? "" : sprintf("%5.2f requests/step", r / s)}'
 }
+# Each runner ROUNDS times (default 3), the runners alternating within a
+# round; the row shows the median time and the requests of the first round.
+rounds=${ROUNDS:-3}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 for proto in http daemon; do
   if [ "$proto" = http ]; then url() { echo "http://127.0.0.1:$http_port/git/$1.git"; }; else url() { echo "git://127.0.0.1:$daemon_port/$1.git"; }; fi
   echo
-  echo "6. $steps steps pushed over $proto (127.0.0.1)$( [ "$proto" = daemon ] && echo '; git daemon requests are not counted' || true)"
+  echo "6. $steps steps pushed over $proto (127.0.0.1), median of $rounds alternating rounds$( [ "$proto" = daemon ] && echo '; git daemon requests are not counted' || true)"
+  declare -A times=() reqs=()
+  for round in $(seq 1 "$rounds"); do
   for runner in apply batch run cli; do
-    name="$proto-$runner"; bare "$name"
+    name="$proto-$runner-$round"; bare "$name"
     git init -q -b main "$work/$name"
     case $runner in
       apply)
@@ -99,8 +105,15 @@ for proto in http daemon; do
     esac
     n=$(git -C "$srv/$name.git" log --format='%(trailers:key=Step-Id,valueonly)' main | grep -c .)
     [ "$n" = "$steps" ] || { echo "$name: $n receipts on the remote, expected $steps" >&2; exit 1; }
-    label=$(case $runner in apply) echo "git-steps apply";; batch) echo "git-steps apply --batch 10";; run) echo "git-steps run (agent loop)";; cli) echo "git CLI loop (apply, commit, push)";; esac)
-    if [ "$proto" = http ]; then r=$(requests "$name"); else r=""; fi
-    row "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print (b - a) / 1e6}')" "$r"
+    times[$runner]="${times[$runner]:-} $(awk -v a="$t0" -v b="$t1" 'BEGIN{print (b - a) / 1e6}')"
+    if [ "$proto" = http ] && [ "$round" = 1 ]; then reqs[$runner]=$(requests "$name"); fi
   done
+  done
+  for runner in apply batch run cli; do
+    label=$(case $runner in apply) echo "git-steps apply";; batch) echo "git-steps apply --batch 10";; run) echo "git-steps run (agent loop)";; cli) echo "git CLI loop (apply, commit, push)";; esac)
+    row "$label" "$(echo "${times[$runner]}" | median)" "${reqs[$runner]:-}"
+  done
+  awk -v c="$(echo "${times[cli]}" | median)" -v a="$(echo "${times[apply]}" | median)" -v b="$(echo "${times[batch]}" | median)" \
+    'BEGIN{printf "   the git CLI loop / git-steps: apply %.1fx, apply --batch 10 %.1fx\n", c / a, c / b}'
+  unset times reqs
 done

@@ -1110,3 +1110,34 @@ fn a_file_that_appears_while_a_batch_is_built_is_never_written_over() {
     );
     assert!(!t.work.join("a.txt").exists());
 }
+
+/// Issue 16 (transient failures): reads are retried like pushes. A proxy
+/// that answers the first two requests of any kind with 503 (the ref
+/// advertisement `apply` reads first): the run finishes, every step once;
+/// `status` through one 503 still confirms the durable head.
+#[test]
+fn reads_answered_with_503_are_retried_too() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let want = reference(&plan);
+    for transport in ["libgit2", "git"] {
+        let (t, server) = TestRepo::with_server(Kind::Http, transport);
+        let fail = server.root.join("fail-any");
+        std::fs::write(&fail, "2\n").unwrap();
+        t.steps(&["apply", p]).ok();
+        assert_eq!(
+            std::fs::read_to_string(&fail).unwrap().trim(),
+            "0",
+            "{transport}"
+        );
+        assert_finished(&t, &server, &plan, &want, transport);
+        std::fs::write(&fail, "1\n").unwrap();
+        let st = t.steps(&["--json", "status"]).ok().json();
+        assert_eq!(st["data"]["remote"], "confirmed", "{transport}: {st}");
+        assert_eq!(
+            std::fs::read_to_string(&fail).unwrap().trim(),
+            "0",
+            "{transport}"
+        );
+    }
+}

@@ -278,7 +278,8 @@ impl Server {
                 // git http-backend behind a wrapper that logs each request
                 // (method and path, in requests.log) and answers the first
                 // N receive-pack requests with 503 when the file
-                // fail-receive-pack holds N (a flaky proxy, for retries).
+                // fail-receive-pack holds N, or the first N requests of any
+                // kind when fail-any does (a flaky proxy, for retries).
                 let backend = root.join("backend.sh");
                 std::fs::write(
                     &backend,
@@ -286,6 +287,19 @@ impl Server {
                         r#"#!/bin/sh
 root='{root}'
 echo "$REQUEST_METHOD $PATH_INFO?$QUERY_STRING" >> "$root/requests.log"
+if [ -s "$root/fail-any" ]; then
+  left=$(cat "$root/fail-any")
+  if [ "$left" -gt 0 ]; then
+    echo $((left - 1)) > "$root/fail-any"
+    printf 'Status: 503 Service Unavailable
+Content-Type: text/plain
+Retry-After: 0
+
+busy, try again
+'
+    exit 0
+  fi
+fi
 case "$PATH_INFO?$QUERY_STRING" in
 *git-receive-pack*)
   if [ -s "$root/fail-receive-pack" ]; then

@@ -135,10 +135,10 @@ impl Remote {
     /// Read a remote ref (`refs/heads/<branch>`, a journal) without
     /// fetching anything.
     pub fn head(&self, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
-        match self.transport {
+        retrying(|| match self.transport {
             Transport::Libgit2 => self.head_libgit2(repo, refname),
             Transport::Git => self.head_git(repo, refname),
-        }
+        })
     }
 
     /// Fetch a remote ref into the local ref `into` (for a branch,
@@ -146,14 +146,14 @@ impl Remote {
     /// such ref.
     /// The remote-tracking ref (see [`Remote::note_tracking`]) follows.
     pub fn fetch(&self, repo: &Repository, refname: &str, into: &str) -> Result<Option<Oid>> {
-        let got = match self.transport {
+        let got = retrying(|| match self.transport {
             // libgit2's fetch rewrites a shallow clone's boundary from what
             // the transport reports, and its local transport reports none:
             // the clone would lose its `shallow` file and git could no
             // longer read its own history. git's fetch keeps it.
             Transport::Libgit2 if !repo.is_shallow() => self.fetch_libgit2(repo, refname, into),
             Transport::Libgit2 | Transport::Git => self.fetch_git(repo, refname, into),
-        }?;
+        })?;
         if let Some(id) = got {
             self.note_tracking(repo, refname, id);
         }
@@ -261,6 +261,37 @@ impl Remote {
             Ok(()) => Ok(()),
             Err(moved @ PushError::Moved { found: Some(_) }) => Err(moved),
             Err(e) => self.settle(repo, update, e),
+        }
+    }
+}
+
+/// Run a read of the remote (a ref, a fetch), retrying a transient failure
+/// (see [`settle::transient`]) with backoff within [`settle::RetryPolicy`],
+/// as a push is: a read changes nothing, so trying again is always safe.
+fn retrying<T>(mut read: impl FnMut() -> Result<T>) -> Result<T> {
+    let retry = settle::RetryPolicy::from_env();
+    let started = std::time::Instant::now();
+    let (mut attempts, mut backoff) = (1, retry.first);
+    let mut last = String::new();
+    loop {
+        match read() {
+            Err(e)
+                if settle::transient(&e.to_string())
+                    && attempts < retry.attempts
+                    && started.elapsed() + backoff <= retry.total =>
+            {
+                last = settle::first_line(&e.to_string()).to_string();
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(4));
+                attempts += 1;
+            }
+            Err(e) if attempts > 1 => {
+                return Err(e.with_note(format!(
+                    "tried {attempts} times in {:.1} s; before the last try: {last}",
+                    started.elapsed().as_secs_f64()
+                )))
+            }
+            other => return other,
         }
     }
 }

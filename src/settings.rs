@@ -434,6 +434,19 @@ pub fn config_count(repo: &Repository, key: &str) -> Result<Option<usize>> {
     }
 }
 
+/// A count from git config that may be 0 (`key`), None when unset; a
+/// negative or non-numeric value is an input error naming the key.
+pub fn config_count0(repo: &Repository, key: &str) -> Result<Option<usize>> {
+    match repo.config()?.get_i64(key) {
+        Ok(v) if v >= 0 => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
+        Ok(v) => Err(Error::input(format!(
+            "git config {key} = {v}: expected a number, 0 or more"
+        ))),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(Error::input(format!("git config {key}: {}", e.message()))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

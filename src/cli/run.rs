@@ -8,17 +8,18 @@ use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::agent::{self, RunOptions, Stop};
 use crate::settings;
 
-/// Run the agent loop: ask CMD for each next step, record it, apply it.
+/// Run the agent loop: ask CMD for each next step and apply it.
 ///
 /// For each next step index: if the journal (`refs/steps/journal/<run>`)
-/// holds a recorded decision without a receipt, it is applied without
-/// asking; otherwise CMD (run by `sh -c`, in the worktree) gets a JSON
-/// context on stdin — `run`, `step_index`, `head`, `fingerprint`,
-/// `last_step_id` (and `refused`, when its previous answer for this index
-/// was refused) — and prints one step object, or `{"done": true}`. The
-/// decision is recorded on the durable domain before it is applied.
-/// Rerunning the same command after a crash resumes without asking again
-/// for any recorded decision.
+/// keeps a decision without a receipt, it is applied without asking;
+/// otherwise CMD (run by `sh -c`, in the worktree) gets a JSON context on
+/// stdin — `run`, `step_index`, `head`, `fingerprint`, `last_step_id` (and
+/// `refused`, when its previous answer for this index was refused) — and
+/// prints one step object, or `{"done": true}`. The answer becomes durable
+/// with its step, in one push: its receipt is the record. A refused answer
+/// is journaled and sent back to CMD, with the reason, up to --retries
+/// times. Rerunning the same command after a crash resumes without asking
+/// again for any step that has a receipt.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The decider: a shell command that reads the context on stdin and prints one step.
@@ -35,6 +36,9 @@ pub struct Args {
     /// Apply steps whose hunks repeat an earlier change [config: steps.allowDuplicateHunks].
     #[arg(long)]
     pub(super) allow_duplicate_hunks: bool,
+    /// Refused answers sent back to the decider per step, in this run, before it stops [config: steps.retries; default 2].
+    #[arg(long, value_name = "N")]
+    pub(super) retries: Option<u32>,
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
@@ -49,6 +53,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         Duration::from_secs_f64(a.decider_timeout),
     );
     opts.max_steps = a.max_steps;
+    opts.retries = match a.retries {
+        Some(n) => n as usize,
+        None => settings::config_count0(&repo, "steps.retries")?.unwrap_or(2),
+    };
     opts.allow_duplicate_hunks =
         a.allow_duplicate_hunks || settings::config_bool(&repo, "steps.allowDuplicateHunks")?;
     let mut ui = Terminal {

@@ -42,6 +42,10 @@ pub struct RunOptions {
     /// Stop after this many steps applied by this invocation.
     pub max_steps: Option<usize>,
     pub allow_duplicate_hunks: bool,
+    /// How many refused answers per step index are sent back to the
+    /// decider in this invocation (with `refused` in its context) before
+    /// the loop stops with the refusal.
+    pub retries: usize,
 }
 
 impl RunOptions {
@@ -50,6 +54,7 @@ impl RunOptions {
             decider: Decider { command, timeout },
             max_steps: None,
             allow_duplicate_hunks: false,
+            retries: 2,
         }
     }
 }
@@ -125,6 +130,8 @@ fn run_inner(
     // Nothing is asked while the worktree holds changes no step explains.
     session.ensure_clean(None)?;
     let mut calls = 0;
+    // Refused answers sent back to the decider for the current index.
+    let mut retried = 0;
     let stopped = loop {
         if opts.max_steps.is_some_and(|m| done.len() >= m) {
             break Stop::MaxSteps;
@@ -166,6 +173,17 @@ fn run_inner(
                                 &text,
                                 Some(&refusal.saw),
                             )?;
+                            if retried < opts.retries {
+                                retried += 1;
+                                ui.note(&retry_note(
+                                    index,
+                                    &step.id,
+                                    &refusal.saw,
+                                    retried,
+                                    opts.retries,
+                                ));
+                                continue;
+                            }
                             return Err(Error::from(refusal));
                         }
                         (*step, text, Source::Decider)
@@ -181,8 +199,14 @@ fn run_inner(
             Err(e) => {
                 if let Some(reason) = decision_fault(&e) {
                     // The decision itself is at fault: record that, so the
-                    // next run asks again rather than replaying it forever.
+                    // next ask (now, or the next run's) says why, rather
+                    // than replaying it forever.
                     journal::append(repo, s, &mut journal, index, &step, &text, Some(&reason))?;
+                    if retried < opts.retries {
+                        retried += 1;
+                        ui.note(&retry_note(index, &step.id, &reason, retried, opts.retries));
+                        continue;
+                    }
                 } else if source == Source::Decider && not_buildable_yet(&e) {
                     // Refused before anything of it was written, for a reason
                     // outside the decision: keep the answer for the next run.
@@ -192,6 +216,7 @@ fn run_inner(
                 return Err(e);
             }
         };
+        retried = 0;
         let origin = Origin { index, source };
         ui.step(&outcome, Some(origin));
         done.push(RunStep {
@@ -247,6 +272,12 @@ fn repeated(step: &Step, e: &Entry) -> Refusal {
         would: "apply a second step under an id that already has a receipt".into(),
         hint: "the journal records the refusal; rerun to ask the decider again (it is told why in `refused`), and have it use a new step id".into(),
     }
+}
+
+/// What `run` says when it sends a refused answer back to the decider.
+fn retry_note(index: usize, id: &str, reason: &str, n: usize, of: usize) -> String {
+    let reason = reason.lines().next().unwrap_or_default();
+    format!("step index {index}: the answer {id} was refused ({reason}); asking the decider again with the reason (retry {n} of {of})")
 }
 
 /// A step refused before its commit point for a reason outside its

@@ -133,7 +133,7 @@ if [ -f "$f" ]; then cat "$f"; mv "$f" '{dir}'/used-$n; else echo '{{"done":true
     answer(2, json!({"id": "a", "files": {"g.txt": "x\n"}}));
     let before = t.snapshot();
     let r = t
-        .steps(&["--json", "run", "--decider", &cmd])
+        .steps(&["--json", "run", "--retries", "0", "--decider", &cmd])
         .code_is(3)
         .stderr_has("step a already has a receipt");
     assert_eq!(r.json()["data"]["kind"], "digest-mismatch");
@@ -154,7 +154,7 @@ if [ -f "$f" ]; then cat "$f"; mv "$f" '{dir}'/used-$n; else echo '{{"done":true
         json!({"id": "c", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -2 +2,2 @@\n two\n+two\n"}),
     );
     let r = t
-        .steps(&["--json", "run", "--decider", &cmd])
+        .steps(&["--json", "run", "--retries", "0", "--decider", &cmd])
         .code_is(3)
         .stderr_has("repeats a change step b made");
     assert_eq!(r.json()["data"]["kind"], "duplicate-hunk");
@@ -180,7 +180,8 @@ if [ -f "$f" ]; then cat "$f"; mv "$f" '{dir}'/used-$n; else echo '{{"done":true
         4,
         json!({"id": "d", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-nope\n+yes\n"}),
     );
-    t.steps(&["run", "--decider", &cmd]).code_is(1);
+    t.steps(&["run", "--retries", "0", "--decider", &cmd])
+        .code_is(1);
     assert_eq!(journal(&[], &t).last().unwrap().2, "refused");
 
     // The next run asks again for index 2, telling the decider why.
@@ -273,7 +274,7 @@ esac
     );
     std::fs::remove_file(t.work.join("c.txt")).unwrap();
     // Replayed without the flag: a duplicated hunk, refused and journaled.
-    t.steps(&["run", "--decider", &cmd])
+    t.steps(&["run", "--retries", "0", "--decider", &cmd])
         .code_is(3)
         .stderr_has("repeats a change step s1 made");
     assert_eq!(journal(&[], &t).last().unwrap().2, "refused");
@@ -316,7 +317,9 @@ esac
             log.display()
         ),
     );
-    let r = t.steps(&["--json", "run", "--decider", &cmd]).code_is(3);
+    let r = t
+        .steps(&["--json", "run", "--retries", "0", "--decider", &cmd])
+        .code_is(3);
     assert_eq!(r.json()["data"]["kind"], "hook-rejected", "{}", r.explain());
     assert_eq!(
         journal(&[], &t),
@@ -329,4 +332,80 @@ esac
         contexts.contains("no bad files"),
         "the decider is told why: {contexts}"
     );
+}
+
+/// Issue 17 (retries with feedback): a refused or non-applying answer goes
+/// back to the decider in the same invocation, with `refused: {step_id,
+/// reason}` in its context; each refused answer is still journaled. A
+/// decider that answers wrongly once, then right: one `run`, exit 0, one
+/// receipt per index.
+#[test]
+fn a_refused_answer_is_sent_back_and_the_same_run_finishes() {
+    let t = TestRepo::new();
+    let log = t.home().join("contexts");
+    let body = format!(
+        r#"ctx=$(cat); printf '%s\n' "$ctx" >> '{}'
+case "$ctx" in
+  *'"step_index":0'*'"refused"'*) printf '%s\n' '{{"id":"a2","files":{{"f.txt":"one\n"}}}}' ;;
+  *'"step_index":0'*) printf '%s\n' '{{"id":"a1","patch":"--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-nope\n+yes\n"}}' ;;
+  *'"step_index":1'*) printf '%s\n' '{{"id":"b","files":{{"g.txt":"two\n"}}}}' ;;
+  *) printf '%s\n' '{{"done":true}}' ;;
+esac
+"#,
+        log.display()
+    );
+    let cmd = decider(&t, "d.sh", &body);
+    let r = t.steps(&["--json", "run", "--decider", &cmd]).ok();
+    assert!(
+        r.stderr().contains("the answer a1 was refused") && r.stderr().contains("retry 1 of 2"),
+        "{}",
+        r.explain()
+    );
+    let doc = r.json();
+    assert_eq!(doc["data"]["decider_calls"], 4, "a1, a2, b, done");
+    assert_eq!(t.step_ids(), ["a2", "b"]);
+    assert_eq!(
+        journal(&[], &t),
+        [(0, "a1".to_string(), "refused".to_string())]
+    );
+    let contexts: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(contexts[1]["step_index"], 0);
+    assert_eq!(contexts[1]["refused"]["step_id"], "a1");
+    assert!(
+        contexts[1]["refused"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not apply"),
+        "{}",
+        contexts[1]
+    );
+    assert!(contexts[2].get("refused").is_none(), "{}", contexts[2]);
+    t.steps(&["verify"]).ok();
+
+    // Always wrong: --retries 1 asks twice, journals both, then stops (exit 1).
+    let t = TestRepo::new();
+    let cmd = decider(
+        &t,
+        "d.sh",
+        r#"cat > /dev/null; printf '%s\n' '{"id":"x","patch":"--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-nope\n+yes\n"}'
+"#,
+    );
+    let r = t
+        .steps(&["--json", "run", "--retries", "1", "--decider", &cmd])
+        .code_is(1);
+    assert_eq!(r.json()["data"]["step"], "x", "{}", r.explain());
+    assert_eq!(journal(&[], &t).len(), 2);
+    // steps.retries in git config: 0 asks once.
+    t.git(&["config", "steps.retries", "0"]).ok();
+    t.steps(&["run", "--decider", &cmd]).code_is(1);
+    assert_eq!(journal(&[], &t).len(), 3);
+    t.git(&["config", "steps.retries", "-1"]).ok();
+    t.steps(&["run", "--decider", &cmd])
+        .code_is(1)
+        .stderr_has("steps.retries");
+    assert_eq!(journal(&[], &t).len(), 3, "a bad setting asks nothing");
 }

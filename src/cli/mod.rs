@@ -10,6 +10,7 @@ mod apply;
 mod classic;
 mod crashtest;
 mod demo;
+mod docs;
 mod fingerprint;
 mod init;
 mod log;
@@ -64,6 +65,8 @@ pub enum Command {
     Fingerprint(fingerprint::Args),
     Crashtest(crashtest::Args),
     Demo(demo::Args),
+    Man(docs::ManArgs),
+    Completions(docs::CompletionsArgs),
     #[command(hide = true)]
     ClassicApply(classic::Args),
     /// A deterministic decider for `run`: replays a plan's steps by index.
@@ -201,6 +204,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
         Command::Crashtest(a) => crashtest::run(&ctx, a, out),
         Command::Demo(a) => demo::run(&ctx, a, out),
+        Command::Man(a) => docs::man(a, out),
+        Command::Completions(a) => docs::completions(a, out),
         Command::ClassicApply(a) => classic::run(&ctx, a, out),
     }
 }

@@ -94,3 +94,55 @@ fn git_errors_show_their_class() {
     assert!(r.stderr().contains("Caused by:"), "{}", r.explain());
     assert!(r.stderr().contains("class="), "{}", r.explain());
 }
+
+/// Issue 17, part 6: `git steps man` prints git-steps(1), generated from
+/// the same definitions the binary parses with; it names every subcommand
+/// `--help` lists (and no hidden one); `--dir` writes one page per command
+/// where `man` finds them; `completions` knows every subcommand too.
+#[test]
+fn the_man_page_and_completions_name_every_subcommand() {
+    let t = TestRepo::new();
+    let help = t.steps(&["--help"]).ok().stdout();
+    let subcommands: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(subcommands.len() >= 12, "{help}");
+    for c in ["apply", "run", "crashtest", "man", "completions"] {
+        assert!(subcommands.iter().any(|s| s == c), "{c} in --help: {help}");
+    }
+    let page = t.steps(&["man"]).ok().stdout();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH git-steps 1"),
+        "{page}"
+    );
+    let named = page.replace("\\-", "-");
+    for c in &subcommands {
+        assert!(
+            named.contains(&format!("git-steps-{c}(1)")),
+            "{c} missing from the man page"
+        );
+    }
+    for hidden in ["classic-apply", "replay-decider", "git-steps-help"] {
+        assert!(!named.contains(hidden), "{hidden} is not a user's command");
+    }
+    let dir = t.home().join("man/man1");
+    let listed = t
+        .steps(&["man", "--dir", dir.to_str().unwrap()])
+        .ok()
+        .stdout();
+    assert_eq!(listed.lines().count(), subcommands.len() + 1, "{listed}");
+    let apply = std::fs::read_to_string(dir.join("git-steps-apply.1")).unwrap();
+    assert!(apply.replace("\\-", "-").contains("--batch"), "{apply}");
+    for shell in ["bash", "zsh", "fish"] {
+        let script = t.steps(&["completions", shell]).ok().stdout();
+        for c in &subcommands {
+            assert!(script.contains(c.as_str()), "{shell}: {c}");
+        }
+    }
+    t.steps(&["completions", "tcsh"]).code_is(2);
+}

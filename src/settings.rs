@@ -420,27 +420,15 @@ pub fn config_bool(repo: &Repository, key: &str) -> Result<bool> {
     }
 }
 
-/// A positive count from git config (`key`), None when unset; a value that
-/// is not a positive integer (git's `k`/`m` suffixes are read as git reads
-/// them) is an input error naming the key.
-pub fn config_count(repo: &Repository, key: &str) -> Result<Option<usize>> {
+/// A count from git config (`key`) of at least `min` (0 or 1), None when
+/// unset; anything else (negative, too small, not a number — git's
+/// `k`/`m` suffixes are read as git reads them) is an input error naming
+/// the key.
+pub fn config_count(repo: &Repository, key: &str, min: i64) -> Result<Option<usize>> {
     match repo.config()?.get_i64(key) {
-        Ok(v) if v >= 1 => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
+        Ok(v) if v >= min => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
         Ok(v) => Err(Error::input(format!(
-            "git config {key} = {v}: expected a positive number"
-        ))),
-        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
-        Err(e) => Err(Error::input(format!("git config {key}: {}", e.message()))),
-    }
-}
-
-/// A count from git config that may be 0 (`key`), None when unset; a
-/// negative or non-numeric value is an input error naming the key.
-pub fn config_count0(repo: &Repository, key: &str) -> Result<Option<usize>> {
-    match repo.config()?.get_i64(key) {
-        Ok(v) if v >= 0 => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
-        Ok(v) => Err(Error::input(format!(
-            "git config {key} = {v}: expected a number, 0 or more"
+            "git config {key} = {v}: expected a number, {min} or more"
         ))),
         Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
         Err(e) => Err(Error::input(format!("git config {key}: {}", e.message()))),

@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             || settings::config_bool(&repo, "steps.allowDuplicateHunks")?,
         batch: match a.batch {
             Some(n) => n as usize,
-            None => settings::config_count(&repo, "steps.batch")?.unwrap_or(1),
+            None => settings::config_count(&repo, "steps.batch", 1)?.unwrap_or(1),
         },
     };
     let mut ui = Terminal {

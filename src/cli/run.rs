@@ -55,7 +55,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     opts.max_steps = a.max_steps;
     opts.retries = match a.retries {
         Some(n) => n as usize,
-        None => settings::config_count0(&repo, "steps.retries")?.unwrap_or(2),
+        None => settings::config_count(&repo, "steps.retries", 0)?.unwrap_or(2),
     };
     opts.allow_duplicate_hunks =
         a.allow_duplicate_hunks || settings::config_bool(&repo, "steps.allowDuplicateHunks")?;

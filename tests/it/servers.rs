@@ -287,35 +287,23 @@ impl Server {
                         r#"#!/bin/sh
 root='{root}'
 echo "$REQUEST_METHOD $PATH_INFO?$QUERY_STRING" >> "$root/requests.log"
-if [ -s "$root/fail-any" ]; then
-  left=$(cat "$root/fail-any")
-  if [ "$left" -gt 0 ]; then
-    echo $((left - 1)) > "$root/fail-any"
-    printf 'Status: 503 Service Unavailable
+# Answer 503 while the counter file $1 holds more than 0, counting down.
+fail_while() {{
+  [ -s "$root/$1" ] || return 0
+  left=$(cat "$root/$1")
+  [ "$left" -gt 0 ] || return 0
+  echo $((left - 1)) > "$root/$1"
+  printf 'Status: 503 Service Unavailable
 Content-Type: text/plain
 Retry-After: 0
 
 busy, try again
 '
-    exit 0
-  fi
-fi
+  exit 0
+}}
+fail_while fail-any
 case "$PATH_INFO?$QUERY_STRING" in
-*git-receive-pack*)
-  if [ -s "$root/fail-receive-pack" ]; then
-    left=$(cat "$root/fail-receive-pack")
-    if [ "$left" -gt 0 ]; then
-      echo $((left - 1)) > "$root/fail-receive-pack"
-      printf 'Status: 503 Service Unavailable
-Content-Type: text/plain
-Retry-After: 0
-
-busy, try again
-'
-      exit 0
-    fi
-  fi
-  ;;
+*git-receive-pack*) fail_while fail-receive-pack ;;
 esac
 exec '{http_backend}'
 "#,

@@ -13,9 +13,11 @@ and reads ONE step object from stdout (any format from the SPEC: `files`,
 `patch`, ...), or {"done": true}. Exit non-zero (or print garbage) and
 nothing is recorded: the run stops with exit 1 and the next run asks again.
 
-git-steps records each answer on the durable domain before applying it, so
-after a crash it never asks again for a step it already has an answer for.
-Step ids must be new for each decision: derive them from `step_index`.
+git-steps makes each answer durable with its step, in one push (the step's
+receipt records it), so after a crash it never asks again for a step that
+has a receipt; an answer lost before that push is asked for again. A refused
+answer comes back at once with `refused` (up to `--retries` times). Step ids
+must be new for each decision: derive them from `step_index`.
 
 This example works through TODO.txt in the repository, one item per step,
 marking the first open item (`- [ ] ...`) done. Replace `decide()` with a

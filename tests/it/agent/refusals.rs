@@ -291,8 +291,12 @@ esac
 #[test]
 fn an_answer_a_hook_rejects_is_refused_and_asked_again() {
     let t = TestRepo::new();
-    let hooks = t.work.join(".git/hooks");
+    // Its own hooks directory, named in the repository's config (a global
+    // core.hooksPath, as under the CI's policy, would hide .git/hooks).
+    let hooks = t.home().join("hooks");
     std::fs::create_dir_all(&hooks).unwrap();
+    t.git(&["config", "core.hooksPath", hooks.to_str().unwrap()])
+        .ok();
     let hook = hooks.join("pre-commit");
     std::fs::write(
         &hook,

@@ -553,6 +553,9 @@ pub const ENV_LATE: &str = "GIT_STEPS_MATRIX_LATE";
 /// index, is already durable in `bare`: the remote, or the box itself in a
 /// local-only phase), or None.
 pub fn asked_late(bare: &Path, index: usize, id: &str) -> Result<Option<String>> {
+    // libgit2 set up as everywhere else (no CA bundle parsed at start: it
+    // would cost each decider call ~30 ms).
+    crate::git::enable_fsync()?;
     let repo = Repository::open(bare)?;
     if let Ok(head) = repo.refname_to_id("refs/heads/main") {
         let mut walk = repo.revwalk()?;

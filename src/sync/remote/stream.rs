@@ -72,7 +72,8 @@ struct Nodelay {
 pub fn register() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        libgit2_sys::init();
+        // libgit2 initialised as everywhere else (the CA bundle deferred).
+        let _ = crate::git::enable_fsync();
         let mut reg = Registration {
             version: 1,
             init: Some(init),

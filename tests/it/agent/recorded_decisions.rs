@@ -383,3 +383,40 @@ fn the_journal_is_durable_on_every_kind_of_server() {
         }
     }
 }
+
+/// The journal's own write boundaries (off the happy path: an answer whose
+/// step is blocked by an untracked file is kept there). Killed at each,
+/// then rerun once the way is clear: before the entry reached the remote
+/// the answer is lost and asked once more; after it, the kept answer is
+/// applied without asking. Either way each step lands once and `verify`
+/// agrees.
+#[test]
+fn a_kill_at_each_journal_point_keeps_or_loses_the_answer_cleanly() {
+    for (point, asked_again) in [
+        ("journal-objects", true),
+        ("journal-pushed", false),
+        ("journaled", false),
+    ] {
+        let t = TestRepo::new();
+        let server = t.start_server(Kind::Path);
+        t.steps(&["-q", "init", "--remote", server.url()]).ok();
+        let plan = abc(&t);
+        let calls = t.home().join("calls");
+        let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
+        std::fs::write(t.work.join("c.txt"), "mine\n").unwrap();
+        let r = t.steps_env(
+            &["run", "--decider", &cmd],
+            &[("GIT_STEPS_CRASH", &format!("{point}@s3"))],
+        );
+        assert_eq!(r.out.status.signal(), Some(9), "{point}: {}", r.explain());
+        std::fs::remove_file(t.work.join("c.txt")).unwrap();
+        t.steps(&["run", "--decider", &cmd]).ok();
+        assert_eq!(
+            std::fs::read_to_string(&calls).unwrap().lines().count(),
+            3 + usize::from(asked_again) + 1,
+            "{point}: decider calls"
+        );
+        assert_eq!(server.step_ids(), plan_ids(&plan), "{point}");
+        t.steps(&["verify"]).ok();
+    }
+}

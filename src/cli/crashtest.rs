@@ -30,8 +30,8 @@ pub struct Args {
     #[arg(long)]
     list_points: bool,
     /// The implementation under test: git-steps `apply`; git-steps `run`
-    /// (the agent loop, with a decider that replays the plan, so the
-    /// journal's crash points are covered too); or the built-in classic
+    /// (the agent loop, with a decider that replays the plan and marks a
+    /// row DIVERGED if it is asked for a step already durable); or the built-in classic
     /// runner (cursor checkpointed every 3 steps, receipts on the box).
     #[arg(
         long,

@@ -12,8 +12,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.json;
     let verbose = cli.verbose;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Not locked for the whole run: `git steps mcp` writes its protocol
+    // messages to stdout from another thread.
+    let mut out = std::io::stdout();
     let code = match cli::run(cli, &mut out) {
         Ok(()) => exit::OK,
         Err(failure) => {

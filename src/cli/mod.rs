@@ -14,6 +14,7 @@ mod docs;
 mod fingerprint;
 mod init;
 mod log;
+mod mcp;
 mod resume;
 mod run;
 mod status;
@@ -63,6 +64,7 @@ pub enum Command {
     Log(log::Args),
     Verify(verify::Args),
     Fingerprint(fingerprint::Args),
+    Mcp(mcp::Args),
     Crashtest(crashtest::Args),
     Demo(demo::Args),
     Man(docs::ManArgs),
@@ -202,6 +204,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
+        Command::Mcp(a) => mcp::run(&ctx, a),
         Command::Crashtest(a) => crashtest::run(&ctx, a, out),
         Command::Demo(a) => demo::run(&ctx, a, out),
         Command::Man(a) => docs::man(a, out),
@@ -222,44 +225,56 @@ pub fn report_peak_memory() {
 /// Render a failure: a JSON document on stdout with `--json`, and always the
 /// human message on stderr (`Error:` / `Would have:` / `Hint:` / `Caused by:`).
 pub fn report_failure(json: bool, f: &Failure, out: &mut dyn Write) {
-    let e = &f.error;
     if json && !f.json_written {
-        let mut data = serde_json::json!({
-            "code": e.exit_code(),
-            "kind": e.kind(),
-            "message": e.to_string(),
-            "hint": e.hint(),
-        });
-        match e {
-            Error::Refused(r) => {
-                data["step"] = serde_json::json!(r.step);
-                data["saw"] = serde_json::json!(r.saw);
-                data["would"] = serde_json::json!(r.would);
-            }
-            Error::Input { step, line, .. } => {
-                data["step"] = serde_json::json!(step);
-                data["line"] = serde_json::json!(line);
-            }
-            Error::Apply { step, .. } => data["step"] = serde_json::json!(step),
-            _ => {}
-        }
-        if let Some(serde_json::Value::Object(extra)) = &f.partial {
-            for (k, v) in extra {
-                data[k] = v.clone();
-            }
-        }
-        let _ = emit_json(out, "error", &data);
+        let _ = emit_json(out, "error", &failure_json(f));
     }
-    eprintln!("Error: {e}");
+    eprint!("{}", failure_text(&f.error));
+}
+
+/// The `--json` error document's `data`: code, kind, message, hint, and
+/// what the error says about the step (`step`, `saw`, `would`, `line`).
+pub fn failure_json(f: &Failure) -> serde_json::Value {
+    let e = &f.error;
+    let mut data = serde_json::json!({
+        "code": e.exit_code(),
+        "kind": e.kind(),
+        "message": e.to_string(),
+        "hint": e.hint(),
+    });
+    match e {
+        Error::Refused(r) => {
+            data["step"] = serde_json::json!(r.step);
+            data["saw"] = serde_json::json!(r.saw);
+            data["would"] = serde_json::json!(r.would);
+        }
+        Error::Input { step, line, .. } => {
+            data["step"] = serde_json::json!(step);
+            data["line"] = serde_json::json!(line);
+        }
+        Error::Apply { step, .. } => data["step"] = serde_json::json!(step),
+        _ => {}
+    }
+    if let Some(serde_json::Value::Object(extra)) = &f.partial {
+        for (k, v) in extra {
+            data[k] = v.clone();
+        }
+    }
+    data
+}
+
+/// The lines stderr shows for an error, each ending in a newline.
+pub fn failure_text(e: &Error) -> String {
+    let mut text = format!("Error: {e}\n");
     if let Error::Refused(r) = e {
-        eprintln!("Would have: {}", r.would);
+        text.push_str(&format!("Would have: {}\n", r.would));
     }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        eprintln!("Caused by: {s}");
+        text.push_str(&format!("Caused by: {s}\n"));
         source = s.source();
     }
     if let Some(h) = e.hint() {
-        eprintln!("Hint: {h}");
+        text.push_str(&format!("Hint: {h}\n"));
     }
+    text
 }

@@ -2,10 +2,12 @@
 //!
 //! Owns the step object and its decision digest ([`step`]), the path rules
 //! every edit format obeys ([`path`]), and the edit formats themselves
-//! ([`formats`], unified diffs among them). Invariant: everything here is a
+//! ([`formats`], unified diffs among them), and the step's JSON schema
+//! ([`schema`]). Invariant: everything here is a
 //! pure function of the step's text; nothing reads a repository.
 
 pub mod formats;
 pub mod path;
 pub mod reader;
+pub mod schema;
 pub mod step;

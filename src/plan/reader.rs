@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use serde_json::Value;
@@ -204,12 +204,7 @@ pub struct Plan {
 impl Plan {
     pub fn open(source: &str, spool_dir: &Path) -> Result<Plan> {
         if source == "-" {
-            let mut file = tempfile::tempfile_in(spool_dir).map_err(|e| {
-                Error::other(format!(
-                    "cannot spool the plan from stdin into {}: {e}",
-                    spool_dir.display()
-                ))
-            })?;
+            let mut file = spool(spool_dir, "stdin")?;
             std::io::copy(&mut std::io::stdin().lock(), &mut file)
                 .map_err(|e| Error::input(format!("cannot read the plan from stdin: {e}")))?;
             Ok(Plan {
@@ -226,6 +221,18 @@ impl Plan {
         }
     }
 
+    /// A plan given as text (one step object, or JSON Lines), spooled like
+    /// standard input; `name` is what messages call it.
+    pub fn from_text(text: &str, spool_dir: &Path, name: &str) -> Result<Plan> {
+        let mut file = spool(spool_dir, name)?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| Error::other(format!("cannot spool the plan {name}: {e}")))?;
+        Ok(Plan {
+            file,
+            name: name.to_string(),
+        })
+    }
+
     /// Read the steps from the start.
     pub fn steps(&self) -> Result<PlanReader<BufReader<File>>> {
         let mut f = self
@@ -236,6 +243,16 @@ impl Plan {
             .map_err(|e| Error::input(format!("cannot read the plan {}: {e}", self.name)))?;
         Ok(PlanReader::new(BufReader::new(f)))
     }
+}
+
+/// An anonymous temporary file in `dir` (it vanishes with its handle).
+fn spool(dir: &Path, what: &str) -> Result<File> {
+    tempfile::tempfile_in(dir).map_err(|e| {
+        Error::other(format!(
+            "cannot spool the plan from {what} into {}: {e}",
+            dir.display()
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use crate::plan::path;
 pub const MAX_ID_LEN: usize = 128;
 
 /// Fields a step object may carry.
-const FIELDS: &[&str] = &[
+pub const FIELDS: &[&str] = &[
     "id",
     "patch",
     "files",

@@ -338,7 +338,7 @@ fn line_stats(repo: &Repository, changes: &[Change]) -> Result<(usize, usize)> {
 }
 
 /// The unified diff from `old` to `new`, as `git diff` prints it.
-fn resolved_diff(
+pub(super) fn resolved_diff(
     repo: &Repository,
     old: Option<&git2::Tree<'_>>,
     new: &git2::Tree<'_>,

@@ -225,6 +225,17 @@ pub struct DuplicateOf {
     pub allowed: bool,
 }
 
+/// A step's change as `git show` prints its diff: its commit against its
+/// parent (the run's first step against the empty tree).
+pub fn step_diff(repo: &Repository, commit: Oid) -> Result<String> {
+    let commit = repo.find_commit(commit)?;
+    let parent = match commit.parent(0) {
+        Ok(p) => Some(p.tree()?),
+        Err(_) => None,
+    };
+    super::commit::resolved_diff(repo, parent.as_ref(), &commit.tree()?)
+}
+
 pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
     let head = repo.refname_to_id(&s.refname()).ok();
     let ledger = ledger::scan(repo, head, &s.run)?;

@@ -259,6 +259,12 @@ impl TestRepo {
         self.run_cmd(cmd, what, None)
     }
 
+    /// A `git-steps` command in this repository's hermetic environment, to
+    /// spawn with pipes of the caller's choosing.
+    pub fn steps_command(&self, args: &[&str]) -> Command {
+        self.command(BIN, args).0
+    }
+
     /// Start `git-steps` without waiting (to kill it at a random instant).
     pub fn spawn_steps(&self, args: &[&str]) -> std::process::Child {
         let (mut cmd, _) = self.command(BIN, args);

@@ -10,6 +10,7 @@
 //! they share live here.
 
 mod asking;
+mod mcp;
 mod recorded_decisions;
 mod refusals;
 

@@ -1,0 +1,94 @@
+//! The JSON schema of a step object, for programs that build steps (the MCP
+//! server's `apply_step` tool publishes it as its input schema).
+//!
+//! Owns only the description: [`super::step::Step::from_value`] stays the one
+//! validator, with its own messages. Invariant: the schema names exactly the
+//! fields a step may carry (a unit test compares it with the validator's
+//! list), so a client that follows it never sends a field the step refuses.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde_json::{Map, Value};
+
+/// One step: an id, exactly one content field (`patch`, `files`, `edits`,
+/// `apply_patch` or `search_replace`), and optional `message`, `intent`,
+/// `allow_duplicate`. The whole object is the recorded decision: its
+/// digest (SHA-256 of its RFC 8785 canonical JSON) goes into the receipt.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)] // a description only; never built
+pub struct StepObject {
+    /// The step id and idempotency key: `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`. The same id with the same content lands once; with other content it is refused.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"))]
+    id: String,
+    /// A unified diff (git-style `diff --git` or plain `---`/`+++`), applied with exact context.
+    patch: Option<String>,
+    /// Whole-file writes: path → new UTF-8 content, or null to delete the file.
+    files: Option<BTreeMap<String, Option<String>>>,
+    /// Text-editor operations, applied in order.
+    edits: Option<Vec<EditOp>>,
+    /// A `*** Begin Patch` … `*** End Patch` patch (Add/Update/Delete File, `@@` context lines).
+    apply_patch: Option<String>,
+    /// SEARCH/REPLACE blocks: a path line, then `<<<<<<< SEARCH`, the old lines, `=======`, the new lines, `>>>>>>> REPLACE`.
+    search_replace: Option<String>,
+    /// The commit subject, after `step <id>: ` (default: a summary of the files changed).
+    message: Option<String>,
+    /// Free-form JSON kept in the receipt commit's message: why the step was taken.
+    intent: Option<Value>,
+    /// The step repeats a change still in effect on purpose; without it such a step is refused as a duplicated hunk.
+    allow_duplicate: Option<bool>,
+}
+
+/// One operation of `edits`.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum EditOp {
+    /// Replace the one occurrence of `old_str` in `path` by `new_str`.
+    Replace {
+        path: String,
+        old_str: String,
+        new_str: String,
+    },
+    /// Create `path` (which must not exist) with this text.
+    Create { path: String, create: String },
+    /// Insert `text` after line `insert_line` of `path` (0: at the top).
+    Insert {
+        path: String,
+        insert_line: u64,
+        text: String,
+    },
+    /// Delete `path`.
+    Delete { path: String, delete: bool },
+}
+
+/// The step object's JSON schema (draft 2020-12), as a JSON object.
+pub fn step_schema() -> Map<String, Value> {
+    match serde_json::to_value(schemars::schema_for!(StepObject)) {
+        Ok(Value::Object(map)) => map,
+        _ => unreachable!("a derived schema is a JSON object"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_names_exactly_the_fields_a_step_accepts() {
+        let schema = step_schema();
+        let mut props: Vec<&str> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        props.sort_unstable();
+        let mut fields = crate::plan::step::FIELDS.to_vec();
+        fields.sort_unstable();
+        assert_eq!(props, fields);
+        assert_eq!(schema["required"], serde_json::json!(["id"]));
+        assert_eq!(schema["additionalProperties"], Value::Bool(false));
+    }
+}

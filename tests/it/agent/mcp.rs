@@ -1,0 +1,475 @@
+//! Issue 17, part 1: `git steps mcp`, spoken to as an MCP client speaks to
+//! it — JSON-RPC lines on the real binary's stdin and stdout (initialize,
+//! tools/list, tools/call) — against a real remote, checked with `git`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+use crate::servers::Kind;
+
+/// A client: the server's stdin, its stdout lines, and what was said.
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next: u64,
+    transcript: Vec<String>,
+}
+
+impl Client {
+    fn start(t: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> Client {
+        let mut argv = vec!["mcp"];
+        argv.extend_from_slice(args);
+        let mut cmd = t.steps_command(&argv);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("start git-steps mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Client {
+            child,
+            stdin,
+            lines,
+            next: 1,
+            transcript: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, msg: &Value) {
+        let line = msg.to_string();
+        self.transcript.push(format!("-> {line}"));
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Send a request; the response with its id, or None if the server's
+    /// stdout closed first (it died).
+    fn request(&mut self, method: &str, params: Value) -> Option<Value> {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = match self.lines.recv_timeout(Duration::from_secs(120)) {
+                Ok(line) => line,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(e) => panic!("no answer to {method} in 120 s: {e}"),
+            };
+            self.transcript.push(format!("<- {line}"));
+            let msg: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carried a line that is not JSON ({e}): {line}"));
+            assert_eq!(msg["jsonrpc"], "2.0", "{line}");
+            if msg["id"] == json!(id) {
+                return Some(msg);
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        let r = self
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "git-steps-tests", "version": "1"}
+                }),
+            )
+            .expect("initialize answered");
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r["result"].clone()
+    }
+
+    /// tools/call; the result (`isError` set for a tool error), or None if
+    /// the server died.
+    fn call(&mut self, name: &str, arguments: Value) -> Option<Value> {
+        let r = self.request("tools/call", json!({"name": name, "arguments": arguments}))?;
+        assert!(r.get("error").is_none(), "protocol error: {r}");
+        Some(r["result"].clone())
+    }
+
+    /// A call that must succeed: its structured content.
+    fn ok(&mut self, name: &str, arguments: Value) -> Value {
+        let r = self.call(name, arguments).expect("the server answered");
+        assert_eq!(r["isError"], json!(false), "{name} failed: {r}");
+        // The text content carries the same document, for clients that
+        // show only text.
+        let text: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, r["structuredContent"]);
+        r["structuredContent"].clone()
+    }
+
+    /// Close stdin (the client goes away) and wait for the server.
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        wait_for(&mut self.child)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(child: &mut Child) -> std::process::ExitStatus {
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("git-steps mcp did not exit within 60 s");
+}
+
+/// One step of each format git-steps accepts, on files `a`..`e`.
+fn steps() -> Vec<Value> {
+    vec![
+        json!({"id": "call-1", "files": {"a.txt": "one\ntwo\nthree\n"}, "intent": {"why": "start"}}),
+        json!({"id": "call-2", "patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n"}),
+        json!({"id": "call-3", "edits": [{"path": "b.txt", "create": "bee\n"}, {"path": "a.txt", "old_str": "three", "new_str": "3"}]}),
+        json!({"id": "call-4", "apply_patch": "*** Begin Patch\n*** Add File: c.txt\n+sea\n*** End Patch\n"}),
+        json!({"id": "call-5", "search_replace": "b.txt\n<<<<<<< SEARCH\nbee\n=======\nbe\n>>>>>>> REPLACE\n", "message": "shorter"}),
+    ]
+}
+
+#[test]
+fn an_mcp_client_applies_each_format_once_and_reads_the_run() {
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
+    let mut c = Client::start(&t, &[], &[]);
+    let init = c.initialize();
+    assert_eq!(init["serverInfo"]["name"], "git-steps", "{init}");
+    assert!(init["capabilities"]["tools"].is_object(), "{init}");
+    assert!(init["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("apply_step"));
+
+    let list = c.request("tools/list", json!({})).unwrap();
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["apply_step", "status", "log", "verify", "fingerprint"]
+    );
+    // apply_step's schema is the step object's: every field, id required,
+    // nothing else accepted; the read-only tools say so.
+    let schema = &tools[0]["inputSchema"];
+    for field in [
+        "id",
+        "patch",
+        "files",
+        "edits",
+        "apply_patch",
+        "search_replace",
+        "message",
+        "intent",
+        "allow_duplicate",
+    ] {
+        assert!(
+            schema["properties"][field].is_object(),
+            "{field} missing: {schema}"
+        );
+    }
+    assert_eq!(schema["required"], json!(["id"]));
+    assert_eq!(schema["additionalProperties"], json!(false));
+    assert_eq!(tools[0]["annotations"]["readOnlyHint"], json!(false));
+    for t in &tools[1..] {
+        assert_eq!(t["annotations"]["readOnlyHint"], json!(true), "{t}");
+    }
+
+    let before = server.head();
+    for (i, step) in steps().iter().enumerate() {
+        let r = c.ok("apply_step", step.clone());
+        assert_eq!(r["status"], "applied", "{r}");
+        assert_eq!(r["step"], step["id"]);
+        // Durable before the answer: the remote holds the receipt commit.
+        assert_eq!(server.head().as_deref(), r["commit"].as_str(), "step {i}");
+        assert_eq!(
+            t.git_out(&["rev-parse", "HEAD"]),
+            r["commit"].as_str().unwrap()
+        );
+        assert_eq!(
+            t.git_out(&[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Step-Decision,valueonly)"
+            ]),
+            r["decision"].as_str().unwrap()
+        );
+        // The resolved diff is the commit's, as git shows it.
+        let shown = t.git_out(&["show", "--format=", r["commit"].as_str().unwrap()]);
+        assert_eq!(r["diff"].as_str().unwrap().trim_end(), shown, "step {i}");
+        assert_eq!(
+            r["artifact"].as_str().unwrap(),
+            t.steps(&["fingerprint"]).ok().stdout().trim()
+        );
+    }
+    assert_ne!(before, server.head());
+    assert_eq!(t.read("a.txt"), "one\nTWO\n3\n");
+    assert_eq!(t.read("b.txt"), "be\n");
+    assert_eq!(t.read("c.txt"), "sea\n");
+
+    // The same call again (a client that lost the answer): nothing new.
+    let head = server.head();
+    for step in steps() {
+        let r = c.ok("apply_step", step.clone());
+        assert_eq!(r["status"], "already_recorded", "{r}");
+    }
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        server.step_ids(),
+        ["call-1", "call-2", "call-3", "call-4", "call-5"]
+    );
+
+    // Read-only tools answer what the CLI answers with --json.
+    let log = c.ok("log", json!({}));
+    let cli_log = t.steps(&["--json", "log"]).ok().json();
+    assert_eq!(log, cli_log["data"]);
+    let status = c.ok("status", json!({}));
+    assert_eq!(status["steps_applied"], json!(5), "{status}");
+    assert_eq!(status, t.steps(&["--json", "status"]).ok().json()["data"]);
+    let verify = c.ok("verify", json!({}));
+    assert_eq!(verify, t.steps(&["--json", "verify"]).ok().json()["data"]);
+    let fp = c.ok("fingerprint", json!({}));
+    assert_eq!(fp, t.steps(&["--json", "fingerprint"]).ok().json()["data"]);
+    let fph = c.ok("fingerprint", json!({"history": true, "rev": "HEAD~2"}));
+    assert_eq!(
+        fph,
+        t.steps(&["--json", "fingerprint", "--history", "HEAD~2"])
+            .ok()
+            .json()["data"]
+    );
+
+    // An unknown tool is a protocol error, not a crash.
+    let r = c
+        .request("tools/call", json!({"name": "rm_rf", "arguments": {}}))
+        .unwrap();
+    assert!(r["error"].is_object(), "{r}");
+    assert!(c.close().success());
+}
+
+/// A refusal is a tool error with the CLI's message, reason and hint, and
+/// writes nothing.
+#[test]
+fn an_mcp_refusal_carries_the_cli_error_and_writes_nothing() {
+    let (t, server) = TestRepo::with_server(Kind::Daemon, "libgit2");
+    let mut c = Client::start(&t, &[], &[]);
+    c.initialize();
+    c.ok(
+        "apply_step",
+        json!({"id": "s1", "files": {"f.txt": "x\ny\n"}}),
+    );
+    let append = "--- a/f.txt\n+++ b/f.txt\n@@ -2 +2,2 @@\n y\n+z\n";
+    c.ok("apply_step", json!({"id": "s1b", "patch": append}));
+    let head = server.head();
+    let refused = [
+        // Another decision under a used id.
+        json!({"id": "s1", "files": {"f.txt": "other\n"}}),
+        // A patch that does not apply.
+        json!({"id": "s2", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-nope\n+yes\n"}),
+        // A change that repeats one in effect.
+        json!({"id": "s3", "patch": append}),
+        // Not a step: unknown field; a bad id.
+        json!({"id": "s4", "files": {"g": "1\n"}, "colour": "red"}),
+        json!({"id": "-bad", "files": {"g": "1\n"}}),
+        // A path outside the repository.
+        json!({"id": "s5", "files": {"../outside": "1\n"}}),
+        json!({"id": "s6", "files": {".git/hooks/pre-commit": "#!/bin/sh\n"}}),
+    ];
+    for step in refused {
+        let r = c.call("apply_step", step.clone()).unwrap();
+        assert_eq!(r["isError"], json!(true), "{step} was not refused: {r}");
+        let data = &r["structuredContent"];
+        // The CLI, given the same step as a plan in the same state, says
+        // the same.
+        let plan = t.plan("one.jsonl", &[step.to_string()]);
+        let cli = t.steps(&["--json", "apply", plan.to_str().unwrap()]);
+        let cli_data = cli.json()["data"].clone();
+        assert_eq!(
+            Some(data["code"].as_i64().unwrap() as i32),
+            cli.code(),
+            "{step}"
+        );
+        for key in ["code", "kind", "message", "hint", "step", "saw", "would"] {
+            assert_eq!(data[key], cli_data[key], "{key} of {step}");
+        }
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert_eq!(
+            text,
+            cli.stderr()
+                .lines()
+                .filter(|l| !l.starts_with("durable domain"))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>(),
+            "{step}"
+        );
+        assert_eq!(server.head(), head, "{step} wrote to the remote");
+        assert!(!t.path("../outside").exists());
+    }
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(server.step_ids(), ["s1", "s1b"]);
+    // The refused id is free for a right answer.
+    let r = c.ok(
+        "apply_step",
+        json!({"id": "s2", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n x\n-y\n+Y\n"}),
+    );
+    assert_eq!(r["status"], "applied");
+    assert!(c.close().success());
+}
+
+/// A server killed at any write of a call, restarted, and the call repeated:
+/// the step lands once, and the run ends where an uninterrupted one does.
+#[test]
+fn an_mcp_server_killed_mid_call_resumes_as_the_cli_does() {
+    use std::os::unix::process::ExitStatusExt;
+    // The uninterrupted run's fingerprints.
+    let (clean, _s) = TestRepo::with_server(Kind::Path, "libgit2");
+    let mut c = Client::start(&clean, &[], &[]);
+    c.initialize();
+    for step in steps() {
+        c.ok("apply_step", step);
+    }
+    let want = c.ok("fingerprint", json!({}));
+    let want_history = c.ok("fingerprint", json!({"history": true}));
+    drop(c);
+
+    for point in [
+        "before-write",
+        "objects-written",
+        "pushed",
+        "tracking-updated",
+        "ref-updated",
+        "worktree-partial",
+        "worktree-files",
+        "worktree-done",
+    ] {
+        let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
+        let crash = format!("{point}@call-3");
+        let mut c = Client::start(&t, &[], &[("GIT_STEPS_CRASH", &crash)]);
+        c.initialize();
+        let mut died = false;
+        for step in steps() {
+            match c.call("apply_step", step.clone()) {
+                Some(r) => assert_eq!(r["isError"], json!(false), "{point}: {r}"),
+                None => {
+                    died = true;
+                    break;
+                }
+            }
+        }
+        assert!(died, "{point}: the server did not die at call-3");
+        let status = wait_for(&mut c.child);
+        assert_eq!(status.signal(), Some(9), "{point}");
+        drop(c);
+        // The client restarts the server and repeats every call.
+        let mut c = Client::start(&t, &[], &[]);
+        c.initialize();
+        for step in steps() {
+            let r = c.ok("apply_step", step.clone());
+            let id = step["id"].as_str().unwrap();
+            let expect_new = id > "call-3"
+                || (id == "call-3" && matches!(point, "before-write" | "objects-written"));
+            assert_eq!(
+                r["status"],
+                if expect_new {
+                    "applied"
+                } else {
+                    "already_recorded"
+                },
+                "{point}: {id}"
+            );
+        }
+        assert_eq!(
+            c.ok("fingerprint", json!({}))["artifact"],
+            want["artifact"],
+            "{point}"
+        );
+        let got = c.ok("fingerprint", json!({"history": true}));
+        assert_eq!(got["history"], want_history["history"], "{point}");
+        assert_eq!(got["commit"], want_history["commit"], "{point}");
+        assert_eq!(
+            server.step_ids(),
+            ["call-1", "call-2", "call-3", "call-4", "call-5"],
+            "{point}"
+        );
+        assert_eq!(t.git_out(&["status", "--porcelain"]), "", "{point}");
+        assert_eq!(t.read("a.txt"), "one\nTWO\n3\n", "{point}");
+        assert!(c.close().success());
+    }
+}
+
+/// Calls sent without waiting for answers are applied in the order sent,
+/// and a client that goes away ends the server cleanly.
+#[test]
+fn pipelined_mcp_calls_apply_in_the_order_sent() {
+    let t = TestRepo::new();
+    let mut c = Client::start(&t, &[], &[]);
+    c.initialize();
+    let ids: Vec<String> = (0..12).map(|i| format!("p{i:02}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let id_n = c.next;
+        c.next += 1;
+        c.send(&json!({"jsonrpc": "2.0", "id": id_n, "method": "tools/call", "params": {
+            "name": "apply_step",
+            "arguments": if i == 0 {
+                json!({"id": id, "edits": [{"path": "log.txt", "create": format!("{id}\n")}]})
+            } else {
+                json!({"id": id, "edits": [{"path": "log.txt", "insert_line": i, "text": format!("{id}\n")}]})
+            }
+        }}));
+    }
+    let mut answered = 0;
+    while answered < ids.len() {
+        let line = c.lines.recv_timeout(Duration::from_secs(120)).unwrap();
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(msg["result"]["isError"], json!(false), "{msg}");
+        answered += 1;
+    }
+    assert_eq!(t.step_ids(), ids);
+    let want: String = ids.iter().map(|id| format!("{id}\n")).collect();
+    assert_eq!(t.read("log.txt"), want);
+    assert!(c.close().success());
+}
+
+/// The closing note's transcript: a short session, printed with
+/// `--nocapture` (and checked like any other).
+#[test]
+fn an_mcp_session_transcript() {
+    let t = TestRepo::new();
+    let mut c = Client::start(&t, &[], &[]);
+    c.initialize();
+    let step = json!({"id": "toolu_01", "files": {"hello.txt": "hello\n"}});
+    assert_eq!(c.ok("apply_step", step.clone())["status"], "applied");
+    assert_eq!(c.ok("apply_step", step)["status"], "already_recorded");
+    let r = c
+        .call(
+            "apply_step",
+            json!({"id": "toolu_01", "files": {"hello.txt": "bye\n"}}),
+        )
+        .unwrap();
+    assert_eq!(r["isError"], json!(true));
+    assert_eq!(r["structuredContent"]["code"], json!(3));
+    let transcript = c.transcript.join("\n");
+    assert!(c.close().success());
+    println!("{transcript}");
+}

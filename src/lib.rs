@@ -57,10 +57,11 @@
 //! 29. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
 //! 30. [`run::commit`]: one step's order of writes;
 //! 31. [`run::engine`]: the plan loop (`apply`);
-//! 32. [`run::agent`]: the agent loop (`run --decider`);
-//! 33. [`run::inspect`]: status, log, verify, fingerprint;
-//! 34. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
-//! 35. [`cli`]: the command line and its rendering.
+//! 32. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 33. [`run::agent`]: the agent loop (`run --decider`);
+//! 34. [`run::inspect`]: status, log, verify, fingerprint;
+//! 35. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
+//! 36. [`cli`]: the command line and its rendering.
 
 pub mod cli;
 pub mod crash;

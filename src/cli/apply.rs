@@ -44,6 +44,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             Some(n) => n as usize,
             None => settings::config_count(&repo, "steps.batch", 1)?.unwrap_or(1),
         },
+        in_place: false,
     };
     let mut ui = Terminal {
         out: &mut *out,

@@ -31,11 +31,14 @@ pub struct Args {
     list_points: bool,
     /// The implementation under test: git-steps `apply`; git-steps `run`
     /// (the agent loop, with a decider that replays the plan and marks a
-    /// row DIVERGED if it is asked for a step already durable); or the built-in classic
-    /// runner (cursor checkpointed every 3 steps, receipts on the box).
+    /// row DIVERGED if it is asked for a step already durable); git-steps
+    /// `record` (each step written into the worktree as an agent's own tools
+    /// would, then recorded; a rerun records the last step again); or the
+    /// built-in classic runner (cursor checkpointed every 3 steps, receipts
+    /// on the box).
     #[arg(
         long,
-        value_name = "git-steps|run|classic",
+        value_name = "git-steps|run|record|classic",
         default_value = "git-steps"
     )]
     runner: String,
@@ -61,13 +64,14 @@ fn runner(a: &Args) -> Result<Runner, Error> {
     match (a.runner.as_str(), a.classic_log.as_str()) {
         ("git-steps", _) => Ok(Runner::GitSteps),
         ("run", _) => Ok(Runner::GitStepsRun),
+        ("record", _) => Ok(Runner::GitStepsRecord),
         ("classic", "durable") => Ok(Runner::ClassicDurableLog),
         ("classic", "volatile") => Ok(Runner::ClassicVolatileLog),
         ("classic", other) => Err(Error::input(format!(
             "--classic-log {other:?}: use durable or volatile"
         ))),
         (other, _) => Err(Error::input(format!(
-            "--runner {other:?}: use git-steps, run or classic"
+            "--runner {other:?}: use git-steps, run, record or classic"
         ))),
     }
 }

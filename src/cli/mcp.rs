@@ -203,6 +203,7 @@ impl Server {
                 || settings::config_bool(&repo, "steps.allowDuplicateHunks")
                     .map_err(|e| fail(e.into()))?,
             batch: 1,
+            in_place: false,
         };
         let report = engine::apply_plan(&repo, &s, &plan, &opts, &mut Notes)
             .map_err(|(error, _)| fail(error.into()))?;

@@ -15,6 +15,7 @@ mod fingerprint;
 mod init;
 mod log;
 mod mcp;
+mod record;
 mod resume;
 mod run;
 mod status;
@@ -60,6 +61,7 @@ pub enum Command {
     Apply(apply::Args),
     Resume(resume::Args),
     Run(run::Args),
+    Record(record::Args),
     Status(status::Args),
     Log(log::Args),
     Verify(verify::Args),
@@ -74,6 +76,9 @@ pub enum Command {
     /// A deterministic decider for `run`: replays a plan's steps by index.
     #[command(hide = true)]
     ReplayDecider(run::ReplayArgs),
+    /// The crash matrix's in-place agent: each step of a plan written into the worktree, then recorded.
+    #[command(hide = true)]
+    ReplayRecord(record::ReplayArgs),
 }
 
 /// Flags every run-scoped command takes.
@@ -199,7 +204,9 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Apply(a) => apply::run(&ctx, a, out),
         Command::Resume(a) => resume::run(&ctx, a, out),
         Command::Run(a) => run::run(&ctx, a, out),
+        Command::Record(a) => record::run(&ctx, a, out),
         Command::ReplayDecider(a) => run::replay(a, out),
+        Command::ReplayRecord(a) => record::replay(&ctx, a),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),

@@ -24,8 +24,8 @@ pub struct StepObject {
     id: String,
     /// A unified diff (git-style `diff --git` or plain `---`/`+++`), applied with exact context.
     patch: Option<String>,
-    /// Whole-file writes: path → new UTF-8 content, or null to delete the file.
-    files: Option<BTreeMap<String, Option<String>>>,
+    /// Whole-file writes: path → the new content (a string: UTF-8 text, an executable file stays executable), an object (`text` or `base64` with an optional `mode`, or `symlink`), or null to delete the file.
+    files: Option<BTreeMap<String, Option<FileValue>>>,
     /// Text-editor operations, applied in order.
     edits: Option<Vec<EditOp>>,
     /// A `*** Begin Patch` … `*** End Patch` patch (Add/Update/Delete File, `@@` context lines).
@@ -38,6 +38,33 @@ pub struct StepObject {
     intent: Option<Value>,
     /// The step repeats a change still in effect on purpose; without it such a step is refused as a duplicated hunk.
     allow_duplicate: Option<bool>,
+}
+
+/// What `files` writes at a path.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum FileValue {
+    /// UTF-8 text; an executable file stays executable.
+    Text(String),
+    /// The object form: exact mode, binary content, or a symlink.
+    Object(FileObject),
+}
+
+/// The object form of a `files` value: exactly one of `text`, `base64`, `symlink`.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct FileObject {
+    /// UTF-8 text.
+    text: Option<String>,
+    /// Any bytes, standard base64.
+    base64: Option<String>,
+    /// A symbolic link to this target (inside the repository).
+    symlink: Option<String>,
+    /// With `text` or `base64`: `100644` (default) or `100755` (executable).
+    #[schemars(regex(pattern = r"^100(644|755)$"))]
+    mode: Option<String>,
 }
 
 /// One operation of `edits`.

@@ -41,7 +41,7 @@ pub enum Content {
     /// A unified diff (git-style or plain `---`/`+++`).
     Patch(String),
     /// Whole-file writes; `None` deletes the file.
-    Files(BTreeMap<String, Option<String>>),
+    Files(BTreeMap<String, Option<FileWrite>>),
     /// Text-editor operations (see `formats::edits`).
     Edits(Vec<Value>),
     /// A `*** Begin Patch` … `*** End Patch` patch (see `formats::apply_patch`).
@@ -61,6 +61,17 @@ impl Content {
             Content::SearchReplace(_) => "search_replace",
         }
     }
+}
+
+/// What a `files` step writes at one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileWrite {
+    /// The content in the worktree's form (line endings and filters are
+    /// applied as `git add` applies them); a symlink's target.
+    pub bytes: Vec<u8>,
+    /// `None`: a regular file that keeps the executable bit it had (a plain
+    /// string); otherwise the mode the object form names.
+    pub mode: Option<u32>,
 }
 
 /// One recorded decision.
@@ -122,6 +133,59 @@ fn type_name(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// The object form of a `files` value: exactly one of `text` (UTF-8),
+/// `base64` (any bytes) or `symlink` (the link's target), and with `text`
+/// or `base64` an optional `mode`, `"100644"` or `"100755"`.
+fn file_object(o: &serde_json::Map<String, Value>) -> Result<FileWrite, String> {
+    use base64::Engine;
+    const KEYS: &[&str] = &["text", "base64", "symlink", "mode"];
+    if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field `{k}`; the object form has `text`, `base64` or `symlink`, and `mode`"
+        ));
+    }
+    let string = |k: &str| -> Result<Option<&str>, String> {
+        match o.get(k) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(format!("`{k}` must be a string, found {}", type_name(other))),
+        }
+    };
+    let mode = match string("mode")? {
+        None => None,
+        Some("100644") => Some(crate::git::MODE_FILE),
+        Some("100755") => Some(crate::git::MODE_EXEC),
+        Some(m) => {
+            return Err(format!(
+                "`mode` {m:?} is not a file mode; use \"100644\" or \"100755\" (a symlink is `{{\"symlink\": target}}`)"
+            ))
+        }
+    };
+    match (string("text")?, string("base64")?, string("symlink")?) {
+        (Some(t), None, None) => Ok(FileWrite {
+            bytes: t.as_bytes().to_vec(),
+            mode: Some(mode.unwrap_or(crate::git::MODE_FILE)),
+        }),
+        (None, Some(b), None) => Ok(FileWrite {
+            bytes: base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|e| format!("`base64` is not standard base64: {e}"))?,
+            mode: Some(mode.unwrap_or(crate::git::MODE_FILE)),
+        }),
+        (None, None, Some(target)) if mode.is_none() => {
+            if target.is_empty() {
+                return Err("`symlink` is empty".into());
+            }
+            Ok(FileWrite {
+                bytes: target.as_bytes().to_vec(),
+                mode: Some(crate::git::MODE_LINK),
+            })
+        }
+        (None, None, Some(_)) => Err("a symlink has no `mode`".into()),
+        _ => Err("give exactly one of `text`, `base64`, `symlink`".into()),
     }
 }
 
@@ -268,13 +332,19 @@ impl Step {
                         return Err(err(step, format!("files: {p:?} is named twice")));
                     }
                     let v = match v {
-                        Value::String(s) => Some(s.clone()),
+                        Value::String(s) => Some(FileWrite {
+                            bytes: s.clone().into_bytes(),
+                            mode: None,
+                        }),
                         Value::Null => None,
+                        Value::Object(o) => Some(
+                            file_object(o).map_err(|m| err(step, format!("files: {p:?}: {m}")))?,
+                        ),
                         other => {
                             return Err(err(
                                 step,
                                 format!(
-                                "files: the content of {p:?} must be a string or null, found {}",
+                                "files: the content of {p:?} must be a string, an object or null, found {}",
                                 type_name(other)
                             ),
                             ))
@@ -336,6 +406,37 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_takes_modes_binary_and_symlinks_in_the_object_form() {
+        let step = Step::parse(
+            r##"{"id":"s","files":{"run.sh":{"text":"#!/bin/sh\n","mode":"100755"},"logo.bin":{"base64":"AAEC/w=="},"link":{"symlink":"run.sh"},"plain":"x\n","gone":null}}"##,
+        )
+        .unwrap();
+        let Content::Files(f) = &step.content else {
+            panic!("not files")
+        };
+        assert_eq!(f["run.sh"].as_ref().unwrap().mode, Some(crate::git::MODE_EXEC));
+        assert_eq!(f["logo.bin"].as_ref().unwrap().bytes, [0, 1, 2, 255]);
+        assert_eq!(f["logo.bin"].as_ref().unwrap().mode, Some(crate::git::MODE_FILE));
+        assert_eq!(f["link"].as_ref().unwrap().mode, Some(crate::git::MODE_LINK));
+        assert_eq!(f["plain"].as_ref().unwrap().mode, None);
+        assert!(f["gone"].is_none());
+        for (bad, says) in [
+            (r#"{"text":"x","base64":"eA=="}"#, "exactly one"),
+            (r#"{}"#, "exactly one"),
+            (r#"{"text":"x","mode":"120000"}"#, "not a file mode"),
+            (r#"{"symlink":"a","mode":"100644"}"#, "no `mode`"),
+            (r#"{"symlink":""}"#, "empty"),
+            (r#"{"base64":"!!"}"#, "base64"),
+            (r#"{"text":"x","owner":"me"}"#, "unknown field `owner`"),
+            (r#"{"text":1}"#, "must be a string"),
+        ] {
+            let e = Step::parse(&format!(r#"{{"id":"s","files":{{"f":{bad}}}}}"#)).unwrap_err();
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+            assert!(e.to_string().contains("\"f\""), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn digest_is_canonical_json() {

@@ -102,7 +102,9 @@ impl Session<'_> {
         // worktree is the last flush's: a step staged after others is
         // checked against what is really on disk (a path an earlier staged
         // step created is still absent there, and is no blocker).
-        if self.staged.is_empty() {
+        if self.opts.in_place {
+            // The step is what the worktree holds.
+        } else if self.staged.is_empty() {
             worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
         } else {
             // Staged after others: the worktree and index are still the last
@@ -280,7 +282,11 @@ impl Session<'_> {
         crash::point("ref-updated", &id);
         // One worktree update from the last flush's tree to this one's.
         let changes = combined.as_deref().unwrap_or(&staged[0].changes);
-        worktree::update(repo, changes, &id).map_err(local)?;
+        if self.opts.in_place {
+            worktree::update_keeping(repo, changes, &id, &|_| true).map_err(local)?;
+        } else {
+            worktree::update(repo, changes, &id).map_err(local)?;
+        }
         Ok(staged
             .into_iter()
             .map(|st| StepOutcome::Applied {

@@ -3,7 +3,8 @@
 //! Owns the order of one step's writes ([`commit`]), one run session that
 //! `apply`, `resume` and `run` share ([`session`]), the plan loop
 //! ([`engine`]), the agent loop ([`agent`]) with its [`decider`] and
-//! [`journal`], and the read-only views ([`inspect`]). Invariant: a step is
+//! [`journal`], the worktree's own changes recorded as a step ([`record`]),
+//! and the read-only views ([`inspect`]). Invariant: a step is
 //! reported done only after its receipt is durable.
 
 pub mod agent;
@@ -14,4 +15,5 @@ pub mod engine;
 pub mod hooks;
 pub mod inspect;
 pub mod journal;
+pub mod record;
 pub mod session;

@@ -38,6 +38,10 @@ pub struct ApplyOptions {
     /// Group commit: up to this many steps become durable in one push
     /// (0 and 1: each step on its own).
     pub batch: usize,
+    /// `record`: the steps are already in the worktree (made in place), so
+    /// the worktree is their source, not something to keep them off; only
+    /// the index catches up with each step.
+    pub in_place: bool,
 }
 
 /// A step whose commit is written and whose receipt is not durable yet
@@ -100,6 +104,8 @@ pub enum Source {
     Decider,
     /// Recorded before a crash; applied now without asking again.
     Journal,
+    /// Made in the worktree by the agent's own tools, then recorded.
+    Record,
 }
 
 impl Source {
@@ -107,6 +113,7 @@ impl Source {
         match self {
             Source::Decider => "decider",
             Source::Journal => "journal",
+            Source::Record => "record",
         }
     }
 }
@@ -217,7 +224,11 @@ impl<'r> Session<'r> {
             Some(lock)
         };
         // First the local side: finish a worktree update a crash interrupted.
-        let repair = if head_branch(repo).as_deref() == Some(s.branch.as_str()) {
+        // (`record` writes no worktree file, so it leaves no update to
+        // finish; what another command left is refused by its own check.)
+        let repair = if opts.in_place {
+            Repair::Clean
+        } else if head_branch(repo).as_deref() == Some(s.branch.as_str()) {
             let local = repo.refname_to_id(&s.refname()).ok();
             let ledger = cache::load_ledger(repo, local, &s.run)?;
             ledger.ensure_sound(&s.branch)?;
@@ -239,7 +250,7 @@ impl<'r> Session<'r> {
         };
         ui.repaired(&repair);
         // Then local against durable.
-        let reconciled = reconcile::reconcile(repo, s, opts.dry_run)?;
+        let reconciled = reconcile::reconcile_with(repo, s, opts.dry_run, opts.in_place)?;
         ui.reconciled(&reconciled);
         // In a dry run whose durable head is not fetched, the steps are
         // shown against the local head.

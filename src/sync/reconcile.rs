@@ -178,6 +178,22 @@ fn count_between(repo: &Repository, from: Option<Oid>, to: Oid) -> Result<usize>
 
 /// Reconcile local and durable branches (see the module doc).
 pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Reconciled> {
+    reconcile_with(repo, s, dry_run, false)
+}
+
+/// As [`reconcile`]; with `in_place` (for `record`, whose steps are made in
+/// the worktree first) a fast-forward keeps the worktree's changes: a path
+/// the durable head changes is written only where the worktree still holds
+/// the local head's version, only indexed where it holds the durable one
+/// already (the step a crash kept this box from catching up with), and
+/// refused where it holds anything else; other changed files are left as
+/// they are.
+pub fn reconcile_with(
+    repo: &Repository,
+    s: &Settings,
+    dry_run: bool,
+    in_place: bool,
+) -> Result<Reconciled> {
     let Some(remote) = &s.remote else {
         let local = ensure_on_branch(repo, s, None, dry_run)?;
         return Ok(Reconciled {
@@ -293,7 +309,41 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
                 r,
                 &format!("the head of {} on {}", s.branch, remote.spec),
             )?;
-            worktree::ensure_clean(repo, None, &changes)?;
+            let kept: Vec<bool> = if in_place {
+                let mut kept = Vec::with_capacity(changes.len());
+                let workdir = worktree::workdir(repo)?;
+                for c in &changes {
+                    let disk = worktree::on_disk(&workdir, &c.path)?;
+                    if worktree::same(repo, &c.path, &disk, &c.new)? {
+                        kept.push(true);
+                    } else if worktree::same(repo, &c.path, &disk, &c.old)? {
+                        kept.push(false);
+                    } else {
+                        return Err(Error::from(Refusal {
+                            kind: RefusalKind::DirtyWorktree,
+                            step: None,
+                            saw: format!(
+                                "the worktree's {} is an edit of its own, and the durable head {} changes that file too",
+                                c.path,
+                                short(r)
+                            ),
+                            would: "overwrite the edit while bringing this box up to the durable head".into(),
+                            hint: "move the edit out of the way (`git stash -u`), rerun, then make it again".into(),
+                        }));
+                    }
+                }
+                let written: Vec<_> = changes
+                    .iter()
+                    .zip(&kept)
+                    .filter(|(_, k)| !**k)
+                    .map(|(c, _)| c.clone())
+                    .collect();
+                worktree::ensure_unblocked(repo, None, &written)?;
+                kept
+            } else {
+                worktree::ensure_clean(repo, None, &changes)?;
+                vec![false; changes.len()]
+            };
             let refname = s.refname();
             let log = "git-steps: fast-forward to the durable head";
             lock::intending(repo, lock::ref_locks(repo, &refname), || match l {
@@ -302,7 +352,12 @@ pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Recon
             })?;
             let step = last_step(repo, s, r);
             crash::point("reconcile-ref", &step);
-            worktree::update(repo, &changes, &step)?;
+            worktree::update_keeping(repo, &changes, &step, &|c| {
+                changes
+                    .iter()
+                    .position(|x| std::ptr::eq(x, c))
+                    .is_some_and(|i| kept[i])
+            })?;
             Ok(Reconciled {
                 local: Some(r.to_string()),
                 durable: Some(r.to_string()),

@@ -366,14 +366,15 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
             for (path, content) in deletes.into_iter().chain(writes) {
                 let existing = o.file(path).map_err(fail)?;
                 match content {
-                    Some(text) => {
-                        let mode = match existing {
-                            Some(e) if e.mode == MODE_EXEC => MODE_EXEC,
-                            _ => MODE_FILE,
+                    Some(w) => {
+                        let mode = match (w.mode, existing) {
+                            (Some(m), _) => m,
+                            (None, Some(e)) if e.mode == MODE_EXEC => MODE_EXEC,
+                            (None, _) => MODE_FILE,
                         };
                         // The content is the worktree's form: stored as
-                        // `git add` would store it.
-                        o.store(path, text.as_bytes(), mode).map_err(fail)?;
+                        // `git add` would store it (a link's target as is).
+                        o.store(path, &w.bytes, mode).map_err(fail)?;
                     }
                     None if existing.is_none() => {
                         return Err(fail(format!(

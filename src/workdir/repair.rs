@@ -14,16 +14,13 @@
 //! `refs/steps/rescue/<run>/<n>`; anything not explained (the user's own
 //! edits) is refused and left untouched.
 
-use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use git2::{Oid, Repository};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::git::{short, Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+use crate::git::{short, Change, Entry};
 use crate::history::ledger::Ledger;
 use crate::settings::Settings;
 
@@ -48,35 +45,6 @@ pub enum Repair {
     },
 }
 
-/// The version of a path on disk, as a file: None when there is no file
-/// there (nothing, a directory, or a parent that is a file or symlink —
-/// the states a step that changes a path's type passes through).
-fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
-    if worktree::through_non_dir(workdir, path) {
-        return Ok(None);
-    }
-    let full = workdir.join(path);
-    let meta = match fs::symlink_metadata(&full) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    if meta.file_type().is_symlink() {
-        let target = fs::read_link(&full)?;
-        return Ok(Some((target.as_os_str().as_bytes().to_vec(), MODE_LINK)));
-    }
-    if meta.is_dir() {
-        return Ok(None);
-    }
-    let mode = if meta.permissions().mode() & 0o111 != 0 {
-        MODE_EXEC
-    } else {
-        MODE_FILE
-    };
-    Ok(Some((fs::read(&full)?, mode)))
-}
-
 fn entry_at(repo: &Repository, tree: Option<&git2::Tree<'_>>, path: &str) -> Result<Option<Entry>> {
     let Some(tree) = tree else { return Ok(None) };
     match tree.get_path(Path::new(path)) {
@@ -92,32 +60,6 @@ fn entry_at(repo: &Repository, tree: Option<&git2::Tree<'_>>, path: &str) -> Res
             Err(e.into())
         }
     }
-}
-
-fn same(
-    repo: &Repository,
-    path: &str,
-    disk: &Option<(Vec<u8>, u32)>,
-    e: &Option<Entry>,
-) -> Result<bool> {
-    Ok(match (disk, e) {
-        (None, None) => true,
-        (Some((bytes, mode)), Some(e)) => {
-            if *mode != e.mode {
-                return Ok(false);
-            }
-            let blob = repo.find_blob(e.oid)?;
-            // As git compares a worktree file with a blob: cleaned first
-            // (a CRLF checkout and the user's own LF file are both the LF
-            // blob under core.autocrlf).
-            blob.content() == bytes.as_slice()
-                || (e.mode != MODE_LINK
-                    && crate::tree::convert::Convert::new(repo)
-                        .to_repo_over(path, bytes, Some(blob.content()))
-                        .is_ok_and(|c| c == blob.content()))
-        }
-        _ => false,
-    })
 }
 
 /// The ref naming the commit HEAD was on while `ensure_on_branch` switches
@@ -184,14 +126,14 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
     let mut to_fix = Vec::new();
     for p in &dirty {
         let versions = run_versions(repo, ledger, head, switched_from, p)?;
-        let disk = on_disk(&workdir, p)?;
+        let disk = worktree::on_disk(&workdir, p)?;
         let idx = index.get_path(Path::new(p), 0).map(|e| Entry {
             oid: e.id,
             mode: e.mode,
         });
         let mut disk_ok = false;
         for v in &versions {
-            if same(repo, p, &disk, v)? {
+            if worktree::same(repo, p, &disk, v)? {
                 disk_ok = true;
                 break;
             }
@@ -258,7 +200,7 @@ fn save_rescue(
     // has a directory (or the reverse) is saved as found.
     let mut updates: Vec<(&str, Option<Entry>)> = Vec::new();
     for c in paths {
-        match on_disk(workdir, &c.path)? {
+        match worktree::on_disk(workdir, &c.path)? {
             Some((bytes, mode)) => updates.push((
                 c.path.as_str(),
                 Some(Entry {

@@ -18,7 +18,7 @@ use git2::{IndexEntry, IndexTime, Repository, Status, StatusOptions};
 
 use crate::crash;
 use crate::error::{Context, Error, Refusal, RefusalKind, Result};
-use crate::git::{Change, MODE_EXEC, MODE_LINK};
+use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
 
 /// Tracked paths whose index or worktree differ from HEAD.
 ///
@@ -92,6 +92,65 @@ fn same_as_index(
     };
     Ok(git2::Oid::hash_object(git2::ObjectType::Blob, &cleaned)? == entry.id)
 }
+
+/// The version of a path on disk, as a file: None when there is no file
+/// there (nothing, a directory, or a parent that is a file or symlink —
+/// the states a step that changes a path's type passes through).
+pub fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
+    if through_non_dir(workdir, path) {
+        return Ok(None);
+    }
+    let full = workdir.join(path);
+    let meta = match fs::symlink_metadata(&full) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(&full)?;
+        return Ok(Some((target.as_os_str().as_bytes().to_vec(), MODE_LINK)));
+    }
+    if meta.is_dir() {
+        return Ok(None);
+    }
+    let mode = if meta.permissions().mode() & 0o111 != 0 {
+        MODE_EXEC
+    } else {
+        MODE_FILE
+    };
+    Ok(Some((fs::read(&full)?, mode)))
+}
+
+
+/// Whether a version on disk ([`on_disk`]) is the entry `e`, as git compares
+/// a worktree file with a blob.
+pub fn same(
+    repo: &Repository,
+    path: &str,
+    disk: &Option<(Vec<u8>, u32)>,
+    e: &Option<Entry>,
+) -> Result<bool> {
+    Ok(match (disk, e) {
+        (None, None) => true,
+        (Some((bytes, mode)), Some(e)) => {
+            if *mode != e.mode {
+                return Ok(false);
+            }
+            let blob = repo.find_blob(e.oid)?;
+            // As git compares a worktree file with a blob: cleaned first
+            // (a CRLF checkout and the user's own LF file are both the LF
+            // blob under core.autocrlf).
+            blob.content() == bytes.as_slice()
+                || (e.mode != MODE_LINK
+                    && crate::tree::convert::Convert::new(repo)
+                        .to_repo_over(path, bytes, Some(blob.content()))
+                        .is_ok_and(|c| c == blob.content()))
+        }
+        _ => false,
+    })
+}
+
 
 /// Refuse when tracked files are modified, or when a step would create a file
 /// where an untracked one (or a directory, or a symlink the index does not
@@ -207,6 +266,26 @@ pub fn workdir(repo: &Repository) -> Result<PathBuf> {
 /// Bring worktree and index from the previous step to this step's commit,
 /// touching only `changes`. Crash points mark each boundary.
 pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
+    update_keeping(repo, changes, step, &|_| false)
+}
+
+/// Whether the worktree holds `change`'s new version at its path already.
+pub fn holds_new(repo: &Repository, change: &Change) -> Result<bool> {
+    let workdir = workdir(repo)?;
+    same(repo, &change.path, &on_disk(&workdir, &change.path)?, &change.new)
+}
+
+/// As [`update`], but a change for which `kept` says so is not written:
+/// the worktree holds its new version already (an agent's in-place edit,
+/// recorded as a step), and only the index catches up. A kept file whose
+/// content moved on meanwhile gets an index entry that git hashes again
+/// (no stat data), so the newer edit shows as modified, never as clean.
+pub fn update_keeping(
+    repo: &Repository,
+    changes: &[Change],
+    step: &str,
+    kept: &dyn Fn(&Change) -> bool,
+) -> Result<()> {
     // Every caller checked its tree (`guard`); this is the last line, for
     // any path that reaches here by another way.
     for c in changes {
@@ -219,7 +298,7 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     let mut index = repo.index()?;
     // Deletions first: a step may replace a file or symlink by a directory.
     let mut written = 0usize;
-    for c in changes.iter().filter(|c| c.new.is_none()) {
+    for c in changes.iter().filter(|c| c.new.is_none() && !kept(c)) {
         remove(&workdir, &c.path)?;
         written += 1;
         if written == 1 {
@@ -228,6 +307,31 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     }
     for c in changes.iter() {
         let Some(new) = c.new else { continue };
+        if kept(c) {
+            let target = workdir.join(&c.path);
+            let mut e = match fs::symlink_metadata(&target) {
+                Ok(meta) if holds_new(repo, c)? => entry(&c.path, new.oid, new.mode, &meta),
+                // Edited again since it was recorded (or gone): no stat
+                // data, so git compares the content.
+                _ => IndexEntry {
+                    ctime: IndexTime::new(0, 0),
+                    mtime: IndexTime::new(0, 0),
+                    dev: 0,
+                    ino: 0,
+                    mode: new.mode,
+                    uid: 0,
+                    gid: 0,
+                    file_size: 0,
+                    id: new.oid,
+                    flags: 0,
+                    flags_extended: 0,
+                    path: c.path.as_bytes().to_vec(),
+                },
+            };
+            e.flags = 0;
+            index.add(&e)?;
+            continue;
+        }
         let blob = repo.find_blob(new.oid)?;
         // As `git checkout` writes it: line endings and filter drivers.
         let content = if new.mode == MODE_LINK {
@@ -259,6 +363,35 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     })
     .context(|| "cannot write the index".into())?;
     crash::point("worktree-done", step);
+    Ok(())
+}
+
+/// Write `changes` into the worktree as an agent's own tools would, leaving
+/// the index alone (the crash matrix's in-place agent, replaying a plan
+/// through `record`). Paths are checked as for [`update`].
+pub fn write_in_place(repo: &Repository, changes: &[Change]) -> Result<()> {
+    for c in changes {
+        crate::tree::guard::check_path(&c.path)
+            .map_err(|v| Error::other(format!("refusing to write {v} into the worktree")))?;
+    }
+    let workdir = workdir(repo)?;
+    let staging = crate::workdir::lock::tmp_dir(repo.path());
+    let convert = crate::tree::convert::Convert::new(repo);
+    for c in changes.iter().filter(|c| c.new.is_none()) {
+        remove(&workdir, &c.path)?;
+    }
+    for c in changes {
+        let Some(new) = c.new else { continue };
+        let blob = repo.find_blob(new.oid)?;
+        let content = if new.mode == MODE_LINK {
+            blob.content().to_vec()
+        } else {
+            convert
+                .to_worktree(&c.path, blob.content())
+                .map_err(Error::other)?
+        };
+        write(&workdir, &staging, &c.path, &content, new.mode)?;
+    }
     Ok(())
 }
 

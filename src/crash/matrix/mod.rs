@@ -14,6 +14,7 @@
 //! when `crashtest` runs inside one ([`Base`]), else an empty repository.
 
 pub mod classic;
+pub mod in_place;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,6 +35,9 @@ pub enum Runner {
     GitSteps,
     /// `git-steps run --decider`, the decider replaying the plan.
     GitStepsRun,
+    /// `git-steps record`: each step made in the worktree first, by an
+    /// agent's own tools, then recorded (see [`in_place`]).
+    GitStepsRecord,
     /// The classic design with the artifact pushed every step.
     ClassicDurableLog,
     /// The classic design with the artifact pushed only at the end.
@@ -45,6 +49,7 @@ impl Runner {
         match self {
             Runner::GitSteps => "git-steps",
             Runner::GitStepsRun => "git-steps run --decider",
+            Runner::GitStepsRecord => "git-steps record",
             Runner::ClassicDurableLog => "classic (durable log)",
             Runner::ClassicVolatileLog => "classic (volatile log)",
         }
@@ -149,7 +154,7 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
     let boxes = [BoxMode::Survive, BoxMode::Vanish];
     let batch = batch.max(1);
     match runner {
-        Runner::GitSteps | Runner::GitStepsRun => {
+        Runner::GitSteps | Runner::GitStepsRun | Runner::GitStepsRecord => {
             for (i, step) in ids.iter().enumerate() {
                 let batch_end = (i + 1) % batch == 0 || i + 1 == ids.len();
                 for p in crash::POINTS {
@@ -163,6 +168,10 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
                         }
                         // Resume points need something to resume: a first
                         // crash that leaves the work they guard.
+                        // `record` writes no worktree file: nothing to repair.
+                        (Scope::Resume, "repair-saved") if runner == Runner::GitStepsRecord => {
+                            continue
+                        }
                         (Scope::Resume, "repair-saved") => {
                             vec![crash_at("worktree-partial", step), crash_at(p.name, step)]
                         }
@@ -512,6 +521,12 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
                 cmd.args(["--remote", ""]);
             }
         }
+        Runner::GitStepsRecord => {
+            cmd.arg("replay-record").arg(&env.plan);
+            if phase.local_only {
+                cmd.args(["--remote", ""]);
+            }
+        }
         Runner::ClassicDurableLog | Runner::ClassicVolatileLog => {
             cmd.arg("classic-apply")
                 .arg(&env.plan)
@@ -701,7 +716,7 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
     match o.code {
         Some(0) => {
             let local_agrees = match env.runner {
-                Runner::GitSteps | Runner::GitStepsRun => {
+                Runner::GitSteps | Runner::GitStepsRun | Runner::GitStepsRecord => {
                     let repo = Repository::open(&dir)?;
                     let local = repo.refname_to_id("refs/heads/main").ok();
                     let durable = Repository::open_bare(&s.bare)?

@@ -1,0 +1,349 @@
+//! `record`: what an agent changed in the worktree with its own tools
+//! becomes one step — a `files` step whose object is the recorded decision,
+//! one commit with its receipt (`Step-Source: record`), made durable like
+//! every step.
+//!
+//! Owns turning the worktree's changes into a step object, and the rerun of
+//! a record. Invariant: record writes no worktree file — the step is built
+//! from what is on disk, and only the branch and the index catch up with
+//! it — so no change in the worktree is ever lost; an id that has a receipt
+//! is done when the worktree's changes still make that decision, and is
+//! refused when they make another.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use base64::Engine;
+use git2::{Oid, Repository, Status, StatusOptions, Tree};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::crash;
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::git::{short, Entry, MODE_EXEC, MODE_LINK};
+use crate::history::ledger::Entry as Receipt;
+use crate::plan::step::{decision_digest, validate_id, Step};
+use crate::settings::Settings;
+use crate::sync::reconcile::Reconciled;
+use crate::workdir::worktree;
+
+use super::session::{ApplyOptions, Session, Source, StepOutcome, Ui};
+
+/// What to record.
+#[derive(Debug, Clone, Default)]
+pub struct RecordOptions {
+    pub id: String,
+    pub message: Option<String>,
+    /// Kept in the receipt's message, as a step's `intent`.
+    pub intent: Option<Value>,
+    pub allow_duplicate_hunks: bool,
+}
+
+/// The result of `record`.
+#[derive(Debug, Serialize)]
+pub struct RecordReport {
+    pub run: String,
+    pub branch: String,
+    pub durable: &'static str,
+    pub step: String,
+    /// `recorded` now, or `already-recorded` (a rerun: nothing new).
+    pub status: &'static str,
+    pub commit: String,
+    pub decision: String,
+    pub files: Vec<String>,
+    pub reconcile: Reconciled,
+    pub artifact: String,
+    pub history: String,
+}
+
+/// Record the worktree's changes against the run's head as step `opts.id`.
+pub fn record(
+    repo: &Repository,
+    s: &Settings,
+    opts: &RecordOptions,
+    ui: &mut dyn Ui,
+) -> Result<RecordReport> {
+    crash::validate_env().map_err(Error::input)?;
+    worktree::workdir(repo)?;
+    validate_id(&opts.id).map_err(|m| Error::Input {
+        step: None,
+        line: None,
+        message: format!("--id: {m}"),
+    })?;
+    let apply = ApplyOptions {
+        allow_duplicate_hunks: opts.allow_duplicate_hunks,
+        in_place: true,
+        ..ApplyOptions::default()
+    };
+    let mut session = Session::open(repo, s, None, apply, ui)?;
+    session.load(false)?;
+    if let Some(receipt) = session.receipt(&opts.id).cloned() {
+        return rerun(repo, s, session, opts, &receipt);
+    }
+    let head_tree = session
+        .head()
+        .map(|h| repo.find_commit(h)?.tree())
+        .transpose()?;
+    ensure_index_agrees(repo, &opts.id)?;
+    let Some(value) = worktree_step(repo, head_tree.as_ref(), opts)? else {
+        return Err(Error::input(format!(
+            "step {}: nothing to record: the worktree has no changes against the run's head ({})",
+            opts.id,
+            session.head().map_or("no commits".into(), short)
+        ))
+        .with_hint("make the edits first; ignored files are never recorded"));
+    };
+    let step = Step::from_value(value, 0)?;
+    if let Some(note) = session.identity_note() {
+        ui.note(&note);
+    }
+    session.stage(&step, Some(Source::Record))?;
+    let Some(outcome) = session.flush()?.pop() else {
+        return Err(Error::other("internal: a recorded step has no outcome"));
+    };
+    ui.step(&outcome, None);
+    let StepOutcome::Applied { commit, files, .. } = outcome else {
+        return Err(Error::other("internal: a recorded step was not applied"));
+    };
+    let done = session.finish()?;
+    Ok(RecordReport {
+        run: s.run.clone(),
+        branch: s.branch.clone(),
+        durable: s.durable_kind(),
+        step: step.id,
+        status: "recorded",
+        commit,
+        decision: step.digest,
+        files,
+        reconcile: done.reconcile,
+        artifact: done.artifact,
+        history: done.history,
+    })
+}
+
+/// `record --id ID` again, ID having a receipt: done if the worktree's
+/// changes against the step's parent still make its decision (the index
+/// is brought up to the step, which a crash may have kept from it), else
+/// refused.
+fn rerun(
+    repo: &Repository,
+    s: &Settings,
+    session: Session<'_>,
+    opts: &RecordOptions,
+    receipt: &Receipt,
+) -> Result<RecordReport> {
+    let commit = repo.find_commit(receipt.commit)?;
+    let parent = commit.parent(0).ok().map(|p| p.tree()).transpose()?;
+    let value = worktree_step(repo, parent.as_ref(), opts)?;
+    let digest = value.as_ref().map(decision_digest);
+    if digest.as_deref() != Some(receipt.decision.as_str()) {
+        let later = session.head() != Some(receipt.commit);
+        return Err(Error::from(Refusal {
+            kind: RefusalKind::DigestMismatch,
+            step: Some(opts.id.clone()),
+            saw: format!(
+                "step {} already has a receipt in {} with decision {}, but the worktree's changes since its parent {}{}",
+                opts.id,
+                short(receipt.commit),
+                receipt.decision,
+                match &digest {
+                    Some(d) => format!("make decision {d}"),
+                    None => "are none".into(),
+                },
+                if later {
+                    " (steps were recorded after it)"
+                } else {
+                    ""
+                }
+            ),
+            would: "record a second, different decision under the same step id".into(),
+            hint: format!(
+                "a step id is its idempotency key: record the new changes under a new id (`git steps record --id <new id>`); `git show {}` shows the recorded step",
+                short(receipt.commit)
+            ),
+        }));
+    }
+    // Done. The index catches up with the step where a crash kept it back
+    // (the files are the worktree's already).
+    let changes = crate::git::tree_changes(repo, parent.as_ref(), Some(&commit.tree()?))?;
+    let index = repo.index()?;
+    let behind: Vec<_> = changes
+        .iter()
+        .filter(|c| {
+            let have = index.get_path(Path::new(&c.path), 0).map(|e| Entry {
+                oid: e.id,
+                mode: e.mode,
+            });
+            have != c.new
+        })
+        .cloned()
+        .collect();
+    if !behind.is_empty() {
+        worktree::update_keeping(repo, &behind, &opts.id, &|_| true)?;
+    }
+    let files = changes.iter().map(|c| c.path.clone()).collect();
+    let done = session.finish()?;
+    Ok(RecordReport {
+        run: s.run.clone(),
+        branch: s.branch.clone(),
+        durable: s.durable_kind(),
+        step: opts.id.clone(),
+        status: "already-recorded",
+        commit: receipt.commit.to_string(),
+        decision: receipt.decision.clone(),
+        files,
+        reconcile: done.reconcile,
+        artifact: done.artifact,
+        history: done.history,
+    })
+}
+
+/// Refuse an index that holds, for some path, a version that is neither
+/// the head's nor the worktree's: a worktree update that was interrupted
+/// (its files half written, the index not yet), or a partial `git add`.
+/// Recording then would take a half-finished state for the agent's work.
+fn ensure_index_agrees(repo: &Repository, id: &str) -> Result<()> {
+    let mut so = StatusOptions::new();
+    so.include_untracked(false)
+        .exclude_submodules(true)
+        .renames_head_to_index(false);
+    let statuses = repo.statuses(Some(&mut so))?;
+    let index = repo.index()?;
+    let workdir = worktree::workdir(repo)?;
+    for st in statuses.iter() {
+        let staged = Status::INDEX_NEW
+            | Status::INDEX_MODIFIED
+            | Status::INDEX_DELETED
+            | Status::INDEX_TYPECHANGE;
+        if !st.status().intersects(staged) {
+            continue;
+        }
+        let path = String::from_utf8_lossy(st.path_bytes()).into_owned();
+        let in_index = index.get_path(Path::new(&path), 0).map(|e| Entry {
+            oid: e.id,
+            mode: e.mode,
+        });
+        let disk = worktree::on_disk(&workdir, &path)?;
+        if !worktree::same(repo, &path, &disk, &in_index)? {
+            return Err(Error::from(Refusal {
+                kind: RefusalKind::DirtyWorktree,
+                step: Some(id.to_string()),
+                saw: format!(
+                    "the index holds a version of {path} that is neither the run head's nor the worktree's (a partial `git add`, or a worktree update that was interrupted)"
+                ),
+                would: "record a step from a worktree the index disagrees with".into(),
+                hint: format!(
+                    "`git add {path}` if the worktree's version is the one to record, then rerun; if a git-steps command was interrupted, rerun it first"
+                ),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The step object for the worktree's changes against `base` (the tree a
+/// step would apply to): a `files` step holding each changed path —
+/// modified, added (untracked, not ignored) or deleted — as a string (UTF-8
+/// text whose executable bit is unchanged), an object (`text` or `base64`
+/// with `mode`, or `symlink`), or null. None when nothing changed.
+pub fn worktree_step(
+    repo: &Repository,
+    base: Option<&Tree<'_>>,
+    opts: &RecordOptions,
+) -> Result<Option<Value>> {
+    let mut dopts = git2::DiffOptions::new();
+    dopts
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_typechange(true)
+        .ignore_submodules(true);
+    let diff = repo.diff_tree_to_workdir(base, Some(&mut dopts))?;
+    let mut paths = BTreeSet::new();
+    for d in diff.deltas() {
+        for f in [d.old_file(), d.new_file()] {
+            if let Some(p) = f.path_bytes() {
+                let p = std::str::from_utf8(p).map_err(|_| {
+                    Error::input(format!(
+                        "step {}: cannot record {:?}: the path is not UTF-8",
+                        opts.id,
+                        String::from_utf8_lossy(p)
+                    ))
+                })?;
+                paths.insert(p.to_string());
+            }
+        }
+    }
+    let workdir = worktree::workdir(repo)?;
+    let mut files = Map::new();
+    for p in paths {
+        if p.ends_with('/') {
+            return Err(Error::input(format!(
+                "step {}: cannot record {p}: it is a git repository of its own inside the worktree",
+                opts.id
+            ))
+            .with_hint("record takes files; move the repository out, or ignore it in .gitignore"));
+        }
+        let in_base = match base.map(|t| t.get_path(Path::new(&p))) {
+            Some(Ok(e)) if e.kind() != Some(git2::ObjectType::Tree) => Some(Entry {
+                oid: e.id(),
+                mode: e.filemode() as u32,
+            }),
+            _ => None,
+        };
+        let disk = worktree::on_disk(&workdir, &p)?;
+        if worktree::same(repo, &p, &disk, &in_base)? {
+            continue;
+        }
+        let value = match disk {
+            None if in_base.is_some() => Value::Null,
+            None => continue,
+            Some((bytes, MODE_LINK)) => match String::from_utf8(bytes) {
+                Ok(target) => json!({ "symlink": target }),
+                Err(_) => {
+                    return Err(Error::input(format!(
+                        "step {}: cannot record the symlink {p}: its target is not UTF-8",
+                        opts.id
+                    )))
+                }
+            },
+            Some((bytes, mode)) => {
+                let was_exec = in_base.is_some_and(|e| e.mode == MODE_EXEC);
+                let mode_kept = (mode == MODE_EXEC) == was_exec;
+                let mode_str = if mode == MODE_EXEC { "100755" } else { "100644" };
+                match String::from_utf8(bytes) {
+                    Ok(text) if !text.contains('\0') && mode_kept => Value::String(text),
+                    Ok(text) if !text.contains('\0') => json!({ "text": text, "mode": mode_str }),
+                    Ok(text) => binary(text.as_bytes(), mode_str),
+                    Err(e) => binary(e.as_bytes(), mode_str),
+                }
+            }
+        };
+        files.insert(p, value);
+    }
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut step = json!({ "id": opts.id, "files": files });
+    if let Some(m) = &opts.message {
+        step["message"] = json!(m);
+    }
+    if let Some(i) = &opts.intent {
+        step["intent"] = i.clone();
+    }
+    Ok(Some(step))
+}
+
+fn binary(bytes: &[u8], mode: &str) -> Value {
+    json!({
+        "base64": base64::engine::general_purpose::STANDARD.encode(bytes),
+        "mode": mode,
+    })
+}
+
+/// The receipt commit of `id` at the local head, if any (for callers that
+/// replay a plan through `record`).
+pub fn receipt_of(repo: &Repository, s: &Settings, id: &str) -> Result<Option<Oid>> {
+    let head = repo.refname_to_id(&s.refname()).ok();
+    let ledger = crate::history::ledger::scan(repo, head, &s.run)?;
+    Ok(ledger.entries.iter().find(|e| e.id == id).map(|e| e.commit))
+}

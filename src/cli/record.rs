@@ -41,9 +41,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let opts = RecordOptions {
         id: a.id,
         message: a.message,
-        intent: a.intent.map(|t| {
-            serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t))
-        }),
+        intent: a
+            .intent
+            .map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t))),
         allow_duplicate_hunks: a.allow_duplicate_hunks
             || settings::config_bool(&repo, "steps.allowDuplicateHunks")?,
     };

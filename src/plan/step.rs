@@ -151,7 +151,10 @@ fn file_object(o: &serde_json::Map<String, Value>) -> Result<FileWrite, String> 
         match o.get(k) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(format!("`{k}` must be a string, found {}", type_name(other))),
+            Some(other) => Err(format!(
+                "`{k}` must be a string, found {}",
+                type_name(other)
+            )),
         }
     };
     let mode = match string("mode")? {
@@ -416,10 +419,19 @@ mod tests {
         let Content::Files(f) = &step.content else {
             panic!("not files")
         };
-        assert_eq!(f["run.sh"].as_ref().unwrap().mode, Some(crate::git::MODE_EXEC));
+        assert_eq!(
+            f["run.sh"].as_ref().unwrap().mode,
+            Some(crate::git::MODE_EXEC)
+        );
         assert_eq!(f["logo.bin"].as_ref().unwrap().bytes, [0, 1, 2, 255]);
-        assert_eq!(f["logo.bin"].as_ref().unwrap().mode, Some(crate::git::MODE_FILE));
-        assert_eq!(f["link"].as_ref().unwrap().mode, Some(crate::git::MODE_LINK));
+        assert_eq!(
+            f["logo.bin"].as_ref().unwrap().mode,
+            Some(crate::git::MODE_FILE)
+        );
+        assert_eq!(
+            f["link"].as_ref().unwrap().mode,
+            Some(crate::git::MODE_LINK)
+        );
         assert_eq!(f["plain"].as_ref().unwrap().mode, None);
         assert!(f["gone"].is_none());
         for (bad, says) in [

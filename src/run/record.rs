@@ -309,7 +309,11 @@ pub fn worktree_step(
             Some((bytes, mode)) => {
                 let was_exec = in_base.is_some_and(|e| e.mode == MODE_EXEC);
                 let mode_kept = (mode == MODE_EXEC) == was_exec;
-                let mode_str = if mode == MODE_EXEC { "100755" } else { "100644" };
+                let mode_str = if mode == MODE_EXEC {
+                    "100755"
+                } else {
+                    "100644"
+                };
                 match String::from_utf8(bytes) {
                     Ok(text) if !text.contains('\0') && mode_kept => Value::String(text),
                     Ok(text) if !text.contains('\0') => json!({ "text": text, "mode": mode_str }),

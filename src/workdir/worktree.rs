@@ -122,7 +122,6 @@ pub fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
     Ok(Some((fs::read(&full)?, mode)))
 }
 
-
 /// Whether a version on disk ([`on_disk`]) is the entry `e`, as git compares
 /// a worktree file with a blob.
 pub fn same(
@@ -150,7 +149,6 @@ pub fn same(
         _ => false,
     })
 }
-
 
 /// Refuse when tracked files are modified, or when a step would create a file
 /// where an untracked one (or a directory, or a symlink the index does not
@@ -272,7 +270,12 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
 /// Whether the worktree holds `change`'s new version at its path already.
 pub fn holds_new(repo: &Repository, change: &Change) -> Result<bool> {
     let workdir = workdir(repo)?;
-    same(repo, &change.path, &on_disk(&workdir, &change.path)?, &change.new)
+    same(
+        repo,
+        &change.path,
+        &on_disk(&workdir, &change.path)?,
+        &change.new,
+    )
 }
 
 /// As [`update`], but a change for which `kept` says so is not written:

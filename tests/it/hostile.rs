@@ -85,7 +85,7 @@ fn plan_syntax() {
         (
             "file content of wrong type",
             line(json!({"id": "b", "files": {"x": 5}})),
-            vec!["step b", "must be a string or null"],
+            vec!["step b", "must be a string, an object or null"],
         ),
         (
             "message of wrong type",
@@ -405,15 +405,18 @@ fn a_long_plan_is_streamed() {
         .code_is(1)
         .stderr_has("plan line 100001");
     let (s, l) = (peak_kib(&r_small), peak_kib(&r_large));
+    // What the process costs before it reads any plan (the binary, libgit2,
+    // the repository), measured the same way: a `status`.
+    let idle = peak_kib(&t.steps(&["-v", "status"]).ok());
     let plan_kib = std::fs::metadata(&large).unwrap().len() / 1024;
-    eprintln!("peak memory: 10k-line plan {s} KiB, 100k-line plan ({plan_kib} KiB) {l} KiB");
+    eprintln!("peak memory: status {idle} KiB, 10k-line plan {s} KiB, 100k-line plan ({plan_kib} KiB) {l} KiB");
     assert!(
         l < s + 8 * 1024,
         "memory grows with the plan: {s} KiB vs {l} KiB"
     );
     assert!(
-        l < plan_kib / 2,
-        "the plan is held in memory: {l} KiB for a {plan_kib} KiB plan"
+        l.saturating_sub(idle) < plan_kib / 4,
+        "the plan is held in memory: {l} KiB ({idle} KiB idle) for a {plan_kib} KiB plan"
     );
 }
 

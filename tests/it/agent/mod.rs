@@ -11,6 +11,7 @@
 
 mod asking;
 mod mcp;
+mod record;
 mod recorded_decisions;
 mod refusals;
 

@@ -58,10 +58,11 @@
 //! 30. [`run::commit`]: one step's order of writes;
 //! 31. [`run::engine`]: the plan loop (`apply`);
 //! 32. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 33. [`run::agent`]: the agent loop (`run --decider`);
-//! 34. [`run::inspect`]: status, log, verify, fingerprint;
-//! 35. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
-//! 36. [`cli`]: the command line and its rendering.
+//! 33. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 34. [`run::agent`]: the agent loop (`run --decider`);
+//! 35. [`run::inspect`]: status, log, verify, fingerprint;
+//! 36. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
+//! 37. [`cli`]: the command line and its rendering.
 
 pub mod cli;
 pub mod crash;

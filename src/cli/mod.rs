@@ -6,6 +6,7 @@
 //! messages. Invariant: every command's failure reaches `main` as a typed
 //! [`Error`], which alone decides the exit code.
 
+mod adopt;
 mod apply;
 mod classic;
 mod crashtest;
@@ -65,6 +66,7 @@ pub enum Command {
     Status(status::Args),
     Log(log::Args),
     Verify(verify::Args),
+    Adopt(adopt::Args),
     Fingerprint(fingerprint::Args),
     Mcp(mcp::Args),
     Crashtest(crashtest::Args),
@@ -210,6 +212,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),
+        Command::Adopt(a) => adopt::run(&ctx, a, out),
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
         Command::Mcp(a) => mcp::run(&ctx, a),
         Command::Crashtest(a) => crashtest::run(&ctx, a, out),

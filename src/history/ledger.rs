@@ -53,6 +53,10 @@ pub struct Ledger {
     pub shallow: Option<Oid>,
     /// The `Step-Index` of the oldest receipt read, if it had one.
     pub oldest_index: Option<u64>,
+    /// Commits without a receipt that a later `adopt` step of the run
+    /// names (`Step-Adopt`): part of the run, each with the number of
+    /// entries that precede it. Their changes count for duplicated hunks.
+    pub adopted: Vec<(usize, Oid)>,
 }
 
 impl Ledger {
@@ -66,6 +70,7 @@ impl Ledger {
             problems: Vec::new(),
             shallow: None,
             oldest_index: None,
+            adopted: Vec::new(),
         }
     }
 
@@ -114,6 +119,10 @@ impl Ledger {
             hint: match kind {
                 // Only hints that work: a step cannot revert a commit the
                 // run refuses to build on, and git-steps never force-pushes.
+                RefusalKind::ForeignCommit if p.what.contains("no receipt") => format!(
+                    "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} belongs in the run (a fix made with plain git), `git steps adopt --yes` records it in a receipted commit on top of it, without rewriting anything; then rerun. If it does not, and is only on this box, keep it on a side branch instead: `git branch keep-{c} {c} && git reset --keep {c}^`. `git steps verify` lists every problem",
+                    c = short(p.commit)
+                ),
                 RefusalKind::ForeignCommit => format!(
                     "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} is only on this box, keep it on a side branch and take it off the run's branch: `git branch keep-{c} {c} && git reset --keep {c}^` (steps after it, if any, are applied again by the rerun). If the durable branch has it, this run cannot go on over it without rewriting the branch, which git-steps never does: start a new run from here, `git steps init --branch <new branch> --run <new id>`, and apply the remaining steps there. `git steps verify` lists every problem",
                     c = short(p.commit)
@@ -302,7 +311,17 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
         Err(_) => None,
     };
     let mut by_id: HashMap<String, usize> = HashMap::new();
+    // Commits an `adopt` step of this run names (always newer than them).
+    let adopted: std::collections::HashSet<Oid> = seen[..=oldest]
+        .iter()
+        .filter_map(|s| s.receipt.as_ref().ok().filter(|r| r.run == run))
+        .flat_map(|r| r.adopts.iter().copied())
+        .collect();
     for s in seen[..=oldest].iter().rev() {
+        if matches!(s.receipt, Err(ParseError::NotAReceipt)) && adopted.contains(&s.oid) {
+            ledger.adopted.push((ledger.entries.len(), s.oid));
+            continue;
+        }
         match &s.receipt {
             Ok(r) if r.run == run => {
                 if s.parents > 1 {
@@ -544,7 +563,25 @@ pub fn live_hunks(
     let path = repo.path().to_path_buf();
     let mut live = LiveHunks::default();
     let mut dups = Vec::new();
-    for window in ledger.entries.chunks(WINDOW) {
+    // Adopted commits take their place among the steps, under a name that
+    // says what they are.
+    let merged;
+    let sources: &[Entry] = if ledger.adopted.is_empty() {
+        &ledger.entries
+    } else {
+        let mut all = Vec::with_capacity(ledger.entries.len() + ledger.adopted.len());
+        let mut adopted = ledger.adopted.iter().peekable();
+        for (i, e) in ledger.entries.iter().enumerate() {
+            while let Some((_, oid)) = adopted.next_if(|(at, _)| *at <= i) {
+                all.push(adopted_entry(*oid));
+            }
+            all.push(e.clone());
+        }
+        all.extend(adopted.map(|(_, oid)| adopted_entry(*oid)));
+        merged = all;
+        &merged
+    };
+    for window in sources.chunks(WINDOW) {
         let chunk = window.len().div_ceil(workers).max(256);
         let parts: Vec<&[Entry]> = window.chunks(chunk).collect();
         let hunks: Vec<Vec<StepHunks>> = if parts.len() <= 1 {
@@ -578,6 +615,16 @@ pub fn live_hunks(
         }
     }
     Ok((live, dups))
+}
+
+/// An adopted commit as a source of hunks: named by its commit.
+fn adopted_entry(oid: Oid) -> Entry {
+    Entry {
+        index: usize::MAX,
+        id: format!("{} (adopted)", short(oid)),
+        decision: String::new(),
+        commit: oid,
+    }
 }
 
 /// What one step changed, and whether its receipt allows a duplicate.

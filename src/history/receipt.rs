@@ -30,6 +30,10 @@ pub const KEY_SOURCE: &str = "Step-Source";
 /// repeats a change on purpose, so `verify` does not report it.
 pub const KEY_ALLOW_DUPLICATE: &str = "Step-Allow-Duplicate";
 
+/// Only on `adopt` steps: a commit without a receipt (a human's) that the
+/// run takes as its own, one trailer per commit.
+pub const KEY_ADOPT: &str = "Step-Adopt";
+
 /// Longest summary kept in a subject line.
 const SUMMARY_MAX: usize = 120;
 
@@ -44,6 +48,8 @@ pub struct Receipt {
     /// `decider` (asked during this run) or `journal` (recorded before a
     /// crash, applied on resume without asking again); None for `apply`.
     pub source: Option<String>,
+    /// `adopt` steps: the commits the run adopts (`Step-Adopt` trailers).
+    pub adopts: Vec<git2::Oid>,
 }
 
 /// Collapse any text onto one printable line of bounded length.
@@ -114,7 +120,12 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
     let (mut id, mut run, mut decision) = (Vec::new(), Vec::new(), Vec::new());
     let mut index = Vec::new();
     let mut source = None;
+    let mut adopts = Vec::new();
     for (k, v) in trailers(message) {
+        if k.eq_ignore_ascii_case(KEY_ADOPT) {
+            adopts.push(v);
+            continue;
+        }
         // git compares trailer keys case-insensitively.
         if k.eq_ignore_ascii_case(KEY_ID) {
             id.push(v);
@@ -149,12 +160,26 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
                     )))
                 }
             };
+            let adopts = adopts
+                .iter()
+                .map(|v| {
+                    (v.len() == 40 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+                        .then(|| git2::Oid::from_str(v).ok())
+                        .flatten()
+                        .ok_or_else(|| {
+                            ParseError::Malformed(format!(
+                                "bad {KEY_ADOPT}: {v:?} is not a full commit id"
+                            ))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             Ok(Receipt {
                 id: i.clone(),
                 run: r.clone(),
                 decision: d.clone(),
                 index,
                 source,
+                adopts,
             })
         }
         _ => Err(ParseError::Malformed(format!(
@@ -164,6 +189,28 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
             decision.len()
         ))),
     }
+}
+
+/// The message of an `adopt` step: its subject, then the receipt with one
+/// `Step-Adopt` trailer per adopted commit (oldest first) and
+/// `Step-Source: adopt`.
+pub fn adopt_message(
+    id: &str,
+    run: &str,
+    decision: &str,
+    index: usize,
+    adopted: &[git2::Oid],
+    summary: &str,
+) -> String {
+    let mut m = format!("step {id}: {}\n\n", one_line(summary));
+    m.push_str(&format!(
+        "{KEY_ID}: {id}\n{KEY_RUN}: {run}\n{KEY_DECISION}: {decision}\n{KEY_INDEX}: {index}\n"
+    ));
+    for oid in adopted {
+        m.push_str(&format!("{KEY_ADOPT}: {oid}\n"));
+    }
+    m.push_str(&format!("{KEY_SOURCE}: adopt\n"));
+    m
 }
 
 /// Whether a receipt says its step repeats a change on purpose (exactly one
@@ -213,6 +260,7 @@ mod tests {
                 decision: s.digest.clone(),
                 index: Some(6),
                 source: None,
+                adopts: Vec::new(),
             }
         );
         assert!(m.ends_with(&format!("Step-Decision: {}\nStep-Index: 6\n", s.digest)));

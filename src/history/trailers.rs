@@ -525,6 +525,7 @@ mod tests {
                 decision: "d".into(),
                 index: None,
                 source: None,
+                adopts: Vec::new(),
             }
         );
         // A lone CR does not end a line: the value runs on.

@@ -363,7 +363,7 @@ pub(super) fn resolved_diff(
 
 /// Compare-and-swap the branch from `expected` to `new`; libgit2 fsyncs the
 /// ref file and its directory (see `crate::git::enable_fsync`).
-fn move_ref(
+pub(super) fn move_ref(
     repo: &Repository,
     s: &Settings,
     expected: Option<Oid>,

@@ -4,9 +4,11 @@
 //! `apply`, `resume` and `run` share ([`session`]), the plan loop
 //! ([`engine`]), the agent loop ([`agent`]) with its [`decider`] and
 //! [`journal`], the worktree's own changes recorded as a step ([`record`]),
+//! commits without a receipt joining the run ([`adopt`]),
 //! and the read-only views ([`inspect`]). Invariant: a step is
 //! reported done only after its receipt is durable.
 
+pub mod adopt;
 pub mod agent;
 pub mod agreement;
 pub mod commit;

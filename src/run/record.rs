@@ -343,11 +343,3 @@ fn binary(bytes: &[u8], mode: &str) -> Value {
         "mode": mode,
     })
 }
-
-/// The receipt commit of `id` at the local head, if any (for callers that
-/// replay a plan through `record`).
-pub fn receipt_of(repo: &Repository, s: &Settings, id: &str) -> Result<Option<Oid>> {
-    let head = repo.refname_to_id(&s.refname()).ok();
-    let ledger = crate::history::ledger::scan(repo, head, &s.run)?;
-    Ok(ledger.entries.iter().find(|e| e.id == id).map(|e| e.commit))
-}

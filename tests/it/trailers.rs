@@ -453,6 +453,7 @@ fn expected(g: &GitView) -> Result<Receipt, ParseError> {
                 decision: d.clone(),
                 index,
                 source: g.sources.last().cloned(),
+                adopts: Vec::new(),
             })
         }
         _ => Err(ParseError::Malformed(String::new())),
@@ -587,6 +588,7 @@ fn written_receipts_read_back_through_git() {
             decision: step.digest.clone(),
             index: Some(n as u64 + 1),
             source: source.map(String::from),
+            adopts: Vec::new(),
         };
         assert_eq!(expected(&g), Ok(want.clone()), "git on {m:?}");
         assert_eq!(receipt::parse(&m), Ok(want), "parse on {m:?}");

@@ -9,6 +9,7 @@
 //! resume, on a fresh clone of every kind of server, under random kills). The decider helpers
 //! they share live here.
 
+mod adopt;
 mod asking;
 mod mcp;
 mod record;

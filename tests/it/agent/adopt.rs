@@ -1,0 +1,165 @@
+//! Issue 17, part 3: `git steps adopt` — commits a human made on the run's
+//! branch with plain git join the run through one receipted commit on top
+//! of them; nothing is rewritten, and the run goes on.
+
+use serde_json::json;
+
+use crate::harness::*;
+use crate::servers::{Kind, Server};
+
+/// A run with one step on a server.
+fn started(kind: Kind) -> (TestRepo, Server) {
+    let (t, server) = TestRepo::with_server(kind, "libgit2");
+    let s1 = line(json!({"id": "s1", "files": {"a.txt": "one\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    (t, server)
+}
+
+fn human_commit(t: &TestRepo, file: &str, content: &str, msg: &str) -> String {
+    t.write(file, content);
+    t.git(&["add", file]).ok();
+    t.git(&["commit", "-q", "-m", msg]).ok();
+    t.git_out(&["rev-parse", "HEAD"])
+}
+
+#[test]
+fn a_human_commit_is_adopted_on_top_and_the_run_goes_on() {
+    let (t, server) = started(Kind::Http);
+    let fix = human_commit(&t, "a.txt", "one\nfixed by hand\n", "hand fix");
+    // The run refuses to go on, and says what to do.
+    let s2 = line(json!({"id": "s2", "files": {"b.txt": "two\n"}}));
+    t.steps_stdin(&["apply", "-"], &s2)
+        .code_is(3)
+        .stderr_has("git steps adopt --yes");
+    // Listing writes nothing.
+    let before = server.head();
+    let r = t.steps(&["adopt"]).ok();
+    assert!(r.stdout().contains(&fix[..12]), "{}", r.stdout());
+    assert!(r.stderr().contains("--yes"), "{}", r.stderr());
+    let listed = t.steps(&["--json", "adopt", "--dry-run"]).ok().json();
+    assert_eq!(listed["data"]["status"], "would-adopt");
+    assert_eq!(listed["data"]["commits"][0]["commit"], fix.as_str());
+    assert_eq!(server.head(), before);
+    assert_eq!(t.git_out(&["rev-parse", "HEAD"]), fix);
+    // Adopted: one commit on top, same tree, naming it; durable.
+    let r = t.steps(&["--json", "adopt", "--yes"]).ok().json();
+    let receipt = r["data"]["receipt"].as_str().unwrap().to_string();
+    assert_eq!(r["data"]["status"], "adopted");
+    assert_eq!(server.head().as_deref(), Some(receipt.as_str()));
+    assert_eq!(
+        t.git_out(&["rev-parse", "HEAD^"]),
+        fix,
+        "the hand commit is not rewritten"
+    );
+    assert_eq!(
+        t.git_out(&["rev-parse", "HEAD^{tree}"]),
+        t.git_out(&["rev-parse", "HEAD^^{tree}"])
+    );
+    let trailers = interpret_trailers(&t, &t.git_out(&["log", "-1", "--format=%B"]));
+    assert!(
+        trailers.contains(&format!("Step-Adopt: {fix}")),
+        "{trailers}"
+    );
+    assert!(trailers.contains("Step-Index: 2"), "{trailers}");
+    assert!(trailers.contains("Step-Source: adopt"), "{trailers}");
+    // The run goes on; status and verify accept it.
+    t.steps_stdin(&["apply", "-"], &s2).ok();
+    t.steps(&["verify"]).ok();
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert_eq!(st["data"]["steps_applied"], json!(3), "{st}");
+    // The hand commit's change counts: repeating it is a duplicated hunk.
+    let again = line(
+        json!({"id": "s3", "patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n fixed by hand\n+fixed by hand\n"}),
+    );
+    t.steps_stdin(&["apply", "-"], &again)
+        .code_is(3)
+        .stderr_has("(adopted)");
+    // Adopting again: nothing to adopt.
+    let r = t.steps(&["--json", "adopt", "--yes"]).ok().json();
+    assert_eq!(r["data"]["status"], "nothing");
+    assert_eq!(server.step_ids().len(), 3);
+}
+
+/// The hand commit was pushed to the remote with plain git from another
+/// clone: this box adopts it (`--json` confirms, for programs) and comes
+/// up to it.
+#[test]
+fn a_hand_commit_pushed_to_the_remote_is_adopted_from_another_box() {
+    let (t, server) = started(Kind::Daemon);
+    let other = t.sibling(
+        "other",
+        Some(&format!("file://{}", server.bare().display())),
+    );
+    let fix = human_commit(
+        &other,
+        "a.txt",
+        "one\nfrom elsewhere\n",
+        "hand fix elsewhere",
+    );
+    other.git(&["push", "-q", "origin", "HEAD:main"]).ok();
+    let s2 = line(json!({"id": "s2", "files": {"b.txt": "two\n"}}));
+    t.steps_stdin(&["apply", "-"], &s2).code_is(3);
+    let r = t.steps(&["--json", "adopt"]).ok().json();
+    assert_eq!(r["data"]["status"], "adopted", "{r}");
+    assert_eq!(t.git_out(&["rev-parse", "HEAD^"]), fix);
+    assert_eq!(t.read("a.txt"), "one\nfrom elsewhere\n");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.steps_stdin(&["apply", "-"], &s2).ok();
+    assert_eq!(server.step_ids().len(), 3);
+}
+
+/// A commit that carries another run's receipt is not adoptable.
+#[test]
+fn another_runs_receipt_is_not_adoptable() {
+    let (t, server) = started(Kind::Path);
+    let msg = format!(
+        "step x: forged\n\nStep-Id: x\nStep-Run: other\nStep-Decision: sha256:{}\nStep-Index: 1\n",
+        "0".repeat(64)
+    );
+    t.git(&["commit", "-q", "--allow-empty", "-m", &msg]).ok();
+    let head = server.head();
+    t.steps(&["adopt", "--yes"])
+        .code_is(3)
+        .stderr_has("another run");
+    assert_eq!(server.head(), head);
+}
+
+/// A kill at each write of `adopt`, then the same command: one adopting
+/// commit, the box level with the remote.
+#[test]
+fn an_adopt_killed_at_any_point_is_finished_by_the_same_command() {
+    use std::os::unix::process::ExitStatusExt;
+    for point in [
+        "before-write",
+        "objects-written",
+        "pushed",
+        "tracking-updated",
+        "ref-updated",
+        "worktree-partial",
+        "worktree-done",
+    ] {
+        let (t, server) = started(Kind::Path);
+        let other = t.sibling(
+            "other",
+            Some(&format!("file://{}", server.bare().display())),
+        );
+        human_commit(&other, "a.txt", "one\nfix\n", "hand fix");
+        other.git(&["push", "-q", "origin", "HEAD:main"]).ok();
+        let id = "adopt-1";
+        let r = t.steps_env(
+            &["adopt", "--yes", "--id", id],
+            &[("GIT_STEPS_CRASH", &format!("{point}@{id}"))],
+        );
+        assert_eq!(r.out.status.signal(), Some(9), "{point}: {}", r.explain());
+        t.steps(&["adopt", "--yes", "--id", id]).ok();
+        assert_eq!(server.step_ids(), ["s1", id], "{point}");
+        assert_eq!(
+            t.git_out(&["rev-parse", "HEAD"]),
+            server.head().unwrap(),
+            "{point}"
+        );
+        assert_eq!(t.read("a.txt"), "one\nfix\n", "{point}");
+        assert_eq!(t.git_out(&["status", "--porcelain"]), "", "{point}");
+        t.steps(&["verify"]).ok();
+    }
+}

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use base64::Engine;
-use git2::{Oid, Repository, Status, StatusOptions, Tree};
+use git2::{Repository, Status, StatusOptions, Tree};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 

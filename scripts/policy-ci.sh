@@ -47,7 +47,7 @@ if [ "${1:-}" != "--matrix-only" ]; then
     bash "$root/scripts/test.sh"
 fi
 
-echo "-- the crash matrix from a repository with the policy (and eol=crlf attributes), plain, --batch 4 and --runner record"
+echo "-- the crash matrix from a repository with the policy (and eol=crlf attributes), plain, --batch 4, --runner record and --runner undo"
 repo="$policy/repo"
 git init -q -b main "$repo"
 git -C "$repo" config include.path "$policy/gitconfig"
@@ -59,6 +59,7 @@ for plan in "$root"/fixtures/*.jsonl; do
   (cd "$repo" && GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 "$bin" crashtest "$plan" | tail -n 1)
   (cd "$repo" && GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 "$bin" crashtest --batch 4 "$plan" | tail -n 1)
   (cd "$repo" && GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 "$bin" crashtest --runner record "$plan" | tail -n 1)
+  (cd "$repo" && GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 "$bin" crashtest --runner undo "$plan" | tail -n 1)
 done
 # The policy was in force: the boxes' steps were signed and checked.
 echo "policy repository left clean: $(git -C "$repo" status --porcelain | wc -l) change(s)"

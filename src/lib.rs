@@ -59,10 +59,11 @@
 //! 31. [`run::engine`]: the plan loop (`apply`);
 //! 32. [`run::record`]: the worktree's own changes recorded as a step (`record`);
 //! 33. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 34. [`run::agent`]: the agent loop (`run --decider`);
-//! 35. [`run::inspect`]: status, log, verify, fingerprint;
-//! 36. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
-//! 37. [`cli`]: the command line and its rendering.
+//! 34. [`run::undo`]: rewinding as a step (`undo`);
+//! 35. [`run::agent`]: the agent loop (`run --decider`);
+//! 36. [`run::inspect`]: status, log, verify, fingerprint;
+//! 37. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
+//! 38. [`cli`]: the command line and its rendering.
 
 pub mod cli;
 pub mod crash;

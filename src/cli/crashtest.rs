@@ -33,12 +33,13 @@ pub struct Args {
     /// (the agent loop, with a decider that replays the plan and marks a
     /// row DIVERGED if it is asked for a step already durable); git-steps
     /// `record` (each step written into the worktree as an agent's own tools
-    /// would, then recorded; a rerun records the last step again); or the
-    /// built-in classic runner (cursor checkpointed every 3 steps, receipts
-    /// on the box).
+    /// would, then recorded; a rerun records the last step again); git-steps
+    /// `undo` (the plan applied, its second half undone by one `undo` step,
+    /// then applied again under new ids); or the built-in classic runner
+    /// (cursor checkpointed every 3 steps, receipts on the box).
     #[arg(
         long,
-        value_name = "git-steps|run|record|classic",
+        value_name = "git-steps|run|record|undo|classic",
         default_value = "git-steps"
     )]
     runner: String,
@@ -65,13 +66,14 @@ fn runner(a: &Args) -> Result<Runner, Error> {
         ("git-steps", _) => Ok(Runner::GitSteps),
         ("run", _) => Ok(Runner::GitStepsRun),
         ("record", _) => Ok(Runner::GitStepsRecord),
+        ("undo", _) => Ok(Runner::GitStepsUndo),
         ("classic", "durable") => Ok(Runner::ClassicDurableLog),
         ("classic", "volatile") => Ok(Runner::ClassicVolatileLog),
         ("classic", other) => Err(Error::input(format!(
             "--classic-log {other:?}: use durable or volatile"
         ))),
         (other, _) => Err(Error::input(format!(
-            "--runner {other:?}: use git-steps, run, record or classic"
+            "--runner {other:?}: use git-steps, run, record, undo or classic"
         ))),
     }
 }

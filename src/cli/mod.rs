@@ -21,6 +21,7 @@ mod resume;
 mod run;
 mod status;
 mod ui;
+mod undo;
 mod verify;
 
 use std::io::Write;
@@ -67,6 +68,7 @@ pub enum Command {
     Log(log::Args),
     Verify(verify::Args),
     Adopt(adopt::Args),
+    Undo(undo::Args),
     Fingerprint(fingerprint::Args),
     Mcp(mcp::Args),
     Crashtest(crashtest::Args),
@@ -81,6 +83,9 @@ pub enum Command {
     /// The crash matrix's in-place agent: each step of a plan written into the worktree, then recorded.
     #[command(hide = true)]
     ReplayRecord(record::ReplayArgs),
+    /// The crash matrix's undo scenario: a plan applied, its second half undone, then made again.
+    #[command(hide = true)]
+    ReplayUndo(record::ReplayArgs),
 }
 
 /// Flags every run-scoped command takes.
@@ -209,10 +214,12 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Record(a) => record::run(&ctx, a, out),
         Command::ReplayDecider(a) => run::replay(a, out),
         Command::ReplayRecord(a) => record::replay(&ctx, a),
+        Command::ReplayUndo(a) => record::replay_undo(&ctx, a),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),
         Command::Adopt(a) => adopt::run(&ctx, a, out),
+        Command::Undo(a) => undo::run(&ctx, a, out),
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
         Command::Mcp(a) => mcp::run(&ctx, a),
         Command::Crashtest(a) => crashtest::run(&ctx, a, out),

@@ -86,3 +86,10 @@ pub fn replay(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
     crate::crash::matrix::in_place::replay(&repo, &s, &plan)?;
     Ok(())
 }
+
+/// The `undo` runner's scenario (see `crash::matrix::in_place::replay_undo`).
+pub fn replay_undo(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
+    let (repo, s) = ctx.open(&a.run)?;
+    crate::crash::matrix::in_place::replay_undo(&repo, &s, std::path::Path::new(&a.plan))?;
+    Ok(())
+}

@@ -331,6 +331,7 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
             let parent = c.parent(0)?.tree()?;
             let files = ledger::tree_hunks(repo, Some(&parent), Some(&tree))?;
             live.record(&r.id, &files);
+            live.forget(&r.undoes);
         }
         entries.push(Entry {
             index: entries.len(),

@@ -607,6 +607,7 @@ pub fn live_hunks(
             let found = live
                 .admit(&e.id, &h.files, true)
                 .expect("admit with allow never fails");
+            live.forget(&h.undoes);
             dups.extend(found.into_iter().map(|d| HistoryDuplicate {
                 step: e.id.clone(),
                 duplicate: d,
@@ -631,6 +632,8 @@ fn adopted_entry(oid: Oid) -> Entry {
 pub struct StepHunks {
     pub files: Vec<FileDiff>,
     pub allowed: bool,
+    /// An `undo` step: the steps it undid.
+    pub undoes: Vec<String>,
 }
 
 /// The hunks each of `entries` introduced, in order. Consecutive steps
@@ -649,12 +652,21 @@ fn entry_hunks(repo: &Repository, entries: &[Entry]) -> Result<Vec<StepHunks>> {
             },
             None => None,
         };
+        let undoes = commit
+            .message()
+            .ok()
+            .and_then(|m| crate::history::receipt::parse(m).ok())
+            .map(|r| r.undoes)
+            .unwrap_or_default();
         out.push(StepHunks {
             files: tree_hunks(repo, parent.as_ref(), Some(&tree))?,
-            allowed: commit
-                .message()
-                .ok()
-                .is_some_and(crate::history::receipt::allows_duplicate),
+            // An undo is the inverse of what it undoes, never a repetition.
+            allowed: !undoes.is_empty()
+                || commit
+                    .message()
+                    .ok()
+                    .is_some_and(crate::history::receipt::allows_duplicate),
+            undoes,
         });
         prev = Some((e.commit, tree));
     }

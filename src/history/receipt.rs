@@ -34,6 +34,9 @@ pub const KEY_ALLOW_DUPLICATE: &str = "Step-Allow-Duplicate";
 /// run takes as its own, one trailer per commit.
 pub const KEY_ADOPT: &str = "Step-Adopt";
 
+/// Only on `undo` steps: a step the step undoes, one trailer per step.
+pub const KEY_UNDO: &str = "Step-Undo";
+
 /// Longest summary kept in a subject line.
 const SUMMARY_MAX: usize = 120;
 
@@ -50,6 +53,8 @@ pub struct Receipt {
     pub source: Option<String>,
     /// `adopt` steps: the commits the run adopts (`Step-Adopt` trailers).
     pub adopts: Vec<git2::Oid>,
+    /// `undo` steps: the steps undone (`Step-Undo` trailers).
+    pub undoes: Vec<String>,
 }
 
 /// Collapse any text onto one printable line of bounded length.
@@ -99,6 +104,9 @@ pub fn message(
     if step.allow_duplicate {
         m.push_str(&format!("{KEY_ALLOW_DUPLICATE}: true\n"));
     }
+    for u in &step.undo {
+        m.push_str(&format!("{KEY_UNDO}: {u}\n"));
+    }
     if let Some(src) = source {
         m.push_str(&format!("{KEY_SOURCE}: {src}\n"));
     }
@@ -121,9 +129,14 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
     let mut index = Vec::new();
     let mut source = None;
     let mut adopts = Vec::new();
+    let mut undoes = Vec::new();
     for (k, v) in trailers(message) {
         if k.eq_ignore_ascii_case(KEY_ADOPT) {
             adopts.push(v);
+            continue;
+        }
+        if k.eq_ignore_ascii_case(KEY_UNDO) {
+            undoes.push(v);
             continue;
         }
         // git compares trailer keys case-insensitively.
@@ -180,6 +193,7 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
                 index,
                 source,
                 adopts,
+                undoes,
             })
         }
         _ => Err(ParseError::Malformed(format!(
@@ -261,6 +275,7 @@ mod tests {
                 index: Some(6),
                 source: None,
                 adopts: Vec::new(),
+                undoes: Vec::new(),
             }
         );
         assert!(m.ends_with(&format!("Step-Decision: {}\nStep-Index: 6\n", s.digest)));

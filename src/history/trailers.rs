@@ -526,6 +526,7 @@ mod tests {
                 index: None,
                 source: None,
                 adopts: Vec::new(),
+                undoes: Vec::new(),
             }
         );
         // A lone CR does not end a line: the value runs on.

@@ -30,6 +30,7 @@ pub const FIELDS: &[&str] = &[
     "message",
     "intent",
     "allow_duplicate",
+    "undo",
 ];
 
 /// The content fields; exactly one is present.
@@ -84,6 +85,9 @@ pub struct Step {
     /// The step repeats a change still in effect on purpose (SPEC
     /// "Duplicated hunks"); part of the decision.
     pub allow_duplicate: bool,
+    /// The steps this one undoes (`git steps undo`), oldest first; part of
+    /// the decision, and written in the receipt (`Step-Undo`).
+    pub undo: Vec<String>,
     /// `sha256:<hex>` of the canonical JSON of the step object.
     pub digest: String,
     /// 1-based line of the plan where the step starts (0 when not from a plan).
@@ -386,6 +390,32 @@ impl Step {
                 ))
             }
         };
+        let undo = match map.get("undo") {
+            None => Vec::new(),
+            Some(Value::Array(ids)) if !ids.is_empty() => {
+                let mut out = Vec::with_capacity(ids.len());
+                for v in ids {
+                    let Value::String(u) = v else {
+                        return Err(err(
+                            step,
+                            format!("field `undo` holds {}; it lists step ids", type_name(v)),
+                        ));
+                    };
+                    validate_id(u).map_err(|m| err(step, format!("undo: {m}")))?;
+                    out.push(u.clone());
+                }
+                out
+            }
+            Some(other) => {
+                return Err(err(
+                    step,
+                    format!(
+                        "field `undo` must be a non-empty array of step ids, found {}",
+                        type_name(other)
+                    ),
+                ))
+            }
+        };
         let digest = decision_digest(&value);
         Ok(Step {
             id,
@@ -393,6 +423,7 @@ impl Step {
             message,
             intent,
             allow_duplicate,
+            undo,
             digest,
             line,
         })

@@ -79,7 +79,10 @@ impl Session<'_> {
         let applied = build::apply(repo, base.clone(), step)?;
         let new_tree = repo.find_tree(applied.tree)?;
         let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
-        let allow = self.opts.allow_duplicate_hunks || step.allow_duplicate;
+        // An undo restores an earlier state: it is the inverse of what it
+        // undoes, never a repetition.
+        let allow =
+            self.opts.allow_duplicate_hunks || step.allow_duplicate || !step.undo.is_empty();
         if let (Some(d), false) = (live.duplicates(&step.id, &hunks).first(), allow) {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::DuplicateHunk,
@@ -163,6 +166,7 @@ impl Session<'_> {
         )?;
         if self.opts.dry_run {
             live.record(&step.id, &hunks);
+            live.forget(&step.undo);
             self.advance(step, commit);
             return Ok(Some(StepOutcome::WouldApply {
                 step: step.id.clone(),
@@ -189,6 +193,7 @@ impl Session<'_> {
         // of them is saved unless the session finishes with every step
         // durable.
         live.record(&step.id, &hunks);
+        live.forget(&step.undo);
         if self.staged.is_empty() {
             self.durable = head;
         }

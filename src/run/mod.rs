@@ -4,7 +4,8 @@
 //! `apply`, `resume` and `run` share ([`session`]), the plan loop
 //! ([`engine`]), the agent loop ([`agent`]) with its [`decider`] and
 //! [`journal`], the worktree's own changes recorded as a step ([`record`]),
-//! commits without a receipt joining the run ([`adopt`]),
+//! commits without a receipt joining the run ([`adopt`]), rewinding as a
+//! step ([`undo`]),
 //! and the read-only views ([`inspect`]). Invariant: a step is
 //! reported done only after its receipt is durable.
 
@@ -19,3 +20,4 @@ pub mod inspect;
 pub mod journal;
 pub mod record;
 pub mod session;
+pub mod undo;

@@ -106,6 +106,8 @@ pub enum Source {
     Journal,
     /// Made in the worktree by the agent's own tools, then recorded.
     Record,
+    /// Written by `undo`: earlier steps' files as they were.
+    Undo,
 }
 
 impl Source {
@@ -114,6 +116,7 @@ impl Source {
             Source::Decider => "decider",
             Source::Journal => "journal",
             Source::Record => "record",
+            Source::Undo => "undo",
         }
     }
 }

@@ -666,6 +666,22 @@ impl LiveHunks {
         }
     }
 
+    /// `steps` were undone (an `undo` step restored what they touched):
+    /// none of their changes is in effect any more, so making them again is
+    /// no duplicate.
+    pub fn forget(&mut self, steps: &[String]) {
+        if steps.is_empty() {
+            return;
+        }
+        self.files.retain(|_, keys| {
+            keys.retain(|_, slots| {
+                slots.retain(|l| !steps.iter().any(|s| **s == *l.maker));
+                !slots.is_empty()
+            });
+            !keys.is_empty()
+        });
+    }
+
     /// [`LiveHunks::duplicates`], then [`LiveHunks::record`] unless one was
     /// found and `allow` is false (then the first is the error).
     pub fn admit(

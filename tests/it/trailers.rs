@@ -454,6 +454,7 @@ fn expected(g: &GitView) -> Result<Receipt, ParseError> {
                 index,
                 source: g.sources.last().cloned(),
                 adopts: Vec::new(),
+                undoes: Vec::new(),
             })
         }
         _ => Err(ParseError::Malformed(String::new())),
@@ -589,6 +590,7 @@ fn written_receipts_read_back_through_git() {
             index: Some(n as u64 + 1),
             source: source.map(String::from),
             adopts: Vec::new(),
+            undoes: Vec::new(),
         };
         assert_eq!(expected(&g), Ok(want.clone()), "git on {m:?}");
         assert_eq!(receipt::parse(&m), Ok(want), "parse on {m:?}");

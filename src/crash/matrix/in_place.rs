@@ -64,3 +64,69 @@ pub fn replay(repo: &Repository, s: &Settings, plan: &Plan) -> Result<()> {
     }
     Ok(())
 }
+
+/// The `undo` runner's scenario over a plan of N steps: the plan applied,
+/// its last ceil(N/2) steps undone by one `undo` (id [`UNDO_ID`]), then the
+/// undone steps applied again under new ids (`again-<id>`): the undone
+/// changes are no duplicated hunks, and the run ends at the plan's own
+/// artifact. A rerun runs the same three parts; each is idempotent.
+pub fn replay_undo(repo: &Repository, s: &Settings, path: &std::path::Path) -> Result<()> {
+    let mut ui = Silent;
+    let opts = crate::run::session::ApplyOptions::default();
+    let plan = Plan::open(&path.to_string_lossy(), repo.path())?;
+    crate::run::engine::apply_plan(repo, s, &plan, &opts, &mut ui).map_err(|(e, _)| e)?;
+    let steps: Vec<serde_json::Value> = plan_values(path)?;
+    let k = steps.len().div_ceil(2);
+    crate::run::undo::undo(
+        repo,
+        s,
+        &crate::run::undo::Target::Last(k),
+        Some(UNDO_ID),
+        false,
+        &mut ui,
+    )?;
+    let again: Vec<String> = steps[steps.len() - k..]
+        .iter()
+        .map(|v| {
+            let mut v = v.clone();
+            v["id"] = serde_json::json!(again_id(v["id"].as_str().unwrap_or_default()));
+            v.to_string()
+        })
+        .collect();
+    let again = Plan::from_text(&again.join("\n"), repo.path(), "the steps made again")?;
+    crate::run::engine::apply_plan(repo, s, &again, &opts, &mut ui).map_err(|(e, _)| e)?;
+    Ok(())
+}
+
+/// The undo step's id in the `undo` runner's scenario.
+pub const UNDO_ID: &str = "undo-replay";
+
+/// A step made again after the undo.
+pub fn again_id(id: &str) -> String {
+    format!("again-{id}")
+}
+
+/// The step ids of the `undo` runner's scenario, in order.
+pub fn undo_ids(ids: &[String]) -> Vec<String> {
+    let k = ids.len().div_ceil(2);
+    let mut out = ids.to_vec();
+    out.push(UNDO_ID.to_string());
+    out.extend(ids[ids.len() - k..].iter().map(|i| again_id(i)));
+    out
+}
+
+/// The plan's step objects as given, the first of each id.
+fn plan_values(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        crate::Error::input(format!("cannot read the plan {}: {e}", path.display()))
+    })?;
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for v in serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>() {
+        let v = v.map_err(|e| crate::Error::input(format!("the plan {}: {e}", path.display())))?;
+        if seen.insert(v["id"].as_str().unwrap_or_default().to_string()) {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}

@@ -38,6 +38,9 @@ pub enum Runner {
     /// `git-steps record`: each step made in the worktree first, by an
     /// agent's own tools, then recorded (see [`in_place`]).
     GitStepsRecord,
+    /// `git-steps undo`: the plan applied, its second half undone by one
+    /// step, then made again (see [`in_place::replay_undo`]).
+    GitStepsUndo,
     /// The classic design with the artifact pushed every step.
     ClassicDurableLog,
     /// The classic design with the artifact pushed only at the end.
@@ -50,6 +53,7 @@ impl Runner {
             Runner::GitSteps => "git-steps",
             Runner::GitStepsRun => "git-steps run --decider",
             Runner::GitStepsRecord => "git-steps record",
+            Runner::GitStepsUndo => "git-steps undo",
             Runner::ClassicDurableLog => "classic (durable log)",
             Runner::ClassicVolatileLog => "classic (volatile log)",
         }
@@ -154,7 +158,7 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
     let boxes = [BoxMode::Survive, BoxMode::Vanish];
     let batch = batch.max(1);
     match runner {
-        Runner::GitSteps | Runner::GitStepsRun | Runner::GitStepsRecord => {
+        Runner::GitSteps | Runner::GitStepsRun | Runner::GitStepsRecord | Runner::GitStepsUndo => {
             for (i, step) in ids.iter().enumerate() {
                 let batch_end = (i + 1) % batch == 0 || i + 1 == ids.len();
                 for p in crash::POINTS {
@@ -521,6 +525,12 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
                 cmd.args(["--remote", ""]);
             }
         }
+        Runner::GitStepsUndo => {
+            cmd.arg("replay-undo").arg(&env.plan);
+            if phase.local_only {
+                cmd.args(["--remote", ""]);
+            }
+        }
         Runner::GitStepsRecord => {
             cmd.arg("replay-record").arg(&env.plan);
             if phase.local_only {
@@ -716,7 +726,10 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
     match o.code {
         Some(0) => {
             let local_agrees = match env.runner {
-                Runner::GitSteps | Runner::GitStepsRun | Runner::GitStepsRecord => {
+                Runner::GitSteps
+                | Runner::GitStepsRun
+                | Runner::GitStepsRecord
+                | Runner::GitStepsUndo => {
                     let repo = Repository::open(&dir)?;
                     let local = repo.refname_to_id("refs/heads/main").ok();
                     let durable = Repository::open_bare(&s.bare)?
@@ -782,6 +795,9 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
         return Err(Error::input("the plan holds no steps"));
     }
     let reference = reference(env)?;
+    if env.runner == Runner::GitStepsUndo {
+        ids = in_place::undo_ids(&ids);
+    }
     let cells = cells(env.runner, &ids, env.batch);
     let total = cells.len();
     let next = AtomicUsize::new(0);

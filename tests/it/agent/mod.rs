@@ -15,6 +15,7 @@ mod mcp;
 mod record;
 mod recorded_decisions;
 mod refusals;
+mod undo;
 
 use crate::harness::*;
 

@@ -1,0 +1,318 @@
+//! `undo`: rewinding is a step like any other — one receipted step whose
+//! tree holds, for every file the undone steps touched, the version it had
+//! at the point rewound to.
+//!
+//! Owns choosing the undone steps and building that step (a `files` step
+//! with `undo` naming them, so its receipt says what it undoes). Invariant:
+//! nothing is reset, rewritten or force-pushed — the undo is applied through
+//! the same session as `apply` (its checks, its one push, its worktree
+//! update of the changed paths only) — and no file that no undone step
+//! touched changes. It is idempotent by its id: rerun after a crash, the
+//! same undo computed at its receipt's parent is done; another is refused.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use base64::Engine;
+use git2::{Oid, Repository, Tree};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::crash;
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::git::{short, Entry as TreeEntry, MODE_EXEC, MODE_LINK};
+use crate::history::ledger::Entry;
+use crate::plan::step::{decision_digest, validate_id, Step};
+use crate::settings::Settings;
+
+use super::session::{ApplyOptions, Session, Source, StepOutcome, Ui};
+
+/// What to rewind to.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Back to just after this step.
+    To(String),
+    /// Undo the last N steps.
+    Last(usize),
+}
+
+/// The result of `undo`.
+#[derive(Debug, Serialize)]
+pub struct UndoReport {
+    pub run: String,
+    pub branch: String,
+    /// `undone` now, or `already-undone` (a rerun: nothing new).
+    pub status: &'static str,
+    pub step: String,
+    /// The step the run was rewound to (None: its start).
+    pub to: Option<String>,
+    pub undone: Vec<String>,
+    pub files: Vec<String>,
+    pub commit: String,
+    pub artifact: String,
+    pub history: String,
+}
+
+/// Undo the steps after `target` as one new step (`id`: its id, default
+/// `undo:<target>`).
+pub fn undo(
+    repo: &Repository,
+    s: &Settings,
+    target: &Target,
+    id: Option<&str>,
+    allow_duplicate_hunks: bool,
+    ui: &mut dyn Ui,
+) -> Result<UndoReport> {
+    crash::validate_env().map_err(Error::input)?;
+    if let Some(id) = id {
+        validate_id(id).map_err(|m| Error::Input {
+            step: None,
+            line: None,
+            message: format!("--id: {m}"),
+        })?;
+    }
+    let opts = ApplyOptions {
+        allow_duplicate_hunks,
+        ..ApplyOptions::default()
+    };
+    let mut session = Session::open(repo, s, None, opts, ui)?;
+    session.load(false)?;
+    let entries: Vec<Entry> = session.receipts().cloned().collect();
+    let base = session.ledger().base;
+    // A rerun: this undo, computed where it was made, is the run's last
+    // step (`--last N` counts from there, so its id is read off that
+    // step); or a step has this undo's id.
+    let last_is_this = match entries.last() {
+        Some(last) => build(repo, &entries[..last.index], base, target, id)
+            .ok()
+            .and_then(|(step, _, _)| step)
+            .is_some_and(|st| st.id == last.id && st.digest == last.decision),
+        None => false,
+    };
+    let named = if last_is_this {
+        entries.last().map(|e| e.id.clone())
+    } else {
+        id.map(str::to_string)
+            .or_else(|| default_id(&entries, target).ok())
+    };
+    if let Some(done) = named.as_deref().and_then(|n| session.receipt(n)).cloned() {
+        let before = &entries[..done.index];
+        let (step, to, undone) = build(repo, before, base, target, id)?;
+        if step.as_ref().map(|s| s.digest.as_str()) != Some(done.decision.as_str()) {
+            return Err(Error::from(Refusal {
+                kind: RefusalKind::DigestMismatch,
+                step: Some(done.id.clone()),
+                saw: format!(
+                    "step {} already has a receipt in {} with decision {}, and this undo, computed where it was made, is another",
+                    done.id,
+                    short(done.commit),
+                    done.decision
+                ),
+                would: "record a second, different decision under the same step id".into(),
+                hint: "give this undo its own id: `git steps undo … --id <new id>`".into(),
+            }));
+        }
+        let files = step.map(|s| files_of(&s)).unwrap_or_default();
+        let done_step = done.id.clone();
+        let fin = session.finish()?;
+        return Ok(UndoReport {
+            run: s.run.clone(),
+            branch: s.branch.clone(),
+            status: "already-undone",
+            step: done_step,
+            to,
+            undone,
+            files,
+            commit: done.commit.to_string(),
+            artifact: fin.artifact,
+            history: fin.history,
+        });
+    }
+    let (step, to, undone) = build(repo, &entries, base, target, id)?;
+    let Some(step) = step else {
+        return Err(Error::input(format!(
+            "nothing to undo: the files that {} touched are as they were {}",
+            undone.join(", "),
+            to.as_deref()
+                .map_or("at the run's start".to_string(), |t| format!(
+                    "after step {t}"
+                ))
+        )));
+    };
+    session.ensure_clean(Some(&step.id))?;
+    if let Some(note) = session.identity_note() {
+        ui.note(&note);
+    }
+    session.stage(&step, Some(Source::Undo))?;
+    let Some(outcome) = session.flush()?.pop() else {
+        return Err(Error::other("internal: an undo step has no outcome"));
+    };
+    ui.step(&outcome, None);
+    let StepOutcome::Applied { commit, files, .. } = outcome else {
+        return Err(Error::other("internal: an undo step was not applied"));
+    };
+    let fin = session.finish()?;
+    Ok(UndoReport {
+        run: s.run.clone(),
+        branch: s.branch.clone(),
+        status: "undone",
+        step: step.id,
+        to,
+        undone,
+        files,
+        commit,
+        artifact: fin.artifact,
+        history: fin.history,
+    })
+}
+
+/// The steps `target` undoes in `entries`, and the one they rewind to.
+fn split<'e>(entries: &'e [Entry], target: &Target) -> Result<(Option<&'e Entry>, &'e [Entry])> {
+    let keep = match target {
+        Target::To(step) => match entries.iter().position(|e| &e.id == step) {
+            Some(i) => i + 1,
+            None => {
+                return Err(
+                    Error::input(format!("--to {step}: the run has no step {step}"))
+                        .with_hint("`git steps log` lists the run's steps"),
+                )
+            }
+        },
+        Target::Last(n) if *n == 0 => return Err(Error::input("--last 0 undoes nothing")),
+        Target::Last(n) if *n > entries.len() => {
+            return Err(Error::input(format!(
+                "--last {n}: the run has {} step(s)",
+                entries.len()
+            )))
+        }
+        Target::Last(n) => entries.len() - n,
+    };
+    if keep == entries.len() {
+        return Err(Error::input(match target {
+            Target::To(step) => format!("nothing to undo: {step} is the run's last step"),
+            Target::Last(_) => "nothing to undo".to_string(),
+        }));
+    }
+    Ok((keep.checked_sub(1).map(|i| &entries[i]), &entries[keep..]))
+}
+
+/// `undo:<the step rewound to>`, or `undo:start`.
+fn default_id(entries: &[Entry], target: &Target) -> Result<String> {
+    let (to, _) = split(entries, target)?;
+    Ok(format!("undo:{}", to.map_or("start", |e| e.id.as_str())))
+}
+
+/// The undo step over `entries` (the run up to where it is made): None when
+/// the touched files are as they were already. Also the step rewound to
+/// and the ids undone.
+fn build(
+    repo: &Repository,
+    entries: &[Entry],
+    base: Option<Oid>,
+    target: &Target,
+    id: Option<&str>,
+) -> Result<(Option<Step>, Option<String>, Vec<String>)> {
+    let (to, undone) = split(entries, target)?;
+    let id = match id {
+        Some(i) => i.to_string(),
+        None => default_id(entries, target)?,
+    };
+    let tree_at = |c: Option<Oid>| -> Result<Option<Tree<'_>>> {
+        Ok(match c {
+            Some(c) => Some(repo.find_commit(c)?.tree()?),
+            None => None,
+        })
+    };
+    // The run's tree where it is rewound to, and where it is now.
+    let then = tree_at(to.map(|e| e.commit).or(base))?;
+    let now = tree_at(entries.last().map(|e| e.commit))?;
+    // Every file an undone step touched.
+    let mut touched = BTreeSet::new();
+    for e in undone {
+        let c = repo.find_commit(e.commit)?;
+        let parent = c.parent(0).ok().map(|p| p.tree()).transpose()?;
+        for ch in crate::git::tree_changes(repo, parent.as_ref(), Some(&c.tree()?))? {
+            touched.insert(ch.path);
+        }
+    }
+    let convert = crate::tree::convert::Convert::new(repo);
+    let mut files = Map::new();
+    for path in &touched {
+        let (was, is) = (entry(then.as_ref(), path), entry(now.as_ref(), path));
+        if was == is {
+            continue;
+        }
+        let value = match was {
+            None => Value::Null,
+            Some(e) => {
+                let blob = repo.find_blob(e.oid)?;
+                if e.mode == MODE_LINK {
+                    match std::str::from_utf8(blob.content()) {
+                        Ok(t) => json!({ "symlink": t }),
+                        Err(_) => {
+                            return Err(Error::other(format!(
+                                "cannot undo {path}: its symlink target is not UTF-8"
+                            )))
+                        }
+                    }
+                } else {
+                    // The `files` format takes the worktree's form.
+                    let bytes = convert
+                        .to_worktree(path, blob.content())
+                        .map_err(Error::other)?;
+                    let mode = if e.mode == MODE_EXEC {
+                        "100755"
+                    } else {
+                        "100644"
+                    };
+                    match String::from_utf8(bytes) {
+                        Ok(t) if !t.contains('\0') => json!({ "text": t, "mode": mode }),
+                        Ok(t) => binary(t.as_bytes(), mode),
+                        Err(b) => binary(b.as_bytes(), mode),
+                    }
+                }
+            }
+        };
+        files.insert(path.clone(), value);
+    }
+    let undone_ids: Vec<String> = undone.iter().map(|e| e.id.clone()).collect();
+    let to_id = to.map(|e| e.id.clone());
+    if files.is_empty() {
+        return Ok((None, to_id, undone_ids));
+    }
+    let message = match undone_ids.as_slice() {
+        [one] => format!("undo {one}"),
+        [first, .., last] => format!("undo {first} to {last}"),
+        [] => unreachable!("split undoes at least one step"),
+    };
+    let object = json!({
+        "id": id,
+        "files": files,
+        "undo": undone_ids,
+        "message": message,
+    });
+    debug_assert!(decision_digest(&object).starts_with("sha256:"));
+    Ok((Some(Step::from_value(object, 0)?), to_id, undone_ids))
+}
+
+fn entry(tree: Option<&Tree<'_>>, path: &str) -> Option<TreeEntry> {
+    let e = tree?.get_path(Path::new(path)).ok()?;
+    (e.kind() != Some(git2::ObjectType::Tree)).then(|| TreeEntry {
+        oid: e.id(),
+        mode: e.filemode() as u32,
+    })
+}
+
+fn binary(bytes: &[u8], mode: &str) -> Value {
+    json!({
+        "base64": base64::engine::general_purpose::STANDARD.encode(bytes),
+        "mode": mode,
+    })
+}
+
+fn files_of(step: &Step) -> Vec<String> {
+    match &step.content {
+        crate::plan::step::Content::Files(f) => f.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}

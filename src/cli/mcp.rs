@@ -175,7 +175,8 @@ impl Server {
                     extra.push("--history".to_string());
                 }
                 match args.get("rev") {
-                    Some(Value::String(rev)) => extra.push(rev.clone()),
+                    // After `--`: a rev is never read as an option.
+                    Some(Value::String(rev)) => extra.extend(["--".to_string(), rev.clone()]),
                     None => {}
                     Some(_) => {
                         let e = Failure::from(Error::input("fingerprint: `rev` must be a string"));
@@ -269,8 +270,17 @@ impl Server {
         }
         argv.extend(extra.iter().map(Into::into));
         let cli = Cli::try_parse_from(argv).map_err(|e| {
-            let f = Failure::from(Error::input(e.to_string()));
-            (failure_json(&f), failure_text(&f.error))
+            // As the CLI answers a usage error: exit code 2.
+            let message = e.to_string();
+            (
+                json!({
+                    "code": crate::error::exit::USAGE,
+                    "kind": "usage",
+                    "message": message.trim_end(),
+                    "hint": null,
+                }),
+                format!("Error: {}\n", message.trim_end()),
+            )
         })?;
         let mut out = Vec::new();
         let result = super::run(cli, &mut out);

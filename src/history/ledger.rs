@@ -120,7 +120,7 @@ impl Ledger {
                 // Only hints that work: a step cannot revert a commit the
                 // run refuses to build on, and git-steps never force-pushes.
                 RefusalKind::ForeignCommit if p.what.contains("no receipt") => format!(
-                    "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} belongs in the run (a fix made with plain git), `git steps adopt --yes` records it in a receipted commit on top of it, without rewriting anything; then rerun. If it does not, and is only on this box, keep it on a side branch instead: `git branch keep-{c} {c} && git reset --keep {c}^`. `git steps verify` lists every problem",
+                    "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} belongs in the run (a fix made with plain git), `git steps adopt --yes` takes it into the run with a receipted commit on top of it, rewriting nothing; then rerun. If it does not and is only on this box, keep it on a side branch and take it off the run's branch: `git branch keep-{c} {c} && git reset --keep {c}^` (steps after it, if any, are applied again by the rerun). If it does not and the durable branch has it, start a new run from here, `git steps init --branch <new branch> --run <new id>`, and apply the remaining steps there. `git steps verify` lists every problem",
                     c = short(p.commit)
                 ),
                 RefusalKind::ForeignCommit => format!(

@@ -38,8 +38,6 @@ pub struct StepObject {
     intent: Option<Value>,
     /// The step repeats a change still in effect on purpose; without it such a step is refused as a duplicated hunk.
     allow_duplicate: Option<bool>,
-    /// The ids of the steps this one undoes (written by `git steps undo`; kept in the receipt as `Step-Undo`).
-    undo: Option<Vec<String>>,
 }
 
 /// What `files` writes at a path.

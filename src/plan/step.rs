@@ -30,7 +30,6 @@ pub const FIELDS: &[&str] = &[
     "message",
     "intent",
     "allow_duplicate",
-    "undo",
 ];
 
 /// The content fields; exactly one is present.
@@ -85,8 +84,9 @@ pub struct Step {
     /// The step repeats a change still in effect on purpose (SPEC
     /// "Duplicated hunks"); part of the decision.
     pub allow_duplicate: bool,
-    /// The steps this one undoes (`git steps undo`), oldest first; part of
-    /// the decision, and written in the receipt (`Step-Undo`).
+    /// The steps this one undoes, oldest first: set only by `git steps
+    /// undo` ([`Step::undoing`]; a plan cannot say it), part of the
+    /// decision, and written in the receipt (`Step-Undo`).
     pub undo: Vec<String>,
     /// `sha256:<hex>` of the canonical JSON of the step object.
     pub digest: String,
@@ -390,32 +390,6 @@ impl Step {
                 ))
             }
         };
-        let undo = match map.get("undo") {
-            None => Vec::new(),
-            Some(Value::Array(ids)) if !ids.is_empty() => {
-                let mut out = Vec::with_capacity(ids.len());
-                for v in ids {
-                    let Value::String(u) = v else {
-                        return Err(err(
-                            step,
-                            format!("field `undo` holds {}; it lists step ids", type_name(v)),
-                        ));
-                    };
-                    validate_id(u).map_err(|m| err(step, format!("undo: {m}")))?;
-                    out.push(u.clone());
-                }
-                out
-            }
-            Some(other) => {
-                return Err(err(
-                    step,
-                    format!(
-                        "field `undo` must be a non-empty array of step ids, found {}",
-                        type_name(other)
-                    ),
-                ))
-            }
-        };
         let digest = decision_digest(&value);
         Ok(Step {
             id,
@@ -423,10 +397,27 @@ impl Step {
             message,
             intent,
             allow_duplicate,
-            undo,
+            undo: Vec::new(),
             digest,
             line,
         })
+    }
+
+    /// The step `git steps undo` writes: `value` (a step object without
+    /// `undo`) undoing the steps `undone`. Its decision is the object with
+    /// `"undo": [ids]` added, so the receipt's digest covers what it undoes;
+    /// only `undo` builds one (a plan or an MCP client cannot: the field
+    /// would let a step pass the duplicated-hunk check).
+    pub fn undoing(value: Value, undone: Vec<String>) -> Result<Step> {
+        let mut step = Step::from_value(value.clone(), 0)?;
+        if undone.is_empty() {
+            return Err(Error::other("internal: an undo step that undoes nothing"));
+        }
+        let mut value = value;
+        value["undo"] = Value::from(undone.clone());
+        step.digest = decision_digest(&value);
+        step.undo = undone;
+        Ok(step)
     }
 
     /// Parse one step from JSON text (a single object).

@@ -32,8 +32,8 @@ pub fn validate(plan: &Plan) -> Result<usize> {
 /// Check the whole plan against the log before anything is written: every
 /// step parses, recorded decisions match, and plan and history agree both
 /// ways. Returns the number of steps without a receipt.
-pub fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
-    let (pending, problems) = plan_agreement(plan, ledger, true)?;
+pub fn preflight(repo: &git2::Repository, plan: &Plan, ledger: &Ledger) -> Result<usize> {
+    let (pending, problems) = plan_agreement(repo, plan, ledger, true)?;
     // The first found: a step's own digest mismatch comes before where it sits.
     match problems.into_iter().next() {
         Some(e) => Err(e),
@@ -53,11 +53,32 @@ pub fn preflight(plan: &Plan, ledger: &Ledger) -> Result<usize> {
 /// or one whose steps are not the history's (another runner's plan on the
 /// same run) is refused: applying it would not give what an uninterrupted
 /// run of it gives.
+///
+/// Steps no plan holds — `adopt`, `undo` and `record` steps, taken into the
+/// run on purpose — are passed over where the plan's next step is expected.
 pub fn plan_agreement(
+    repo: &git2::Repository,
     plan: &Plan,
     ledger: &Ledger,
     first_only: bool,
 ) -> Result<(usize, Vec<Error>)> {
+    // The position of the next step a plan can hold, from `at` on.
+    let past_own = |mut at: usize| -> usize {
+        while let Some(e) = ledger.entries.get(at) {
+            let own = repo
+                .find_commit(e.commit)
+                .ok()
+                .and_then(|c| c.message().ok().map(crate::history::receipt::parse))
+                .and_then(|r| r.ok())
+                .and_then(|r| r.source)
+                .is_some_and(|src| matches!(src.as_str(), "adopt" | "undo" | "record"));
+            if !own {
+                break;
+            }
+            at += 1;
+        }
+        at
+    };
     let mut pending = 0;
     let mut problems = Vec::new();
     let mut first_pending: Option<String> = None;
@@ -91,7 +112,7 @@ pub fn plan_agreement(
                         hint: new_run_hint.into(),
                     }));
                 } else if let Some((at, prev)) = &expect {
-                    if entry.index != *at {
+                    if entry.index != *at && entry.index != past_own(*at) {
                         problems.push(Error::from(Refusal {
                             kind: RefusalKind::PlanMismatch,
                             step: Some(step.id.clone()),
@@ -113,7 +134,7 @@ pub fn plan_agreement(
             None => {
                 if first_pending.is_none() {
                     if let Some((at, prev)) = &expect {
-                        if *at != ledger.entries.len() {
+                        if past_own(*at) != ledger.entries.len() {
                             problems.push(Error::from(Refusal {
                                 kind: RefusalKind::PlanMismatch,
                                 step: Some(step.id.clone()),

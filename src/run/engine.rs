@@ -68,7 +68,7 @@ fn apply_inner(
     // Every step parses before anything is written or fetched.
     validate(plan)?;
     let mut session = Session::open(repo, s, Some(plan), opts.clone(), ui)?;
-    preflight(plan, session.load(false)?)?;
+    preflight(repo, plan, session.load(false)?)?;
     if opts.dry_run {
         // Objects a dry run builds go to memory and are dropped with it.
         repo.odb()?.add_new_mempack_backend(1000)?;

@@ -52,24 +52,34 @@ pub fn enabled(repo: &Repository) -> Result<Option<Hooks>> {
     Ok((hooks.pre_commit.is_some() || hooks.commit_msg.is_some()).then_some(hooks))
 }
 
+/// One path a hook must leave as it found it: how it differs from HEAD,
+/// and what is on disk there (so a hook that edits a file that was
+/// modified already — `record`'s case — is caught too).
+type Seen = (String, Status, Option<(Oid, bool)>);
+
 /// Every path of the worktree and index that differs from HEAD or is
-/// untracked, with how: what a hook must leave as it found it.
-fn snapshot(repo: &Repository) -> Result<Vec<(String, Status)>> {
+/// untracked, with how and with its content on disk.
+fn snapshot(repo: &Repository) -> Result<Vec<Seen>> {
     let mut opts = StatusOptions::new();
     opts.include_untracked(true)
         .recurse_untracked_dirs(true)
         .include_ignored(false)
         .exclude_submodules(true);
-    Ok(repo
-        .statuses(Some(&mut opts))?
-        .iter()
-        .map(|e| {
-            (
-                String::from_utf8_lossy(e.path_bytes()).into_owned(),
-                e.status(),
-            )
-        })
-        .collect())
+    let workdir = crate::workdir::worktree::workdir(repo)?;
+    let mut out = Vec::new();
+    for e in repo.statuses(Some(&mut opts))?.iter() {
+        let path = String::from_utf8_lossy(e.path_bytes()).into_owned();
+        let disk = crate::workdir::worktree::on_disk(&workdir, &path)?
+            .map(|(bytes, mode)| -> Result<(Oid, bool)> {
+                Ok((
+                    Oid::hash_object(git2::ObjectType::Blob, &bytes)?,
+                    mode == crate::git::MODE_EXEC,
+                ))
+            })
+            .transpose()?;
+        out.push((path, e.status(), disk));
+    }
+    Ok(out)
 }
 
 fn refusal(step: &str, saw: String) -> Error {
@@ -189,7 +199,7 @@ impl Hooks {
                     .iter()
                     .filter(|a| !before.contains(a))
                     .chain(before.iter().filter(|b| !after.contains(b)))
-                    .map(|(p, _)| p.as_str())
+                    .map(|(p, _, _)| p.as_str())
                     .take(10)
                     .collect();
                 return Err(refusal(

@@ -391,7 +391,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
                 d.step, d.step
             ));
         }
-        let (_, found) = crate::run::agreement::plan_agreement(plan, &ledger, false)?;
+        let (_, found) = crate::run::agreement::plan_agreement(repo, plan, &ledger, false)?;
         for e in found {
             problems.push(match e {
                 Error::Refused(r) => match r.step {

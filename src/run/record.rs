@@ -84,6 +84,13 @@ pub fn record(
         .head()
         .map(|h| repo.find_commit(h)?.tree())
         .transpose()?;
+    if let Some(at) = interrupted_update(repo)? {
+        finish_update(repo, at, &opts.id)?;
+        ui.note(&format!(
+            "finished a worktree update that was interrupted (from {} to the run's head)",
+            short(at)
+        ));
+    }
     ensure_index_agrees(repo, &opts.id)?;
     let Some(value) = worktree_step(repo, head_tree.as_ref(), opts)? else {
         return Err(Error::input(format!(
@@ -239,6 +246,96 @@ fn ensure_index_agrees(repo: &Repository, id: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether the index is still where a worktree update found it: for one of
+/// the head's last 64 first-parent ancestors A, every path that differs
+/// between A and the head holds A's version in the index (and none the
+/// head's). The
+/// index is written once, after the files, so that is what an update killed
+/// after the branch moved leaves; recorded, its missing part would take
+/// back the steps it was bringing in. (An agent that `git rm`s exactly the
+/// files the last step created looks the same, and is refused too.)
+fn interrupted_update(repo: &Repository) -> Result<Option<git2::Oid>> {
+    let Ok(head) = repo.head().and_then(|h| h.peel_to_commit()) else {
+        return Ok(None);
+    };
+    let index = repo.index()?;
+    let head_tree = head.tree()?;
+    let mut c = head.clone();
+    for _ in 0..64 {
+        let Ok(parent) = c.parent(0) else { break };
+        let changes = crate::git::tree_changes(repo, Some(&parent.tree()?), Some(&head_tree))?;
+        let indexed = |p: &str| {
+            index.get_path(Path::new(p), 0).map(|e| Entry {
+                oid: e.id,
+                mode: e.mode,
+            })
+        };
+        if changes.iter().any(|ch| indexed(&ch.path) == ch.new) {
+            // The index has the head's version of something changed since.
+            return Ok(None);
+        }
+        if !changes.is_empty() && changes.iter().all(|ch| indexed(&ch.path) == ch.old) {
+            return Ok(Some(parent.id()));
+        }
+        // Not there yet: an update over several steps started further down.
+        c = parent;
+    }
+    Ok(None)
+}
+
+/// Finish the worktree update from `from` to the head that a kill left
+/// behind, keeping every edit of the agent's: a path the update brings in
+/// is written where the worktree still holds the old version, only indexed
+/// where it holds the new one, and refused where it holds anything else.
+fn finish_update(repo: &Repository, from: git2::Oid, id: &str) -> Result<()> {
+    let head = repo.head()?.peel_to_commit()?;
+    let changes = crate::git::tree_changes(
+        repo,
+        Some(&repo.find_commit(from)?.tree()?),
+        Some(&head.tree()?),
+    )?;
+    let workdir = worktree::workdir(repo)?;
+    let mut kept = Vec::with_capacity(changes.len());
+    for c in &changes {
+        let disk = worktree::on_disk(&workdir, &c.path)?;
+        if worktree::same(repo, &c.path, &disk, &c.new)? {
+            kept.push(true);
+        } else if worktree::same(repo, &c.path, &disk, &c.old)? {
+            kept.push(false);
+        } else {
+            return Err(Error::from(Refusal {
+                kind: RefusalKind::DirtyWorktree,
+                step: Some(id.to_string()),
+                saw: format!(
+                    "a worktree update to the run's head was interrupted, and {} holds an edit of its own where the update brings in a new version",
+                    c.path
+                ),
+                would: "overwrite the edit, or record the update's missing part as an edit".into(),
+                hint: format!(
+                    "move {} out of the way, rerun the command that was interrupted (or `git steps resume`), then make the edit again and record",
+                    c.path
+                ),
+            }));
+        }
+    }
+    let written: Vec<_> = changes
+        .iter()
+        .zip(&kept)
+        .filter(|(_, k)| !**k)
+        .map(|(c, _)| c.clone())
+        .collect();
+    worktree::ensure_unblocked(repo, Some(id), &written)?;
+    let step = crate::history::receipt::parse(head.message().unwrap_or_default())
+        .map(|r| r.id)
+        .unwrap_or_else(|_| "-".into());
+    worktree::update_keeping(repo, &changes, &step, &|c| {
+        changes
+            .iter()
+            .position(|x| std::ptr::eq(x, c))
+            .is_some_and(|i| kept[i])
+    })
 }
 
 /// The step object for the worktree's changes against `base` (the tree a

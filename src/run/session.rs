@@ -234,9 +234,16 @@ impl<'r> Session<'r> {
         } else if head_branch(repo).as_deref() == Some(s.branch.as_str()) {
             let local = repo.refname_to_id(&s.refname()).ok();
             let ledger = cache::load_ledger(repo, local, &s.run)?;
-            ledger.ensure_sound(&s.branch)?;
+            if let Err(e) = ledger.ensure_sound(&s.branch) {
+                // Hand commits this box holds that another box adopted:
+                // the durable branch takes them in, and the box only has to
+                // catch up (over a clean worktree, as any fast-forward).
+                if !adopted_on_durable(repo, s, local, opts.dry_run)? {
+                    return Err(e);
+                }
+            }
             let pending = match plan {
-                Some(p) => preflight(p, &ledger)?,
+                Some(p) => preflight(repo, p, &ledger)?,
                 None => 1,
             };
             match repair::repair(repo, s, &ledger, opts.dry_run) {
@@ -434,4 +441,30 @@ fn artifact_at(repo: &Repository, head: Option<Oid>) -> Result<String> {
         Some(h) => fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?)),
         None => fingerprint::artifact(repo, None),
     }
+}
+
+/// Whether the durable branch descends from `local` and its history is
+/// sound: what a box that holds hand commits another box adopted sees.
+fn adopted_on_durable(
+    repo: &Repository,
+    s: &Settings,
+    local: Option<Oid>,
+    dry_run: bool,
+) -> Result<bool> {
+    let (Some(remote), Some(local), false) = (&s.remote, local, dry_run) else {
+        return Ok(false);
+    };
+    let Some(durable) = remote.fetch(
+        repo,
+        &s.refname(),
+        &crate::sync::remote::tracking_ref(&s.branch),
+    )?
+    else {
+        return Ok(false);
+    };
+    if durable == local || !repo.graph_descendant_of(durable, local)? {
+        return Ok(false);
+    }
+    let scanned = crate::history::ledger::scan(repo, Some(durable), &s.run)?;
+    Ok(scanned.problems.is_empty() && !scanned.adopted.is_empty())
 }

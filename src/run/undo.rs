@@ -22,7 +22,7 @@ use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{short, Entry as TreeEntry, MODE_EXEC, MODE_LINK};
 use crate::history::ledger::Entry;
-use crate::plan::step::{decision_digest, validate_id, Step};
+use crate::plan::step::{validate_id, Step};
 use crate::settings::Settings;
 
 use super::session::{ApplyOptions, Session, Source, StepOutcome, Ui};
@@ -96,6 +96,16 @@ pub fn undo(
             .or_else(|| default_id(&entries, target).ok())
     };
     if let Some(done) = named.as_deref().and_then(|n| session.receipt(n)).cloned() {
+        if done.index + 1 != entries.len() {
+            // Steps came after it. As for any step whose receipt exists, its
+            // id makes this a rerun (a script run again after a crash), not
+            // a new undo; say so, since a new rewind needs an id of its own.
+            ui.note(&format!(
+                "{} was made before {} later step(s) and is not made again; to rewind again, give the new undo an id of its own (`--id`)",
+                done.id,
+                entries.len() - done.index - 1
+            ));
+        }
         let before = &entries[..done.index];
         let (step, to, undone) = build(repo, before, base, target, id)?;
         if step.as_ref().map(|s| s.digest.as_str()) != Some(done.decision.as_str()) {
@@ -288,11 +298,13 @@ fn build(
     let object = json!({
         "id": id,
         "files": files,
-        "undo": undone_ids,
         "message": message,
     });
-    debug_assert!(decision_digest(&object).starts_with("sha256:"));
-    Ok((Some(Step::from_value(object, 0)?), to_id, undone_ids))
+    Ok((
+        Some(Step::undoing(object, undone_ids.clone())?),
+        to_id,
+        undone_ids,
+    ))
 }
 
 fn entry(tree: Option<&Tree<'_>>, path: &str) -> Option<TreeEntry> {

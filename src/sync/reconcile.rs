@@ -346,18 +346,36 @@ pub fn reconcile_with(
             };
             let refname = s.refname();
             let log = "git-steps: fast-forward to the durable head";
-            lock::intending(repo, lock::ref_locks(repo, &refname), || match l {
-                Some(l) => repo.reference_matching(&refname, r, true, l, log),
-                None => repo.reference(&refname, r, false, log),
-            })?;
+            let move_ref = || {
+                lock::intending(repo, lock::ref_locks(repo, &refname), || match l {
+                    Some(l) => repo.reference_matching(&refname, r, true, l, log),
+                    None => repo.reference(&refname, r, false, log),
+                })
+            };
             let step = last_step(repo, s, r);
-            crash::point("reconcile-ref", &step);
-            worktree::update_keeping(repo, &changes, &step, &|c| {
-                changes
-                    .iter()
-                    .position(|x| std::ptr::eq(x, c))
-                    .is_some_and(|i| kept[i])
-            })?;
+            let update = || {
+                worktree::update_keeping(repo, &changes, &step, &|c| {
+                    changes
+                        .iter()
+                        .position(|x| std::ptr::eq(x, c))
+                        .is_some_and(|i| kept[i])
+                })
+            };
+            if in_place {
+                // Worktree and index first, the branch last: the worktree
+                // holds the agent's edits, and a branch moved ahead of an
+                // index left behind would read, to `record`, as edits taking
+                // back the steps brought in. Killed before the branch moved,
+                // the rerun fast-forwards again (every path then holds the
+                // old or the new version).
+                update()?;
+                move_ref()?;
+                crash::point("reconcile-ref", &step);
+            } else {
+                move_ref()?;
+                crash::point("reconcile-ref", &step);
+                update()?;
+            }
             Ok(Reconciled {
                 local: Some(r.to_string()),
                 durable: Some(r.to_string()),

@@ -86,6 +86,9 @@ fn run_versions(
     let mut commits: Vec<Oid> = vec![head];
     commits.extend(switched_from);
     commits.extend(ledger.entries.iter().rev().map(|e| e.commit));
+    // Commits the run adopted: a fast-forward over them can be interrupted
+    // too.
+    commits.extend(ledger.adopted.iter().rev().map(|(_, oid)| *oid));
     if let Some(b) = ledger.base {
         commits.push(b);
     }

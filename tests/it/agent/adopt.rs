@@ -163,3 +163,41 @@ fn an_adopt_killed_at_any_point_is_finished_by_the_same_command() {
         t.steps(&["verify"]).ok();
     }
 }
+
+/// Review findings: hand commits pushed from two boxes; this box killed
+/// while adopting them after its branch moved resumes; the other box, whose
+/// branch holds the last hand commit, catches up; the plan goes on.
+#[test]
+fn boxes_holding_adopted_commits_catch_up_and_the_plan_goes_on() {
+    use std::os::unix::process::ExitStatusExt;
+    let (b, server) = started(Kind::Path);
+    let url = format!("file://{}", server.bare().display());
+    human_commit(&b, "f.txt", "one\n", "hand 1");
+    b.git(&["push", "-q", &url, "HEAD:main"]).ok();
+    let c = b.sibling("c", Some(&url));
+    c.steps(&["init", "--remote", &url]).ok();
+    let h2 = human_commit(&c, "f.txt", "two\n", "hand 2");
+    c.git(&["push", "-q", "origin", "HEAD:main"]).ok();
+    let id = format!("adopt:{}", &h2[..12]);
+    let r = b.steps_env(
+        &["adopt", "--yes"],
+        &[("GIT_STEPS_CRASH", &format!("ref-updated@{id}"))],
+    );
+    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    b.steps(&["adopt", "--yes"]).ok();
+    assert_eq!(b.read("f.txt"), "two\n");
+    assert_eq!(b.git_out(&["status", "--porcelain"]), "");
+    // The box whose branch holds hand 2 catches up with the adoption.
+    let s2 = line(json!({"id": "s2", "files": {"b.txt": "two\n"}}));
+    c.steps_stdin(&["apply", "-"], &s2).ok();
+    assert_eq!(server.step_ids(), ["s1", &id, "s2"]);
+    // The plan the run started with goes on over the adoption.
+    let plan = [
+        line(json!({"id": "s1", "files": {"a.txt": "one\n"}})),
+        line(json!({"id": "s2", "files": {"b.txt": "two\n"}})),
+        line(json!({"id": "s3", "files": {"c.txt": "three\n"}})),
+    ];
+    let p = c.plan("p.jsonl", &plan);
+    c.steps(&["apply", p.to_str().unwrap()]).ok();
+    c.steps(&["verify", p.to_str().unwrap()]).ok();
+}

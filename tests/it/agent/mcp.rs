@@ -328,6 +328,24 @@ fn an_mcp_refusal_carries_the_cli_error_and_writes_nothing() {
     }
     assert_eq!(t.git_out(&["status", "--porcelain"]), "");
     assert_eq!(server.step_ids(), ["s1", "s1b"]);
+    // A `rev` is never read as an option: no other repository, no remote
+    // of the client's choosing.
+    let other = TestRepo::new();
+    other.write("x", "x\n");
+    other.commit_all("other");
+    for rev in [
+        format!("-C{}", other.path("").display()),
+        "--remote=/nonexistent".into(),
+        "--help".into(),
+    ] {
+        let r = c.call("fingerprint", json!({"rev": rev})).unwrap();
+        assert_eq!(r["isError"], json!(true), "{rev}: {r}");
+        assert!(
+            !r.to_string()
+                .contains(&other.git_out(&["rev-parse", "HEAD"])),
+            "{rev}: {r}"
+        );
+    }
     // The refused id is free for a right answer.
     let r = c.ok(
         "apply_step",

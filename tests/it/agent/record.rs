@@ -421,3 +421,98 @@ fn record_refuses_a_symlink_out_of_the_repository() {
         std::fs::remove_file(t.path(name)).unwrap();
     }
 }
+
+/// Review finding: an `apply` killed after its branch moved leaves the
+/// worktree and index behind the head; `record` must not take the missing
+/// part for the agent's edit (that would record the step's reverse).
+#[test]
+fn record_finishes_an_interrupted_update_around_the_agents_edits() {
+    use std::os::unix::process::ExitStatusExt;
+    let (t, server) = base(Kind::Path);
+    let s1 = line(json!({"id": "s1", "files": {"edit.txt": "one\ntwo\nthree\n"}}));
+    let p = t.plan("p.jsonl", &[s1]);
+    let r = t.steps_env(
+        &["apply", p.to_str().unwrap()],
+        &[("GIT_STEPS_CRASH", "ref-updated@s1")],
+    );
+    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    // An edit where the update brings a new version: refused, kept.
+    t.write("edit.txt", "the agent's own\n");
+    let head = server.head();
+    t.steps(&["record", "--id", "r1"])
+        .code_is(3)
+        .stderr_has("interrupted");
+    assert_eq!(server.head(), head);
+    assert_eq!(t.read("edit.txt"), "the agent's own\n");
+    // An edit elsewhere: the update is finished around it, then recorded.
+    t.write("edit.txt", "one\ntwo\n");
+    t.write("keep.txt", "keep\nagent\n");
+    let r = t.steps(&["--json", "record", "--id", "r1"]).ok();
+    assert!(
+        r.stderr().contains("finished a worktree update"),
+        "{}",
+        r.stderr()
+    );
+    assert_eq!(r.json()["data"]["files"], json!(["keep.txt"]));
+    assert_eq!(t.read("edit.txt"), "one\ntwo\nthree\n");
+    assert_eq!(t.read("keep.txt"), "keep\nagent\n");
+    assert_eq!(server.step_ids(), ["s1", "r1"]);
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+}
+
+/// Review finding: `record`'s in-place fast-forward killed after the
+/// branch moved must not make the rerun record the other box's step in
+/// reverse.
+#[test]
+fn a_record_killed_while_catching_up_never_takes_back_the_remotes_step() {
+    let (t, server) = base(Kind::Path);
+    let other = t.sibling("other", Some(server.url()));
+    other.steps(&["init", "--remote", server.url()]).ok();
+    other.write("edit.txt", "theirs\n");
+    other.steps(&["record", "--id", "other-1"]).ok();
+    t.write("keep.txt", "keep\nmine\n");
+    for point in ["worktree-partial", "worktree-done", "reconcile-ref"] {
+        let r = t.steps_env(
+            &["record", "--id", "mine-1"],
+            &[("GIT_STEPS_CRASH", &format!("{point}@other-1"))],
+        );
+        assert!(r.code().is_none(), "{point}: {}", r.explain());
+    }
+    t.steps(&["record", "--id", "mine-1"]).ok();
+    assert_eq!(server.step_ids(), ["other-1", "mine-1"]);
+    assert_eq!(
+        t.git_out(&["show", "--format=", "--name-only", "HEAD"]),
+        "keep.txt"
+    );
+    assert_eq!(t.read("edit.txt"), "theirs\n");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+}
+
+/// Review finding: with `steps.hooks`, a hook that edits a file the agent
+/// had modified already is caught (the check compares content, not only
+/// the file's status).
+#[test]
+fn a_hook_that_edits_a_recorded_file_is_refused() {
+    let (t, server) = base(Kind::Path);
+    let hooks = t.home().join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("pre-commit"),
+        "#!/bin/sh\necho 'hook was here' >> edit.txt\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        hooks.join("pre-commit"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    t.git(&["config", "core.hooksPath", hooks.to_str().unwrap()])
+        .ok();
+    t.git(&["config", "steps.hooks", "true"]).ok();
+    let head = server.head();
+    t.write("edit.txt", "one\nagent\n");
+    t.steps(&["record", "--id", "r1"])
+        .code_is(3)
+        .stderr_has("a hook changed the worktree");
+    assert_eq!(server.head(), head);
+}

@@ -176,3 +176,48 @@ fn the_undo_crash_matrix_is_all_same() {
         assert_eq!(row["reason"], "", "{row}");
     }
 }
+
+/// Review finding: `undo` is a field no plan (and no MCP client) may set:
+/// it would let a step pass the duplicated-hunk check.
+#[test]
+fn a_plan_cannot_claim_to_undo() {
+    let (t, server) = three_steps(Kind::Path);
+    let head = server.head();
+    let forged = line(json!({"id": "s4", "files": {"a.txt": "x\n"}, "undo": ["s2"]}));
+    t.steps_stdin(&["apply", "-"], &forged)
+        .code_is(1)
+        .stderr_has("unknown field `undo`");
+    assert_eq!(server.head(), head);
+}
+
+/// An undo's id after later steps: the same command is a rerun (done, and
+/// it says the undo is not made again); a new rewind needs its own id. The
+/// plan goes on after an undo.
+#[test]
+fn an_undo_id_is_not_reused_for_a_new_rewind() {
+    let (t, server) = three_steps(Kind::Path);
+    t.steps(&["undo", "--to", "s1"]).ok();
+    let s4 = line(json!({"id": "s4", "files": {"c.txt": "sea\n"}}));
+    t.steps_stdin(&["apply", "-"], &s4).ok();
+    let r = t.steps(&["--json", "undo", "--to", "s1"]).ok();
+    assert_eq!(r.json()["data"]["status"], "already-undone");
+    assert!(r.stderr().contains("--id"), "{}", r.stderr());
+    assert!(t.path("c.txt").exists());
+    t.steps(&["undo", "--to", "s1", "--id", "undo-2"]).ok();
+    assert!(!t.path("c.txt").exists());
+    assert_eq!(
+        server.step_ids(),
+        ["s1", "s2", "s3", "undo:s1", "s4", "undo-2"]
+    );
+    // The original plan, extended, goes on over the undo steps.
+    let plan = [
+        line(json!({"id": "s1", "files": {"a.txt": "one\n", "keep.txt": "keep\n"}})),
+        line(json!({"id": "s2", "patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1,2 @@\n one\n+two\n"})),
+        line(json!({"id": "s3", "files": {"b.txt": "bee\n", "gone.txt": null, "a.txt": null}})),
+        line(json!({"id": "s4", "files": {"c.txt": "sea\n"}})),
+        line(json!({"id": "s5", "files": {"d.txt": "dee\n"}})),
+    ];
+    let p = t.plan("p2.jsonl", &plan);
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    t.steps(&["verify", p.to_str().unwrap()]).ok();
+}

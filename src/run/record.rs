@@ -296,37 +296,22 @@ fn finish_update(repo: &Repository, from: git2::Oid, id: &str) -> Result<()> {
         Some(&repo.find_commit(from)?.tree()?),
         Some(&head.tree()?),
     )?;
-    let workdir = worktree::workdir(repo)?;
-    let mut kept = Vec::with_capacity(changes.len());
-    for c in &changes {
-        let disk = worktree::on_disk(&workdir, &c.path)?;
-        if worktree::same(repo, &c.path, &disk, &c.new)? {
-            kept.push(true);
-        } else if worktree::same(repo, &c.path, &disk, &c.old)? {
-            kept.push(false);
-        } else {
+    let kept = match worktree::keep_in_place(repo, &changes, Some(id))? {
+        Ok(kept) => kept,
+        Err(path) => {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::DirtyWorktree,
                 step: Some(id.to_string()),
                 saw: format!(
-                    "a worktree update to the run's head was interrupted, and {} holds an edit of its own where the update brings in a new version",
-                    c.path
+                    "a worktree update to the run's head was interrupted, and {path} holds an edit of its own where the update brings in a new version"
                 ),
                 would: "overwrite the edit, or record the update's missing part as an edit".into(),
                 hint: format!(
-                    "move {} out of the way, rerun the command that was interrupted (or `git steps resume`), then make the edit again and record",
-                    c.path
+                    "move {path} out of the way, rerun the command that was interrupted (or `git steps resume`), then make the edit again and record"
                 ),
-            }));
+            }))
         }
-    }
-    let written: Vec<_> = changes
-        .iter()
-        .zip(&kept)
-        .filter(|(_, k)| !**k)
-        .map(|(c, _)| c.clone())
-        .collect();
-    worktree::ensure_unblocked(repo, Some(id), &written)?;
+    };
     let step = crate::history::receipt::parse(head.message().unwrap_or_default())
         .map(|r| r.id)
         .unwrap_or_else(|_| "-".into());

@@ -310,36 +310,21 @@ pub fn reconcile_with(
                 &format!("the head of {} on {}", s.branch, remote.spec),
             )?;
             let kept: Vec<bool> = if in_place {
-                let mut kept = Vec::with_capacity(changes.len());
-                let workdir = worktree::workdir(repo)?;
-                for c in &changes {
-                    let disk = worktree::on_disk(&workdir, &c.path)?;
-                    if worktree::same(repo, &c.path, &disk, &c.new)? {
-                        kept.push(true);
-                    } else if worktree::same(repo, &c.path, &disk, &c.old)? {
-                        kept.push(false);
-                    } else {
+                match worktree::keep_in_place(repo, &changes, None)? {
+                    Ok(kept) => kept,
+                    Err(path) => {
                         return Err(Error::from(Refusal {
                             kind: RefusalKind::DirtyWorktree,
                             step: None,
                             saw: format!(
-                                "the worktree's {} is an edit of its own, and the durable head {} changes that file too",
-                                c.path,
+                                "the worktree's {path} is an edit of its own, and the durable head {} changes that file too",
                                 short(r)
                             ),
                             would: "overwrite the edit while bringing this box up to the durable head".into(),
                             hint: "move the edit out of the way (`git stash -u`), rerun, then make it again".into(),
-                        }));
+                        }))
                     }
                 }
-                let written: Vec<_> = changes
-                    .iter()
-                    .zip(&kept)
-                    .filter(|(_, k)| !**k)
-                    .map(|(c, _)| c.clone())
-                    .collect();
-                worktree::ensure_unblocked(repo, None, &written)?;
-                kept
             } else {
                 worktree::ensure_clean(repo, None, &changes)?;
                 vec![false; changes.len()]

@@ -267,6 +267,39 @@ pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
     update_keeping(repo, changes, step, &|_| false)
 }
 
+/// For an update that keeps what the worktree holds (an in-place agent's
+/// edits, see [`update_keeping`]): per change, whether the worktree holds
+/// its new version already (then only the index catches up) or its old one
+/// (then it is written); `Err(path)` for the first path where it holds
+/// neither — an edit of its own the update would overwrite. Untracked
+/// files in the way of a written path are refused as by [`ensure_unblocked`].
+pub fn keep_in_place(
+    repo: &Repository,
+    changes: &[Change],
+    step: Option<&str>,
+) -> Result<std::result::Result<Vec<bool>, String>> {
+    let workdir = workdir(repo)?;
+    let mut kept = Vec::with_capacity(changes.len());
+    for c in changes {
+        let disk = on_disk(&workdir, &c.path)?;
+        if same(repo, &c.path, &disk, &c.new)? {
+            kept.push(true);
+        } else if same(repo, &c.path, &disk, &c.old)? {
+            kept.push(false);
+        } else {
+            return Ok(Err(c.path.clone()));
+        }
+    }
+    let written: Vec<Change> = changes
+        .iter()
+        .zip(&kept)
+        .filter(|(_, k)| !**k)
+        .map(|(c, _)| c.clone())
+        .collect();
+    ensure_unblocked(repo, step, &written)?;
+    Ok(Ok(kept))
+}
+
 /// Whether the worktree holds `change`'s new version at its path already.
 pub fn holds_new(repo: &Repository, change: &Change) -> Result<bool> {
     let workdir = workdir(repo)?;

@@ -129,15 +129,7 @@ fn another_runs_receipt_is_not_adoptable() {
 #[test]
 fn an_adopt_killed_at_any_point_is_finished_by_the_same_command() {
     use std::os::unix::process::ExitStatusExt;
-    for point in [
-        "before-write",
-        "objects-written",
-        "pushed",
-        "tracking-updated",
-        "ref-updated",
-        "worktree-partial",
-        "worktree-done",
-    ] {
+    for point in super::STEP_POINTS {
         let (t, server) = started(Kind::Path);
         let other = t.sibling(
             "other",

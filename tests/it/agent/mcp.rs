@@ -371,16 +371,7 @@ fn an_mcp_server_killed_mid_call_resumes_as_the_cli_does() {
     let want_history = c.ok("fingerprint", json!({"history": true}));
     drop(c);
 
-    for point in [
-        "before-write",
-        "objects-written",
-        "pushed",
-        "tracking-updated",
-        "ref-updated",
-        "worktree-partial",
-        "worktree-files",
-        "worktree-done",
-    ] {
+    for point in super::STEP_POINTS {
         let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
         let crash = format!("{point}@call-3");
         let mut c = Client::start(&t, &[], &[("GIT_STEPS_CRASH", &crash)]);

@@ -19,6 +19,18 @@ mod undo;
 
 use crate::harness::*;
 
+/// The crash points every write of a step passes, in order (with a remote).
+const STEP_POINTS: [&str; 8] = [
+    "before-write",
+    "objects-written",
+    "pushed",
+    "tracking-updated",
+    "ref-updated",
+    "worktree-partial",
+    "worktree-files",
+    "worktree-done",
+];
+
 /// Write an executable decider script into the test's home (outside the
 /// snapshot) and return the command that runs it.
 fn decider(t: &TestRepo, name: &str, body: &str) -> String {

@@ -153,16 +153,7 @@ fn a_rerun_is_done_other_changes_under_the_id_are_refused_and_kept() {
 #[test]
 fn a_record_killed_at_any_point_is_finished_by_the_same_command() {
     use std::os::unix::process::ExitStatusExt;
-    for point in [
-        "before-write",
-        "objects-written",
-        "pushed",
-        "tracking-updated",
-        "ref-updated",
-        "worktree-partial",
-        "worktree-files",
-        "worktree-done",
-    ] {
+    for point in super::STEP_POINTS {
         let (t, server) = base(Kind::Path);
         edit_in_place(&t);
         let crash = format!("{point}@toolu_1");

@@ -122,16 +122,7 @@ fn undo_refuses_what_it_cannot_do_and_writes_nothing() {
 #[test]
 fn an_undo_killed_at_any_point_is_finished_by_the_same_command() {
     use std::os::unix::process::ExitStatusExt;
-    for point in [
-        "before-write",
-        "objects-written",
-        "pushed",
-        "tracking-updated",
-        "ref-updated",
-        "worktree-partial",
-        "worktree-files",
-        "worktree-done",
-    ] {
+    for point in super::STEP_POINTS {
         let (t, server) = three_steps(Kind::Path);
         let r = t.steps_env(
             &["undo", "--last", "2"],

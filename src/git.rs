@@ -21,6 +21,15 @@ pub fn enable_fsync() -> Result<()> {
     static ONCE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
     let rc = *ONCE.get_or_init(|| {
         init_libgit2();
+        // libgit2 maps packs in windows of 1 GiB and keeps up to 8 GiB
+        // mapped; every page a long scan touches stays in the process's
+        // memory. Smaller windows, fewer kept: a scan of 100,000 commits
+        // holds what it is reading, not the whole pack.
+        // SAFETY: set before any repository is opened, from one thread.
+        unsafe {
+            let _ = git2::opts::set_mwindow_size(16 << 20);
+            let _ = git2::opts::set_mwindow_mapped_limit(48 << 20);
+        }
         // SAFETY: git_libgit2_opts is variadic; GIT_OPT_ENABLE_FSYNC_GITDIR
         // takes exactly one int argument.
         unsafe {

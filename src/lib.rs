@@ -44,26 +44,28 @@
 //! 16. [`history::trailers`]: git's own trailer reader, ported;
 //! 17. [`history::receipt`]: the receipt trailer block, written and read;
 //! 18. [`history::ledger`]: the history scan into the applied set;
-//! 19. [`history::cache`]: the receipt cache, a verified copy of the ledger;
-//! 20. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 21. [`settings`]: `steps.*` config and the run's durable domain;
-//! 22. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 23. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 24. [`sync::reconcile`]: bringing local and durable branches together;
-//! 25. [`run::decider`]: asking the external decider for the next step;
-//! 26. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 27. [`run::agreement`]: the plan against the history;
-//! 28. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 29. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 30. [`run::commit`]: one step's order of writes;
-//! 31. [`run::engine`]: the plan loop (`apply`);
-//! 32. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 33. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 34. [`run::undo`]: rewinding as a step (`undo`);
-//! 35. [`run::agent`]: the agent loop (`run --decider`);
-//! 36. [`run::inspect`]: status, log, verify, fingerprint;
-//! 37. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
-//! 38. [`cli`]: the command line and its rendering.
+//! 19. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
+//! 20. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 21. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 22. [`settings`]: `steps.*` config and the run's durable domain;
+//! 23. [`sync::share`]: publishing and fetching the shared hunk cache;
+//! 24. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 25. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 26. [`sync::reconcile`]: bringing local and durable branches together;
+//! 27. [`run::decider`]: asking the external decider for the next step;
+//! 28. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 29. [`run::agreement`]: the plan against the history;
+//! 30. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 31. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 32. [`run::commit`]: one step's order of writes;
+//! 33. [`run::engine`]: the plan loop (`apply`);
+//! 34. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 35. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 36. [`run::undo`]: rewinding as a step (`undo`);
+//! 37. [`run::agent`]: the agent loop (`run --decider`);
+//! 38. [`run::inspect`]: status, log, verify, fingerprint;
+//! 39. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
+//! 40. [`cli`]: the command line and its rendering.
 
 pub mod cli;
 pub mod crash;

@@ -32,6 +32,10 @@ pub enum Scope {
     RemoteStep,
     /// A resume that finds work to do (repair, fast-forward, push).
     Resume,
+    /// A flush after which the shared hunk cache is due (`steps.cacheEvery`),
+    /// when the durable domain is a remote. The matrix's `apply` boxes set
+    /// the interval to 1, so every step of theirs passes these points.
+    Cache,
     /// Every decision the decider gives in `run --decider`.
     Decide,
     /// A decision `run --decider` writes to its journal: refused, or kept
@@ -116,6 +120,16 @@ pub const POINTS: &[Point] = &[
         name: "worktree-done",
         state: "worktree and index match the step commit; the step is not reported yet",
         scope: Scope::Step,
+    },
+    Point {
+        name: "cache-written",
+        state: "the step is done here; the shared hunk cache's commit for it is in the object database, not pushed",
+        scope: Scope::Cache,
+    },
+    Point {
+        name: "cache-pushed",
+        state: "the remote accepted the shared hunk cache for the step; this box's copy of its ref has not moved",
+        scope: Scope::Cache,
     },
 ];
 

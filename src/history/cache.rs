@@ -22,10 +22,9 @@ use crate::error::Result;
 use crate::git::hex;
 use crate::history::ledger::{self, Entry, Ledger};
 use crate::history::receipt;
+use crate::history::shared::{self, get_live, put_live, Bytes};
 
-use std::sync::Arc;
-
-use crate::tree::hunks::{Live, LiveHunks};
+use crate::tree::hunks::LiveHunks;
 
 /// Version 5: live hunks with their lines and anchors, from whitespace-blind
 /// diffs with slid insertions (version 2 held counts per hunk identity, 3
@@ -50,37 +49,6 @@ struct Cached {
     base: Option<Oid>,
     entries: Vec<Entry>,
     live: Option<LiveHunks>,
-}
-
-/// A cursor over the file's bytes; every read is bounds-checked.
-struct Bytes<'a>(&'a [u8]);
-
-impl<'a> Bytes<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-    }
-    fn u64(&mut self) -> Option<usize> {
-        self.take(8)
-            .and_then(|b| usize::try_from(u64::from_le_bytes(b.try_into().expect("8 bytes"))).ok())
-    }
-    fn oid(&mut self) -> Option<Oid> {
-        self.take(20).and_then(|b| Oid::from_bytes(b).ok())
-    }
-    fn str(&mut self, n: usize) -> Option<&'a str> {
-        self.take(n).and_then(|b| std::str::from_utf8(b).ok())
-    }
 }
 
 /// Read the cache; with `want_counts` false the hunk counts are skipped
@@ -130,41 +98,11 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
         return None;
     }
     let live = if want_counts {
-        let files = b.u64()?;
-        let mut raw = Vec::with_capacity(files.min(body.len() / 8));
-        // Makers are step ids of the run: shared, not copied per hunk.
-        let mut makers: std::collections::HashMap<&str, Arc<str>> = Default::default();
-        for _ in 0..files {
-            let path_len = b.u32()? as usize;
-            let path = b.str(path_len)?.to_string();
-            let m = b.u64()?;
-            let mut live = Vec::with_capacity(m.min(body.len() / 42));
-            for _ in 0..m {
-                let key: [u8; 32] = b.take(32)?.try_into().ok()?;
-                let (start, end, anchor) = (b.u32()?, b.u32()?, b.u32()?);
-                if end < start {
-                    return None;
-                }
-                let anchor = (anchor != u32::MAX).then_some(anchor);
-                let maker_len = b.u8()? as usize;
-                let maker = b.str(maker_len)?;
-                let maker = makers
-                    .entry(maker)
-                    .or_insert_with(|| Arc::from(maker))
-                    .clone();
-                live.push(Live {
-                    key,
-                    lines: (start, end),
-                    anchor,
-                    maker,
-                });
-            }
-            raw.push((path, live));
-        }
+        let live = get_live(&mut b)?;
         if !b.0.is_empty() {
             return None;
         }
-        Some(LiveHunks::from_raw(raw))
+        Some(live)
     } else {
         None
     };
@@ -211,7 +149,6 @@ fn encode(run: &str, ledger: &Ledger, live: &LiveHunks) -> Option<Vec<u8>> {
     if ledger.last().is_some_and(|e| e.commit != head) {
         return None;
     }
-    let raw = live.to_raw();
     let mut body: Vec<u8> = Vec::with_capacity(64 + ledger.entries.len() * 100 + live.len() * 50);
     body.extend_from_slice(MAGIC);
     body.extend_from_slice(&(run.len() as u32).to_le_bytes());
@@ -237,21 +174,7 @@ fn encode(run: &str, ledger: &Ledger, live: &LiveHunks) -> Option<Vec<u8>> {
         body.extend_from_slice(e.decision.as_bytes());
         body.extend_from_slice(e.commit.as_bytes());
     }
-    body.extend_from_slice(&(raw.len() as u64).to_le_bytes());
-    for (path, lives) in raw {
-        body.extend_from_slice(&u32::try_from(path.len()).ok()?.to_le_bytes());
-        body.extend_from_slice(path.as_bytes());
-        body.extend_from_slice(&(lives.len() as u64).to_le_bytes());
-        for l in lives {
-            let ml = u8::try_from(l.maker.len()).ok()?;
-            body.extend_from_slice(&l.key);
-            body.extend_from_slice(&l.lines.0.to_le_bytes());
-            body.extend_from_slice(&l.lines.1.to_le_bytes());
-            body.extend_from_slice(&l.anchor.unwrap_or(u32::MAX).to_le_bytes());
-            body.push(ml);
-            body.extend_from_slice(l.maker.as_bytes());
-        }
-    }
+    put_live(&mut body, live)?;
     let sum = crc32fast::hash(&body).to_le_bytes();
     body.extend_from_slice(&sum);
     Some(body)
@@ -261,8 +184,16 @@ fn encode(run: &str, ledger: &Ledger, live: &LiveHunks) -> Option<Vec<u8>> {
 /// is exact, else from a full scan (which refreshes the cache).
 ///
 /// `refresh`: write the refreshed cache back (only under the runner's lock;
-/// a dry run writes nothing).
-pub fn load(repo: &Repository, head: Option<Oid>, run: &str, refresh: bool) -> Result<Indexed> {
+/// a dry run writes nothing). `shared`: where the full scan finds a long
+/// run, fetch its shared cache ([`crate::history::shared`]) and name the
+/// commit; the hunks of the steps after it are replayed, the rest are not.
+pub fn load(
+    repo: &Repository,
+    head: Option<Oid>,
+    run: &str,
+    refresh: bool,
+    shared: &mut dyn FnMut(usize) -> Option<Oid>,
+) -> Result<Indexed> {
     if let (Some(h), Some(cached)) = (head, read(repo, run, true)) {
         let cached_head = cached.head;
         if let Some(ix) = extend(repo, h, run, cached)? {
@@ -272,8 +203,15 @@ pub fn load(repo: &Repository, head: Option<Oid>, run: &str, refresh: bool) -> R
             return Ok(ix);
         }
     }
-    let ledger = ledger::scan(repo, head, run)?;
-    let (live, _) = ledger::live_hunks(repo, &ledger)?;
+    let ledger = ledger::scan_last(repo, head, run)?;
+    let from_shared = (ledger.problems.is_empty() && ledger.adopted.is_empty())
+        .then(|| shared(ledger.entries.len()))
+        .flatten()
+        .and_then(|c| shared::read(repo, c, run, &ledger));
+    let live = match from_shared {
+        Some((n, live)) => ledger::live_hunks_after(repo, &ledger.entries[n..], live)?,
+        None => ledger::live_hunks(repo, &ledger)?.0,
+    };
     if refresh {
         save(repo, run, &ledger, &live);
     }
@@ -347,6 +285,8 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tree::hunks::Live;
+    use std::sync::Arc;
 
     fn oid(n: u8) -> Oid {
         Oid::from_bytes(&[n; 20]).unwrap()

@@ -74,6 +74,20 @@ impl Ledger {
         }
     }
 
+    /// A copy (the id index is built again when needed).
+    pub fn copy(&self) -> Ledger {
+        Ledger {
+            head: self.head,
+            base: self.base,
+            entries: self.entries.clone(),
+            by_id: std::cell::OnceCell::new(),
+            problems: self.problems.clone(),
+            shallow: self.shallow,
+            oldest_index: self.oldest_index,
+            adopted: self.adopted.clone(),
+        }
+    }
+
     pub fn get(&self, id: &str) -> Option<&Entry> {
         let by_id = self.by_id.get_or_init(|| IdIndex::new(&self.entries));
         by_id.get(&self.entries, id)
@@ -205,7 +219,43 @@ pub enum Reach {
 /// boundary is refused (exit 1) with the fetch that brings it; a run with
 /// no receipt above the boundary is a new run.
 pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
-    let ledger = scan_with(repo, head, run, Reach::Run)?;
+    scan_kept(repo, head, run, true)
+}
+
+/// As [`scan`], for a command's last scan of `head`: a kept scan of it is
+/// handed over rather than copied, and this one is not kept.
+pub fn scan_last(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
+    scan_kept(repo, head, run, false)
+}
+
+fn scan_kept(repo: &Repository, head: Option<Oid>, run: &str, keep: bool) -> Result<Ledger> {
+    // One command scans the same head more than once (a resume checks the
+    // local branch, then the durable one, then reads the run for its
+    // steps; on a fresh box they are one commit): the last scan is kept.
+    // Commits are immutable, so a scan of the same head in the same
+    // repository is the same ledger.
+    let key = (repo.commondir().to_path_buf(), head, run.to_string());
+    let memo = LAST_SCAN.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.as_ref().is_none_or(|(k, _)| *k != key) {
+            return None;
+        }
+        if keep {
+            m.as_ref().map(|(_, l)| l.copy())
+        } else {
+            m.take().map(|(_, l)| l)
+        }
+    });
+    let ledger = match memo {
+        Some(l) => l,
+        None => {
+            let l = scan_with(repo, head, run, Reach::Run)?;
+            if keep {
+                LAST_SCAN.with(|m| *m.borrow_mut() = Some((key, l.copy())));
+            }
+            l
+        }
+    };
     if let Some(boundary) = ledger.shallow {
         if !ledger.entries.is_empty() {
             return Err(Error::other(format!(
@@ -219,6 +269,13 @@ pub fn scan(repo: &Repository, head: Option<Oid>, run: &str) -> Result<Ledger> {
         }
     }
     Ok(ledger)
+}
+
+type ScanKey = (std::path::PathBuf, Option<Oid>, String);
+
+thread_local! {
+    /// The last [`scan`]: its repository, head and run, and its ledger.
+    static LAST_SCAN: std::cell::RefCell<Option<(ScanKey, Ledger)>> = const { std::cell::RefCell::new(None) };
 }
 
 /// How much deeper a shallow clone must go to hold the run's first step:
@@ -247,12 +304,30 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
     // Walk newest to oldest, remembering each commit's receipt status; the
     // segment is everything from the head down to the oldest receipt of this
     // run.
+    // What the scan keeps of each commit, compactly: a long run is held
+    // while it is read.
     struct Seen {
         oid: Oid,
         first_parent: Option<Oid>,
-        parents: usize,
-        receipt: Result<receipt::Receipt, ParseError>,
+        parents: u32,
+        kind: Kind,
     }
+    enum Kind {
+        /// A receipt of this run: its index in `ours`.
+        Ours(u32),
+        /// A receipt of another run, named.
+        Other(Box<str>),
+        NotAReceipt,
+        Malformed(Box<str>),
+    }
+    #[derive(Default)]
+    struct Ours {
+        id: String,
+        decision: String,
+        index: Option<u64>,
+        adopts: Vec<Oid>,
+    }
+    let mut ours: Vec<Ours> = Vec::new();
     // Follow first parents by hand: a revwalk sorts (and so reads) the
     // whole graph before yielding the first commit, which reads every
     // commit twice.
@@ -268,17 +343,28 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             Some(m) => receipt::parse(m),
             None => Err(ParseError::NotAReceipt),
         };
-        let ours = matches!(&r, Ok(rc) if rc.run == run);
-        if ours {
-            oldest_receipt = Some(seen.len());
-        }
         let first_step = matches!(&r, Ok(rc) if rc.run == run && rc.index == Some(1));
+        let kind = match r {
+            Ok(rc) if rc.run == run => {
+                oldest_receipt = Some(seen.len());
+                ours.push(Ours {
+                    id: rc.id,
+                    decision: rc.decision,
+                    index: rc.index,
+                    adopts: rc.adopts,
+                });
+                Kind::Ours((ours.len() - 1) as u32)
+            }
+            Ok(rc) => Kind::Other(rc.run.into()),
+            Err(ParseError::NotAReceipt) => Kind::NotAReceipt,
+            Err(ParseError::Malformed(m)) => Kind::Malformed(m.into()),
+        };
         next = raw.first_parent;
         seen.push(Seen {
             oid,
             first_parent: raw.first_parent,
-            parents: raw.parents,
-            receipt: r,
+            parents: u32::try_from(raw.parents).unwrap_or(u32::MAX),
+            kind,
         });
         let at_boundary = shallow.contains(&oid);
         if at_boundary {
@@ -306,31 +392,40 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
         return Ok(ledger);
     };
     ledger.base = seen[oldest].first_parent;
-    ledger.oldest_index = match &seen[oldest].receipt {
-        Ok(r) => r.index,
-        Err(_) => None,
+    ledger.oldest_index = match seen[oldest].kind {
+        Kind::Ours(i) => ours[i as usize].index,
+        _ => None,
     };
-    let mut by_id: HashMap<String, usize> = HashMap::new();
+    // Ids seen so far, by hash (the strings themselves move into the
+    // entries: a long run is held once, not twice).
+    let mut by_id: HashMap<u64, usize> = HashMap::new();
+    let mut more_ids: Vec<(u64, usize)> = Vec::new();
     // Commits an `adopt` step of this run names (always newer than them).
-    let adopted: std::collections::HashSet<Oid> = seen[..=oldest]
-        .iter()
-        .filter_map(|s| s.receipt.as_ref().ok().filter(|r| r.run == run))
-        .flat_map(|r| r.adopts.iter().copied())
-        .collect();
-    for s in seen[..=oldest].iter().rev() {
-        if matches!(s.receipt, Err(ParseError::NotAReceipt)) && adopted.contains(&s.oid) {
+    let adopted: std::collections::HashSet<Oid> =
+        ours.iter().flat_map(|r| r.adopts.iter().copied()).collect();
+    seen.truncate(oldest + 1);
+    for s in seen.into_iter().rev() {
+        if matches!(s.kind, Kind::NotAReceipt) && adopted.contains(&s.oid) {
             ledger.adopted.push((ledger.entries.len(), s.oid));
             continue;
         }
-        match &s.receipt {
-            Ok(r) if r.run == run => {
+        match s.kind {
+            Kind::Ours(i) => {
+                let r = std::mem::take(&mut ours[i as usize]);
                 if s.parents > 1 {
                     ledger.problems.push(Problem {
                         commit: s.oid,
                         what: format!("step {} is a merge commit; a step has one parent", r.id),
                     });
                 }
-                if let Some(prev) = by_id.get(&r.id) {
+                let h = id_hash(&r.id);
+                let entries = &ledger.entries;
+                let prev = by_id
+                    .get(&h)
+                    .into_iter()
+                    .chain(more_ids.iter().filter(|(k, _)| *k == h).map(|(_, i)| i))
+                    .find(|&&i| entries[i].id == r.id);
+                if let Some(prev) = prev {
                     ledger.problems.push(Problem {
                         commit: s.oid,
                         what: format!(
@@ -355,23 +450,30 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                     }
                     _ => {}
                 }
-                by_id.insert(r.id.clone(), ledger.entries.len());
+                match by_id.entry(h) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        more_ids.push((h, ledger.entries.len()))
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(ledger.entries.len());
+                    }
+                }
                 ledger.entries.push(Entry {
                     index: ledger.entries.len(),
-                    id: r.id.clone(),
-                    decision: r.decision.clone(),
+                    id: r.id,
+                    decision: r.decision,
                     commit: s.oid,
                 });
             }
-            Ok(r) => ledger.problems.push(Problem {
+            Kind::Other(other) => ledger.problems.push(Problem {
                 commit: s.oid,
-                what: format!("a receipt of another run ({}) inside this run", r.run),
+                what: format!("a receipt of another run ({other}) inside this run"),
             }),
-            Err(ParseError::NotAReceipt) => ledger.problems.push(Problem {
+            Kind::NotAReceipt => ledger.problems.push(Problem {
                 commit: s.oid,
                 what: "a commit with no receipt inside the run".into(),
             }),
-            Err(ParseError::Malformed(m)) => ledger.problems.push(Problem {
+            Kind::Malformed(m) => ledger.problems.push(Problem {
                 commit: s.oid,
                 what: format!("a malformed receipt: {m}"),
             }),
@@ -551,18 +653,6 @@ pub fn live_hunks(
     repo: &Repository,
     ledger: &Ledger,
 ) -> Result<(LiveHunks, Vec<HistoryDuplicate>)> {
-    // Replaying the diffs is independent per step: split each window of the
-    // history over the cores (each worker with its own handle on the
-    // repository), then admit in order. Windows bound the memory: the diffs
-    // of a window are dropped once admitted.
-    const WINDOW: usize = 8192;
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 8);
-    let path = repo.path().to_path_buf();
-    let mut live = LiveHunks::default();
-    let mut dups = Vec::new();
     // Adopted commits take their place among the steps, under a name that
     // says what they are.
     let merged;
@@ -581,6 +671,36 @@ pub fn live_hunks(
         merged = all;
         &merged
     };
+    replay(repo, sources, LiveHunks::default())
+}
+
+/// The live hunks after `entries` (steps of the run, in order, that follow
+/// the state `live` describes; no adopted commits among them).
+pub fn live_hunks_after(
+    repo: &Repository,
+    entries: &[Entry],
+    live: LiveHunks,
+) -> Result<LiveHunks> {
+    Ok(replay(repo, entries, live)?.0)
+}
+
+/// Replay the changes of `sources` onto `live`, in order.
+fn replay(
+    repo: &Repository,
+    sources: &[Entry],
+    mut live: LiveHunks,
+) -> Result<(LiveHunks, Vec<HistoryDuplicate>)> {
+    // Replaying the diffs is independent per step: split each window of the
+    // history over the cores (each worker with its own handle on the
+    // repository), then admit in order. Windows bound the memory: the diffs
+    // of a window are dropped once admitted.
+    const WINDOW: usize = 8192;
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    let path = repo.path().to_path_buf();
+    let mut dups = Vec::new();
     for window in sources.chunks(WINDOW) {
         let chunk = window.len().div_ceil(workers).max(256);
         let parts: Vec<&[Entry]> = window.chunks(chunk).collect();

@@ -8,4 +8,5 @@
 pub mod cache;
 pub mod ledger;
 pub mod receipt;
+pub mod shared;
 pub mod trailers;

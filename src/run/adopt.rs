@@ -263,6 +263,7 @@ pub fn adopt(
                     refname: &s.refname(),
                     expected: durable,
                     new: commit,
+                    replace: false,
                 },
             )
             .map_err(|e| e.into_error(&s.branch, &remote.spec, durable))?;

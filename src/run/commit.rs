@@ -22,10 +22,11 @@ use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{short, Change};
 use crate::history::ledger::{self, Entry};
-use crate::history::{cache, receipt};
+use crate::history::receipt;
 use crate::plan::step::Step;
 use crate::settings::Settings;
 use crate::sync::remote::RefUpdate;
+use crate::sync::share;
 use crate::tree::build;
 use crate::workdir::{lock, worktree};
 
@@ -67,9 +68,10 @@ impl Session<'_> {
         // that skips everything does not need them.
         let live = match &mut self.live {
             Some(c) => c,
-            None => self
-                .live
-                .insert(cache::load(repo, head, &s.run, !self.opts.dry_run)?.live),
+            None => {
+                let live = self.load_indexed()?.live;
+                self.live.insert(live)
+            }
         };
         if !self.opts.dry_run {
             crash::point("before-write", &step.id);
@@ -247,6 +249,7 @@ impl Session<'_> {
                         refname: &s.refname(),
                         expected,
                         new: commit,
+                        replace: false,
                     },
                 )
                 .map_err(|e| e.into_error(&s.branch, &remote.spec, expected));
@@ -291,6 +294,14 @@ impl Session<'_> {
             worktree::update_keeping(repo, changes, &id, &|_| true).map_err(local)?;
         } else {
             worktree::update(repo, changes, &id).map_err(local)?;
+        }
+        // Every `steps.cacheEvery` steps, the live hunks go beside the run
+        // for fresh boxes (best effort: the steps are done either way).
+        let after = self.len();
+        if !self.opts.dry_run && share::due(self.share_every, after - staged.len(), after) {
+            if let Some(live) = &self.live {
+                share::publish(repo, s, self.receipts(), live, self.signer.as_ref(), &id);
+            }
         }
         Ok(staged
             .into_iter()

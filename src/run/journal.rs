@@ -359,6 +359,7 @@ pub fn append(
                     refname: &name,
                     expected: journal.head,
                     new: commit,
+                    replace: false,
                 },
             )
             .map_err(|e| e.into_error(&name, &remote.spec, journal.head))?;

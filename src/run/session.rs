@@ -22,6 +22,7 @@ use crate::history::ledger::{Entry, Ledger};
 use crate::plan::reader::Plan;
 use crate::settings::{self, Settings};
 use crate::sync::reconcile::{self, Reconciled};
+use crate::sync::share;
 use crate::tree::fingerprint;
 use crate::tree::hunks::LiveHunks;
 use crate::workdir::lock::{self, Lock};
@@ -186,6 +187,9 @@ pub struct Session<'r> {
     pub(super) loaded: bool,
     /// Whether [`Session::identity_note`] was given.
     identity_noted: bool,
+    /// Publish the shared hunk cache every this many steps of the run
+    /// (`steps.cacheEvery`; 0: never).
+    pub(super) share_every: usize,
 }
 
 impl<'r> Session<'r> {
@@ -265,6 +269,7 @@ impl<'r> Session<'r> {
         // In a dry run whose durable head is not fetched, the steps are
         // shown against the local head.
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
+        let share_every = share::every(repo)?;
         Ok(Session {
             repo,
             settings,
@@ -284,6 +289,7 @@ impl<'r> Session<'r> {
             checked_clean: false,
             loaded: false,
             identity_noted: false,
+            share_every,
         })
     }
 
@@ -301,7 +307,7 @@ impl<'r> Session<'r> {
         self.loaded = true;
         let s = self.settings;
         let ledger = if counts {
-            let indexed = cache::load(self.repo, self.head, &s.run, !self.opts.dry_run)?;
+            let indexed = self.load_indexed()?;
             self.live = Some(indexed.live);
             indexed.ledger
         } else {
@@ -310,6 +316,17 @@ impl<'r> Session<'r> {
         ledger.ensure_sound(&s.branch)?;
         self.ledger = ledger;
         Ok(&self.ledger)
+    }
+
+    /// The receipts and live hunks at the head: from this box's receipt
+    /// cache, else a scan, with the shared cache's hunks for a long run.
+    pub(super) fn load_indexed(&self) -> Result<cache::Indexed> {
+        let (repo, s, every) = (self.repo, self.settings, self.share_every);
+        // A dry run fetches nothing: it may use this box's last copy.
+        let fetch = !self.opts.dry_run;
+        cache::load(repo, self.head, &s.run, fetch, &mut |steps| {
+            share::fetch(repo, s, every, steps, fetch)
+        })
     }
 
     /// What finishing an interrupted worktree update did.
@@ -348,7 +365,7 @@ impl<'r> Session<'r> {
     }
 
     /// Every receipt of the run, in order.
-    pub fn receipts(&self) -> impl Iterator<Item = &Entry> {
+    pub fn receipts(&self) -> impl Iterator<Item = &Entry> + Clone {
         self.ledger.entries.iter().chain(&self.applied)
     }
 

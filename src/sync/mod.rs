@@ -7,3 +7,4 @@
 
 pub mod reconcile;
 pub mod remote;
+pub mod share;

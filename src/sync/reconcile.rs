@@ -275,6 +275,7 @@ pub fn reconcile_with(
                     refname: &s.refname(),
                     expected: r,
                     new: l,
+                    replace: false,
                 },
             ) {
                 Ok(()) => {}

@@ -454,7 +454,11 @@ impl TestRepo {
         let refs = self
             .git_out(&["for-each-ref", "--format=%(refname) %(objectname)"])
             .lines()
-            .filter(|l| !l.starts_with("refs/remotes/") && !l.starts_with("refs/steps/remote/"))
+            .filter(|l| {
+                !l.starts_with("refs/remotes/")
+                    && !l.starts_with("refs/steps/remote/")
+                    && !l.starts_with("refs/steps/remote-cache/")
+            })
             .collect::<Vec<_>>()
             .join("\n");
         let status = self.git_out(&[

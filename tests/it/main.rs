@@ -13,6 +13,7 @@ mod policy;
 mod real_repos;
 mod remote;
 mod servers;
+mod shared_cache;
 mod signing;
 mod trailers;
 mod trust;

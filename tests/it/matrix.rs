@@ -44,9 +44,18 @@ fn the_eight_step_matrix_is_all_same() {
             .filter(|p| p.scope == s)
             .count()
     };
-    let direct = count(Scope::Step) + count(Scope::RemoteStep);
+    // The `apply` runner's boxes publish the shared hunk cache after every
+    // step (`steps.cacheEvery` = 1), so its points are crossed too.
+    let direct = count(Scope::Step) + count(Scope::RemoteStep) + count(Scope::Cache);
     let resume = count(Scope::Resume);
     assert_eq!(rows.len(), 8 * (direct * 2 + resume));
+    for point in ["cache-written", "cache-pushed"] {
+        assert_eq!(
+            rows.iter().filter(|r| r["point"] == point).count(),
+            16,
+            "{point}"
+        );
+    }
     assert_eq!(data["summary"]["diverged"], 0, "{}", r.stdout());
     assert_eq!(data["summary"]["refused"], 0);
     assert_eq!(data["summary"]["same"], rows.len());
@@ -438,13 +447,15 @@ fn the_batch_matrix_is_all_same() {
     use git_steps::crash::Scope;
     let direct = git_steps::crash::POINTS
         .iter()
-        .filter(|p| matches!(p.scope, Scope::Step | Scope::RemoteStep))
+        .filter(|p| matches!(p.scope, Scope::Step | Scope::RemoteStep | Scope::Cache))
         .count();
     let resume = git_steps::crash::POINTS
         .iter()
         .filter(|p| p.scope == Scope::Resume)
         .count();
     // s3, s6, s8 end a batch; the other five pass only the staging points.
+    // A batch's flush publishes the shared hunk cache (the boxes' interval
+    // is 1), named by its last step.
     assert_eq!(rows.len(), 5 * 2 * 2 + 3 * (direct * 2 + resume));
     for end in ["s3", "s6", "s8"] {
         assert!(rows
@@ -454,6 +465,9 @@ fn the_batch_matrix_is_all_same() {
     assert!(!rows
         .iter()
         .any(|r| r["step"] == "s4" && r["point"] == "pushed"));
+    assert!(!rows
+        .iter()
+        .any(|r| r["step"] == "s4" && r["point"] == "cache-pushed"));
     assert_eq!(data["summary"]["same"], rows.len(), "{doc}");
     for row in rows {
         assert_eq!(row["reason"], "", "every armed crash fired: {row}");

@@ -170,6 +170,11 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
                         (Scope::Decide, _) if runner == Runner::GitStepsRun => {
                             vec![crash_at(p.name, step)]
                         }
+                        // Only the `apply` runner's boxes publish the
+                        // shared cache at every step ([`new_box`]).
+                        (Scope::Cache, _) if runner == Runner::GitSteps => {
+                            vec![crash_at(p.name, step)]
+                        }
                         // Resume points need something to resume: a first
                         // crash that leaves the work they guard.
                         // `record` writes no worktree file: nothing to repair.
@@ -465,6 +470,12 @@ fn new_box(s: &Scratch, env: &Env, n: usize, clone: bool) -> Result<PathBuf> {
     cfg.set_str("steps.branch", "main")?;
     cfg.set_str("user.name", "crashtest")?;
     cfg.set_str("user.email", "crashtest@localhost")?;
+    // The `apply` runner's boxes publish the shared hunk cache after every
+    // step and read it on every resume, so the matrix kills at its points
+    // and checks that a fresh box resuming from it ends the same.
+    if env.runner == Runner::GitSteps {
+        cfg.set_i64(crate::sync::share::CONFIG, 1)?;
+    }
     for (k, v) in env.base.iter().flat_map(|b| &b.policy) {
         cfg.set_str(k, v)?;
     }

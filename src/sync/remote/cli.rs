@@ -62,6 +62,7 @@ impl Remote {
             refname,
             expected,
             new,
+            ..
         } = *update;
         let lease = format!(
             "--force-with-lease={refname}:{}",

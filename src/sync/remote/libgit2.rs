@@ -59,6 +59,7 @@ impl Remote {
             refname,
             expected,
             new,
+            replace,
         } = *update;
         let mut remote = libgit2_remote(repo, &self.spec, true).map_err(PushError::Failed)?;
         let moved: RefCell<Option<Option<Oid>>> = RefCell::new(None);
@@ -90,7 +91,9 @@ impl Remote {
             });
             let mut opts = PushOptions::new();
             opts.remote_callbacks(cb);
-            let refspec = format!("{new}:{refname}");
+            // A replacing update is forced past libgit2's fast-forward
+            // check; the negotiation above still makes it a compare-and-swap.
+            let refspec = format!("{}{new}:{refname}", if replace { "+" } else { "" });
             let res = remote.push(&[refspec.as_str()], Some(&mut opts));
             if let Some(found) = moved.borrow_mut().take() {
                 return Err(PushError::Moved { found });

@@ -80,6 +80,7 @@ impl Remote {
             refname,
             expected,
             new,
+            ..
         } = *update;
         let fail = |what: &str, e: git2::Error| {
             PushError::Failed(Error::other(format!(

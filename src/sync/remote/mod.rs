@@ -29,6 +29,9 @@ pub struct RefUpdate<'a> {
     pub refname: &'a str,
     pub expected: Option<Oid>,
     pub new: Oid,
+    /// `new` need not descend from `expected` (still only from `expected`):
+    /// for the shared hunk cache, never for a branch or a journal.
+    pub replace: bool,
 }
 
 /// How to talk to the remote. Unless `--transport` or `steps.transport`

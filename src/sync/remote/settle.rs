@@ -26,6 +26,7 @@ impl Remote {
             refname,
             expected,
             new,
+            ..
         } = *update;
         match self.head(repo, refname) {
             Ok(Some(h)) if h == new => Ok(()),

@@ -1,0 +1,133 @@
+//! Publishing and fetching the shared hunk cache
+//! ([`crate::history::shared`]) beside the run on the remote.
+//!
+//! Owns the remote's `refs/steps/cache/<run hash>` and this box's copy,
+//! `refs/steps/remote-cache/<run hash>` (the last value it saw or wrote). Invariant: a cache is
+//! published only for a step that is already durable, by a compare-and-swap
+//! that may replace the old cache but touches no other ref; every failure
+//! is swallowed, because a missing or stale cache costs a fresh box a
+//! replay and nothing else. A kill at any point leaves the old cache or the
+//! new one.
+
+use git2::{Oid, Repository};
+
+use crate::crash;
+use crate::history::ledger::Entry;
+use crate::history::shared;
+use crate::settings::Settings;
+use crate::sync::remote::{PushError, RefUpdate};
+use crate::tree::hunks::LiveHunks;
+
+/// The git config key: publish the cache every N steps of the run (0: never).
+pub const CONFIG: &str = "steps.cacheEvery";
+
+/// The default interval: a fresh box replays at most about this many steps.
+pub const DEFAULT_EVERY: usize = 1000;
+
+/// `steps.cacheEvery`, or the default.
+pub fn every(repo: &Repository) -> crate::error::Result<usize> {
+    Ok(crate::settings::config_count(repo, CONFIG, 0)?.unwrap_or(DEFAULT_EVERY))
+}
+
+/// The cache commit for a run of `steps` steps, when it is long enough to
+/// want one (`every` steps or more): fetched from the remote, else this
+/// box's last copy (only that with `remote` false). None when there is
+/// none or it cannot be fetched.
+pub fn fetch(
+    repo: &Repository,
+    settings: &Settings,
+    every: usize,
+    steps: usize,
+    remote: bool,
+) -> Option<Oid> {
+    if every == 0 || steps < every {
+        return None;
+    }
+    let (name, local) = (
+        shared::refname(&settings.run),
+        shared::local_refname(&settings.run),
+    );
+    if let Some(remote) = settings.remote.as_ref().filter(|_| remote) {
+        if let Ok(Some(id)) = remote.fetch(repo, &name, &local) {
+            return Some(id);
+        }
+    }
+    repo.refname_to_id(&local).ok()
+}
+
+/// Whether a flush that took the run from `before` to `after` steps passed
+/// a multiple of `every`.
+pub fn due(every: usize, before: usize, after: usize) -> bool {
+    every > 0 && after / every > before / every
+}
+
+/// Publish the cache of `live` after `entries` (the run's steps 1..=N, the
+/// last one durable) on the remote; `step`: the last step's id, for the
+/// crash points. Returns whether the remote took it.
+pub fn publish<'e>(
+    repo: &Repository,
+    settings: &Settings,
+    entries: impl IntoIterator<Item = &'e Entry> + Clone,
+    live: &LiveHunks,
+    signer: Option<&crate::sign::Signer>,
+    step: &str,
+) -> bool {
+    let Some(remote) = &settings.remote else {
+        return false;
+    };
+    let Ok(Some(commit)) = shared::write(repo, &settings.run, entries, live, signer) else {
+        return false;
+    };
+    crash::point("cache-written", step);
+    let (name, local) = (
+        shared::refname(&settings.run),
+        shared::local_refname(&settings.run),
+    );
+    let mut expected = repo.refname_to_id(&local).ok();
+    // Another box may have published since this one last looked: ask once.
+    for _ in 0..2 {
+        let update = RefUpdate {
+            refname: &name,
+            expected,
+            new: commit,
+            replace: true,
+        };
+        match remote.push(repo, &update) {
+            Ok(()) => {
+                crash::point("cache-pushed", step);
+                let _ = crate::workdir::lock::intending(
+                    repo,
+                    crate::workdir::lock::ref_locks(repo, &local),
+                    || repo.reference(&local, commit, true, "git-steps: shared hunk cache"),
+                );
+                return true;
+            }
+            Err(PushError::Moved { found }) => {
+                expected = match found {
+                    Some(f) => Some(f),
+                    None => match remote.head(repo, &name) {
+                        Ok(h) => h,
+                        Err(_) => return false,
+                    },
+                };
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_is_due_when_a_flush_passes_a_multiple() {
+        assert!(due(1, 0, 1));
+        assert!(due(1000, 999, 1000));
+        assert!(due(1000, 995, 1004));
+        assert!(!due(1000, 1000, 1001));
+        assert!(!due(1000, 1, 999));
+        assert!(!due(0, 0, 5000));
+    }
+}

@@ -1,8 +1,8 @@
 //! `git steps crashtest`: the resume-equivalence matrix.
 
 use std::io::Write;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+
+use std::time::Instant;
 
 use super::{emit_json, Ctx, Failure};
 use crate::crash;
@@ -78,49 +78,7 @@ fn runner(a: &Args) -> Result<Runner, Error> {
     }
 }
 
-/// A progress line on stderr: only on a terminal, only after 250 ms, at
-/// most 30 times a second.
-pub(super) struct Progress {
-    start: Instant,
-    last: Mutex<Option<Instant>>,
-    enabled: bool,
-    label: String,
-}
-
-impl Progress {
-    pub(super) fn new(label: &str, quiet: bool) -> Progress {
-        // SAFETY: isatty on a standard descriptor has no preconditions.
-        let tty = unsafe { libc::isatty(2) } == 1;
-        Progress {
-            start: Instant::now(),
-            last: Mutex::new(None),
-            enabled: tty && !quiet,
-            label: label.to_string(),
-        }
-    }
-
-    pub(super) fn tick(&self, done: usize, total: usize) {
-        if !self.enabled || self.start.elapsed() < Duration::from_millis(250) {
-            return;
-        }
-        let mut last = self.last.lock().expect("progress lock");
-        if done < total && last.is_some_and(|l| l.elapsed() < Duration::from_millis(33)) {
-            return;
-        }
-        *last = Some(Instant::now());
-        let width = 30;
-        let filled = width * done / total.max(1);
-        eprint!(
-            "\r{}: [{}{}] {done}/{total}",
-            self.label,
-            "#".repeat(filled),
-            " ".repeat(width - filled)
-        );
-        if done == total {
-            eprintln!();
-        }
-    }
-}
+pub(super) use super::progress::Progress;
 
 fn verdict(v: Verdict) -> &'static str {
     match v {

@@ -16,6 +16,7 @@ mod fingerprint;
 mod init;
 mod log;
 mod mcp;
+mod progress;
 mod record;
 mod resume;
 mod run;
@@ -206,6 +207,11 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         verbose: cli.verbose,
         repo: cli.repo,
     };
+    // Long work draws bars on a terminal (not under `mcp`: its stdio is a
+    // protocol, and its calls run commands in this process).
+    if progress::enabled(ctx.quiet, ctx.json) && !matches!(cli.command, Command::Mcp(_)) {
+        crate::progress::set_sink(Box::new(progress::Bars::default()));
+    }
     match cli.command {
         Command::Init(a) => init::run(&ctx, a, out).map_err(Failure::from),
         Command::Apply(a) => apply::run(&ctx, a, out),

@@ -45,11 +45,14 @@ impl Ui for Terminal<'_> {
             return;
         }
         let line = human(outcome, self.dry_run);
-        let _ = match origin {
-            Some(o) => writeln!(self.out, "{line} [{} #{}]", o.source.as_str(), o.index),
-            None => writeln!(self.out, "{line}"),
-        };
-        let _ = self.out.flush();
+        let out = &mut self.out;
+        crate::progress::suspend(|| {
+            let _ = match origin {
+                Some(o) => writeln!(out, "{line} [{} #{}]", o.source.as_str(), o.index),
+                None => writeln!(out, "{line}"),
+            };
+            let _ = out.flush();
+        });
     }
 }
 

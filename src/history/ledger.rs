@@ -336,8 +336,13 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
     let odb = repo.odb()?;
     let shallow = shallow_boundary(repo)?;
     let _fast = FastReads::begin();
+    // The newest receipt's Step-Index says how long the run is.
+    let progress = crate::progress::phase("reading the run's receipts", None);
     let mut next = Some(head);
     while let Some(oid) = next {
+        if seen.len() % 4096 == 0 {
+            progress.set(seen.len() as u64);
+        }
         let raw = RawCommit::read(&odb, oid)?;
         let r = match &raw.message {
             Some(m) => receipt::parse(m),
@@ -346,6 +351,11 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
         let first_step = matches!(&r, Ok(rc) if rc.run == run && rc.index == Some(1));
         let kind = match r {
             Ok(rc) if rc.run == run => {
+                if ours.is_empty() {
+                    if let Some(n) = rc.index {
+                        progress.total(n);
+                    }
+                }
                 oldest_receipt = Some(seen.len());
                 ours.push(Ours {
                     id: rc.id,
@@ -701,6 +711,8 @@ fn replay(
         .clamp(1, 8);
     let path = repo.path().to_path_buf();
     let mut dups = Vec::new();
+    let progress = crate::progress::phase("replaying the run's hunks", Some(sources.len() as u64));
+    let mut done = 0u64;
     for window in sources.chunks(WINDOW) {
         let chunk = window.len().div_ceil(workers).max(256);
         let parts: Vec<&[Entry]> = window.chunks(chunk).collect();
@@ -723,6 +735,8 @@ fn replay(
                     .collect::<Result<Vec<_>>>()
             })?
         };
+        done += window.len() as u64;
+        progress.set(done);
         for (e, h) in window.iter().zip(hunks.into_iter().flatten()) {
             let found = live
                 .admit(&e.id, &h.files, true)

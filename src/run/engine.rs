@@ -66,9 +66,11 @@ fn apply_inner(
     crash::validate_env().map_err(Error::input)?;
     worktree::workdir(repo)?;
     // Every step parses before anything is written or fetched.
-    validate(plan)?;
+    let total = validate(plan)?;
     let mut session = Session::open(repo, s, Some(plan), opts.clone(), ui)?;
     preflight(repo, plan, session.load(false)?)?;
+    let progress = crate::progress::phase("applying the plan", Some(total as u64));
+    let mut seen = 0u64;
     if opts.dry_run {
         // Objects a dry run builds go to memory and are dropped with it.
         repo.odb()?.add_new_mempack_backend(1000)?;
@@ -100,6 +102,8 @@ fn apply_inner(
             Ok(None) => break,
             Err(e) => return Err(flushed_then(&mut session, &mut held, ui, outcomes, e)),
         };
+        progress.set(seen);
+        seen += 1;
         match session.receipt(&step.id) {
             Some(entry) => held.push(Some(StepOutcome::Skip {
                 step: step.id.clone(),
@@ -126,6 +130,8 @@ fn apply_inner(
         }
     }
     flush(&mut session, &mut held, ui, outcomes)?;
+    progress.set(seen);
+    drop(progress);
     let done = session.finish()?;
     Ok(ApplyReport {
         run: s.run.clone(),

@@ -146,3 +146,66 @@ fn the_man_page_and_completions_name_every_subcommand() {
     }
     t.steps(&["completions", "tcsh"]).code_is(2);
 }
+
+/// Issue 18, part 5: long work draws a progress bar on stderr when it is a
+/// terminal (a real pty, through `script`), and nothing when it is not, or
+/// with `--quiet` or `--json`.
+#[test]
+fn a_progress_bar_only_on_a_terminal() {
+    // Long enough to outlast the bar's quarter-second delay: the same work
+    // in each case, so that a missing bar means none was drawn.
+    let steps: Vec<String> = (0..300)
+        .map(|i| line(serde_json::json!({"id": format!("p{i}"), "files": {format!("f{}.txt", i % 30): format!("{i}\n")}})))
+        .collect();
+    let fresh = || {
+        let t = TestRepo::new();
+        let plan = t.plan("long.jsonl", &steps);
+        (t, plan.to_str().unwrap().to_string())
+    };
+    // Run under a pseudo-terminal: stdout and stderr both go to it.
+    let on_tty = |t: &TestRepo, args: &[&str]| -> String {
+        let cmd = t.steps_command(args);
+        let quote =
+            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+        let line = std::iter::once(quote(cmd.get_program()))
+            .chain(cmd.get_args().map(quote))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut s = std::process::Command::new("script");
+        s.args(["-qec", &line, "/dev/null"]);
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => s.env(k, v),
+                None => s.env_remove(k),
+            };
+        }
+        if let Some(d) = cmd.get_current_dir() {
+            s.current_dir(d);
+        }
+        let r = t.run_cmd(s, format!("script -qec {line}"), None);
+        assert!(r.out.status.success(), "{}", r.explain());
+        assert_eq!(t.step_ids().len(), 300);
+        r.stdout()
+    };
+    let (t, plan) = fresh();
+    let shown = on_tty(&t, &["apply", &plan]);
+    assert!(shown.contains("applying the plan: ["), "a bar: {shown}");
+    assert!(
+        shown.contains("applied p299"),
+        "and every step's line: {shown}"
+    );
+    let (t, plan) = fresh();
+    let quiet = on_tty(&t, &["-q", "apply", &plan]);
+    assert!(!quiet.contains("applying the plan"), "--quiet: {quiet}");
+    let (t, plan) = fresh();
+    let json = on_tty(&t, &["--json", "apply", &plan]);
+    assert!(!json.contains("applying the plan"), "--json: {json}");
+    let (t, plan) = fresh();
+    let piped = t.steps(&["apply", &plan]).ok();
+    assert!(
+        !piped.stderr().contains("applying the plan"),
+        "{}",
+        piped.explain()
+    );
+    assert_eq!(t.step_ids().len(), 300);
+}

@@ -31,6 +31,8 @@ use crate::tree::hunks::LiveHunks;
 /// and 4 came from other diffs; an older file is rebuilt by one scan).
 /// Binary, CRC-32 checked (version 1 was text under SHA-256; reading 19 MB
 /// of it cost more than the rest of a warm resume).
+/// (Bump the shared hunk cache's identities version with it:
+/// [`crate::history::shared`].)
 const MAGIC: &[u8] = b"git-steps-index 5\n";
 
 /// The ledger and live hunks at a head.

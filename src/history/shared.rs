@@ -25,7 +25,11 @@ use crate::history::ledger::{Entry, Ledger};
 use crate::tree::hunks::{Live, LiveHunks};
 use std::sync::Arc;
 
-const MAGIC: &[u8] = b"git-steps-shared-hunks 1\n";
+/// The format, and the hunk identities' version: bump the second number
+/// with the receipt cache's ([`crate::history::cache`], "git-steps-index
+/// 5") whenever hunk identities change, so that a box never takes hunks
+/// another version computed.
+const MAGIC: &[u8] = b"git-steps-shared-hunks 1 5\n";
 
 /// The blob's name in the cache commit's tree.
 const BLOB: &str = "hunks";
@@ -156,14 +160,20 @@ pub fn read(
         return None;
     }
     let c = repo.find_commit(commit).ok()?;
-    let entry = c.tree().ok()?.get_name(BLOB)?.to_object(repo).ok()?;
-    let odb = repo.odb().ok()?;
-    let (size, kind) = odb.read_header(entry.id()).ok()?;
-    if kind != git2::ObjectType::Blob || size > MAX_BYTES {
+    let id = c.tree().ok()?.get_name(BLOB)?.id();
+    // The size first, from the object's header: a small object can
+    // inflate to gigabytes.
+    if !fits(repo, id, MAX_BYTES) {
         return None;
     }
-    let blob = entry.into_blob().ok()?;
-    decode(blob.content(), run, ledger)
+    decode(repo.find_blob(id).ok()?.content(), run, ledger)
+}
+
+/// Whether `id` is a blob of at most `max` bytes (read from its header).
+fn fits(repo: &Repository, id: Oid, max: usize) -> bool {
+    repo.odb()
+        .and_then(|odb| odb.read_header(id))
+        .is_ok_and(|(size, kind)| kind == git2::ObjectType::Blob && size <= max)
 }
 
 fn decode(data: &[u8], run: &str, ledger: &Ledger) -> Option<(usize, LiveHunks)> {
@@ -318,6 +328,17 @@ mod tests {
         assert_eq!(got.len(), live().len());
         // A longer ledger with the same first steps: still usable.
         assert!(decode(&data, "r", &ledger(9)).is_some());
+    }
+
+    #[test]
+    fn a_blob_is_measured_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let blob = repo.blob(&[0u8; 200]).unwrap();
+        assert!(fits(&repo, blob, 200));
+        assert!(!fits(&repo, blob, 199));
+        let tree = repo.treebuilder(None).unwrap().write().unwrap();
+        assert!(!fits(&repo, tree, 1 << 20), "not a blob");
     }
 
     #[test]

@@ -104,7 +104,7 @@ fn a_long_run_leaves_its_hunks_beside_it_and_a_fresh_box_uses_them() {
         "a commit with no parent"
     );
     let blob = git_in(&t, &bare, &["cat-file", "-p", &format!("{commit}:hunks")]);
-    assert!(blob.starts_with("git-steps-shared-hunks 1\n"), "{blob:?}");
+    assert!(blob.starts_with("git-steps-shared-hunks 1 5\n"), "{blob:?}");
     // The branch's history holds no cache commit.
     assert!(!git_in(&t, &bare, &["log", "--format=%s", "main"]).contains("hunk cache"));
 
@@ -180,7 +180,7 @@ fn forge(t: &TestRepo, bare: &str, genuine: &str, edit: impl Fn(&mut Vec<u8>)) {
 
 /// Where the live hunks start in a cache blob of run `main`: magic, run,
 /// head, step count, digest.
-const HEADER: usize = 25 + 4 + 4 + 20 + 8 + 32;
+const HEADER: usize = 27 + 4 + 4 + 20 + 8 + 32;
 
 #[test]
 fn a_forged_cache_is_checked_against_the_log_and_verify_never_reads_it() {
@@ -283,4 +283,49 @@ fn the_cache_is_replaced_over_every_transport() {
             );
         }
     }
+}
+
+/// A pusher killed while it held the cache ref's lock on a local remote
+/// (its pending file hard-linked as `<ref>.lock`) leaves a pair that the
+/// next publish recognises as its own and clears, even when branch pushes
+/// came in between; anyone else's lock is waited for, never removed.
+#[test]
+fn a_cache_lock_a_killed_pusher_left_is_cleared_by_the_next_publish() {
+    use sha2::{Digest, Sha256};
+    let (t, bare) = setup();
+    t.git(&["config", "steps.cacheEvery", "2"]).ok();
+    let first: Vec<String> = plan()[..2].to_vec();
+    t.steps_stdin(&["apply", "-"], &first.join("\n")).ok();
+    let (name, at2) = cache_refs(&t, &bare).remove(0);
+    // What a kill between the link and the rename leaves.
+    let hash: String = Sha256::digest(name.as_bytes())[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let pending = std::path::Path::new(&bare).join(format!("steps-push-{hash}.pending"));
+    std::fs::write(&pending, "0000000000000000000000000000000000000000\n").unwrap();
+    let lock = std::path::Path::new(&bare).join(format!("{name}.lock"));
+    std::fs::hard_link(&pending, &lock).unwrap();
+    // Step 3 pushes the branch only; step 4 publishes again.
+    t.steps_stdin(&["apply", "-"], &plan()[2..4].join("\n"))
+        .ok();
+    let (_, at4) = cache_refs(&t, &bare).remove(0);
+    assert_ne!(at4, at2, "the cache moved past the leftover lock");
+    assert!(git_in(&t, &bare, &["log", "-1", "--format=%s", &at4]).contains("after 4 steps"));
+    assert!(!lock.exists() && !pending.exists());
+    // Another writer's lock (no pending file of ours): left alone; the
+    // publish gives up after waiting, and the steps are done regardless.
+    std::fs::write(&lock, "held by someone else\n").unwrap();
+    let r = t.steps_env_stdin(
+        &["apply", "-"],
+        &[("GIT_STEPS_LOCK_WAIT", "1")],
+        Some(&plan()[4..6].join("\n")),
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.explain());
+    assert_eq!(t.step_ids().len(), 6);
+    assert_eq!(cache_refs(&t, &bare).remove(0).1, at4, "the cache stays");
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "held by someone else\n"
+    );
 }

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
+use sha2::Digest;
 
 use super::{PushError, RefUpdate, Remote};
 use crate::error::{Error, Result};
@@ -156,9 +157,20 @@ fn local_ref_lock(
     refname: &str,
     expected: Option<Oid>,
 ) -> std::result::Result<crate::workdir::lock::OwnLock, PushError> {
+    // One pending file per ref: a pusher killed while it held another ref's
+    // lock (a journal, the shared hunk cache) leaves a pair that only a
+    // push of that ref can recognise and clear.
+    let pending = if refname.starts_with("refs/heads/") {
+        "steps-push.pending".to_string()
+    } else {
+        format!(
+            "steps-push-{}.pending",
+            crate::git::hex(&sha2::Sha256::digest(refname.as_bytes())[..8])
+        )
+    };
     let lock = crate::workdir::lock::OwnLock::new(
         &remote.path().join(refname),
-        &remote.path().join("steps-push.pending"),
+        &remote.path().join(pending),
     );
     lock.clear_own_leftover();
     if lock.held() {

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
-use crate::history::ledger;
+use crate::history::{cache, ledger};
 use crate::settings::Settings;
 use crate::sync::remote::RefUpdate;
 use crate::workdir::lock;
@@ -225,7 +225,9 @@ pub fn reconcile_with(
             });
         }
         // The durable history must itself be sound.
-        let scanned = ledger::scan(repo, Some(r), &s.run)?;
+        // From the receipt cache where it covers an ancestor (then only
+        // newer commits are read): a resume must not cost the whole run.
+        let scanned = cache::load_ledger(repo, Some(r), &s.run)?;
         if let (Some(boundary), true) = (scanned.shallow, scanned.entries.is_empty()) {
             // The durable branch exists, but this shallow clone holds no
             // receipt of the run in it: its receipts may lie below the
@@ -258,7 +260,7 @@ pub fn reconcile_with(
         (Some(l), r) if r.is_none() || repo.graph_descendant_of(l, r.unwrap_or(l))? => {
             // Local ahead: everything the remote lacks must be receipts of
             // this run (or the base the run started from).
-            let local_ledger = ledger::scan(repo, Some(l), &s.run)?;
+            let local_ledger = cache::load_ledger(repo, Some(l), &s.run)?;
             local_ledger.ensure_sound(&s.branch)?;
             let action = Action::Push {
                 from: hex(r),

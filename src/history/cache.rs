@@ -22,7 +22,7 @@ use crate::error::Result;
 use crate::git::hex;
 use crate::history::ledger::{self, Entry, Ledger};
 use crate::history::receipt;
-use crate::history::shared::{self, get_live, put_live, Bytes};
+use crate::history::shared::{self, get_live, put_live};
 
 use crate::tree::hunks::LiveHunks;
 
@@ -62,25 +62,14 @@ fn read(repo: &Repository, run: &str, want_counts: bool) -> Option<Cached> {
 /// The cache file's bytes, read back; None for anything that is not
 /// exactly what [`encode`] writes for `run`.
 fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
-    let (body, sum) = data.split_at(data.len().checked_sub(4)?);
-    if crc32fast::hash(body).to_le_bytes() != sum {
-        return None;
-    }
-    let mut b = Bytes(body);
-    if b.take(MAGIC.len())? != MAGIC {
-        return None;
-    }
-    let run_len = b.u32()? as usize;
-    if b.str(run_len)? != run {
-        return None;
-    }
+    let mut b = shared::open(data, MAGIC, run)?;
     let head = b.oid()?;
     let base = match b.u8()? {
         0 => None,
         _ => Some(b.oid()?),
     };
     let n = b.u64()?;
-    let mut entries = Vec::with_capacity(n.min(body.len() / 24));
+    let mut entries = Vec::with_capacity(n.min(b.0.len() / 24));
     for index in 0..n {
         let id_len = b.u8()? as usize;
         let id = b.str(id_len)?.to_string();

@@ -176,19 +176,26 @@ fn fits(repo: &Repository, id: Oid, max: usize) -> bool {
         .is_ok_and(|(size, kind)| kind == git2::ObjectType::Blob && size <= max)
 }
 
-fn decode(data: &[u8], run: &str, ledger: &Ledger) -> Option<(usize, LiveHunks)> {
+/// The body of a cache file or blob after its `magic` and `run`, once its
+/// CRC-32 (the last four bytes) checks; None for anything else.
+pub(super) fn open<'a>(data: &'a [u8], magic: &[u8], run: &str) -> Option<Bytes<'a>> {
     let (body, sum) = data.split_at(data.len().checked_sub(4)?);
     if crc32fast::hash(body).to_le_bytes() != sum {
         return None;
     }
     let mut b = Bytes(body);
-    if b.take(MAGIC.len())? != MAGIC {
+    if b.take(magic.len())? != magic {
         return None;
     }
     let run_len = b.u32()? as usize;
     if b.str(run_len)? != run {
         return None;
     }
+    Some(b)
+}
+
+fn decode(data: &[u8], run: &str, ledger: &Ledger) -> Option<(usize, LiveHunks)> {
+    let mut b = open(data, MAGIC, run)?;
     let head = b.oid()?;
     let n = b.u64()?;
     let want: [u8; 32] = b.take(32)?.try_into().ok()?;

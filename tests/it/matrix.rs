@@ -367,7 +367,8 @@ fn tracked(t: &TestRepo) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+    // Cases: `GIT_STEPS_TRIALS` (default 24; `scripts/soak.sh` runs more).
+    #![proptest_config(ProptestConfig { cases: trials_and_seed(24, 0).0 as u32, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Random plans × a random crash point × a random box mode → SAME.
     #[test]

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The randomized kill tests, many times over several seeds: what to run
+# before calling a change to the apply, push or resume path done. The test
+# suite (and CI) runs them with small defaults; a failure prints its trial
+# and seed, and `GIT_STEPS_TRIALS=1 GIT_STEPS_SEED=<seed>` replays it.
+#
+# Usage: scripts/soak.sh [TRIALS] [SEED ...]   (default: 60 trials, 3 seeds)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+trials=${1:-60}
+shift || true
+seeds=("$@")
+[ ${#seeds[@]} -gt 0 ] || seeds=(1 $RANDOM$RANDOM 0x5eed)
+tests=(
+  remote::random_kills_never_diverge
+  remote::random_kills_with_batches_never_diverge
+  agent::recorded_decisions::random_kills_never_re_ask_a_recorded_decision
+  matrix::random_plan_random_crash_resumes_to_the_same_fingerprint
+)
+cargo test --locked --test it --no-run -q
+for seed in "${seeds[@]}"; do
+  for t in "${tests[@]}"; do
+    echo "== $t: $trials trials, seed $seed"
+    log=$(mktemp)
+    if ! GIT_STEPS_TRIALS=$trials GIT_STEPS_SEED=$((seed)) \
+      cargo test --locked -q --test it "$t" -- --exact --nocapture >"$log" 2>&1; then
+      cat "$log" >&2
+      echo "FAILED: $t, $trials trials, seed $seed" >&2
+      exit 1
+    fi
+    grep -E 'random kills|test result' "$log" || true
+    rm -f "$log"
+  done
+done
+echo "soak: every randomized test passed ${#seeds[@]} seed(s) x $trials trials"

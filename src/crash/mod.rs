@@ -152,6 +152,14 @@ fn armed() -> Option<&'static (String, String)> {
 /// Check the arming syntax of `GIT_STEPS_CRASH`, so a typo fails loudly
 /// instead of silently never firing.
 pub fn validate_env() -> Result<(), String> {
+    if let Ok(spec) = std::env::var(ENV_PAUSE) {
+        let point = spec.split_once('@').map(|(p, _)| p);
+        if spec.split_once(':').is_none() || point.and_then(find).is_none() {
+            return Err(format!(
+                "{ENV_PAUSE}={spec:?}: expected <point>@<step id>:<dir> with a known point"
+            ));
+        }
+    }
     let Ok(spec) = std::env::var(ENV) else {
         return Ok(());
     };
@@ -171,9 +179,37 @@ pub fn validate_env() -> Result<(), String> {
     Ok(())
 }
 
-/// Kill the process here if `GIT_STEPS_CRASH` names this point and step.
+/// Where tests hold a process at a point instead of killing it, to make a
+/// race happen in a known order: `<point>@<step id>:<dir>`. At the point
+/// the process creates `<dir>/reached`, then waits (at most a minute) until
+/// `<dir>/go` exists.
+pub const ENV_PAUSE: &str = "GIT_STEPS_PAUSE";
+
+fn paused() -> Option<&'static (String, String, std::path::PathBuf)> {
+    static PAUSED: OnceLock<Option<(String, String, std::path::PathBuf)>> = OnceLock::new();
+    PAUSED
+        .get_or_init(|| {
+            let spec = std::env::var(ENV_PAUSE).ok()?;
+            let (at, dir) = spec.split_once(':')?;
+            let (point, step) = at.split_once('@')?;
+            Some((point.to_string(), step.to_string(), dir.into()))
+        })
+        .as_ref()
+}
+
+/// Kill the process here if `GIT_STEPS_CRASH` names this point and step
+/// (or hold it, if `GIT_STEPS_PAUSE` does).
 pub fn point(name: &'static str, step_id: &str) {
     debug_assert!(find(name).is_some(), "unlisted crash point {name}");
+    if let Some((point, step, dir)) = paused() {
+        if point == name && step == step_id {
+            let _ = std::fs::write(dir.join("reached"), b"");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !dir.join("go").exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
     if let Some((point, step)) = armed() {
         if point == name && step == step_id {
             // SAFETY: kill(2) on our own pid with a valid signal number has no

@@ -147,6 +147,17 @@ pub fn write<'e>(
     )?))
 }
 
+/// How many steps the cache commit `id` says it describes (from its
+/// message, as [`write`] makes it); None for anything else.
+pub fn described_steps(repo: &Repository, id: Oid) -> Option<usize> {
+    let commit = repo.find_commit(id).ok()?;
+    let summary = commit.summary_bytes()?;
+    let summary = std::str::from_utf8(summary).ok()?;
+    let (head, _) = summary.rsplit_once(" steps (at ")?;
+    let (_, n) = head.rsplit_once(" after ")?;
+    n.parse().ok()
+}
+
 /// The live hunks a cache commit holds, and how many steps of `ledger` they
 /// cover; None unless the commit is a well-formed cache of `run` whose
 /// receipt is a step of `ledger` with the same receipts up to it.

@@ -84,7 +84,11 @@ pub fn publish<'e>(
         shared::local_refname(&settings.run),
     );
     let mut expected = repo.refname_to_id(&local).ok();
-    // Another box may have published since this one last looked: ask once.
+    let ours = shared::described_steps(repo, commit);
+    // Another box may have published since this one last looked: then
+    // replace its cache only if it describes fewer steps (a box that
+    // stalled between its push and this publish must not put an older
+    // cache over a newer one).
     for _ in 0..2 {
         let update = RefUpdate {
             refname: &name,
@@ -102,14 +106,18 @@ pub fn publish<'e>(
                 );
                 return true;
             }
-            Err(PushError::Moved { found }) => {
-                expected = match found {
-                    Some(f) => Some(f),
-                    None => match remote.head(repo, &name) {
-                        Ok(h) => h,
-                        Err(_) => return false,
-                    },
+            Err(PushError::Moved { .. }) => {
+                // What is there now, in this box's copy, to read.
+                let Ok(found) = remote.fetch(repo, &name, &local) else {
+                    return false;
                 };
+                let theirs = found.and_then(|f| shared::described_steps(repo, f));
+                if let (Some(theirs), Some(ours)) = (theirs, ours) {
+                    if theirs >= ours {
+                        return false;
+                    }
+                }
+                expected = found;
             }
             Err(_) => return false,
         }

@@ -329,3 +329,56 @@ fn a_cache_lock_a_killed_pusher_left_is_cleared_by_the_next_publish() {
         "held by someone else\n"
     );
 }
+
+/// A box that stalls between its step's push and its publish (held at
+/// `cache-written` by `GIT_STEPS_PAUSE`) while another box takes the run
+/// further and publishes a newer cache: when the stalled box goes on, its
+/// older cache does not replace the newer one, and its copy of the ref
+/// becomes what the remote holds.
+#[test]
+fn a_stalled_box_never_puts_an_older_cache_over_a_newer_one() {
+    let (a, bare) = setup();
+    a.git(&["config", "steps.cacheEvery", "2"]).ok();
+    let p2 = a.plan("a.jsonl", &plan()[..2]);
+    let gate = tempfile::tempdir().unwrap();
+    let mut cmd = a.steps_command(&["-q", "apply", p2.to_str().unwrap()]);
+    cmd.env(
+        "GIT_STEPS_PAUSE",
+        format!("cache-written@s2:{}", gate.path().display()),
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let stalled = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !gate.path().join("reached").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "box a never reached cache-written"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Box b takes the run to step 4 and publishes the cache of 4 steps.
+    let b = fresh(&a, &bare, "box-b", "2");
+    b.steps_stdin(&["apply", "-"], &plan()[..4].join("\n")).ok();
+    let (name, newer) = cache_refs(&a, &bare).remove(0);
+    assert!(git_in(&a, &bare, &["log", "-1", "--format=%s", &newer]).contains("after 4 steps"));
+    // Box a goes on with its cache of 2 steps.
+    std::fs::write(gate.path().join("go"), b"").unwrap();
+    let out = stalled.wait_with_output().unwrap();
+    assert!(out.status.success(), "box a: {out:?}");
+    assert_eq!(
+        cache_refs(&a, &bare),
+        vec![(name.clone(), newer.clone())],
+        "the newer cache stays"
+    );
+    assert_eq!(
+        a.git_out(&["rev-parse", &name.replace("/cache/", "/remote-cache/")]),
+        newer,
+        "box a's copy is what the remote holds"
+    );
+    // And box a's next due step replaces it, being newer still.
+    a.steps_stdin(&["apply", "-"], &plan()[..6].join("\n")).ok();
+    let (_, now) = cache_refs(&a, &bare).remove(0);
+    assert!(git_in(&a, &bare, &["log", "-1", "--format=%s", &now]).contains("after 6 steps"));
+}

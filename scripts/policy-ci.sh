@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The suite and the crash matrix once more (each but its longest parts)
-# under a repository policy, as CI runs them: core.autocrlf=true, an ssh signing key (commit.gpgSign), and
+# The tests and crash matrices of what a repository policy changes, under
+# one, as CI runs them: core.autocrlf=true, an ssh signing key (commit.gpgSign), and
 # hooks run as checks (steps.hooks, core.hooksPath). The tests see the
 # policy as their global git config (GIT_STEPS_TEST_CONFIG); the crash
 # matrix runs from a repository that has it, so every box gets it.
 #
-# Usage: scripts/policy-ci.sh [--matrix-only]   (after a release build)
+# Usage: scripts/policy-ci.sh [--matrix-only]   (after a release build, or with GIT_STEPS_BIN)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin="$root/target/release/git-steps"
+# GIT_STEPS_BIN: the binary the matrix runs (CI: its debug build).
+bin=${GIT_STEPS_BIN:-$root/target/release/git-steps}
 policy=$(mktemp -d "${TMPDIR:-/tmp}/git-steps-policy.XXXXXX")
 trap 'rm -rf "$policy"' EXIT
 
@@ -40,18 +41,18 @@ cat > "$policy/gitconfig" <<CONFIG
 CONFIG
 
 if [ "${1:-}" != "--matrix-only" ]; then
-  echo "-- the test suite with the policy as global git config"
-  # All but the crash matrices and randomized kill runs: those run in the
-  # plain suite, and the matrix under this policy runs below with the
-  # release binary. (CI must stay well under its 30 minutes.)
-  GIT_STEPS_TEST_CONFIG="$policy/gitconfig" bash "$root/scripts/test.sh" -- \
-    --skip random_kills --skip random_plan_random_crash --skip matrix_is_all_same \
-    --skip crash_matrix --skip a_crash_in_a_step_that_changes_a_paths_type \
-    --skip demo_tells_the_story --skip the_classic_runner_diverges \
-    --skip a_progress_bar_only_on_a_terminal
+  echo "-- the tests of what a policy changes, with the policy as global git config"
+  # Commits and how they are made, worktree writes, formats, the agent
+  # paths; not the transports, hostile trees, server kinds, crash matrices
+  # or randomized kill runs (the plain suite runs those, and the matrix
+  # under this policy runs below).
+  GIT_STEPS_TEST_CONFIG="$policy/gitconfig" bash "$root/scripts/test.sh" --test it -- \
+    core:: formats:: agent:: trust:: attributes:: hooks:: signing:: policy:: trailers:: \
+    --skip random_kills --skip matrix_is_all_same --skip crash_matrix \
+    --skip a_crash_in_a_step_that_changes_a_paths_type --skip a_progress_bar_only_on_a_terminal
 fi
 
-echo "-- the crash matrix from a repository with the policy (and eol=crlf attributes): apply on every fixture but the long mixed-30, --batch 4, record and undo on type-changes"
+echo "-- the crash matrix from a repository with the policy (and eol=crlf attributes): apply and record over all-formats, --batch 4 over type-changes"
 repo="$policy/repo"
 git init -q -b main "$repo"
 git -C "$repo" config include.path "$policy/gitconfig"
@@ -60,13 +61,8 @@ printf 'a repository with a policy\n' > "$repo/POLICY.policy"
 git -C "$repo" add -A
 git -C "$repo" -c user.name=ci -c user.email=ci@localhost commit -q -m base
 matrix() { (cd "$repo" && GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 "$bin" crashtest "$@" | tail -n 1); }
-for plan in "$root"/fixtures/*.jsonl; do
-  case $plan in *mixed-30*) continue ;; esac
-  matrix "$plan"
-done
-tc="$root/fixtures/type-changes.jsonl"
-matrix --batch 4 "$tc"
-matrix --runner record "$tc"
-matrix --runner undo "$tc"
+matrix "$root/fixtures/all-formats.jsonl"
+matrix --runner record "$root/fixtures/all-formats.jsonl"
+matrix --batch 4 "$root/fixtures/type-changes.jsonl"
 # The policy was in force: the boxes' steps were signed and checked.
 echo "policy repository left clean: $(git -C "$repo" status --porcelain | wc -l) change(s)"

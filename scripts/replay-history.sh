@@ -14,7 +14,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 repo=$(cd "$1" && pwd); shift
 args=("$@")
-bin="$root/target/release/git-steps"
+# GIT_STEPS_BIN: a binary already built (CI uses its debug build).
+bin=${GIT_STEPS_BIN:-$root/target/release/git-steps}
 [ -x "$bin" ] || cargo build --quiet --release --locked --manifest-path "$root/Cargo.toml"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

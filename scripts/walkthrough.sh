@@ -8,8 +8,12 @@
 # directory, which it removes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cargo build --quiet --release --manifest-path "$root/Cargo.toml"
-bin="$root/target/release/git-steps"
+# GIT_STEPS_BIN: a binary already built (CI uses its debug build).
+bin=${GIT_STEPS_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --quiet --release --manifest-path "$root/Cargo.toml"
+  bin="$root/target/release/git-steps"
+fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1

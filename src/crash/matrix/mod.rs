@@ -151,6 +151,12 @@ fn crash_at(point: &str, step: &str) -> Phase {
 /// step of each batch, whose id the batch's flush carries.
 pub const STAGING_POINTS: &[&str] = &["before-write", "objects-written"];
 
+/// How often the `apply` runner's boxes publish the shared hunk cache
+/// (`steps.cacheEvery`): often enough that every fixture kills at its
+/// points and resumes fresh boxes from it, seldom enough that the matrix
+/// does not pay a second push at every step.
+pub const CACHE_EVERY: usize = 3;
+
 /// The cells of the matrix for `runner` over a plan with these step ids;
 /// `batch` is `apply --batch N` (1: a push per step).
 pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
@@ -171,8 +177,16 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
                             vec![crash_at(p.name, step)]
                         }
                         // Only the `apply` runner's boxes publish the
-                        // shared cache at every step ([`new_box`]).
-                        (Scope::Cache, _) if runner == Runner::GitSteps => {
+                        // shared cache, every [`CACHE_EVERY`] steps
+                        // ([`new_box`]): at the flushes that pass a multiple.
+                        (Scope::Cache, _)
+                            if runner == Runner::GitSteps
+                                && crate::sync::share::due(
+                                    CACHE_EVERY,
+                                    i / batch * batch,
+                                    i + 1,
+                                ) =>
+                        {
                             vec![crash_at(p.name, step)]
                         }
                         // Resume points need something to resume: a first
@@ -470,11 +484,12 @@ fn new_box(s: &Scratch, env: &Env, n: usize, clone: bool) -> Result<PathBuf> {
     cfg.set_str("steps.branch", "main")?;
     cfg.set_str("user.name", "crashtest")?;
     cfg.set_str("user.email", "crashtest@localhost")?;
-    // The `apply` runner's boxes publish the shared hunk cache after every
-    // step and read it on every resume, so the matrix kills at its points
-    // and checks that a fresh box resuming from it ends the same.
+    // The `apply` runner's boxes publish the shared hunk cache every
+    // [`CACHE_EVERY`] steps and read it on every resume, so the matrix kills
+    // at its points and checks that a fresh box resuming from it ends the
+    // same.
     if env.runner == Runner::GitSteps {
-        cfg.set_i64(crate::sync::share::CONFIG, 1)?;
+        cfg.set_i64(crate::sync::share::CONFIG, CACHE_EVERY as i64)?;
     }
     for (k, v) in env.base.iter().flat_map(|b| &b.policy) {
         cfg.set_str(k, v)?;

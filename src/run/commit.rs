@@ -297,8 +297,12 @@ impl Session<'_> {
         }
         // Every `steps.cacheEvery` steps, the live hunks go beside the run
         // for fresh boxes (best effort: the steps are done either way).
+        // (Not for a run with adopted commits: `shared::read` takes no cache
+        // of one, so the push would be for nothing.)
         let after = self.len();
-        if !self.opts.dry_run && share::due(self.share_every, after - staged.len(), after) {
+        let usable = self.ledger().adopted.is_empty() && self.ledger().problems.is_empty();
+        if !self.opts.dry_run && usable && share::due(self.share_every, after - staged.len(), after)
+        {
             if let Some(live) = &self.live {
                 share::publish(repo, s, self.receipts(), live, self.signer.as_ref(), &id);
             }

@@ -193,3 +193,29 @@ fn boxes_holding_adopted_commits_catch_up_and_the_plan_goes_on() {
     c.steps(&["apply", p.to_str().unwrap()]).ok();
     c.steps(&["verify", p.to_str().unwrap()]).ok();
 }
+
+/// A run with adopted commits publishes no shared hunk cache: a fresh box
+/// would not take one (its hunks are read from the log), so the push would
+/// be for nothing. The run itself goes on as usual.
+#[test]
+fn a_run_with_adopted_commits_publishes_no_shared_cache() {
+    let (t, server) = started(Kind::Path);
+    t.git(&["config", "steps.cacheEvery", "1"]).ok();
+    let caches = || {
+        server
+            .git(&["for-each-ref", "--format=%(refname)", "refs/steps/cache/"])
+            .lines()
+            .count()
+    };
+    let s2 = line(json!({"id": "s2", "files": {"b.txt": "two\n"}}));
+    t.steps_stdin(&["apply", "-"], &s2).ok();
+    assert_eq!(caches(), 1, "a plain run publishes at every step here");
+    let cache = server.git(&["for-each-ref", "--format=%(refname)", "refs/steps/cache/"]);
+    server.git(&["update-ref", "-d", cache.trim()]);
+    human_commit(&t, "a.txt", "one\nby hand\n", "hand fix");
+    t.steps(&["adopt", "--yes"]).ok();
+    let s3 = line(json!({"id": "s3", "files": {"c.txt": "three\n"}}));
+    t.steps_stdin(&["apply", "-"], &s3).ok();
+    assert_eq!(server.step_ids().len(), 4);
+    assert_eq!(caches(), 0, "no cache for a run with adopted commits");
+}

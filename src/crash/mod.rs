@@ -154,7 +154,7 @@ fn armed() -> Option<&'static (String, String)> {
 pub fn validate_env() -> Result<(), String> {
     if let Ok(spec) = std::env::var(ENV_PAUSE) {
         let point = spec.split_once('@').map(|(p, _)| p);
-        if spec.split_once(':').is_none() || point.and_then(find).is_none() {
+        if spec.rsplit_once(':').is_none() || point.and_then(find).is_none() {
             return Err(format!(
                 "{ENV_PAUSE}={spec:?}: expected <point>@<step id>:<dir> with a known point"
             ));
@@ -180,7 +180,8 @@ pub fn validate_env() -> Result<(), String> {
 }
 
 /// Where tests hold a process at a point instead of killing it, to make a
-/// race happen in a known order: `<point>@<step id>:<dir>`. At the point
+/// race happen in a known order: `<point>@<step id>:<dir>` (a `<dir>`
+/// without ':'). At the point
 /// the process creates `<dir>/reached`, then waits (at most a minute) until
 /// `<dir>/go` exists.
 pub const ENV_PAUSE: &str = "GIT_STEPS_PAUSE";
@@ -190,7 +191,8 @@ fn paused() -> Option<&'static (String, String, std::path::PathBuf)> {
     PAUSED
         .get_or_init(|| {
             let spec = std::env::var(ENV_PAUSE).ok()?;
-            let (at, dir) = spec.split_once(':')?;
+            // Step ids may hold ':' (`undo:start`); the directory may not.
+            let (at, dir) = spec.rsplit_once(':')?;
             let (point, step) = at.split_once('@')?;
             Some((point.to_string(), step.to_string(), dir.into()))
         })

@@ -26,14 +26,16 @@ use crate::history::shared::{self, get_live, put_live};
 
 use crate::tree::hunks::LiveHunks;
 
+/// Version 6: the ledger's adopted commits too (version 5 dropped them, so a
+/// box that read its ledger from here forgot that the run held any).
 /// Version 5: live hunks with their lines and anchors, from whitespace-blind
 /// diffs with slid insertions (version 2 held counts per hunk identity, 3
 /// and 4 came from other diffs; an older file is rebuilt by one scan).
 /// Binary, CRC-32 checked (version 1 was text under SHA-256; reading 19 MB
 /// of it cost more than the rest of a warm resume).
-/// (Bump the shared hunk cache's identities version with it:
-/// [`crate::history::shared`].)
-const MAGIC: &[u8] = b"git-steps-index 5\n";
+/// (Bump the shared hunk cache's identities version when hunk identities
+/// change: [`crate::history::shared`]; they have not since version 5.)
+const MAGIC: &[u8] = b"git-steps-index 6\n";
 
 /// The ledger and live hunks at a head.
 pub struct Indexed {
@@ -50,6 +52,8 @@ struct Cached {
     head: Oid,
     base: Option<Oid>,
     entries: Vec<Entry>,
+    /// [`Ledger::adopted`]: (position among the entries, commit).
+    adopted: Vec<(usize, Oid)>,
     live: Option<LiveHunks>,
 }
 
@@ -88,6 +92,15 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
     if entries.last().is_some_and(|e| e.commit != head) {
         return None;
     }
+    let na = b.u64()?;
+    let mut adopted = Vec::with_capacity(na.min(b.0.len() / 28));
+    for _ in 0..na {
+        let at = b.u64()?;
+        if at > entries.len() {
+            return None;
+        }
+        adopted.push((at, b.oid()?));
+    }
     let live = if want_counts {
         let live = get_live(&mut b)?;
         if !b.0.is_empty() {
@@ -101,6 +114,7 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
         head,
         base,
         entries,
+        adopted,
         live,
     })
 }
@@ -164,6 +178,11 @@ fn encode(run: &str, ledger: &Ledger, live: &LiveHunks) -> Option<Vec<u8>> {
         body.push(dl);
         body.extend_from_slice(e.decision.as_bytes());
         body.extend_from_slice(e.commit.as_bytes());
+    }
+    body.extend_from_slice(&(ledger.adopted.len() as u64).to_le_bytes());
+    for (at, oid) in &ledger.adopted {
+        body.extend_from_slice(&(*at as u64).to_le_bytes());
+        body.extend_from_slice(oid.as_bytes());
     }
     put_live(&mut body, live)?;
     let sum = crc32fast::hash(&body).to_le_bytes();
@@ -269,7 +288,8 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
             commit: oid,
         });
     }
-    let ledger = Ledger::from_parts(Some(head), cached.base, entries);
+    let mut ledger = Ledger::from_parts(Some(head), cached.base, entries);
+    ledger.adopted = cached.adopted;
     Ok(Some(Indexed { ledger, live }))
 }
 
@@ -335,6 +355,21 @@ mod tests {
         let c = decode(&data, "run-é", false).unwrap();
         assert!(c.live.is_none());
         assert_eq!(c.entries.len(), 3);
+        assert!(c.adopted.is_empty());
+    }
+
+    #[test]
+    fn adopted_commits_are_kept() {
+        let mut l = ledger(3);
+        l.adopted = vec![(1, oid(77)), (3, oid(78))];
+        let data = encode("r", &l, &counts()).unwrap();
+        let c = decode(&data, "r", true).unwrap();
+        assert_eq!(c.adopted, l.adopted);
+        assert_eq!(c.entries.len(), 3);
+        // A position past the entries is not one encode writes.
+        l.adopted = vec![(4, oid(77))];
+        let data = encode("r", &l, &counts()).unwrap();
+        assert!(decode(&data, "r", true).is_none());
     }
 
     #[test]

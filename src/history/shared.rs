@@ -26,8 +26,8 @@ use crate::tree::hunks::{Live, LiveHunks};
 use std::sync::Arc;
 
 /// The format, and the hunk identities' version: bump the second number
-/// with the receipt cache's ([`crate::history::cache`], "git-steps-index
-/// 5") whenever hunk identities change, so that a box never takes hunks
+/// whenever hunk identities change (they last did with the receipt cache's
+/// version 5, [`crate::history::cache`]), so that a box never takes hunks
 /// another version computed.
 const MAGIC: &[u8] = b"git-steps-shared-hunks 1 5\n";
 

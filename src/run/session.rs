@@ -438,7 +438,8 @@ impl<'r> Session<'r> {
             if let Some(counts) = &live {
                 let mut entries = ledger.entries;
                 entries.extend(applied);
-                let done = Ledger::from_parts(head, ledger.base, entries);
+                let mut done = Ledger::from_parts(head, ledger.base, entries);
+                done.adopted = ledger.adopted;
                 cache::save(repo, &settings.run, &done, counts);
             }
         }

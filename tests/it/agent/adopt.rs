@@ -196,7 +196,8 @@ fn boxes_holding_adopted_commits_catch_up_and_the_plan_goes_on() {
 
 /// A run with adopted commits publishes no shared hunk cache: a fresh box
 /// would not take one (its hunks are read from the log), so the push would
-/// be for nothing. The run itself goes on as usual.
+/// be for nothing. The run itself goes on as usual, and this box's receipt
+/// index keeps knowing that the run holds an adopted commit.
 #[test]
 fn a_run_with_adopted_commits_publishes_no_shared_cache() {
     let (t, server) = started(Kind::Path);
@@ -214,8 +215,20 @@ fn a_run_with_adopted_commits_publishes_no_shared_cache() {
     server.git(&["update-ref", "-d", cache.trim()]);
     human_commit(&t, "a.txt", "one\nby hand\n", "hand fix");
     t.steps(&["adopt", "--yes"]).ok();
-    let s3 = line(json!({"id": "s3", "files": {"c.txt": "three\n"}}));
-    t.steps_stdin(&["apply", "-"], &s3).ok();
-    assert_eq!(server.step_ids().len(), 4);
-    assert_eq!(caches(), 0, "no cache for a run with adopted commits");
+    // Each apply its own process: the first after the adopt scans the log,
+    // the later ones start from this box's receipt index, which must still
+    // know that the run holds an adopted commit.
+    for k in 3..=5 {
+        let step = line(json!({"id": format!("s{k}"), "files": {format!("f{k}.txt"): "x\n"}}));
+        t.steps_stdin(&["apply", "-"], &step).ok();
+        assert_eq!(caches(), 0, "s{k}: no cache for a run with adopted commits");
+    }
+    assert_eq!(server.step_ids().len(), 6);
+    // The human's change still counts, read from the receipt index.
+    let again = line(
+        json!({"id": "s6", "patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n by hand\n+by hand\n"}),
+    );
+    t.steps_stdin(&["apply", "-"], &again)
+        .code_is(3)
+        .stderr_has("(adopted)");
 }

@@ -14,7 +14,8 @@ use git2::{Oid, Repository};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{short, MODE_GITLINK};
-use crate::history::receipt::{self, ParseError};
+use crate::history::packscan::{self, Scanned};
+use crate::history::receipt::ParseError;
 use crate::tree::hunks::{self, Duplicate, FileDiff, LiveHunks};
 
 /// One applied step, as its receipt says.
@@ -338,22 +339,26 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
     let _fast = FastReads::begin();
     // The newest receipt's Step-Index says how long the run is.
     let progress = crate::progress::phase("reading the run's receipts", None);
+    let mut bulk: Option<packscan::Bulk> = None;
     let mut next = Some(head);
     while let Some(oid) = next {
         if seen.len() % 4096 == 0 {
             progress.set(seen.len() as u64);
         }
-        let raw = RawCommit::read(&odb, oid)?;
-        let r = match &raw.message {
-            Some(m) => receipt::parse(m),
-            None => Err(ParseError::NotAReceipt),
+        let raw = match bulk.as_mut().and_then(|b| b.take(oid)) {
+            Some(scanned) => scanned,
+            None => read_scanned(&odb, oid)?,
         };
+        let r = raw.receipt;
         let first_step = matches!(&r, Ok(rc) if rc.run == run && rc.index == Some(1));
         let kind = match r {
             Ok(rc) if rc.run == run => {
                 if ours.is_empty() {
                     if let Some(n) = rc.index {
                         progress.total(n);
+                        // A long run: read its commits in bulk, on every
+                        // core (the same commits, parsed the same way).
+                        bulk = packscan::read(repo, n);
                     }
                 }
                 oldest_receipt = Some(seen.len());
@@ -397,6 +402,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             ledger.shallow = Some(oid);
         }
     }
+    drop(bulk);
     let Some(oldest) = oldest_receipt else {
         ledger.base = Some(head);
         return Ok(ledger);
@@ -508,12 +514,8 @@ fn receipt_below(
     let mut next = Some(from);
     for _ in 0..LOOK_BELOW {
         let Some(oid) = next else { break };
-        let raw = RawCommit::read(odb, oid)?;
-        if raw
-            .message
-            .as_deref()
-            .is_some_and(|m| matches!(receipt::parse(m), Ok(rc) if rc.run == run))
-        {
+        let raw = read_scanned(odb, oid)?;
+        if matches!(&raw.receipt, Ok(rc) if rc.run == run) {
             return Ok(true);
         }
         next = if shallow.contains(&oid) {
@@ -574,21 +576,27 @@ impl Drop for FastReads {
 /// What a scan needs of a commit, read straight from the object database:
 /// parsing a full `git2::Commit` (signatures, the object cache) costs more
 /// than inflating it.
-struct RawCommit {
-    first_parent: Option<Oid>,
-    parents: usize,
+pub struct RawCommit<'a> {
+    pub first_parent: Option<Oid>,
+    pub parents: usize,
     /// None when the message is not UTF-8 (then it is no receipt).
-    message: Option<String>,
+    pub message: Option<&'a str>,
 }
 
-impl RawCommit {
-    fn read(odb: &git2::Odb<'_>, oid: Oid) -> Result<RawCommit> {
-        let obj = odb.read(oid)?;
-        if obj.kind() != git2::ObjectType::Commit {
-            return Err(crate::error::Error::other(format!("{oid} is not a commit")));
-        }
-        let data = obj.data();
-        let (header, message) = match data.windows(2).position(|w| w == b"\n\n") {
+/// Read commit `oid` from the object database, for a scan.
+fn read_scanned(odb: &git2::Odb<'_>, oid: Oid) -> Result<Scanned> {
+    let obj = odb.read(oid)?;
+    if obj.kind() != git2::ObjectType::Commit {
+        return Err(crate::error::Error::other(format!("{oid} is not a commit")));
+    }
+    Ok(Scanned::from_raw(RawCommit::parse(oid, obj.data())?))
+}
+
+impl<'a> RawCommit<'a> {
+    /// Parse the bytes of commit `oid` (as stored, without the object
+    /// header).
+    pub fn parse(oid: Oid, data: &'a [u8]) -> Result<RawCommit<'a>> {
+        let (header, message) = match memchr::memmem::find(data, b"\n\n") {
             Some(i) => (&data[..i], &data[i + 2..]),
             None => (data, &b""[..]),
         };
@@ -616,9 +624,7 @@ impl RawCommit {
         Ok(RawCommit {
             first_parent,
             parents,
-            message: std::str::from_utf8(&message[start..])
-                .ok()
-                .map(str::to_string),
+            message: std::str::from_utf8(&message[start..]).ok(),
         })
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod ledger;
+pub mod packscan;
 pub mod receipt;
 pub mod shared;
 pub mod trailers;

@@ -46,6 +46,8 @@
 //!    space), as `git interpret-trailers --parse` and `%(trailers:unfold)` do.
 //!    Keys compare ASCII-case-insensitively, as `%(trailers:key=…)` does.
 
+use std::borrow::Cow;
+
 // ---- git's trailer reader (git 2.47, `git log --format=%(trailers)`) ----
 //
 // A hand-written port of the parts of git's pretty.c, commit.c, wt-status.c
@@ -69,10 +71,7 @@ fn is_space(b: u8) -> bool {
 
 /// The position after the LF ending the line at `pos` (or the end).
 fn next_line(buf: &[u8], pos: usize) -> usize {
-    buf[pos..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(buf.len(), |i| pos + i + 1)
+    memchr::memchr(b'\n', &buf[pos..]).map_or(buf.len(), |i| pos + i + 1)
 }
 
 /// trailer.c `is_blank_line`: the line at `pos` holds only whitespace.
@@ -89,12 +88,7 @@ fn last_line(buf: &[u8], len: usize) -> Option<usize> {
     if len == 0 {
         return None;
     }
-    Some(
-        buf[..len - 1]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1),
-    )
+    Some(memchr::memrchr(b'\n', &buf[..len - 1]).map_or(0, |i| i + 1))
 }
 
 /// pretty.c `skip_blank_lines`: the subject starts at the first line that
@@ -117,7 +111,9 @@ fn locate_end(buf: &[u8], len: usize) -> usize {
     if buf.starts_with(&SCISSORS[1..]) {
         return 0;
     }
-    match buf.windows(SCISSORS.len()).position(|w| w == SCISSORS) {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(SCISSORS));
+    match FINDER.find(buf) {
         Some(p) if p + 1 < len => p + 1,
         _ => len,
     }
@@ -133,10 +129,7 @@ fn ignored_log_message_bytes(buf: &[u8], len: usize) -> usize {
     let mut bol = 0;
     let mut in_old_conflicts_block = false;
     while bol < cutoff {
-        let next = buf[bol..len]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(len, |i| bol + i + 1);
+        let next = memchr::memchr(b'\n', &buf[bol..len]).map_or(len, |i| bol + i + 1);
         if buf[bol] == COMMENT || buf[bol] == b'\n' {
             if boc == 0 {
                 boc = bol;
@@ -264,7 +257,10 @@ fn trim(b: &[u8]) -> &[u8] {
 
 /// trailer.c `unfold_value`: each LF and the whitespace after it become one
 /// space.
-fn unfold(val: &[u8]) -> Vec<u8> {
+fn unfold(val: &[u8]) -> Cow<'_, [u8]> {
+    if !val.contains(&b'\n') {
+        return Cow::Borrowed(trim(val));
+    }
     let mut out = Vec::with_capacity(val.len());
     let mut i = 0;
     while i < val.len() {
@@ -279,7 +275,7 @@ fn unfold(val: &[u8]) -> Vec<u8> {
             out.push(c);
         }
     }
-    trim(&out).to_vec()
+    Cow::Owned(trim(&out).to_vec())
 }
 
 /// The trailers (key, unfolded value) of `message`, in order, exactly as
@@ -287,36 +283,36 @@ fn unfold(val: &[u8]) -> Vec<u8> {
 pub(crate) fn trailers(message: &str) -> Vec<(String, String)> {
     let bytes = message.as_bytes();
     // git reads the message as a C string.
-    let bytes = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
+    let bytes = &bytes[..memchr::memchr(0, bytes).unwrap_or(bytes.len())];
     let buf = &bytes[skip_blank_lines(bytes)..];
     let end = find_end_of_log_message(buf);
     let start = find_trailer_block_start(buf, end);
 
     // trailer_info_get: one string per line, continuation lines appended
     // to the line above when that one has a separator.
-    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut lines: Vec<Cow<'_, [u8]>> = Vec::new();
     let mut last_is_trailer = false;
     let mut pos = start;
     while pos < end {
-        let next = buf[pos..end]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(end, |i| pos + i + 1);
+        let next = memchr::memchr(b'\n', &buf[pos..end]).map_or(end, |i| pos + i + 1);
         let line = &buf[pos..next];
         pos = next;
         if let Some(prev) = lines
             .last_mut()
             .filter(|_| last_is_trailer && is_space(line[0]))
         {
-            prev.extend_from_slice(line);
+            prev.to_mut().extend_from_slice(line);
             continue;
         }
         last_is_trailer = has_token(line);
-        lines.push(line.to_vec());
+        lines.push(Cow::Borrowed(line));
     }
 
     // parse_trailers with only_trailers and unfold.
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let text = |b: &[u8]| match std::str::from_utf8(b) {
+        Ok(t) => t.to_owned(),
+        Err(_) => String::from_utf8_lossy(b).into_owned(),
+    };
     lines
         .iter()
         .filter(|l| l[0] != COMMENT)

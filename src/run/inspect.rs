@@ -105,6 +105,37 @@ fn journal_status(
 }
 
 pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Status> {
+    // The worktree is compared on another thread, with its own handle,
+    // while this one reads the run (a first scan of a long run is the
+    // longer of the two).
+    std::thread::scope(|scope| {
+        let dirty = match repo.workdir().filter(|_| !repo.is_bare()) {
+            None => None,
+            Some(wd) => {
+                let wd = wd.to_path_buf();
+                Some(scope.spawn(move || {
+                    let r = crate::git::open(&wd)?;
+                    worktree::dirty_paths(&r)
+                }))
+            }
+        };
+        let st = status_of_run(repo, s, plan);
+        let dirty = match dirty {
+            None => Ok(Vec::new()),
+            Some(h) => h
+                .join()
+                .map_err(|_| Error::other("comparing the worktree with HEAD failed"))?,
+        };
+        let st = st?;
+        Ok(Status {
+            dirty: dirty?,
+            ..st
+        })
+    })
+}
+
+/// `status` without the worktree's changes.
+fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Status> {
     let head = repo.refname_to_id(&s.refname()).ok();
     // An unreachable remote does not fail `status`: the local view is shown,
     // marked as not confirmed.
@@ -129,11 +160,6 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
             Some(v)
         }
     };
-    let dirty = if repo.is_bare() {
-        Vec::new()
-    } else {
-        worktree::dirty_paths(repo)?
-    };
     let journal = if remote_error.is_some() {
         None
     } else {
@@ -153,7 +179,7 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
         steps_applied: ledger.entries.len(),
         last_step: ledger.last().map(|e| e.id.clone()),
         pending,
-        dirty,
+        dirty: Vec::new(),
         problems: ledger
             .problems
             .iter()

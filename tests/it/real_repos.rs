@@ -596,3 +596,182 @@ fn a_config_lock_left_by_a_killed_init_is_cleared_and_a_foreign_one_is_not() {
         w1.git(&["status", "--porcelain"]).ok();
     }
 }
+
+/// A receipt's message, as git-steps writes it.
+fn receipt_message(id: &str, run: &str, index: u32) -> String {
+    format!(
+        "step {id}: add\n\nStep-Id: {id}\nStep-Run: {run}\nStep-Decision: sha256:{index:064x}\nStep-Index: {index}\n"
+    )
+}
+
+/// A long run in a pack is read in bulk, a chunk of pack at a time on every
+/// core (issue 18, `history::packscan`), and it reads exactly as commit by
+/// commit: `status` and `verify` say the same as on the same objects
+/// unpacked (no pack, so no bulk read), the history's problems included;
+/// every commit the bulk read hands out is what libgit2 reads under that
+/// id; and commits outside the pack (the newest, loose) are read as before.
+#[test]
+fn a_packed_long_run_reads_the_same_in_bulk_as_commit_by_commit() {
+    use git_steps::history::{packscan, receipt};
+    let t = TestRepo::new();
+    project_history(&t, 2);
+    // 4,300 commits: receipts of run `main`, with a hand commit, a
+    // malformed receipt, another run's receipt and a repeated id among
+    // them (each a problem the scan must report, wherever it is read).
+    let mut stream = String::new();
+    let mut index = 0u32;
+    for i in 1..=4300u32 {
+        let msg = match i {
+            1500 => "a hand commit in the run\n".to_string(),
+            2500 => format!(
+                "two ids\n\nStep-Id: x{i}\nStep-Id: y{i}\nStep-Run: main\nStep-Decision: sha256:{i:064x}\nStep-Index: {}\n",
+                index + 1
+            ),
+            3000 => receipt_message(&format!("other{i}"), "another-run", 1),
+            3500 => receipt_message("s10", "main", index + 1),
+            _ => {
+                index += 1;
+                receipt_message(&format!("s{index}"), "main", index)
+            }
+        };
+        let data = format!("{i}\n");
+        stream.push_str(&format!(
+            "commit refs/heads/main\ncommitter b <b@x> {} +0000\ndata {}\n{msg}\n",
+            1_700_000_000 + i,
+            msg.len()
+        ));
+        if i == 1 {
+            stream.push_str("from refs/heads/main^0\n");
+        }
+        stream.push_str(&format!(
+            "M 100644 inline f{}.txt\ndata {}\n{data}\n",
+            i % 50,
+            data.len()
+        ));
+    }
+    let mut cmd = std::process::Command::new("git");
+    cmd.args(["fast-import", "--quiet"]).current_dir(&t.work);
+    crate::harness::hermetic(&mut cmd, &t.home());
+    t.run_cmd(cmd, "git fast-import".into(), Some(stream.as_bytes()))
+        .ok();
+    t.git(&["reset", "-q", "--hard", "main"]).ok();
+    // One pack, written by git (commits first), then two newer receipts as
+    // loose objects on top.
+    t.git(&["repack", "-a", "-d", "-q"]).ok();
+    for _ in 0..2 {
+        index += 1;
+        let msg = receipt_message(&format!("s{index}"), "main", index);
+        t.git(&["commit", "-q", "--allow-empty", "-m", &msg]).ok();
+    }
+    assert_eq!(index, 4298);
+    let packs: Vec<_> = std::fs::read_dir(t.path(".git/objects/pack"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+        .collect();
+    assert_eq!(packs.len(), 1, "{packs:?}");
+
+    // The same objects, unpacked: a copy of the repository without its
+    // pack, every object loose.
+    let loose = t.sibling("loose", None);
+    std::fs::remove_dir_all(loose.path(".git")).unwrap();
+    let mut cp = std::process::Command::new("cp");
+    cp.arg("-r").arg(t.path(".git")).arg(loose.path(".git"));
+    assert!(cp.status().unwrap().success());
+    let pack_bytes = std::fs::read(&packs[0]).unwrap();
+    for f in std::fs::read_dir(loose.path(".git/objects/pack")).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    let mut cmd = std::process::Command::new("git");
+    cmd.args(["unpack-objects", "-q"]).current_dir(&loose.work);
+    crate::harness::hermetic(&mut cmd, &loose.home());
+    loose
+        .run_cmd(cmd, "git unpack-objects".into(), Some(&pack_bytes))
+        .ok();
+    loose.git(&["reset", "-q", "--hard"]).ok();
+
+    // What the scan says, packed (bulk) and loose (commit by commit).
+    let status = |r: &TestRepo| {
+        let st = r.steps(&["--json", "status"]).ok().json();
+        (
+            st["data"]["steps_applied"].clone(),
+            st["data"]["last_step"].clone(),
+            st["data"]["problems"].clone(),
+        )
+    };
+    let packed_status = status(&t);
+    assert_eq!(packed_status, status(&loose));
+    assert_eq!(packed_status.0, 4298);
+    assert_eq!(packed_status.1, "s4298");
+    let problems = packed_status.2.as_array().unwrap();
+    let said = |what: &str| problems.iter().any(|p| p.as_str().unwrap().contains(what));
+    assert!(
+        said("a commit with no receipt inside the run"),
+        "{problems:?}"
+    );
+    assert!(said("a malformed receipt"), "{problems:?}");
+    assert!(
+        said("a receipt of another run (another-run)"),
+        "{problems:?}"
+    );
+    assert!(said("step s10 appears twice"), "{problems:?}");
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    let verify = |r: &TestRepo| {
+        let v = r.steps(&["--json", "verify"]);
+        (v.code(), v.stdout().to_string())
+    };
+    let packed_verify = verify(&t);
+    assert_ne!(packed_verify.0, Some(0), "the run's problems fail verify");
+    assert_eq!(packed_verify, verify(&loose));
+
+    // The bulk read itself: every commit it hands out is libgit2's.
+    let repo = git2::Repository::open(&t.work).unwrap();
+    let mut bulk = packscan::read(&repo, 4298).expect("a long packed run is read in bulk");
+    assert!(
+        packscan::read(&repo, 100).is_none(),
+        "a short run is walked"
+    );
+    let loose_repo = git2::Repository::open(&loose.work).unwrap();
+    assert!(
+        packscan::read(&loose_repo, 4298).is_none(),
+        "no pack, no bulk read"
+    );
+    // Commits the pack stores as deltas are left to libgit2 (git deltifies
+    // commits that look alike; here the project's two).
+    let idx = packs[0].with_extension("idx");
+    let deltas: std::collections::HashSet<String> = t
+        .git_out(&["verify-pack", "-v", idx.to_str().unwrap()])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 7 && f[1] == "commit").then(|| f[0].to_string())
+        })
+        .collect();
+    let (mut hits, mut misses, mut expected_misses) = (0, Vec::new(), vec![0, 1]);
+    for (n, line) in t
+        .git_out(&["rev-list", "--first-parent", "HEAD"])
+        .lines()
+        .enumerate()
+    {
+        let oid = git2::Oid::from_str(line).unwrap();
+        let c = repo.find_commit(oid).unwrap();
+        if deltas.contains(line) {
+            expected_misses.push(n);
+        }
+        match bulk.take(oid) {
+            None => misses.push(n),
+            Some(s) => {
+                hits += 1;
+                assert_eq!(s.parents, c.parent_count(), "{oid}");
+                assert_eq!(s.first_parent, c.parent_id(0).ok(), "{oid}");
+                assert_eq!(s.receipt, receipt::parse(c.message().unwrap()), "{oid}");
+            }
+        }
+        assert!(bulk.take(oid).is_none(), "handed out once: {oid}");
+    }
+    // The two loose commits on top are not the pack's; all the rest are,
+    // but for the deltified ones.
+    assert_eq!(misses, expected_misses);
+    assert!(hits >= 4000, "{hits} of 4,304 commits read in bulk");
+}

@@ -112,6 +112,23 @@ one.sort(); full.sort()
 print("%.3f %.3f" % (one[len(one)//2] * 1000, full[len(full)//2] * 1000))
 PY
 )
+# The floor under the fsyncs: the same 200 steps with fsync and fdatasync
+# made no-ops (an LD_PRELOAD shim, built when a C compiler is here), the
+# median of 3. What a step costs beyond this is flushing.
+nofsync="n/a (no C compiler)"
+if command -v cc >/dev/null; then
+  printf 'int fsync(int fd) { (void)fd; return 0; }\nint fdatasync(int fd) { (void)fd; return 0; }\n' > "$work/nofsync.c"
+  cc -shared -fPIC -O2 -o "$work/nofsync.so" "$work/nofsync.c"
+  nf=()
+  for r in 1 2 3; do
+    git init -q --bare -b main "$work/r4-$r.git"
+    git init -q -b main "$work/w4-$r"
+    "$bin" -q -C "$work/w4-$r" init --remote "$work/r4-$r.git" >/dev/null
+    t0=$(now_ns); LD_PRELOAD="$work/nofsync.so" "$bin" -q -C "$work/w4-$r" apply "$work/plan200.jsonl" >/dev/null; t1=$(now_ns)
+    nf+=("$(ms "$t0" "$t1")")
+  done
+  nofsync=$(per "$(printf '%s\n' "${nf[@]}" | sort -g | sed -n 2p)" 200)
+fi
 git init -q --bare -b main "$work/r3.git"
 git init -q -b main "$work/w3"
 "$bin" -q -C "$work/w3" init --remote "$work/r3.git" >/dev/null
@@ -128,6 +145,7 @@ echo "   speed-up, median of the 5 rounds' ratios: ${speedup}x, spread ${spread}
 echo "   git-steps apply --batch 10: $(per "$batched" 200) ms/step  ($(ratio "$loop" "$batched")x the loop; group commit, not the one-push-per-step figure)"
 echo "   fsync floor on this disk:  one fsync $(echo "$floor" | cut -d' ' -f1) ms; write+fsync+rename+dir fsync $(echo "$floor" | cut -d' ' -f2) ms"
 echo "   fsyncs per step:           $fsyncs"
+echo "   git-steps, fsync a no-op:   $nofsync ms/step (median of 3; the floor under the flushes, not a mode git-steps has)"
 # BENCH_ONLY_PUSH=1: this section alone (a minute, for a quiet moment).
 [ -z "${BENCH_ONLY_PUSH:-}" ] || exit 0
 
@@ -157,11 +175,25 @@ git -C "$work/h" config steps.cacheEvery $((history_steps + 1))
 # Peak RSS (KiB) of a command, by /usr/bin/time when there is one.
 rss() { local f="$work/rss.$$"; if [ -x /usr/bin/time ]; then /usr/bin/time -f %M -o "$f" "$@"; cat "$f"; else "$@"; echo n/a; fi; }
 printf '%s\n' '{"id":"new-1","files":{"new.txt":"new\n"}}' > "$work/one.jsonl"
-t0=$(now_ns); git -C "$work/h" log --format='%(trailers:key=Step-Id,valueonly)' >/dev/null; t1=$(now_ns)
-gitlog=$(ms "$t0" "$t1")
+# Cold `status` (no receipt index yet) vs `git log`, alternating, each
+# round on its own copy of the box (a status writes the index): the median
+# of 3 rounds' ratios, with their spread.
+cold_ratios=(); cold_runs=(); log_runs=()
+for r in 1 2 3; do
+  cp -a "$work/h" "$work/hc$r"
+  t0=$(now_ns); git -C "$work/hc$r" log --format='%(trailers:key=Step-Id,valueonly)' >/dev/null; t1=$(now_ns)
+  l=$(ms "$t0" "$t1")
+  t0=$(now_ns); kib=$(rss "$bin" -q -C "$work/hc$r" status 2>/dev/null | tail -1); t1=$(now_ns)
+  c=$(ms "$t0" "$t1")
+  rm -rf "$work/hc$r"
+  cold_runs+=("$c"); log_runs+=("$l"); cold_ratios+=("$(ratio "$l" "$c")")
+  status_kib=$kib
+done
+med3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+status_cold=$(med3 "${cold_runs[@]}"); gitlog=$(med3 "${log_runs[@]}")
+cold_ratio=$(med3 "${cold_ratios[@]}")
+cold_spread="$(printf '%s\n' "${cold_ratios[@]}" | sort -g | head -1)-$(printf '%s\n' "${cold_ratios[@]}" | sort -g | tail -1)"
 gitlog_kib=$(rss git -C "$work/h" log --format='%(trailers:key=Step-Id,valueonly)' 2>/dev/null | tail -1)
-t0=$(now_ns); status_kib=$(rss "$bin" -q -C "$work/h" status 2>/dev/null | tail -1); t1=$(now_ns)
-status_cold=$(ms "$t0" "$t1")
 t0=$(now_ns); apply_kib=$(rss "$bin" -q -C "$work/h" apply "$work/one.jsonl" 2>/dev/null | tail -1); t1=$(now_ns)
 apply_one=$(ms "$t0" "$t1")
 t0=$(now_ns); "$bin" -q -C "$work/h" status >/dev/null; t1=$(now_ns)
@@ -215,8 +247,8 @@ median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 flat_big=$(median "${big[@]}"); flat_small=$(median "${small[@]}")
 echo
 echo "2. resume on a ${history_steps}-step run (Step-Index receipts, a packed clone)"
-echo "   git log trailers (baseline): $gitlog ms, peak $gitlog_kib KiB"
-echo "   git-steps status (first):    $status_cold ms   ($(ratio "$gitlog" "$status_cold")x git log; target >= 2x), peak $status_kib KiB"
+echo "   git log trailers (baseline): $gitlog ms (median of 3: ${log_runs[*]} ms), peak $gitlog_kib KiB"
+echo "   git-steps status (first):    $status_cold ms (median of 3: ${cold_runs[*]} ms), median ratio ${cold_ratio}x git log, spread ${cold_spread}x (target >= 2x), peak $status_kib KiB"
 echo "   git-steps status (again):    $status_warm ms   (target: tens of ms)"
 echo "   first apply, no cache anywhere: $apply_one ms   ($(ratio "$apply_one" "$gitlog")x git log's time; replays every step; publishes the shared cache), peak $apply_kib KiB"
 echo "   the next one-step apply:     $apply_warm ms   ($(ratio "$gitlog" "$apply_warm")x faster than git log)"

@@ -14,7 +14,7 @@ use git2::{Oid, Repository};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{short, MODE_GITLINK};
-use crate::history::packscan::{self, Scanned};
+use crate::history::packscan::{self, RawCommit, Scanned};
 use crate::history::receipt::ParseError;
 use crate::tree::hunks::{self, Duplicate, FileDiff, LiveHunks};
 
@@ -573,16 +573,6 @@ impl Drop for FastReads {
     }
 }
 
-/// What a scan needs of a commit, read straight from the object database:
-/// parsing a full `git2::Commit` (signatures, the object cache) costs more
-/// than inflating it.
-pub struct RawCommit<'a> {
-    pub first_parent: Option<Oid>,
-    pub parents: usize,
-    /// None when the message is not UTF-8 (then it is no receipt).
-    pub message: Option<&'a str>,
-}
-
 /// Read commit `oid` from the object database, for a scan.
 fn read_scanned(odb: &git2::Odb<'_>, oid: Oid) -> Result<Scanned> {
     let obj = odb.read(oid)?;
@@ -590,43 +580,6 @@ fn read_scanned(odb: &git2::Odb<'_>, oid: Oid) -> Result<Scanned> {
         return Err(crate::error::Error::other(format!("{oid} is not a commit")));
     }
     Ok(Scanned::from_raw(RawCommit::parse(oid, obj.data())?))
-}
-
-impl<'a> RawCommit<'a> {
-    /// Parse the bytes of commit `oid` (as stored, without the object
-    /// header).
-    pub fn parse(oid: Oid, data: &'a [u8]) -> Result<RawCommit<'a>> {
-        let (header, message) = match memchr::memmem::find(data, b"\n\n") {
-            Some(i) => (&data[..i], &data[i + 2..]),
-            None => (data, &b""[..]),
-        };
-        let mut first_parent = None;
-        let mut parents = 0;
-        for line in header.split(|&b| b == b'\n') {
-            if let Some(hex) = line.strip_prefix(b"parent ") {
-                let id = std::str::from_utf8(hex)
-                    .ok()
-                    .and_then(|h| Oid::from_str(h).ok())
-                    .ok_or_else(|| {
-                        crate::error::Error::other(format!(
-                            "commit {oid} has a malformed parent line"
-                        ))
-                    })?;
-                first_parent.get_or_insert(id);
-                parents += 1;
-            }
-        }
-        // As git_commit_message: leading newlines are not part of it.
-        let start = message
-            .iter()
-            .position(|&b| b != b'\n')
-            .unwrap_or(message.len());
-        Ok(RawCommit {
-            first_parent,
-            parents,
-            message: std::str::from_utf8(&message[start..]).ok(),
-        })
-    }
 }
 
 /// The hunks of the change from `old` to `new` (trees), per changed path.

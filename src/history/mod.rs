@@ -1,7 +1,8 @@
 //! The run's history: receipts, and what a scan of them says.
 //!
 //! Owns the trailer block ([`receipt`]), the scan of a branch into the
-//! applied set ([`ledger`]) and its verified on-disk cache ([`cache`]).
+//! applied set ([`ledger`]), read in bulk from the packs for a long run
+//! ([`packscan`]), and its verified on-disk cache ([`cache`]).
 //! Invariant: the branch is the truth; a cache that does not match it
 //! exactly is ignored and rebuilt.
 

@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
-use crate::history::ledger::RawCommit;
 use crate::history::receipt::{self, ParseError, Receipt};
 
 /// Runs shorter than this are walked: a bulk read would not pay for itself.
@@ -428,5 +427,52 @@ fn read_at(file: &File, buf: &mut [u8], at: u64) -> Option<()> {
     {
         let _ = (file, buf, at);
         None
+    }
+}
+
+/// What a scan needs of a commit, read straight from the object database:
+/// parsing a full `git2::Commit` (signatures, the object cache) costs more
+/// than inflating it.
+pub struct RawCommit<'a> {
+    pub first_parent: Option<Oid>,
+    pub parents: usize,
+    /// None when the message is not UTF-8 (then it is no receipt).
+    pub message: Option<&'a str>,
+}
+
+impl<'a> RawCommit<'a> {
+    /// Parse the bytes of commit `oid` (as stored, without the object
+    /// header).
+    pub fn parse(oid: Oid, data: &'a [u8]) -> crate::error::Result<RawCommit<'a>> {
+        let (header, message) = match memchr::memmem::find(data, b"\n\n") {
+            Some(i) => (&data[..i], &data[i + 2..]),
+            None => (data, &b""[..]),
+        };
+        let mut first_parent = None;
+        let mut parents = 0;
+        for line in header.split(|&b| b == b'\n') {
+            if let Some(hex) = line.strip_prefix(b"parent ") {
+                let id = std::str::from_utf8(hex)
+                    .ok()
+                    .and_then(|h| Oid::from_str(h).ok())
+                    .ok_or_else(|| {
+                        crate::error::Error::other(format!(
+                            "commit {oid} has a malformed parent line"
+                        ))
+                    })?;
+                first_parent.get_or_insert(id);
+                parents += 1;
+            }
+        }
+        // As git_commit_message: leading newlines are not part of it.
+        let start = message
+            .iter()
+            .position(|&b| b != b'\n')
+            .unwrap_or(message.len());
+        Ok(RawCommit {
+            first_parent,
+            parents,
+            message: std::str::from_utf8(&message[start..]).ok(),
+        })
     }
 }

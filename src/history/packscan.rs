@@ -34,6 +34,10 @@ pub const MIN_RUN: u64 = 4096;
 /// packs) reads only its own commits.
 const MAX_OBJECTS_PER_STEP: u64 = 16;
 
+/// No bulk read over packs holding more objects than this (an index costs
+/// about 40 bytes an object while its pack is read).
+const MAX_OBJECTS: u64 = 4_000_000;
+
 /// Bytes of pack read at a time (and the largest commit read in bulk).
 const CHUNK: usize = 4 << 20;
 
@@ -155,17 +159,25 @@ pub fn read(repo: &Repository, run_len: u64) -> Option<Bulk> {
     }
     let dir = repo.commondir().join("objects").join("pack");
     let mut packs = Vec::new();
+    let mut objects = 0u64;
     for e in std::fs::read_dir(&dir).ok()?.flatten() {
         let name = e.file_name();
         let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".idx")) else {
             continue;
         };
-        if let Some(ix) = PackIndex::read(&e.path()) {
-            packs.push((dir.join(format!("{stem}.pack")), ix));
+        // Only the index's header is read to decide; each index is read
+        // whole when its pack is.
+        if let Some(n) = PackIndex::count(&e.path()) {
+            objects += n;
+            packs.push((e.path(), dir.join(format!("{stem}.pack"))));
         }
     }
-    let objects: u64 = packs.iter().map(|(_, ix)| ix.oids.len() as u64).sum();
-    if packs.is_empty() || objects > run_len.saturating_mul(MAX_OBJECTS_PER_STEP) {
+    // The Step-Index that says how long the run is can be forged: the
+    // object count bounds what a bulk read holds whatever it says.
+    if packs.is_empty()
+        || objects > run_len.saturating_mul(MAX_OBJECTS_PER_STEP)
+        || objects > MAX_OBJECTS
+    {
         return None;
     }
     let threads = std::thread::available_parallelism()
@@ -188,7 +200,8 @@ pub fn read(repo: &Repository, run_len: u64) -> Option<Bulk> {
 
 /// Reads the packs' commit regions a chunk at a time.
 struct Reader {
-    packs: std::vec::IntoIter<(PathBuf, PackIndex)>,
+    /// Index and pack files not read yet.
+    packs: std::vec::IntoIter<(PathBuf, PathBuf)>,
     open: Option<OpenPack>,
     threads: usize,
     buf: Vec<u8>,
@@ -200,9 +213,9 @@ impl Reader {
     fn next_chunk(&mut self) -> Option<Chunk> {
         loop {
             let Some(pack) = self.open.as_mut() else {
-                let (path, ix) = self.packs.next()?;
+                let (idx, path) = self.packs.next()?;
                 // A pack that cannot be read leaves its commits to libgit2.
-                self.open = OpenPack::new(&path, ix);
+                self.open = PackIndex::read(&idx).and_then(|ix| OpenPack::new(&path, ix));
                 continue;
             };
             match pack.chunk(&mut self.buf, self.threads) {
@@ -227,13 +240,29 @@ struct OpenPack {
     others_in_a_row: usize,
 }
 
-/// A version 2 pack index: object ids and their offsets in the pack.
+/// A version 2 pack index: object ids (read in place) and their offsets in
+/// the pack.
 struct PackIndex {
-    oids: Vec<[u8; 20]>,
+    data: Vec<u8>,
     offsets: Vec<u64>,
 }
 
+const IDX_OIDS_AT: usize = 8 + 256 * 4;
+
 impl PackIndex {
+    /// The number of objects a version 2 index lists, from its header.
+    fn count(path: &Path) -> Option<u64> {
+        use std::io::Read;
+        let mut head = [0u8; IDX_OIDS_AT];
+        File::open(path).ok()?.read_exact(&mut head).ok()?;
+        if &head[..4] != b"\xfftOc" || head[4..8] != [0, 0, 0, 2] {
+            return None;
+        }
+        Some(u64::from(u32::from_be_bytes(
+            head[8 + 255 * 4..IDX_OIDS_AT].try_into().ok()?,
+        )))
+    }
+
     fn read(path: &Path) -> Option<PackIndex> {
         let data = std::fs::read(path).ok()?;
         let be32 = |at: usize| -> Option<u32> {
@@ -243,8 +272,7 @@ impl PackIndex {
             return None;
         }
         let n = be32(8 + 255 * 4)? as usize;
-        let oids_at = 8 + 256 * 4;
-        let offsets_at = oids_at + n * (20 + 4);
+        let offsets_at = IDX_OIDS_AT + n * (20 + 4);
         let large_at = offsets_at + n * 4;
         // The large-offset table fills what lies between the small offsets
         // and the two trailing 20-byte checksums (SHA-1 only).
@@ -252,14 +280,8 @@ impl PackIndex {
         if large % 8 != 0 {
             return None;
         }
-        let mut oids = Vec::with_capacity(n);
         let mut offsets = Vec::with_capacity(n);
         for i in 0..n {
-            oids.push(
-                data[oids_at + i * 20..oids_at + i * 20 + 20]
-                    .try_into()
-                    .ok()?,
-            );
             let small = be32(offsets_at + i * 4)?;
             offsets.push(if small & 0x8000_0000 == 0 {
                 u64::from(small)
@@ -271,7 +293,15 @@ impl PackIndex {
                 u64::from_be_bytes(data[at..at + 8].try_into().ok()?)
             });
         }
-        Some(PackIndex { oids, offsets })
+        Some(PackIndex { data, offsets })
+    }
+
+    /// The id of entry `i` (within the table: `read` checked its size).
+    fn oid(&self, i: usize) -> [u8; 20] {
+        let at = IDX_OIDS_AT + i * 20;
+        let mut id = [0u8; 20];
+        id.copy_from_slice(&self.data[at..at + 20]);
+        id
     }
 }
 
@@ -341,7 +371,7 @@ impl OpenPack {
             match entry_header(buf.get(s..e)?) {
                 Some((1, size, header_len)) => {
                     jobs.push(Job {
-                        oid: self.ix.oids[i],
+                        oid: self.ix.oid(i),
                         start: s + header_len,
                         end: e,
                         size,

@@ -133,12 +133,12 @@ fn shallow_ci_clones_start_and_resume_a_run() {
     );
 }
 
-/// `n` more ordinary commits on `main`, made fast with `git fast-import`.
-fn fast_history(t: &TestRepo, n: u32) {
+/// `n` more commits on `main`, made fast with `git fast-import`: commit
+/// `i` has the message, and writes the file and content, `commit(i)` gives.
+fn fast_import(t: &TestRepo, n: u32, commit: impl Fn(u32) -> (String, String, String)) {
     let mut stream = String::new();
     for i in 1..=n {
-        let msg = format!("bulk commit {i}\n");
-        let data = format!("bulk {i}\n");
+        let (msg, file, data) = commit(i);
         stream.push_str(&format!(
             "commit refs/heads/main\ncommitter b <b@x> {} +0000\ndata {}\n{msg}\n",
             1_700_000_000 + i,
@@ -148,7 +148,7 @@ fn fast_history(t: &TestRepo, n: u32) {
             stream.push_str("from refs/heads/main^0\n");
         }
         stream.push_str(&format!(
-            "M 100644 inline bulk.txt\ndata {}\n{data}\n",
+            "M 100644 inline {file}\ndata {}\n{data}\n",
             data.len()
         ));
     }
@@ -158,6 +158,17 @@ fn fast_history(t: &TestRepo, n: u32) {
     t.run_cmd(cmd, "git fast-import".into(), Some(stream.as_bytes()))
         .ok();
     t.git(&["reset", "-q", "--hard", "main"]).ok();
+}
+
+/// `n` more ordinary commits on `main`.
+fn fast_history(t: &TestRepo, n: u32) {
+    fast_import(t, n, |i| {
+        (
+            format!("bulk commit {i}\n"),
+            "bulk.txt".into(),
+            format!("bulk {i}\n"),
+        )
+    });
 }
 
 /// The scan reads the run and a bounded window below it (1000 commits,
@@ -618,43 +629,24 @@ fn a_packed_long_run_reads_the_same_in_bulk_as_commit_by_commit() {
     // 4,300 commits: receipts of run `main`, with a hand commit, a
     // malformed receipt, another run's receipt and a repeated id among
     // them (each a problem the scan must report, wherever it is read).
-    let mut stream = String::new();
-    let mut index = 0u32;
-    for i in 1..=4300u32 {
+    let index = std::cell::Cell::new(0u32);
+    fast_import(&t, 4300, |i| {
         let msg = match i {
             1500 => "a hand commit in the run\n".to_string(),
             2500 => format!(
                 "two ids\n\nStep-Id: x{i}\nStep-Id: y{i}\nStep-Run: main\nStep-Decision: sha256:{i:064x}\nStep-Index: {}\n",
-                index + 1
+                index.get() + 1
             ),
             3000 => receipt_message(&format!("other{i}"), "another-run", 1),
-            3500 => receipt_message("s10", "main", index + 1),
+            3500 => receipt_message("s10", "main", index.get() + 1),
             _ => {
-                index += 1;
-                receipt_message(&format!("s{index}"), "main", index)
+                index.set(index.get() + 1);
+                receipt_message(&format!("s{}", index.get()), "main", index.get())
             }
         };
-        let data = format!("{i}\n");
-        stream.push_str(&format!(
-            "commit refs/heads/main\ncommitter b <b@x> {} +0000\ndata {}\n{msg}\n",
-            1_700_000_000 + i,
-            msg.len()
-        ));
-        if i == 1 {
-            stream.push_str("from refs/heads/main^0\n");
-        }
-        stream.push_str(&format!(
-            "M 100644 inline f{}.txt\ndata {}\n{data}\n",
-            i % 50,
-            data.len()
-        ));
-    }
-    let mut cmd = std::process::Command::new("git");
-    cmd.args(["fast-import", "--quiet"]).current_dir(&t.work);
-    crate::harness::hermetic(&mut cmd, &t.home());
-    t.run_cmd(cmd, "git fast-import".into(), Some(stream.as_bytes()))
-        .ok();
-    t.git(&["reset", "-q", "--hard", "main"]).ok();
+        (msg, format!("f{}.txt", i % 50), format!("{i}\n"))
+    });
+    let mut index = index.get();
     // One pack, written by git (commits first), then two newer receipts as
     // loose objects on top.
     t.git(&["repack", "-a", "-d", "-q"]).ok();

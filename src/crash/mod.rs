@@ -38,6 +38,10 @@ pub enum Scope {
     Cache,
     /// Every decision the decider gives in `run --decider`.
     Decide,
+    /// A worktree update that finds a file changed under it (an edit made
+    /// while the step was being made durable): off the happy path, so no
+    /// matrix cell passes it; the worktree tests arm it.
+    Race,
     /// A decision `run --decider` writes to its journal: refused, or kept
     /// because its step could not be built yet (off the happy path: the
     /// matrix's replaying decider never gives one; the agent tests do).
@@ -115,6 +119,11 @@ pub const POINTS: &[Point] = &[
         name: "repair-saved",
         state: "on resume: what a crashed step left in the worktree is saved under refs/steps/rescue/; the worktree is not restored yet",
         scope: Scope::Resume,
+    },
+    Point {
+        name: "rescue-saved",
+        state: "a worktree update found a file changed under it: that file is kept and saved under refs/steps/rescue/; the update stops",
+        scope: Scope::Race,
     },
     Point {
         name: "worktree-done",

@@ -273,7 +273,11 @@ pub fn adopt(
     }
     super::commit::move_ref(repo, s, local, commit, &id)?;
     crash::point("ref-updated", &id);
-    worktree::update(repo, &changes, &id)?;
+    let dest = worktree::Dest {
+        run: &s.run,
+        commit,
+    };
+    worktree::update(repo, dest, &changes, &id)?;
     drop(lock);
     Ok(report(
         "adopted",

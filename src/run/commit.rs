@@ -240,6 +240,34 @@ impl Session<'_> {
         } else {
             None
         };
+        // Every file the flush replaces must still hold what the steps were
+        // checked against: since then, hooks ran and the user's editor or
+        // the agent's own tools may have written (a lone step staged by
+        // `--batch` was checked before the next step's hooks). Found here,
+        // nothing becomes durable; the update after the push looks again.
+        let (changes, what_changes) = match &combined {
+            Some(c) => (c.as_slice(), "the batch"),
+            None => (last.changes.as_slice(), "the step"),
+        };
+        if !self.opts.in_place && !self.opts.dry_run {
+            let checked = match worktree::first_changed(repo, changes) {
+                Ok(None) => Ok(()),
+                Ok(Some(path)) => Err(Error::from(Refusal {
+                    kind: RefusalKind::DirtyWorktree,
+                    step: Some(id.clone()),
+                    saw: format!(
+                        "{path} changed after {what_changes} was checked (a hook, your editor or the agent's own tool wrote it)"
+                    ),
+                    would: format!("overwrite your change to {path}"),
+                    hint: "nothing was made durable: commit or stash the change (`git stash -u`), or let the tool that writes it finish, then rerun".into(),
+                })),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = checked {
+                self.discard_staged();
+                return Err(e);
+            }
+        }
         if let Some(remote) = &s.remote {
             // The commit point: the remote accepts the branch update.
             let pushed = remote
@@ -270,14 +298,25 @@ impl Session<'_> {
             format!("steps {first} to {id} are")
         };
         let local = |e: Error| {
-            match &s.remote {
-            Some(remote) => Error::other(format!(
+            match (&s.remote, e) {
+            // A file changed under the update: kept, and said so; the
+            // steps stay durable.
+            (Some(remote), Error::Refused(mut r)) => {
+                r.saw = format!(
+                    "{which} durable on {} (commit {}), but {}",
+                    remote.spec,
+                    short(commit),
+                    r.saw
+                );
+                Error::Refused(r)
+            }
+            (Some(remote), e) => Error::other(format!(
                 "{which} durable on {} (commit {}); updating this box failed: {e}",
                 remote.spec,
                 short(commit)
             ))
             .with_hint("fix what failed here (the disk, a lock), then rerun the same command: it brings this box up to the durable head and does not apply the step again"),
-            None => e,
+            (None, e) => e,
         }
         };
         let what = if staged.len() == 1 {
@@ -290,10 +329,14 @@ impl Session<'_> {
         crash::point("ref-updated", &id);
         // One worktree update from the last flush's tree to this one's.
         let changes = combined.as_deref().unwrap_or(&staged[0].changes);
+        let dest = worktree::Dest {
+            run: &s.run,
+            commit,
+        };
         if self.opts.in_place {
-            worktree::update_keeping(repo, changes, &id, &|_| true).map_err(local)?;
+            worktree::update_keeping(repo, dest, changes, &id, &|_| true).map_err(local)?;
         } else {
-            worktree::update(repo, changes, &id).map_err(local)?;
+            worktree::update(repo, dest, changes, &id).map_err(local)?;
         }
         // Every `steps.cacheEvery` steps, the live hunks go beside the run
         // for fresh boxes (best effort: the steps are done either way).
@@ -304,7 +347,15 @@ impl Session<'_> {
         if !self.opts.dry_run && usable && share::due(self.share_every, after - staged.len(), after)
         {
             if let Some(live) = &self.live {
-                share::publish(repo, s, self.receipts(), live, self.signer.as_ref(), &id);
+                share::publish(
+                    repo,
+                    s,
+                    self.ledger().base,
+                    self.receipts(),
+                    live,
+                    self.signer.as_ref(),
+                    &id,
+                );
             }
         }
         Ok(staged

@@ -186,7 +186,11 @@ fn rerun(
         .cloned()
         .collect();
     if !behind.is_empty() {
-        worktree::update_keeping(repo, &behind, &opts.id, &|_| true)?;
+        let dest = worktree::Dest {
+            run: &s.run,
+            commit: receipt.commit,
+        };
+        worktree::update_keeping(repo, dest, &behind, &opts.id, &|_| true)?;
     }
     let files = changes.iter().map(|c| c.path.clone()).collect();
     let done = session.finish()?;
@@ -315,7 +319,14 @@ fn finish_update(repo: &Repository, from: git2::Oid, id: &str) -> Result<()> {
     let step = crate::history::receipt::parse(head.message().unwrap_or_default())
         .map(|r| r.id)
         .unwrap_or_else(|_| "-".into());
-    worktree::update_keeping(repo, &changes, &step, &|c| {
+    let run = crate::history::receipt::parse(head.message().unwrap_or_default())
+        .map(|r| r.run)
+        .unwrap_or_else(|_| "-".into());
+    let dest = worktree::Dest {
+        run: &run,
+        commit: head.id(),
+    };
+    worktree::update_keeping(repo, dest, &changes, &step, &|c| {
         changes
             .iter()
             .position(|x| std::ptr::eq(x, c))

@@ -132,8 +132,12 @@ pub fn ensure_on_branch(
     lock::intending(repo, lock::ref_locks(repo, "HEAD"), || {
         repo.set_head(&refname)
     })?;
-    if !changes.is_empty() {
-        worktree::update(repo, &changes, "-")?;
+    if let (false, Some(to)) = (changes.is_empty(), start) {
+        let dest = worktree::Dest {
+            run: &s.run,
+            commit: to,
+        };
+        worktree::update(repo, dest, &changes, "-")?;
     }
     if switching {
         crate::workdir::repair::clear_switch_marker(repo, &s.run)?;
@@ -174,6 +178,50 @@ fn count_between(repo: &Repository, from: Option<Oid>, to: Oid) -> Result<usize>
     }
     walk.simplify_first_parent()?;
     Ok(walk.count())
+}
+
+/// In a shallow clone whose boundary cuts the run (its first step, or the
+/// commit it started from, is not here), deepen the clone from the remote
+/// by what the receipts' `Step-Index` says is missing, until the run and
+/// its base are here: a CI checkout with `--depth` is the common case. The
+/// run's local branch and the remote's are both looked at. Returns how many
+/// commits deeper the clone went (0: deep enough, not shallow, or no
+/// remote). Opens its own handle on the repository: libgit2 keeps a
+/// commit's parents as it first read them, so the caller opens its own
+/// after this. When the remote cannot give more, the scan's refusal (with
+/// the fetch to run by hand) stands.
+pub fn deepen_for_run(path: &std::path::Path, s: &Settings) -> Result<u64> {
+    let Some(remote) = &s.remote else {
+        return Ok(0);
+    };
+    let repo = crate::git::open(path)?;
+    if !repo.is_shallow() {
+        return Ok(0);
+    }
+    let tracking = crate::sync::remote::tracking_ref(&s.branch);
+    let mut heads = vec![repo.refname_to_id(&s.refname()).ok()];
+    heads.push(remote.fetch(&repo, &s.refname(), &tracking)?);
+    let mut total = 0;
+    for head in heads.into_iter().flatten() {
+        // Each round brings at least what the oldest receipt here says lies
+        // below it; commits that are not steps (adopted ones) may need
+        // another, twice as deep.
+        for _ in 0..8 {
+            // A fresh handle each round: it reads the new boundary.
+            let repo = crate::git::open(path)?;
+            let scanned = ledger::scan_with(&repo, Some(head), &s.run, ledger::Reach::Run)?;
+            if scanned.shallow.is_none() || scanned.entries.is_empty() {
+                break;
+            }
+            let by = ledger::deepen_estimate(&scanned).max(total);
+            if remote.deepen(&repo, &s.refname(), &tracking, by).is_err() {
+                break;
+            }
+            ledger::forget_scans();
+            total += by;
+        }
+    }
+    Ok(total)
 }
 
 /// Reconcile local and durable branches (see the module doc).
@@ -342,7 +390,11 @@ pub fn reconcile_with(
             };
             let step = last_step(repo, s, r);
             let update = || {
-                worktree::update_keeping(repo, &changes, &step, &|c| {
+                let dest = worktree::Dest {
+                    run: &s.run,
+                    commit: r,
+                };
+                worktree::update_keeping(repo, dest, &changes, &step, &|c| {
                     changes
                         .iter()
                         .position(|x| std::ptr::eq(x, c))

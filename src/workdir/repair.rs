@@ -134,17 +134,19 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             oid: e.id,
             mode: e.mode,
         });
-        let mut disk_ok = false;
+        let mut disk_version = None;
         for v in &versions {
             if worktree::same(repo, p, &disk, v)? {
-                disk_ok = true;
+                disk_version = Some(*v);
                 break;
             }
         }
-        if disk_ok && versions.contains(&idx) {
+        if let (Some(found), true) = (disk_version, versions.contains(&idx)) {
+            // The update replaces what was found on disk: a file changed
+            // again before it is reached is kept (and saved), not replaced.
             to_fix.push(Change {
                 path: p.clone(),
-                old: idx,
+                old: found,
                 new: entry_at(repo, Some(&head_tree), p)?,
             });
         } else {
@@ -176,71 +178,22 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             rescue: None,
         });
     }
-    let rescue = save_rescue(repo, s, &workdir, head, &to_fix, &step)?;
+    let msg = format!(
+        "git-steps rescue: worktree found mid-step {step}\n\nThe worktree of run {} held these paths between the previous step's\nversion and step {step}'s when the run resumed; they are saved here\nbefore the worktree is brought up to the step.\n",
+        s.run
+    );
+    let found: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let rescue = worktree::save_rescue(repo, &s.run, head, &found, &msg)?;
     crash::point("repair-saved", &step);
-    worktree::update(repo, &to_fix, &step)?;
+    let dest = worktree::Dest {
+        run: &s.run,
+        commit: head,
+    };
+    worktree::update(repo, dest, &to_fix, &step)?;
     clear_switch_marker(repo, &s.run)?;
     Ok(Repair::Repaired {
         step,
         paths,
         rescue: Some(rescue),
     })
-}
-
-/// Save the found state of `paths` as a commit on top of the step commit,
-/// under the next free `refs/steps/rescue/<run>/<n>`.
-fn save_rescue(
-    repo: &Repository,
-    s: &Settings,
-    workdir: &Path,
-    head: Oid,
-    paths: &[Change],
-    step: &str,
-) -> Result<String> {
-    let head_commit = repo.find_commit(head)?;
-    let head_tree = head_commit.tree()?;
-    // Built like a step's tree, so a path found as a file where the head
-    // has a directory (or the reverse) is saved as found.
-    let mut updates: Vec<(&str, Option<Entry>)> = Vec::new();
-    for c in paths {
-        match worktree::on_disk(workdir, &c.path)? {
-            Some((bytes, mode)) => updates.push((
-                c.path.as_str(),
-                Some(Entry {
-                    oid: repo.blob(&bytes)?,
-                    mode,
-                }),
-            )),
-            None if entry_at(repo, Some(&head_tree), &c.path)?.is_some() => {
-                updates.push((c.path.as_str(), None))
-            }
-            None => {}
-        }
-    }
-    // A file found where the head has a directory replaces it: its
-    // deletions must not reach into the file.
-    updates.sort_by_key(|(p, e)| (e.is_some(), *p));
-    let tree = match crate::tree::build::build_tree(repo, Some(head_tree), &updates)? {
-        Some(t) => repo.find_tree(t)?,
-        None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
-    };
-    let sig = repo
-        .signature()
-        .map(|s| s.to_owned())
-        .or_else(|_| git2::Signature::now("git-steps", "git-steps@localhost"))?;
-    let msg = format!(
-        "git-steps rescue: worktree found mid-step {step}\n\nThe worktree of run {} held these paths between the previous step's\nversion and step {step}'s when the run resumed; they are saved here\nbefore the worktree is brought up to the step.\n",
-        s.run
-    );
-    let oid = repo.commit(None, &sig, &sig, &msg, &tree, &[&head_commit])?;
-    let prefix = format!("refs/steps/rescue/{}/", s.run);
-    let mut n = 1;
-    while repo.find_reference(&format!("{prefix}{n}")).is_ok() {
-        n += 1;
-    }
-    let name = format!("{prefix}{n}");
-    crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, &name), || {
-        repo.reference(&name, oid, false, "git-steps: rescue")
-    })?;
-    Ok(name)
 }

@@ -261,10 +261,142 @@ pub fn workdir(repo: &Repository) -> Result<PathBuf> {
     })
 }
 
+/// Where a worktree update goes: the run it is for (the rescue ref's name)
+/// and the commit whose tree it brings the changed paths to.
+#[derive(Debug, Clone, Copy)]
+pub struct Dest<'a> {
+    pub run: &'a str,
+    pub commit: git2::Oid,
+}
+
 /// Bring worktree and index from the previous step to this step's commit,
 /// touching only `changes`. Crash points mark each boundary.
-pub fn update(repo: &Repository, changes: &[Change], step: &str) -> Result<()> {
-    update_keeping(repo, changes, step, &|_| false)
+pub fn update(repo: &Repository, dest: Dest<'_>, changes: &[Change], step: &str) -> Result<()> {
+    update_keeping(repo, dest, changes, step, &|_| false)
+}
+
+/// What a path holds on disk just before an update replaces it.
+enum Found {
+    /// The version the update expects to replace (`old`): write it.
+    Old,
+    /// The update's own version already (a crashed update got that far):
+    /// nothing to write, only the index catches up.
+    New,
+    /// Anything else: an edit made since the update's caller checked the
+    /// worktree (the user's editor, the agent's own tool, a hook).
+    Other,
+}
+
+fn found(repo: &Repository, workdir: &Path, c: &Change) -> Result<Found> {
+    let disk = on_disk(workdir, &c.path)?;
+    Ok(if same(repo, &c.path, &disk, &c.new)? {
+        Found::New
+    } else if same(repo, &c.path, &disk, &c.old)? {
+        Found::Old
+    } else {
+        Found::Other
+    })
+}
+
+/// The first of `changes` whose path holds neither the version the change
+/// replaces nor the one it writes: an edit the update would overwrite.
+pub fn first_changed(repo: &Repository, changes: &[Change]) -> Result<Option<String>> {
+    let workdir = workdir(repo)?;
+    for c in changes {
+        if matches!(found(repo, &workdir, c)?, Found::Other) {
+            return Ok(Some(c.path.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// A file changed under a worktree update: it is kept as it is, saved under
+/// `refs/steps/rescue/`, and the update stops here.
+fn changed_under_update(repo: &Repository, dest: Dest<'_>, step: &str, path: &str) -> Error {
+    let msg = format!(
+        "git-steps rescue: {path} changed during an update to step {step}\n\n\
+         The worktree of run {} held a version of {path} that was neither the\n\
+         one the update expected to replace nor the step's when the update\n\
+         reached it (an edit made while the step was being made durable). It is\n\
+         kept in the worktree and saved here, on top of the step's commit.\n",
+        dest.run
+    );
+    let saved = save_rescue(repo, dest.run, dest.commit, &[path], &msg);
+    crash::point("rescue-saved", step);
+    let (saved_as, show) = match &saved {
+        Ok(name) => (
+            format!("saved as {name}"),
+            format!(" (`git show {name}:{path}`)"),
+        ),
+        Err(e) => (
+            format!("not saved under refs/steps/rescue/ ({e})"),
+            String::new(),
+        ),
+    };
+    let short = crate::git::short(dest.commit);
+    Error::from(Refusal {
+        kind: RefusalKind::DirtyWorktree,
+        step: (step != "-").then(|| step.to_string()),
+        saw: format!(
+            "{path} changed while the worktree was being brought up to commit {short}: it holds neither the version the update replaces nor the new one"
+        ),
+        would: format!("overwrite your change to {path}"),
+        hint: format!(
+            "your {path} is kept as it is and {saved_as}{show}; to finish, put the new version back (`git checkout {short} -- {path}`), rerun the same command, then make your change again"
+        ),
+    })
+}
+
+/// Save what the worktree holds at `paths` as a commit on top of `on`
+/// under the next free `refs/steps/rescue/<run>/<n>`, and return its name.
+pub fn save_rescue(
+    repo: &Repository,
+    run: &str,
+    on: git2::Oid,
+    paths: &[&str],
+    message: &str,
+) -> Result<String> {
+    let workdir = workdir(repo)?;
+    let on_commit = repo.find_commit(on)?;
+    let on_tree = on_commit.tree()?;
+    // Built like a step's tree, so a path found as a file where `on` has a
+    // directory (or the reverse) is saved as found.
+    let mut updates: Vec<(&str, Option<Entry>)> = Vec::new();
+    for path in paths {
+        match on_disk(&workdir, path)? {
+            Some((bytes, mode)) => updates.push((
+                path,
+                Some(Entry {
+                    oid: repo.blob(&bytes)?,
+                    mode,
+                }),
+            )),
+            None if on_tree.get_path(Path::new(path)).is_ok() => updates.push((path, None)),
+            None => {}
+        }
+    }
+    // A file found where `on` has a directory replaces it: its deletions
+    // must not reach into the file.
+    updates.sort_by_key(|(p, e)| (e.is_some(), *p));
+    let tree = match crate::tree::build::build_tree(repo, Some(on_tree), &updates)? {
+        Some(t) => repo.find_tree(t)?,
+        None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
+    };
+    let sig = repo
+        .signature()
+        .map(|s| s.to_owned())
+        .or_else(|_| git2::Signature::now("git-steps", "git-steps@localhost"))?;
+    let oid = repo.commit(None, &sig, &sig, message, &tree, &[&on_commit])?;
+    let prefix = format!("refs/steps/rescue/{run}/");
+    let mut n = 1;
+    while repo.find_reference(&format!("{prefix}{n}")).is_ok() {
+        n += 1;
+    }
+    let name = format!("{prefix}{n}");
+    crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, &name), || {
+        repo.reference(&name, oid, false, "git-steps: rescue")
+    })?;
+    Ok(name)
 }
 
 /// For an update that keeps what the worktree holds (an in-place agent's
@@ -318,6 +450,7 @@ pub fn holds_new(repo: &Repository, change: &Change) -> Result<bool> {
 /// (no stat data), so the newer edit shows as modified, never as clean.
 pub fn update_keeping(
     repo: &Repository,
+    dest: Dest<'_>,
     changes: &[Change],
     step: &str,
     kept: &dyn Fn(&Change) -> bool,
@@ -334,8 +467,19 @@ pub fn update_keeping(
     let mut index = repo.index()?;
     // Deletions first: a step may replace a file or symlink by a directory.
     let mut written = 0usize;
+    // Each path is compared with what the update expects to replace
+    // immediately before it is replaced: a file changed since the caller
+    // checked the worktree is never overwritten.
     for c in changes.iter().filter(|c| c.new.is_none() && !kept(c)) {
-        remove(&workdir, &c.path)?;
+        match found(repo, &workdir, c)? {
+            Found::New => continue,
+            Found::Old => {}
+            Found::Other => return Err(changed_under_update(repo, dest, step, &c.path)),
+        }
+        let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
+        if !remove_if(&workdir, &staging, &c.path, &replaces)? {
+            return Err(changed_under_update(repo, dest, step, &c.path));
+        }
         written += 1;
         if written == 1 {
             crash::point("worktree-partial", step);
@@ -368,6 +512,17 @@ pub fn update_keeping(
             index.add(&e)?;
             continue;
         }
+        match found(repo, &workdir, c)? {
+            Found::New => {
+                // Written before (a crashed update got this far): the index
+                // catches up.
+                let meta = fs::symlink_metadata(workdir.join(&c.path))?;
+                index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
+                continue;
+            }
+            Found::Old => {}
+            Found::Other => return Err(changed_under_update(repo, dest, step, &c.path)),
+        }
         let blob = repo.find_blob(new.oid)?;
         // As `git checkout` writes it: line endings and filter drivers.
         let content = if new.mode == MODE_LINK {
@@ -377,7 +532,11 @@ pub fn update_keeping(
                 .to_worktree(&c.path, blob.content())
                 .map_err(Error::other)?
         };
-        let target = write(&workdir, &staging, &c.path, &content, new.mode)?;
+        let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
+        let Some(target) = write(&workdir, &staging, &c.path, &content, new.mode, &replaces)?
+        else {
+            return Err(changed_under_update(repo, dest, step, &c.path));
+        };
         let meta = fs::symlink_metadata(&target)?;
         index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
         written += 1;
@@ -414,7 +573,7 @@ pub fn write_in_place(repo: &Repository, changes: &[Change]) -> Result<()> {
     let staging = crate::workdir::lock::tmp_dir(repo.path());
     let convert = crate::tree::convert::Convert::new(repo);
     for c in changes.iter().filter(|c| c.new.is_none()) {
-        remove(&workdir, &c.path)?;
+        remove_if(&workdir, &staging, &c.path, &|_| true)?;
     }
     for c in changes {
         let Some(new) = c.new else { continue };
@@ -426,7 +585,7 @@ pub fn write_in_place(repo: &Repository, changes: &[Change]) -> Result<()> {
                 .to_worktree(&c.path, blob.content())
                 .map_err(Error::other)?
         };
-        write(&workdir, &staging, &c.path, &content, new.mode)?;
+        write(&workdir, &staging, &c.path, &content, new.mode, &|_| true)?;
     }
     Ok(())
 }
@@ -472,10 +631,23 @@ fn parent_dir(workdir: &Path, path: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// What a path held, as [`on_disk`] reads it, judged by a caller: whether
+/// it is what the write or removal may replace.
+type Replaces<'a> = &'a dyn Fn(&Option<(Vec<u8>, u32)>) -> bool;
+
 /// Write one file: staged in `staging` (inside `.git`, so an interrupted
-/// write leaves nothing in the worktree) and renamed into place; staged next
-/// to the target instead when `.git` is on another filesystem.
-fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) -> Result<PathBuf> {
+/// write leaves nothing in the worktree) and swapped into place; staged next
+/// to the target instead when `.git` is on another filesystem. None (and
+/// the worktree as it was) when the target did not hold what `replaces`
+/// accepts at the instant of the swap ([`place`]).
+fn write(
+    workdir: &Path,
+    staging: &Path,
+    path: &str,
+    content: &[u8],
+    mode: u32,
+    replaces: Replaces<'_>,
+) -> Result<Option<PathBuf>> {
     let dir = parent_dir(workdir, path)?;
     let target = workdir.join(path);
     if let Ok(m) = fs::symlink_metadata(&target) {
@@ -490,10 +662,10 @@ fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) 
         }
     }
     let _ = fs::create_dir(staging);
-    for (attempt, place) in [staging, dir.as_path()].into_iter().enumerate() {
+    for (attempt, place_in) in [staging, dir.as_path()].into_iter().enumerate() {
         let staged = if mode == MODE_LINK {
             let link_target = std::ffi::OsStr::from_bytes(content);
-            let tmp = place.join(format!(".git-steps-link-{}", std::process::id()));
+            let tmp = place_in.join(format!(".git-steps-link-{}", std::process::id()));
             let _ = fs::remove_file(&tmp);
             std::os::unix::fs::symlink(link_target, &tmp)
                 .context(|| format!("cannot create the symlink {path}"))?;
@@ -501,10 +673,11 @@ fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) 
         } else {
             let tmp = tempfile::Builder::new()
                 .prefix(".git-steps-")
-                .tempfile_in(place)
+                .tempfile_in(place_in)
                 .context(|| format!("cannot write {path}"))?;
             let mut f = tmp.as_file();
-            f.write_all(content)?;
+            f.write_all(content)
+                .context(|| format!("cannot write {path}"))?;
             let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
             f.set_permissions(fs::Permissions::from_mode(perm))?;
             tmp.into_temp_path()
@@ -512,8 +685,9 @@ fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) 
                 .map_err(|e| e.error)
                 .context(|| format!("cannot write {path}"))?
         };
-        match fs::rename(&staged, &target) {
-            Ok(()) => return Ok(target),
+        match place(&staged, &target, replaces) {
+            Ok(true) => return Ok(Some(target)),
+            Ok(false) => return Ok(None),
             Err(e) if attempt == 0 && e.raw_os_error() == Some(libc::EXDEV) => {
                 let _ = fs::remove_file(&staged);
             }
@@ -524,6 +698,101 @@ fn write(workdir: &Path, staging: &Path, path: &str, content: &[u8], mode: u32) 
         }
     }
     Err(Error::other(format!("cannot write {path}")))
+}
+
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> std::io::Result<()> {
+    let c =
+        |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: both are valid NUL-terminated paths that outlive the call;
+    // AT_FDCWD makes them relative to the working directory, as rename(2).
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            flags,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether renameat2 said it cannot do what was asked here (an old kernel,
+/// a file system without exchange): the plain rename takes over.
+fn unsupported(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+    )
+}
+
+/// The version at `p` (a name in a staging directory), as [`on_disk`].
+fn version_at(p: &Path) -> Option<(Vec<u8>, u32)> {
+    let parent = p.parent()?;
+    let name = p.file_name()?.to_str()?;
+    on_disk(parent, name).ok().flatten()
+}
+
+/// Put `staged` at `target` only if `target` holds what `replaces` accepts
+/// at that instant: a compare-and-swap on a name. With `RENAME_EXCHANGE`
+/// the two names swap atomically and what was displaced is looked at
+/// afterwards, whole and still there; anything else (an edit written since
+/// the caller's check, by any means) is swapped back. A new file goes in
+/// with `RENAME_NOREPLACE`: one created meanwhile stays. Only a write
+/// through a descriptor opened before the swap and written after this
+/// look can still land in the displaced file, as with any checkout.
+/// Ok(false): the target was left as found and `staged` is removed.
+fn place(staged: &Path, target: &Path, replaces: Replaces<'_>) -> std::io::Result<bool> {
+    let exists = fs::symlink_metadata(target).is_ok();
+    let flags = if exists {
+        libc::RENAME_EXCHANGE
+    } else {
+        libc::RENAME_NOREPLACE
+    };
+    match renameat2(staged, target, flags) {
+        Ok(()) if !exists => Ok(true),
+        Ok(()) => {
+            let displaced = version_at(staged);
+            if replaces(&displaced) {
+                remove_any(staged)?;
+                return Ok(true);
+            }
+            // Changed since the check: the displaced file goes back.
+            renameat2(staged, target, libc::RENAME_EXCHANGE)?;
+            remove_any(staged)?;
+            Ok(false)
+        }
+        // Created (EEXIST) or removed (ENOENT) since the check.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOENT)) => {
+            remove_any(staged)?;
+            Ok(false)
+        }
+        Err(e) if unsupported(&e) => {
+            // A last look, then the plain rename.
+            let now = if exists { version_at(target) } else { None };
+            if fs::symlink_metadata(target).is_ok() != exists || !replaces(&now) {
+                remove_any(staged)?;
+                return Ok(false);
+            }
+            fs::rename(staged, target)?;
+            Ok(true)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
+        Ok(_) => fs::remove_file(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Remove `dir` if it holds nothing but empty directories; fails, leaving
@@ -556,19 +825,51 @@ pub fn through_non_dir(workdir: &Path, path: &str) -> bool {
     false
 }
 
-fn remove(workdir: &Path, path: &str) -> Result<()> {
+/// Remove the file at `path` if, when it is taken away, it holds what
+/// `replaces` accepts; false (the file kept) otherwise.
+fn remove_if(workdir: &Path, staging: &Path, path: &str, replaces: Replaces<'_>) -> Result<bool> {
     if through_non_dir(workdir, path) {
         // Never through a link; the file is not there as a file of ours.
-        return Ok(());
+        return Ok(true);
     }
     let target = workdir.join(path);
     match fs::symlink_metadata(&target) {
         // The file is gone already: an interrupted update that turned it
         // into a directory got that far (repair finishes it).
-        Ok(m) if m.is_dir() => return Ok(()),
-        Ok(_) => fs::remove_file(&target).context(|| format!("cannot remove {path}"))?,
+        Ok(m) if m.is_dir() => return Ok(true),
+        Ok(_) => {
+            // Moved aside in one rename, looked at, then deleted: an edit
+            // made since the caller's check goes back instead.
+            let _ = fs::create_dir(staging);
+            let mut aside = staging.join(format!(".git-steps-gone-{}", std::process::id()));
+            let mut moved = fs::rename(&target, &aside);
+            if matches!(&moved, Err(e) if e.raw_os_error() == Some(libc::EXDEV)) {
+                aside = target.with_file_name(format!(".git-steps-gone-{}", std::process::id()));
+                moved = fs::rename(&target, &aside);
+            }
+            match moved {
+                Ok(()) => {}
+                // Gone already, as the update wants it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+                Err(e) => return Err(e).context(|| format!("cannot remove {path}")),
+            }
+            if !replaces(&version_at(&aside)) {
+                return match renameat2(&aside, &target, libc::RENAME_NOREPLACE) {
+                    Ok(()) => Ok(false),
+                    Err(e) if unsupported(&e) => {
+                        fs::rename(&aside, &target).context(|| format!("cannot put {path} back"))?;
+                        Ok(false)
+                    }
+                    Err(e) => Err(Error::other(format!(
+                        "{path} changed while it was being removed and cannot be put back ({e}); it is at {}",
+                        aside.display()
+                    ))),
+                };
+            }
+            remove_any(&aside).context(|| format!("cannot remove {path}"))?;
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(true),
         Err(e) => return Err(e.into()),
     }
     // Remove parents left empty, as git does.
@@ -579,5 +880,5 @@ fn remove(workdir: &Path, path: &str) -> Result<()> {
         }
         dir = d.parent().map(Path::to_path_buf);
     }
-    Ok(())
+    Ok(true)
 }

@@ -184,7 +184,17 @@ pub fn run(
             push_branch(&repo, remote, branch)?;
             fire("pushed", &step.id);
         }
-        worktree::update(&repo, &applied.changes, "-")?;
+        // As a naive runner does: the files written over whatever is there
+        // (git-steps' own update compares each file first), then the index.
+        worktree::write_in_place(&repo, &applied.changes)?;
+        let mut index = repo.index()?;
+        for c in &applied.changes {
+            match c.new {
+                Some(_) => index.add_path(std::path::Path::new(&c.path))?,
+                None => index.remove_path(std::path::Path::new(&c.path))?,
+            }
+        }
+        index.write()?;
         fire("worktree-done", &step.id);
         let mut f = fs::OpenOptions::new()
             .create(true)

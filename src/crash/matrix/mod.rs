@@ -506,10 +506,14 @@ fn new_box(s: &Scratch, env: &Env, n: usize, clone: bool) -> Result<PathBuf> {
         ] {
             cfg.add_file(Path::new("/dev/null"), level, true)?;
         }
-        let head = repo.head().and_then(|h| h.peel_to_tree()).ok();
+        let head = repo.head().and_then(|h| h.peel_to_commit()).ok();
         if let Some(head) = head {
-            let changes = crate::git::tree_changes(&repo, None, Some(&head))?;
-            crate::workdir::worktree::update(&repo, &changes, "-")?;
+            let changes = crate::git::tree_changes(&repo, None, Some(&head.tree()?))?;
+            let dest = crate::workdir::worktree::Dest {
+                run: "-",
+                commit: head.id(),
+            };
+            crate::workdir::worktree::update(&repo, dest, &changes, "-")?;
         }
     }
     Ok(dir)

@@ -11,6 +11,7 @@
 //! `remote_writes` (what is written to a remote, and how a failure after
 //! the push is reported). The fixture they share lives here.
 
+mod edits_during_a_step;
 mod hostile_trees;
 mod locks_and_config;
 mod plan_and_history;

@@ -32,7 +32,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_deepened(&a.run)?;
     let confirmed = a.yes || (ctx.json && !a.dry_run);
     let opts = AdoptOptions {
         id: a.id,

@@ -34,7 +34,12 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
-    let (repo, s) = ctx.open(&a.run)?;
+    // A dry run changes nothing, not even the clone's depth.
+    let (repo, s) = if a.dry_run {
+        ctx.open(&a.run)?
+    } else {
+        ctx.open_deepened(&a.run)?
+    };
     let plan = Plan::open(&a.plan, repo.path())?;
     let opts = ApplyOptions {
         dry_run: a.dry_run,

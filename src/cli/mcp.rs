@@ -193,7 +193,7 @@ impl Server {
     fn apply_step(&self, step: Value) -> Answer {
         let fail = |f: Failure| (failure_json(&f), failure_text(&f.error));
         let ctx = self.ctx();
-        let (repo, s) = ctx.open(&self.run).map_err(|e| fail(e.into()))?;
+        let (repo, s) = ctx.open_deepened(&self.run).map_err(|e| fail(e.into()))?;
         let id = step.get("id").and_then(Value::as_str).map(str::to_string);
         let text = serde_json::to_string(&step).unwrap_or_default();
         let plan = Plan::from_text(&text, repo.path(), "the apply_step arguments")

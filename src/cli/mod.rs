@@ -139,6 +139,26 @@ impl Ctx {
         self.open_settings(repo, run)
     }
 
+    /// As [`Ctx::open`], for a command that writes the run: a shallow clone
+    /// whose boundary cuts the run is deepened first (and says so), so that
+    /// the run is never judged from a history that lacks its first step or
+    /// the commit it started from. The repository is opened after that.
+    pub fn open_deepened(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
+        let (repo, s) = self.open(run)?;
+        if !repo.is_shallow() || s.remote.is_none() {
+            return Ok((repo, s));
+        }
+        let path = repo.path().to_path_buf();
+        drop(repo);
+        let deepened = crate::sync::reconcile::deepen_for_run(&path, &s)?;
+        if deepened > 0 {
+            self.status(&format!(
+                "note: this clone is shallow and its boundary cut the run: deepened it by {deepened} commit(s) from the remote (`git fetch --deepen`), to the run's first step and the commit it started from"
+            ));
+        }
+        Ok((crate::git::open(&self.repo)?, s))
+    }
+
     /// As [`Ctx::open`], for `init`, which sets this worktree's own run and
     /// so may ignore another worktree's settings in the shared config.
     pub fn open_for_init(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {

@@ -37,7 +37,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_deepened(&a.run)?;
     let opts = RecordOptions {
         id: a.id,
         message: a.message,
@@ -81,7 +81,7 @@ pub struct ReplayArgs {
 }
 
 pub fn replay(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_deepened(&a.run)?;
     let plan = crate::plan::reader::Plan::open(&a.plan, repo.path())?;
     crate::crash::matrix::in_place::replay(&repo, &s, &plan)?;
     Ok(())
@@ -89,7 +89,7 @@ pub fn replay(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
 
 /// The `undo` runner's scenario (see `crash::matrix::in_place::replay_undo`).
 pub fn replay_undo(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_deepened(&a.run)?;
     crate::crash::matrix::in_place::replay_undo(&repo, &s, std::path::Path::new(&a.plan))?;
     Ok(())
 }

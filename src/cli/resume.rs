@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             out,
         );
     }
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_deepened(&a.run)?;
     crate::workdir::worktree::workdir(&repo)?;
     let opts = ApplyOptions {
         dry_run: a.dry_run,

@@ -47,7 +47,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             crate::Error::input("--decider-timeout must be a positive number of seconds").into(),
         );
     }
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_deepened(&a.run)?;
     let mut opts = RunOptions::new(
         a.decider.clone(),
         Duration::from_secs_f64(a.decider_timeout),

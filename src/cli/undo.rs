@@ -42,7 +42,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_deepened(&a.run)?;
     let target = match (a.to, a.last) {
         (Some(step), _) => Target::To(step),
         (None, Some(n)) => Target::Last(n as usize),

@@ -264,7 +264,7 @@ fn scan_kept(repo: &Repository, head: Option<Oid>, run: &str, keep: bool) -> Res
                 short(boundary)
             ))
             .with_hint(format!(
-                "fetch more history first: `git fetch --deepen={}` (or `git fetch --unshallow`)",
+                "fetch more history first: `git fetch --deepen={}` (or `git fetch --unshallow`); with a remote, git-steps deepens the clone itself",
                 deepen_estimate(&ledger)
             )));
         }
@@ -279,17 +279,77 @@ thread_local! {
     static LAST_SCAN: std::cell::RefCell<Option<(ScanKey, Ledger)>> = const { std::cell::RefCell::new(None) };
 }
 
-/// How much deeper a shallow clone must go to hold the run's first step:
-/// the positions the receipts below the boundary must fill, when they say.
-fn deepen_estimate(ledger: &Ledger) -> u64 {
-    let oldest_index = ledger
-        .oldest_index
-        .filter(|&n| n > 1)
-        .map(|n| n - 1)
-        .unwrap_or(0);
-    // A little more than the missing steps: the base below the first step,
-    // and slack for commits that are not steps.
-    (oldest_index + 2).max(50)
+/// A receipt of the run that a merge inside the run brings in through one
+/// of its other parents, and that the run's first-parent history (the
+/// ledger) does not hold: `git pull` over a diverged run makes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hidden {
+    pub merge: Oid,
+    pub commit: Oid,
+    pub id: String,
+}
+
+/// The receipts of `run` reachable from the merges among `commits` only
+/// through their other parents, that `ledger` does not hold; oldest first
+/// per merge. The walk below each merge is bounded (a merge of a whole
+/// project's history reads at most 100,000 commits per merge).
+pub fn hidden_receipts(
+    repo: &Repository,
+    ledger: &Ledger,
+    run: &str,
+    commits: impl IntoIterator<Item = Oid>,
+) -> Result<Vec<Hidden>> {
+    let held: std::collections::HashSet<Oid> = ledger.entries.iter().map(|e| e.commit).collect();
+    let mut out = Vec::new();
+    for merge in commits {
+        let c = repo.find_commit(merge)?;
+        if c.parent_count() < 2 {
+            continue;
+        }
+        let mut walk = repo.revwalk()?;
+        for p in c.parent_ids().skip(1) {
+            walk.push(p)?;
+        }
+        walk.hide(c.parent_id(0)?)?;
+        let mut found = Vec::new();
+        for oid in walk.take(100_000) {
+            let oid = oid?;
+            if held.contains(&oid) {
+                continue;
+            }
+            let Ok(commit) = repo.find_commit(oid) else {
+                continue;
+            };
+            if let Some(Ok(r)) = commit.message().ok().map(crate::history::receipt::parse) {
+                if r.run == run {
+                    found.push(Hidden {
+                        merge,
+                        commit: oid,
+                        id: r.id,
+                    });
+                }
+            }
+        }
+        found.reverse();
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// Forget the kept scan: the history under a head changed (a shallow
+/// clone was deepened), so a scan of the same head may read differently.
+pub fn forget_scans() {
+    LAST_SCAN.with(|m| *m.borrow_mut() = None);
+}
+
+/// How much deeper a shallow clone must go to hold the run's first step
+/// and its base: the oldest receipt here says its position (`Step-Index`
+/// k), so k - 1 steps and the base lie below it; 50 when it does not say.
+pub fn deepen_estimate(ledger: &Ledger) -> u64 {
+    match ledger.oldest_index {
+        Some(k) if k >= 1 => k,
+        _ => 50,
+    }
 }
 
 /// Scan the first-parent history of `head` for receipts of `run`, as far as
@@ -397,9 +457,6 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             if !receipt_below(&odb, &shallow, p, run)? {
                 break;
             }
-        }
-        if at_boundary && raw.first_parent.is_some() {
-            ledger.shallow = Some(oid);
         }
     }
     drop(bulk);

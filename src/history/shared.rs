@@ -29,7 +29,8 @@ use std::sync::Arc;
 /// whenever hunk identities change (they last did with the receipt cache's
 /// version 5, [`crate::history::cache`]), so that a box never takes hunks
 /// another version computed.
-const MAGIC: &[u8] = b"git-steps-shared-hunks 1 5\n";
+/// (Format 2 names the commit the run started from.)
+const MAGIC: &[u8] = b"git-steps-shared-hunks 2 5\n";
 
 /// The blob's name in the cache commit's tree.
 const BLOB: &str = "hunks";
@@ -72,6 +73,12 @@ struct Upto {
     digest: [u8; 32],
 }
 
+/// The commit the run started from, as the cache names it: the zero id
+/// for a run that started from nothing.
+fn base_id(base: Option<Oid>) -> Oid {
+    base.unwrap_or(Oid::ZERO_SHA1)
+}
+
 impl Upto {
     fn of<'e>(entries: impl IntoIterator<Item = &'e Entry> + Clone) -> Option<Upto> {
         let (steps, last) = entries
@@ -87,7 +94,7 @@ impl Upto {
 }
 
 /// The blob's bytes for `live` after the steps `upto` describes.
-fn encode(run: &str, upto: &Upto, live: &LiveHunks) -> Option<Vec<u8>> {
+fn encode(run: &str, base: Option<Oid>, upto: &Upto, live: &LiveHunks) -> Option<Vec<u8>> {
     let Upto {
         steps,
         head,
@@ -97,6 +104,7 @@ fn encode(run: &str, upto: &Upto, live: &LiveHunks) -> Option<Vec<u8>> {
     body.extend_from_slice(MAGIC);
     body.extend_from_slice(&u32::try_from(run.len()).ok()?.to_le_bytes());
     body.extend_from_slice(run.as_bytes());
+    body.extend_from_slice(base_id(base).as_bytes());
     body.extend_from_slice(head.as_bytes());
     body.extend_from_slice(&(*steps as u64).to_le_bytes());
     body.extend_from_slice(digest);
@@ -107,20 +115,27 @@ fn encode(run: &str, upto: &Upto, live: &LiveHunks) -> Option<Vec<u8>> {
 }
 
 /// Write the cache commit for `live` after `entries` (steps 1..=N of `run`,
-/// N >= 1) into the object database; None when it cannot be encoded.
+/// N >= 1, started from `base`) into the object database; None when it
+/// cannot be encoded, or when `base` is not in this repository (a shallow
+/// clone cut at the run's first step replays it against nothing: its hunks
+/// are not the run's, and are never published).
 /// Signed as the run's receipts are (`commit.gpgSign`), so that a server
 /// that takes only signed commits takes it too.
 pub fn write<'e>(
     repo: &Repository,
     run: &str,
+    base: Option<Oid>,
     entries: impl IntoIterator<Item = &'e Entry> + Clone,
     live: &LiveHunks,
     signer: Option<&crate::sign::Signer>,
 ) -> crate::error::Result<Option<Oid>> {
+    if base.is_some_and(|b| repo.find_commit(b).is_err()) {
+        return Ok(None);
+    }
     let Some(upto) = Upto::of(entries) else {
         return Ok(None);
     };
-    let Some(data) = encode(run, &upto, live) else {
+    let Some(data) = encode(run, base, &upto, live) else {
         return Ok(None);
     };
     let head = upto.head;
@@ -207,6 +222,11 @@ pub(super) fn open<'a>(data: &'a [u8], magic: &[u8], run: &str) -> Option<Bytes<
 
 fn decode(data: &[u8], run: &str, ledger: &Ledger) -> Option<(usize, LiveHunks)> {
     let mut b = open(data, MAGIC, run)?;
+    // Built from the same start as this box's run: a cache from a history
+    // without the run's base is another replay's.
+    if b.oid()? != base_id(ledger.base) {
+        return None;
+    }
     let head = b.oid()?;
     let n = b.u64()?;
     let want: [u8; 32] = b.take(32)?.try_into().ok()?;
@@ -340,7 +360,7 @@ mod tests {
     #[test]
     fn a_cache_is_read_back_for_the_ledger_it_describes() {
         let full = ledger(5);
-        let data = encode("r", &Upto::of(&full.entries[..3]).unwrap(), &live()).unwrap();
+        let data = encode("r", None, &Upto::of(&full.entries[..3]).unwrap(), &live()).unwrap();
         let (n, got) = decode(&data, "r", &full).unwrap();
         assert_eq!(n, 3);
         assert_eq!(got.len(), live().len());
@@ -362,7 +382,7 @@ mod tests {
     #[test]
     fn anything_else_is_ignored() {
         let full = ledger(5);
-        let data = encode("r", &Upto::of(&full.entries[..3]).unwrap(), &live()).unwrap();
+        let data = encode("r", None, &Upto::of(&full.entries[..3]).unwrap(), &live()).unwrap();
         // Another run.
         assert!(decode(&data, "other", &full).is_none());
         // A ledger shorter than the cache, or one whose receipts differ.
@@ -370,6 +390,21 @@ mod tests {
         let mut changed = ledger(5);
         changed.entries[1].decision = "sha256:forged".into();
         assert!(decode(&data, "r", &changed).is_none());
+        // Issue 28 item 4: the same receipts replayed from another start
+        // (a shallow clone that lacked the run's base replays its first
+        // step against nothing).
+        let mut based = ledger(5);
+        based.base = Some(Oid::from_bytes(&[0xba; 20]).unwrap());
+        assert!(decode(&data, "r", &based).is_none());
+        let from_base = encode(
+            "r",
+            based.base,
+            &Upto::of(&based.entries[..3]).unwrap(),
+            &live(),
+        )
+        .unwrap();
+        assert!(decode(&from_base, "r", &based).is_some());
+        assert!(decode(&from_base, "r", &full).is_none());
         // Every flipped byte and every truncation.
         for i in 0..data.len() {
             let mut d = data.clone();

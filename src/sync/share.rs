@@ -67,6 +67,7 @@ pub fn due(every: usize, before: usize, after: usize) -> bool {
 pub fn publish<'e>(
     repo: &Repository,
     settings: &Settings,
+    base: Option<git2::Oid>,
     entries: impl IntoIterator<Item = &'e Entry> + Clone,
     live: &LiveHunks,
     signer: Option<&crate::sign::Signer>,
@@ -75,7 +76,7 @@ pub fn publish<'e>(
     let Some(remote) = &settings.remote else {
         return false;
     };
-    let Ok(Some(commit)) = shared::write(repo, &settings.run, entries, live, signer) else {
+    let Ok(Some(commit)) = shared::write(repo, &settings.run, base, entries, live, signer) else {
         return false;
     };
     crash::point("cache-written", step);

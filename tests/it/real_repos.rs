@@ -92,26 +92,31 @@ fn shallow_ci_clones_start_and_resume_a_run() {
     ci2.steps(&["verify"]).ok();
 
     // A clone of the run's branch too shallow to hold its first step:
-    // refused before anything changes, with the fetch that fixes it.
+    // `status`, which fetches nothing, refuses with the fetch that fixes
+    // it; `apply` deepens the clone itself (issue 28 item 3), by what the
+    // receipts' Step-Index says is missing, and says so.
     let ci3 = t.clone_with(
         "ci3",
         &["--depth", "2", "--branch", "agent/x", server.url()],
     );
     ci3.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
         .ok();
-    for args in [vec!["apply", plan4.to_str().unwrap()], vec!["status"]] {
-        ci3.refuses(
-            "run below the boundary",
-            1,
-            &["shallow", "git fetch --deepen=", "--unshallow"],
-            || ci3.steps(&args),
-        );
-    }
+    ci3.refuses(
+        "run below the boundary",
+        1,
+        &["shallow", "git fetch --deepen=", "--unshallow"],
+        || ci3.steps(&["status"]),
+    );
     let v = ci3.steps(&["verify"]).ok();
     assert!(v.stderr().contains("shallow"), "{}", v.explain());
-    ci3.git(&["fetch", "-q", "--deepen=50", "origin"]).ok();
     let r = ci3.steps(&["apply", plan4.to_str().unwrap()]).ok();
     assert!(r.stdout().contains("skipped s4"), "{}", r.explain());
+    assert!(
+        r.stderr().contains("deepened it by 3 commit(s)"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(ci3.git_out(&["rev-list", "--count", "HEAD"]), "5");
 
     // A hand commit on top of the run, cloned at depth 1: no receipt is in
     // sight, but the durable branch exists, so this is not a new run.
@@ -766,4 +771,83 @@ fn a_packed_long_run_reads_the_same_in_bulk_as_commit_by_commit() {
     // but for the deltified ones.
     assert_eq!(misses, expected_misses);
     assert!(hits >= 4000, "{hits} of 4,304 commits read in bulk");
+}
+
+/// Issue 28 items 3 and 4: a CI clone whose `--depth` is exactly the run's
+/// length has the run's first step at its boundary and not the commit the
+/// run started from. The first step was replayed against nothing, its
+/// change never counted, and a redelivered hunk landed (exit 0) where a
+/// full clone refuses it (exit 3); such a box also published a shared hunk
+/// cache that full clones trusted. Now the clone is deepened first (and
+/// says so), the redelivery is refused as on a full clone, and the cache
+/// names the base it was built from.
+#[test]
+fn a_clone_cut_at_the_runs_first_step_is_deepened_before_it_is_judged() {
+    let t = TestRepo::new();
+    t.write("app.rs", "fn a() {}\n\nfn b() {}\n");
+    t.commit_all("base");
+    let server = t.start_server(Kind::Daemon);
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    let inline = serde_json::json!({"id": "s1", "edits": [{"path": "app.rs", "old_str": "fn b() {}", "new_str": "#[inline]\nfn b() {}"}]});
+    let mut again = inline.clone();
+    again["id"] = serde_json::json!("s1-again");
+    let s2 = serde_json::json!({"id": "s2", "files": {"notes.txt": "n\n"}});
+    let s3 = serde_json::json!({"id": "s3", "files": {"more.txt": "m\n"}});
+    let three: Vec<String> = [&inline, &s2, &s3]
+        .iter()
+        .map(|s| line((*s).clone()))
+        .collect();
+    let plan3 = t.plan("p3.jsonl", &three);
+    let mut four = three.clone();
+    four.push(line(again));
+    let plan4 = t.plan("p4.jsonl", &four);
+    let a = t.clone_with("a", &[server.url()]);
+    a.git(&["config", "steps.cacheEvery", "1"]).ok();
+    a.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
+        .ok();
+    a.steps(&["apply", plan3.to_str().unwrap()]).ok();
+    // A full clone refuses the redelivery.
+    let full = t.clone_with("full", &["--branch", "agent/x", server.url()]);
+    full.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
+        .ok();
+    full.refuses("full clone", 3, &["s1-again", "s1"], || {
+        full.steps(&["apply", plan4.to_str().unwrap()])
+    });
+    // A CI clone at the run's length: the boundary is s1.
+    let ci = t.clone_with("ci", &["--depth", "3", "--branch", "agent/x", server.url()]);
+    assert_eq!(ci.git_out(&["rev-list", "--count", "HEAD"]), "3");
+    ci.steps(&["init", "--branch", "agent/x", "--remote", "origin"])
+        .ok();
+    let r = ci.steps(&["apply", plan4.to_str().unwrap()]);
+    assert_eq!(r.code(), Some(3), "the redelivery landed\n{}", r.explain());
+    assert!(
+        r.stderr().contains("duplicate") || r.stderr().contains("repeats"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.stderr().contains("deepened it by 1 commit(s)"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(ci.git_out(&["rev-list", "--count", "HEAD"]), "4");
+    assert!(ci.path(".git/shallow").exists());
+    ci.git(&["fsck", "--connectivity-only", "--no-dangling"])
+        .ok();
+    let on_remote = server.git(&[
+        "log",
+        "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+        "agent/x",
+    ]);
+    assert!(!on_remote.contains("s1-again"), "{on_remote}");
+    // Without the redelivery the shallow box finishes, and `status` (which
+    // fetches nothing) reads the deepened clone.
+    ci.steps(&["apply", plan3.to_str().unwrap()]).ok();
+    ci.steps(&["status"]).ok();
+    // Item 4: the published cache names the base; a cache whose base is
+    // not this run's is never read (unit test
+    // `history::shared::tests::anything_else_is_ignored`), and a box
+    // without the base publishes none.
+    let caches = server.git(&["for-each-ref", "--format=%(refname)", "refs/steps/cache/"]);
+    assert_eq!(caches.lines().count(), 1, "{caches}");
 }

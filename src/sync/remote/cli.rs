@@ -51,6 +51,24 @@ impl Remote {
         Ok(Some(oid))
     }
 
+    /// Deepen this shallow clone by `by` commits below its boundary along
+    /// the remote's `refname` (fetched into `into`): `git fetch --deepen`,
+    /// which keeps the `shallow` file right (libgit2's fetch does not).
+    pub fn deepen(&self, repo: &Repository, refname: &str, into: &str, by: u64) -> Result<()> {
+        let mut cmd = git_cli(repo)?;
+        cmd.args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            &format!("--deepen={by}"),
+            "--",
+            &self.spec,
+            &format!("+{refname}:{into}"),
+        ]);
+        run_git_ok(cmd, "fetch --deepen", &self.spec).map(|_| ())
+    }
+
     /// Push with `git push --force-with-lease=<ref>:<expected>`: git's own
     /// compare-and-swap.
     pub(super) fn push_git(

@@ -445,6 +445,12 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
         if at_boundary {
             // The parents are not in this clone.
             next = None;
+            // Noted before the first-step check below: a run's first step
+            // at the boundary lacks its base, and a run is never judged
+            // from a history whose first step's parent is missing.
+            if raw.first_parent.is_some() {
+                ledger.shallow = Some(oid);
+            }
         }
         if reach == Reach::Run && first_step {
             // Stop at the run's first step, unless a receipt of the run
@@ -477,7 +483,14 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
     let adopted: std::collections::HashSet<Oid> =
         ours.iter().flat_map(|r| r.adopts.iter().copied()).collect();
     seen.truncate(oldest + 1);
+    // Merges inside the run that are no step of it (a person's `git pull`,
+    // adopted or not): receipts behind their other parents are looked for
+    // once the ledger is whole.
+    let mut merges: Vec<Oid> = Vec::new();
     for s in seen.into_iter().rev() {
+        if s.parents > 1 && !matches!(s.kind, Kind::Ours(_)) {
+            merges.push(s.oid);
+        }
         if matches!(s.kind, Kind::NotAReceipt) && adopted.contains(&s.oid) {
             ledger.adopted.push((ledger.entries.len(), s.oid));
             continue;
@@ -550,6 +563,18 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                 commit: s.oid,
                 what: format!("a malformed receipt: {m}"),
             }),
+        }
+    }
+    if !merges.is_empty() {
+        for h in hidden_receipts(repo, &ledger, run, merges)? {
+            ledger.problems.push(Problem {
+                commit: h.merge,
+                what: format!(
+                    "a merge whose other parent holds step {}'s receipt (commit {}), which the run's first-parent history does not: its step would be applied again",
+                    h.id,
+                    short(h.commit)
+                ),
+            });
         }
     }
     Ok(ledger)

@@ -186,6 +186,34 @@ pub fn adopt(
         session.finish()?;
         return Ok(report("nothing", Vec::new(), None, None, head));
     }
+    // A merge made with `git pull` over a diverged run brings receipts in
+    // through its other parents, where the run's first-parent history does
+    // not see them: adopted, their steps would be applied again.
+    let merges = candidates
+        .iter()
+        .filter_map(|c| Oid::from_str(&c.commit).ok());
+    let hidden = ledger::hidden_receipts(repo, &scanned, &s.run, merges)?;
+    if let Some(first) = hidden.first() {
+        let named: Vec<String> = hidden
+            .iter()
+            .map(|h| format!("{} ({})", h.id, short(h.commit)))
+            .collect();
+        return Err(Error::from(Refusal {
+            kind: RefusalKind::Diverged,
+            step: None,
+            saw: format!(
+                "the merge {} brings in receipts of run {} through its other parent(s) that the run's history does not hold: {}",
+                short(first.merge),
+                s.run,
+                named.join(", ")
+            ),
+            would: "adopt the merge and hide those steps from the run, so that they would be applied again".into(),
+            hint: format!(
+                "a run is one line of steps: take one side (`git reset --keep {}` keeps the run's own line), then let `git steps apply` bring in the other side's steps as steps",
+                short(repo.find_commit(first.merge)?.parent_id(0)?)
+            ),
+        }));
+    }
     let newest = candidates
         .last()
         .map(|c| c.commit.clone())

@@ -232,3 +232,91 @@ fn a_run_with_adopted_commits_publishes_no_shared_cache() {
         .code_is(3)
         .stderr_has("(adopted)");
 }
+
+/// Issue 28 item 5: a person resolves a diverged run with `git pull` (a
+/// merge whose second parent holds s5..s7). Adopting the merge hid those
+/// receipts from the first-parent ledger, and `apply` landed s6 and s7
+/// again while `verify` said ok. Now `adopt` refuses the merge naming the
+/// receipts it would hide, and `verify` finds them behind an adoption an
+/// older git-steps wrote.
+#[test]
+fn a_merge_that_would_hide_receipts_is_not_adopted_and_verify_finds_them() {
+    let (a, server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let steps: Vec<String> = (1..=7)
+        .map(|i| {
+            line(json!({"id": format!("s{i}"), "files": {format!("f{i}.txt"): format!("{i}\n")}}))
+        })
+        .collect();
+    let plan = a.plan("plan.jsonl", &steps);
+    let p = plan.to_str().unwrap();
+    a.steps_stdin(&["apply", "-"], &steps[..4].join("\n")).ok();
+    // Box b takes the run on to s7.
+    let b = a.sibling("b", Some(server.url()));
+    let run = a.git_out(&["config", "steps.run"]);
+    b.steps(&[
+        "init", "--remote", "origin", "--branch", "main", "--run", &run,
+    ])
+    .ok();
+    b.steps_stdin(&["apply", "-"], &steps.join("\n")).ok();
+    // Meanwhile a person on box a commits by hand, then pulls.
+    human_commit(&a, "notes.txt", "by hand\n", "a note");
+    a.git(&[
+        "pull",
+        "-q",
+        "--no-rebase",
+        "--no-edit",
+        server.url(),
+        "main",
+    ])
+    .ok();
+    let merge = a.git_out(&["rev-parse", "HEAD"]);
+    assert_eq!(
+        a.git_out(&["rev-list", "--parents", "-n1", "HEAD"])
+            .split(' ')
+            .count(),
+        3
+    );
+    let r = a.refuses(
+        "adopt the merge",
+        3,
+        &["s5", "s6", "s7", &merge[..12]],
+        || a.steps(&["adopt", "--yes"]),
+    );
+    assert!(r.stderr().contains("git reset --keep"), "{}", r.explain());
+    a.refuses("adopt --dry-run", 3, &["s5"], || {
+        a.steps(&["adopt", "--dry-run"])
+    });
+    // What an older git-steps wrote: the merge adopted.
+    let index = 5;
+    let msg = format!(
+        "step adopt:x: adopt 2 commits\n\nStep-Id: adopt:x\nStep-Run: {run}\nStep-Decision: sha256:{z}\nStep-Index: {index}\nStep-Adopt: {hand}\nStep-Adopt: {merge}\nStep-Source: adopt\n",
+        z = "0".repeat(64),
+        hand = a.git_out(&["rev-parse", "HEAD^1"]),
+    );
+    a.git(&["commit", "-q", "--allow-empty", "-m", &msg]).ok();
+    let v = a.steps(&["verify"]);
+    assert_eq!(v.code(), Some(3), "{}", v.explain());
+    for id in ["s5", "s6", "s7"] {
+        let said = format!("other parent holds step {id}'s receipt");
+        assert!(
+            v.stdout().contains(&said) || v.stderr().contains(&said),
+            "{id}: {}",
+            v.explain()
+        );
+    }
+    // Nor does `apply` of the whole plan land s5..s7 a second time.
+    let r = a.steps(&["apply", p]);
+    assert_ne!(r.code(), Some(0), "{}", r.explain());
+    assert_eq!(
+        server
+            .git(&[
+                "log",
+                "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+                "main"
+            ])
+            .split_whitespace()
+            .filter(|id| *id == "s6")
+            .count(),
+        1
+    );
+}

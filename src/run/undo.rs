@@ -236,15 +236,14 @@ fn build(
     // The run's tree where it is rewound to, and where it is now.
     let then = tree_at(to.map(|e| e.commit).or(base))?;
     let now = tree_at(entries.last().map(|e| e.commit))?;
-    // Every file an undone step touched.
-    let mut touched = BTreeSet::new();
-    for e in undone {
-        let c = repo.find_commit(e.commit)?;
-        let parent = c.parent(0).ok().map(|p| p.tree()).transpose()?;
-        for ch in crate::git::tree_changes(repo, parent.as_ref(), Some(&c.tree()?))? {
-            touched.insert(ch.path);
-        }
-    }
+    // Every file that differs between there and here: what the undone
+    // steps touched, and what the commits they adopted touched (an
+    // adopting step's own tree is its parent's; the hand commit before it
+    // made the change).
+    let touched: BTreeSet<String> = crate::git::tree_changes(repo, then.as_ref(), now.as_ref())?
+        .into_iter()
+        .map(|c| c.path)
+        .collect();
     let convert = crate::tree::convert::Convert::new(repo);
     let mut files = Map::new();
     for path in &touched {

@@ -212,3 +212,40 @@ fn an_undo_id_is_not_reused_for_a_new_rewind() {
     t.steps(&["apply", p.to_str().unwrap()]).ok();
     t.steps(&["verify", p.to_str().unwrap()]).ok();
 }
+
+/// Issue 28 item 6: `undo` across an adopted commit said it undid the
+/// adoption but left the hand commit's files (the adopting step's own tree
+/// is its parent's). It restores every path the undone commits changed,
+/// adopted ones included, and nothing else.
+#[test]
+fn undo_across_an_adopted_commit_restores_its_files_too() {
+    let (t, server) = three_steps(Kind::Path);
+    t.write("hand.txt", "by hand\n");
+    t.write("b.txt", "bee, fixed by hand\n");
+    t.git(&["add", "hand.txt", "b.txt"]).ok();
+    t.git(&["commit", "-q", "-m", "a hand fix"]).ok();
+    t.steps(&["adopt", "--yes"]).ok();
+    let s4 = line(json!({"id": "s4", "files": {"c.txt": "see\n"}}));
+    t.steps_stdin(&["apply", "-"], &s4).ok();
+    let r = t.steps(&["--json", "undo", "--to", "s3"]).ok().json();
+    let undone: Vec<&str> = r["data"]["undone"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(undone.len(), 2, "{r}");
+    assert!(undone[0].starts_with("adopt:"), "{r}");
+    assert_eq!(undone[1], "s4");
+    // The tree is s3's again: the hand commit's files are undone too.
+    assert_eq!(
+        t.git_out(&["rev-parse", "HEAD^{tree}"]),
+        t.git_out(&["log", "-1", "--format=%T", "--grep=^step s3:"])
+    );
+    assert!(!t.path("hand.txt").exists());
+    assert_eq!(t.read("b.txt"), "bee\n");
+    assert!(!t.path("c.txt").exists());
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(server.head(), Some(t.git_out(&["rev-parse", "HEAD"])));
+    t.steps(&["verify"]).ok();
+}

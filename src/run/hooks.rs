@@ -137,8 +137,31 @@ fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std:
             Ok(())
         });
     }
-    cmd.output()
-        .map_err(|e| Error::other(format!("cannot run the hook {}: {e}", hook.display())))
+    // Its output goes to files, not pipes, and only the hook itself is
+    // waited for: a hook that leaves a process behind (`sleep 30 &`, a
+    // daemon) holds a pipe open until that process ends, and `git commit`
+    // does not wait for it either.
+    let fail =
+        |e: std::io::Error| Error::other(format!("cannot run the hook {}: {e}", hook.display()));
+    let (mut out, mut err) = (
+        tempfile::tempfile().map_err(fail)?,
+        tempfile::tempfile().map_err(fail)?,
+    );
+    cmd.stdout(out.try_clone().map_err(fail)?)
+        .stderr(err.try_clone().map_err(fail)?);
+    let status = cmd.spawn().and_then(|mut c| c.wait()).map_err(fail)?;
+    let read = |f: &mut std::fs::File| -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek};
+        f.seek(std::io::SeekFrom::Start(0))?;
+        let mut v = Vec::new();
+        f.read_to_end(&mut v)?;
+        Ok(v)
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: read(&mut out).map_err(fail)?,
+        stderr: read(&mut err).map_err(fail)?,
+    })
 }
 
 impl Hooks {

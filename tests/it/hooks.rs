@@ -191,3 +191,58 @@ fn a_run_killed_during_a_hook_leaves_nothing_that_blocks_the_next() {
     assert_eq!(t.step_ids(), vec!["s1"]);
     assert!(!t.path(".git/steps/hook").exists());
 }
+
+/// Issue 28 item 7: a `pre-commit` hook that leaves a process behind
+/// (`sleep 30 &`, a daemon) made git-steps wait for that process, holding
+/// the run's lock, because the process held the hook's output pipe; `git
+/// commit` returns at once. Only the hook is waited for now, and what it
+/// printed before it exited is still quoted when it fails.
+#[test]
+fn a_hook_that_leaves_a_process_behind_is_not_waited_for() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    t.git(&["config", "steps.hooks", "true"]).ok();
+    let pidfile = t.tmp.path().join("daemon.pid");
+    hook(
+        &t,
+        "pre-commit",
+        &format!(
+            "#!/bin/sh\necho 'starting a daemon'\nsleep 30 &\necho $! > {}\nexit 0\n",
+            pidfile.display()
+        ),
+    );
+    let start = std::time::Instant::now();
+    t.steps_stdin(&["apply", "-"], &files("s1", "a.txt", "a\n"))
+        .ok();
+    let took = start.elapsed();
+    // Tidy up the daemon before asserting.
+    if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "apply waited {took:?} for the hook's background process"
+    );
+    assert_eq!(t.step_ids(), ["s1"]);
+    // A failing hook that also leaves one: refused at once, output quoted.
+    hook(
+        &t,
+        "pre-commit",
+        &format!(
+            "#!/bin/sh\nsleep 30 &\necho $! > {}\necho 'lint: no'\nexit 1\n",
+            pidfile.display()
+        ),
+    );
+    let start = std::time::Instant::now();
+    let r = t.steps_stdin(&["apply", "-"], &files("s2", "b.txt", "b\n"));
+    let took = start.elapsed();
+    if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(r.stderr().contains("lint: no"), "{}", r.explain());
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert_eq!(t.step_ids(), ["s1"]);
+}

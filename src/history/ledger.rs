@@ -401,9 +401,25 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
     let progress = crate::progress::phase("reading the run's receipts", None);
     let mut bulk: Option<packscan::Bulk> = None;
     let mut next = Some(head);
+    // A commit that is its own ancestor (a corrupted or tampered store: a
+    // commit naming itself as parent) would make this walk endless; Brent's
+    // cycle check finds it in constant memory.
+    let (mut mark, mut power, mut since) = (head, 1usize, 0usize);
     while let Some(oid) = next {
         if seen.len() % 4096 == 0 {
             progress.set(seen.len() as u64);
+        }
+        if !seen.is_empty() && oid == mark {
+            return Err(Error::other(format!(
+                "commit {} is its own ancestor: the first-parent history of {} loops, which no git history can (the object store is corrupt or was tampered with)",
+                short(oid),
+                short(head)
+            ))
+            .with_hint("`git fsck` shows the damage; fetch the run from its remote into a fresh clone"));
+        }
+        since += 1;
+        if since == power {
+            (mark, power, since) = (oid, power * 2, 0);
         }
         let raw = match bulk.as_mut().and_then(|b| b.take(oid)) {
             Some(scanned) => scanned,

@@ -480,19 +480,28 @@ impl<'a> RawCommit<'a> {
         };
         let mut first_parent = None;
         let mut parents = 0;
-        for line in header.split(|&b| b == b'\n') {
-            if let Some(hex) = line.strip_prefix(b"parent ") {
-                let id = std::str::from_utf8(hex)
-                    .ok()
-                    .and_then(|h| Oid::from_str(h).ok())
-                    .ok_or_else(|| {
-                        crate::error::Error::other(format!(
-                            "commit {oid} has a malformed parent line"
-                        ))
-                    })?;
-                first_parent.get_or_insert(id);
-                parents += 1;
-            }
+        // As git's parse_commit_buffer: the `tree` line first, then the
+        // parents, each right after the one before; a `parent ` line
+        // anywhere else (after `author`, in an extra header) is no parent.
+        let mut lines = header.split(|&b| b == b'\n');
+        if !lines.next().is_some_and(|l| l.starts_with(b"tree ")) {
+            return Err(crate::error::Error::other(format!(
+                "commit {oid} does not start with its tree"
+            )));
+        }
+        for line in lines {
+            let Some(hex) = line.strip_prefix(b"parent ") else {
+                break;
+            };
+            let id = std::str::from_utf8(hex)
+                .ok()
+                .filter(|h| h.len() == 40)
+                .and_then(|h| Oid::from_str(h).ok())
+                .ok_or_else(|| {
+                    crate::error::Error::other(format!("commit {oid} has a malformed parent line"))
+                })?;
+            first_parent.get_or_insert(id);
+            parents += 1;
         }
         // As git_commit_message: leading newlines are not part of it.
         let start = message

@@ -554,3 +554,108 @@ fn an_untracked_file_in_the_way_is_refused_by_dry_and_real_runs_alike() {
     assert_eq!(t.step_ids(), ["s1", "w1"]);
     assert_eq!(t.read("notes.txt"), "my uncommitted notes\n");
 }
+
+/// Issue 28 item 11: git reads a commit's parents only right after its
+/// `tree` line. A crafted commit (fsck-clean) whose `parent` line comes after
+/// `committer` is a root commit to git; git-steps took that line as a parent
+/// and so read a history git does not have (here: a first step hidden
+/// behind a receipt that claims to be step 2).
+#[test]
+fn a_parent_line_where_git_reads_none_is_no_parent() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(json!({"id": "s1", "files": {"f.txt": "one\n"}})),
+    )
+    .ok();
+    let s1 = t.git_out(&["rev-parse", "HEAD"]);
+    let tree = t.git_out(&["rev-parse", "HEAD^{tree}"]);
+    let run = t.git_out(&["log", "-1", "--format=%(trailers:key=Step-Run,valueonly)"]);
+    let body = format!(
+        "tree {tree}\nauthor A <a@x> 1700000000 +0000\ncommitter A <a@x> 1700000000 +0000\nparent {s1}\n\nstep s2: crafted\n\nStep-Id: s2\nStep-Run: {run}\nStep-Decision: sha256:{}\nStep-Index: 2\n",
+        "0".repeat(64)
+    );
+    let mut cmd = std::process::Command::new("git");
+    cmd.args(["hash-object", "-t", "commit", "-w", "--stdin"])
+        .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    let crafted = t
+        .run_cmd(cmd, "git hash-object".into(), Some(body.as_bytes()))
+        .ok()
+        .stdout();
+    let crafted = crafted.trim();
+    t.git(&["fsck", "--no-dangling"]).ok();
+    // To git it is a root commit.
+    assert_eq!(t.git_out(&["rev-list", "--count", crafted]), "1");
+    t.git(&["update-ref", "refs/heads/main", crafted]).ok();
+    let v = t.steps(&["verify"]);
+    assert_eq!(v.code(), Some(3), "{}", v.explain());
+    assert!(
+        format!("{}{}", v.stdout(), v.stderr()).contains("Step-Index 2 but is step 1"),
+        "{}",
+        v.explain()
+    );
+}
+
+/// Issue 28 item 12: a commit that names itself as its parent (a corrupted
+/// or tampered store: the loose object under a step's id rewritten) made
+/// `status` loop forever with memory growing. It ends with a clear error.
+#[test]
+fn a_commit_that_is_its_own_parent_ends_the_scan_with_an_error() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    let plan = [
+        line(json!({"id": "s1", "files": {"f.txt": "one\n"}})),
+        line(json!({"id": "s2", "files": {"f.txt": "two\n"}})),
+    ];
+    t.steps_stdin(&["apply", "-"], &plan.join("\n")).ok();
+    // s1, below the head: the head itself is read (and its hash checked)
+    // by libgit2 before any walk.
+    let c = t.git_out(&["rev-parse", "HEAD~1"]);
+    let tree = t.git_out(&["rev-parse", "HEAD~1^{tree}"]);
+    let msg = t.git_out(&["log", "-1", "--format=%B", "HEAD~1"]);
+    let body = format!(
+        "tree {tree}\nparent {c}\nauthor A <a@x> 1700000000 +0000\ncommitter A <a@x> 1700000000 +0000\n\n{msg}\n"
+    );
+    // Rewrite the loose object under s1's own id: s1 names itself.
+    let path = t.path(&format!(".git/objects/{}/{}", &c[..2], &c[2..]));
+    assert!(path.exists(), "the step commit is loose");
+    let py = "import sys, zlib\nb = sys.stdin.buffer.read()\nopen(sys.argv[1], 'wb').write(zlib.compress(b'commit %d\\0' % len(b) + b))\n";
+    let _ = std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg("-c").arg(py).arg(&path);
+    t.run_cmd(
+        cmd,
+        "python3 (rewrite a loose object)".into(),
+        Some(body.as_bytes()),
+    )
+    .ok();
+    // A box that has not read the run yet (its receipt cache gone).
+    let _ = std::fs::remove_dir_all(t.path(".git/steps/index"));
+    for args in [["verify"], ["status"]] {
+        let mut child = t.steps_command(&args);
+        child
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = child.spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?} still running after 60 s: the walk loops");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(
+            out.status.code().is_some_and(|c| c == 1 || c == 3),
+            "{args:?}: {:?} {err}",
+            out.status
+        );
+        assert!(err.contains("its own ancestor"), "{args:?}: {err}");
+    }
+}

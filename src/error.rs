@@ -108,6 +108,11 @@ pub enum Error {
     /// The durable branch moved under us: another writer won the race.
     #[error("the remote moved: {message}")]
     RemoteMoved { message: String, hint: String },
+    /// A failure of another kind while one step was being made (signing
+    /// its commit, say): the step is named, the code and kind are the
+    /// inner error's.
+    #[error("step {step}: {error}")]
+    AtStep { step: String, error: Box<Error> },
     /// A failure outside the plan: git, I/O, configuration.
     #[error("{context}")]
     Other {
@@ -133,6 +138,7 @@ impl Error {
             Error::Input { .. } | Error::Apply { .. } | Error::Other { .. } => exit::ERROR,
             Error::Refused(_) => exit::REFUSED,
             Error::RemoteMoved { .. } => exit::REMOTE_MOVED,
+            Error::AtStep { error, .. } => error.exit_code(),
         }
     }
 
@@ -144,6 +150,7 @@ impl Error {
             Error::Refused(r) => r.kind.as_str(),
             Error::RemoteMoved { .. } => "remote-moved",
             Error::Other { .. } => "error",
+            Error::AtStep { error, .. } => error.kind(),
         }
     }
 
@@ -153,6 +160,7 @@ impl Error {
             Error::RemoteMoved { hint, .. } => Some(hint),
             Error::Other { hint, .. } => hint.as_deref(),
             Error::Input { .. } | Error::Apply { .. } => None,
+            Error::AtStep { error, .. } => error.hint(),
         }
     }
 
@@ -168,6 +176,18 @@ impl Error {
         Error::Apply {
             step: step.to_string(),
             message: message.into(),
+        }
+    }
+
+    /// Name `step` in an error that does not name one already.
+    pub fn at_step(self, step: &str) -> Self {
+        match &self {
+            Error::Input { step: Some(_), .. } | Error::Apply { .. } | Error::AtStep { .. } => self,
+            Error::Refused(r) if r.step.is_some() => self,
+            _ => Error::AtStep {
+                step: step.to_string(),
+                error: Box::new(self),
+            },
         }
     }
 

@@ -305,6 +305,47 @@ pub fn default_identity_note() -> String {
     )
 }
 
+/// `text` with the password of every URL in it replaced, as git shows a
+/// URL with credentials (`https://alice:<redacted>@host/repo.git`): CI
+/// systems write tokens into remote URLs, and what git-steps prints goes
+/// into CI logs.
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("://") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority: up to the path, query, fragment, or the end of
+        // the URL in the text around it.
+        let end = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '\'' | '"' | '`' | '<' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                let userinfo = &authority[..at];
+                match userinfo.find(':') {
+                    Some(colon) => {
+                        out.push_str(&userinfo[..colon]);
+                        out.push_str(":<redacted>");
+                    }
+                    None => out.push_str(userinfo),
+                }
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The 12-digit short form of an object id, as messages show it.
 pub fn short(oid: Oid) -> String {
     oid.to_string()[..12].to_string()
@@ -411,4 +452,25 @@ pub fn installed_hooks(repo: &Repository) -> Vec<String> {
         .collect();
     hooks.sort();
     hooks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_in_urls_are_redacted_as_git_does() {
+        assert_eq!(
+            redact("cannot fetch from https://alice:s3cr3t@host/r.git: 401"),
+            "cannot fetch from https://alice:<redacted>@host/r.git: 401"
+        );
+        assert_eq!(redact("https://tok@host/r"), "https://tok@host/r");
+        assert_eq!(
+            redact("a \"http://u:p@h\" and ssh://g:x@h:22/p"),
+            "a \"http://u:<redacted>@h\" and ssh://g:<redacted>@h:22/p"
+        );
+        assert_eq!(redact("no url: a:b@c"), "no url: a:b@c");
+        assert_eq!(redact("https://u:p@h"), "https://u:<redacted>@h");
+        assert_eq!(redact("https://h/p?x=a:b@c"), "https://h/p?x=a:b@c");
+    }
 }

@@ -58,6 +58,21 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     } else {
         writeln!(out, "run {} on branch {}", s.run, s.branch)?;
     }
+    // As git's transfer.credentialsInUrl=warn: a password in the remote's
+    // URL ends up in config files and process lists (git-steps never
+    // prints it).
+    if let Some(r) = &s.remote {
+        let url = match repo.find_remote(&r.spec) {
+            Ok(named) => String::from_utf8_lossy(named.url_bytes()).into_owned(),
+            Err(_) => r.spec.clone(),
+        };
+        let shown = crate::git::redact(&url);
+        if shown != url {
+            ctx.status(&format!(
+                "warning: URL '{shown}' uses plaintext credentials; a credential helper keeps them out of the URL (`git config credential.helper`)"
+            ));
+        }
+    }
     let hooks = crate::git::installed_hooks(&repo);
     if !hooks.is_empty() {
         let run = crate::run::inspect::hooks_run(&repo)?;

@@ -129,7 +129,7 @@ impl Ctx {
     /// A status line on stderr (suppressed by `-q`).
     pub fn status(&self, line: &str) {
         if !self.quiet {
-            eprintln!("{line}");
+            eprintln!("{}", crate::git::redact(line));
         }
     }
 
@@ -187,9 +187,11 @@ pub fn emit_json<T: Serialize>(out: &mut dyn Write, kind: &str, data: &T) -> Res
         kind: &'a str,
         data: &'a T,
     }
-    serde_json::to_writer(&mut *out, &Envelope { kind, data })
+    let text = serde_json::to_string(&Envelope { kind, data })
         .map_err(|e| Error::other(format!("cannot write JSON: {e}")))?;
-    writeln!(out)?;
+    // A password in a URL never reaches the output (JSON strings cannot
+    // hold a raw quote or space, so the redaction stays inside one).
+    writeln!(out, "{}", crate::git::redact(&text))?;
     Ok(())
 }
 
@@ -271,7 +273,7 @@ pub fn report_failure(json: bool, f: &Failure, out: &mut dyn Write) {
     if json && !f.json_written {
         let _ = emit_json(out, "error", &failure_json(f));
     }
-    eprint!("{}", failure_text(&f.error));
+    eprint!("{}", crate::git::redact(&failure_text(&f.error)));
 }
 
 /// The `--json` error document's `data`: code, kind, message, hint, and
@@ -281,8 +283,8 @@ pub fn failure_json(f: &Failure) -> serde_json::Value {
     let mut data = serde_json::json!({
         "code": e.exit_code(),
         "kind": e.kind(),
-        "message": e.to_string(),
-        "hint": e.hint(),
+        "message": crate::git::redact(&e.to_string()),
+        "hint": e.hint().map(crate::git::redact),
     });
     match e {
         Error::Refused(r) => {
@@ -294,7 +296,9 @@ pub fn failure_json(f: &Failure) -> serde_json::Value {
             data["step"] = serde_json::json!(step);
             data["line"] = serde_json::json!(line);
         }
-        Error::Apply { step, .. } => data["step"] = serde_json::json!(step),
+        Error::Apply { step, .. } | Error::AtStep { step, .. } => {
+            data["step"] = serde_json::json!(step)
+        }
         _ => {}
     }
     if let Some(serde_json::Value::Object(extra)) = &f.partial {

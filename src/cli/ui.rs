@@ -24,7 +24,7 @@ pub struct Terminal<'a> {
 impl Ui for Terminal<'_> {
     fn note(&mut self, note: &str) {
         if !self.quiet {
-            eprintln!("note: {note}");
+            eprintln!("note: {}", crate::git::redact(note));
         }
     }
 

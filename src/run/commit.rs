@@ -165,7 +165,8 @@ impl Session<'_> {
             &message,
             &new_tree,
             &parents,
-        )?;
+        )
+        .map_err(|e| e.at_step(&step.id))?;
         if self.opts.dry_run {
             live.record(&step.id, &hunks);
             live.forget(&step.undo);

@@ -1142,3 +1142,87 @@ fn reads_answered_with_503_are_retried_too() {
         );
     }
 }
+
+/// Issue 28 item 15: CI systems write tokens into remote URLs
+/// (`https://alice:TOKEN@host/repo.git`). No command prints the password,
+/// in human or JSON output, errors included, and no file git-steps writes
+/// holds it; `init` warns as git's `transfer.credentialsInUrl=warn` does.
+#[test]
+fn a_token_in_the_remote_url_is_never_printed() {
+    const TOKEN: &str = "ghp_s3cr3tT0k3n";
+    let t = TestRepo::new();
+    let server = t.start_server(Kind::Http);
+    t.write("README", "x\n");
+    t.commit_all("base");
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    let with_token = server
+        .url()
+        .replacen("://", &format!("://alice:{TOKEN}@"), 1);
+    let ci = t.clone_with("ci", &[&with_token]);
+    let mut seen = String::new();
+    let mut run = |r: Run| {
+        seen.push_str(&r.stdout());
+        seen.push_str(&r.stderr());
+        r
+    };
+    let r = run(ci
+        .steps(&["init", "--remote", "origin", "--branch", "agent/x"])
+        .ok());
+    assert!(
+        r.stderr().contains("alice:<redacted>@") && r.stderr().contains("plaintext credentials"),
+        "{}",
+        r.explain()
+    );
+    let plan = ci.plan(
+        "p.jsonl",
+        &[line(
+            serde_json::json!({"id": "s1", "files": {"a.txt": "a\n"}}),
+        )],
+    );
+    run(ci.steps(&["-v", "apply", plan.to_str().unwrap()]).ok());
+    run(ci.steps(&["--json", "apply", plan.to_str().unwrap()]).ok());
+    for args in [
+        vec!["status"],
+        vec!["--json", "status"],
+        vec!["log"],
+        vec!["--json", "log"],
+        vec!["verify"],
+        vec!["--json", "verify"],
+        vec!["resume"],
+    ] {
+        run(ci.steps(&args).ok());
+    }
+    // A remote that is not there: the error names the URL, redacted.
+    let gone = format!("http://alice:{TOKEN}@127.0.0.1:9/nothing.git");
+    for json in [false, true] {
+        let mut args = vec!["apply", "--remote", gone.as_str(), plan.to_str().unwrap()];
+        if json {
+            args.insert(0, "--json");
+        }
+        let r = run(ci.steps(&args));
+        assert_eq!(r.code(), Some(1), "{}", r.explain());
+    }
+    let r = run(ci
+        .steps(&["init", "--remote", &with_token, "--branch", "agent/x"])
+        .ok());
+    assert!(
+        r.stderr().contains("plaintext credentials"),
+        "{}",
+        r.explain()
+    );
+    assert!(seen.contains("<redacted>"), "{seen}");
+    assert!(!seen.contains(TOKEN), "the token was printed:\n{seen}");
+    // Files: none that git-steps wrote holds it (git's own config does:
+    // the clone put the URL there, and so does `init --remote <url>`, as
+    // `git remote add` would).
+    let grep = std::process::Command::new("grep")
+        .args(["-rl", "--exclude=config", TOKEN])
+        .arg(&ci.work)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&grep.stdout),
+        "",
+        "files holding the token"
+    );
+}

@@ -133,9 +133,17 @@ fn a_failing_signer_stops_the_step_before_anything_is_written() {
     t.refuses(
         "missing key file",
         1,
-        &["signing the commit failed"],
+        &["signing the commit failed", "step s1:"],
         || t.steps(&["apply", p]),
     );
+    // Issue 28 item 13: the error names the step, and `--json` says which.
+    let r = t.refuses("missing key file (--json)", 1, &["step s1:"], || {
+        t.steps(&["--json", "apply", p])
+    });
+    let doc = r.json();
+    assert_eq!(doc["type"], "error", "{doc}");
+    assert_eq!(doc["data"]["step"], "s1", "{doc}");
+    assert_eq!(doc["data"]["code"], 1, "{doc}");
 
     // A signer that works once, then fails: s1 lands, s2 does not.
     let wrapper = t.tmp.path().join("flaky-ssh-keygen");

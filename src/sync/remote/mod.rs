@@ -130,8 +130,12 @@ impl Remote {
     /// A name for messages (the URL of a named remote, where known).
     pub fn describe(&self, repo: &Repository) -> String {
         match repo.find_remote(&self.spec) {
-            Ok(r) => format!("{} ({})", self.spec, String::from_utf8_lossy(r.url_bytes())),
-            Err(_) => self.spec.clone(),
+            Ok(r) => format!(
+                "{} ({})",
+                crate::git::redact(&self.spec),
+                crate::git::redact(&String::from_utf8_lossy(r.url_bytes()))
+            ),
+            Err(_) => crate::git::redact(&self.spec).into_owned(),
         }
     }
 

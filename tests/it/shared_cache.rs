@@ -104,7 +104,7 @@ fn a_long_run_leaves_its_hunks_beside_it_and_a_fresh_box_uses_them() {
         "a commit with no parent"
     );
     let blob = git_in(&t, &bare, &["cat-file", "-p", &format!("{commit}:hunks")]);
-    assert!(blob.starts_with("git-steps-shared-hunks 1 5\n"), "{blob:?}");
+    assert!(blob.starts_with("git-steps-shared-hunks 2 5\n"), "{blob:?}");
     // The branch's history holds no cache commit.
     assert!(!git_in(&t, &bare, &["log", "--format=%s", "main"]).contains("hunk cache"));
 
@@ -179,8 +179,8 @@ fn forge(t: &TestRepo, bare: &str, genuine: &str, edit: impl Fn(&mut Vec<u8>)) {
 }
 
 /// Where the live hunks start in a cache blob of run `main`: magic, run,
-/// head, step count, digest.
-const HEADER: usize = 27 + 4 + 4 + 20 + 8 + 32;
+/// base, head, step count, digest.
+const HEADER: usize = 27 + 4 + 4 + 20 + 20 + 8 + 32;
 
 #[test]
 fn a_forged_cache_is_checked_against_the_log_and_verify_never_reads_it() {

@@ -386,6 +386,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         None => repo.refname_to_id(&name).ok(),
         Some(r) => r.head(repo, &name)?,
     };
+    let mut journal = None;
     if let Some(jh) = jhead {
         if repo.find_commit(jh).is_err() {
             notes.push(format!(
@@ -393,12 +394,21 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
                 short(jh)
             ));
         } else {
-            let journal = crate::run::journal::read(repo, Some(jh))?;
-            if let Err(Error::Refused(r)) = journal.check(&ledger, &s.branch) {
+            let j = crate::run::journal::read(repo, Some(jh))?;
+            if let Err(Error::Refused(r)) = j.check(&ledger, &s.branch) {
                 problems.push(format!("journal {name}: {}", r.saw));
             }
+            journal = Some(j);
         }
     }
+    check_trees(
+        repo,
+        &ledger,
+        plan,
+        journal.as_ref(),
+        &mut problems,
+        &mut notes,
+    )?;
     if let Some(plan) = plan {
         // A receipt's Step-Allow-Duplicate must be what its plan step says
         // (a digest that matches implies it; a hand-added trailer does not).
@@ -435,6 +445,99 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         problems,
         notes,
     })
+}
+
+/// The receipt promises that its commit is its decision applied to the
+/// commit's parent: a tree changed under a kept receipt (a hand `--amend`,
+/// a force-push) must not pass. Every step whose decision is at hand — in
+/// PLAN, or kept by the run itself in its journal — is applied again to
+/// its commit's parent (in memory: verify writes nothing) and the trees
+/// compared; the others are named in a note, with why.
+fn check_trees(
+    repo: &Repository,
+    ledger: &ledger::Ledger,
+    plan: Option<&Plan>,
+    journal: Option<&crate::run::journal::Journal>,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    use std::collections::HashMap;
+    if ledger.entries.is_empty() {
+        return Ok(());
+    }
+    // Decisions by digest (a digest names one decision, id included).
+    let mut decisions: HashMap<String, crate::plan::step::Step> = HashMap::new();
+    if let Some(plan) = plan {
+        for step in plan.steps()?.flatten() {
+            decisions.insert(step.digest.clone(), step);
+        }
+    }
+    if let Some(j) = journal {
+        for e in j
+            .entries
+            .iter()
+            .filter(|e| e.status == crate::run::journal::Status::Recorded)
+        {
+            if !decisions.contains_key(&e.decision) {
+                if let Ok((step, _)) = e.step(repo) {
+                    decisions.insert(step.digest.clone(), step);
+                }
+            }
+        }
+    }
+    let mut unchecked = Vec::new();
+    let mut in_memory = false;
+    for e in &ledger.entries {
+        let Some(step) = decisions.get(&e.decision).filter(|st| st.id == e.id) else {
+            unchecked.push(e.id.as_str());
+            continue;
+        };
+        if !in_memory {
+            // Objects a re-application builds go to memory and are
+            // dropped with it.
+            repo.odb()?.add_new_mempack_backend(1000)?;
+            in_memory = true;
+        }
+        let commit = repo.find_commit(e.commit)?;
+        let parent = commit.parent(0).ok().map(|p| p.tree()).transpose()?;
+        match crate::tree::build::apply(repo, parent, step) {
+            Ok(applied) if applied.tree == commit.tree_id() => {}
+            Ok(applied) => {
+                let want = repo.find_tree(applied.tree)?;
+                let paths: Vec<String> =
+                    crate::git::tree_changes(repo, Some(&want), Some(&commit.tree()?))?
+                        .into_iter()
+                        .map(|c| c.path)
+                        .collect();
+                problems.push(format!(
+                    "step {}: its commit {} is not its decision applied to its parent; these paths differ from what the decision writes: {} (a tree changed under a kept receipt)",
+                    e.id,
+                    short(e.commit),
+                    paths.join(", ")
+                ));
+            }
+            Err(err) => problems.push(format!(
+                "step {}: its decision does not apply to its commit {}'s parent ({err}): the commit was not made by it",
+                e.id,
+                short(e.commit)
+            )),
+        }
+    }
+    if !unchecked.is_empty() {
+        let shown: Vec<&str> = unchecked.iter().take(10).copied().collect();
+        notes.push(format!(
+            "{} step(s) were not checked against their decision, which is kept neither in {} nor in the run's journal (record, MCP, undo and adopt steps keep none yet): {}{}",
+            unchecked.len(),
+            if plan.is_some() { "PLAN" } else { "a PLAN (none was given)" },
+            shown.join(", "),
+            if unchecked.len() > shown.len() {
+                format!(" and {} more", unchecked.len() - shown.len())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// `fingerprint [REV]`.

@@ -159,3 +159,52 @@ fn the_hints_for_a_hand_commit_in_the_run_work_when_followed() {
         "s3"
     );
 }
+
+/// Issue 28 item 16: a step commit whose tree was changed while its
+/// receipt was kept (a hand `--amend`) passed `verify PLAN`: step a1
+/// decided `a.txt = "good"`, its commit wrote `evil`, and verify said ok.
+/// The receipt promises its commit is its decision applied to the parent:
+/// verify PLAN applies it again and names the step and the paths; without
+/// a PLAN it says which steps it could not check, and why.
+#[test]
+fn a_tree_changed_under_a_kept_receipt_fails_verify() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    let plan = t.plan(
+        "p.jsonl",
+        &[
+            line(serde_json::json!({"id": "a1", "files": {"a.txt": "good\n"}})),
+            line(serde_json::json!({"id": "a2", "files": {"b.txt": "b\n"}})),
+        ],
+    );
+    let p = plan.to_str().unwrap();
+    t.steps(&["apply", p]).ok();
+    t.steps(&["verify", p]).ok();
+    // Rewrite a1's tree, keep its message (and so its receipt), and put a2
+    // back on top as it was.
+    let a2 = t.git_out(&["rev-parse", "HEAD"]);
+    t.git(&["reset", "-q", "--hard", "HEAD~1"]).ok();
+    t.write("a.txt", "evil\n");
+    t.git(&["commit", "-q", "-a", "--amend", "--no-edit"]).ok();
+    t.git(&["cherry-pick", "--allow-empty", &a2]).ok();
+    assert_eq!(t.step_ids(), ["a1", "a2"]);
+    let v = t.steps(&["verify", p]);
+    assert_eq!(v.code(), Some(3), "{}", v.explain());
+    let all = format!("{}{}", v.stdout(), v.stderr());
+    assert!(
+        all.contains("step a1")
+            && all.contains("a.txt")
+            && all.contains("not its decision applied"),
+        "{}",
+        v.explain()
+    );
+    assert!(!all.contains("step a2: its commit"), "{}", v.explain());
+    // Without the plan, the steps that could not be checked are named.
+    let v = t.steps(&["--json", "verify"]);
+    let doc = v.json();
+    let notes = doc["data"]["notes"].to_string();
+    assert!(
+        notes.contains("not checked against their decision") && notes.contains("a1"),
+        "{doc}"
+    );
+}

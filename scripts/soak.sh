@@ -16,6 +16,7 @@ tests=(
   remote::random_kills_with_batches_never_diverge
   agent::recorded_decisions::random_kills_never_re_ask_a_recorded_decision
   matrix::random_plan_random_crash_resumes_to_the_same_fingerprint
+  faults::io_faults_end_with_a_clear_error_and_a_clean_rerun_finishes
 )
 cargo test --locked --test it --no-run -q
 for seed in "${seeds[@]}"; do
@@ -28,7 +29,7 @@ for seed in "${seeds[@]}"; do
       echo "FAILED: $t, $trials trials, seed $seed" >&2
       exit 1
     fi
-    grep -E 'random kills|test result' "$log" || true
+    grep -E 'random kills|I/O faults|test result' "$log" || true
     rm -f "$log"
   done
 done

@@ -223,14 +223,33 @@ impl From<Refusal> for Error {
     }
 }
 
+/// Whether libgit2 failed on a file of this machine (the OS refused a
+/// read, write, sync or rename), rather than on the network or the data.
+pub fn local_failure(e: &git2::Error) -> bool {
+    matches!(
+        e.class(),
+        git2::ErrorClass::Os | git2::ErrorClass::Filesystem
+    ) || [
+        "No space left",
+        "Input/output error",
+        "Read-only file system",
+        "Disk quota exceeded",
+    ]
+    .iter()
+    .any(|m| e.message().contains(m))
+}
+
 impl From<git2::Error> for Error {
     /// The message stays in the context; the error itself is kept as the
     /// source, so `Caused by:` shows git's class and code.
     fn from(e: git2::Error) -> Self {
+        let hint = local_failure(&e).then(|| {
+            "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost".to_string()
+        });
         Error::Other {
             context: format!("git: {}", e.message()),
             source: Some(Box::new(e)),
-            hint: None,
+            hint,
         }
     }
 }

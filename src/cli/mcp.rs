@@ -309,7 +309,7 @@ struct Notes;
 
 impl Ui for Notes {
     fn note(&mut self, note: &str) {
-        eprintln!("note: {}", crate::git::redact(note));
+        say!("note: {note}");
     }
 }
 

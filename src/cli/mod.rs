@@ -6,6 +6,20 @@
 //! messages. Invariant: every command's failure reaches `main` as a typed
 //! [`Error`], which alone decides the exit code.
 
+/// One line on stderr, with any URL's password redacted. A full disk or a
+/// closed stderr (a CI log that went away) is not worth a panic: the line
+/// is dropped, and the exit code still says what happened.
+pub fn stderr_line(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{}", crate::git::redact(line));
+}
+
+/// `eprintln!` for the CLI: through [`stderr_line`].
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::cli::stderr_line(&format!($($t)*))
+    };
+}
+
 mod adopt;
 mod apply;
 mod classic;
@@ -129,7 +143,7 @@ impl Ctx {
     /// A status line on stderr (suppressed by `-q`).
     pub fn status(&self, line: &str) {
         if !self.quiet {
-            eprintln!("{}", crate::git::redact(line));
+            say!("{line}");
         }
     }
 
@@ -263,7 +277,7 @@ pub fn report_peak_memory() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
         let kib = line.split_whitespace().nth(1).unwrap_or("?");
-        eprintln!("peak memory: {kib} KiB");
+        say!("peak memory: {kib} KiB");
     }
 }
 
@@ -273,7 +287,8 @@ pub fn report_failure(json: bool, f: &Failure, out: &mut dyn Write) {
     if json && !f.json_written {
         let _ = emit_json(out, "error", &failure_json(f));
     }
-    eprint!("{}", crate::git::redact(&failure_text(&f.error)));
+    let text = failure_text(&f.error);
+    let _ = write!(std::io::stderr().lock(), "{}", crate::git::redact(&text));
 }
 
 /// The `--json` error document's `data`: code, kind, message, hint, and

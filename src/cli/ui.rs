@@ -24,7 +24,7 @@ pub struct Terminal<'a> {
 impl Ui for Terminal<'_> {
     fn note(&mut self, note: &str) {
         if !self.quiet {
-            eprintln!("note: {}", crate::git::redact(note));
+            say!("note: {note}");
         }
     }
 
@@ -123,15 +123,15 @@ fn print_repair(r: &Repair) {
             step,
             paths,
             rescue: Some(rescue),
-        } => eprintln!(
+        } => say!(
             "repaired the worktree: an update to step {step} was interrupted ({}); what was there is saved under {rescue}",
             paths.join(", ")
         ),
-        Repair::Repaired { step, paths, rescue: None } => eprintln!(
+        Repair::Repaired { step, paths, rescue: None } => say!(
             "would repair the worktree: an update to step {step} was interrupted ({})",
             paths.join(", ")
         ),
-        Repair::LeftAlone { paths } => eprintln!(
+        Repair::LeftAlone { paths } => say!(
             "note: uncommitted changes no step explains are left alone (nothing to apply): {}",
             paths.join(", ")
         ),
@@ -163,7 +163,7 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
             steps,
             commits,
             ..
-        } => eprintln!(
+        } => say!(
             "reconcile: {} the local branch from {} to the durable head {} ({})",
             verb("fast-forwarded", "would fast-forward"),
             short(from),
@@ -175,14 +175,14 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
             to,
             steps,
             commits,
-        } => eprintln!(
+        } => say!(
             "reconcile: {} what the remote lacked ({}; {} → {})",
             verb("pushed", "would push"),
             counted(*steps, *commits),
             short(from),
             &to[..12]
         ),
-        Action::Fetch { durable } => eprintln!(
+        Action::Fetch { durable } => say!(
             "reconcile: the durable head {} is not fetched; apply would fetch it and fast-forward if it descends from the local head",
             &durable[..12]
         ),

@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         emit_json(out, "verify", &v)?;
     } else {
         for n in &v.notes {
-            eprintln!("note: {}", crate::git::redact(n));
+            say!("note: {n}");
         }
         for p in &v.problems {
             writeln!(out, "problem: {p}")?;

@@ -83,15 +83,21 @@ pub fn ensure_on_branch(
         Some(b) => format!("branch {b}"),
         None => "a detached HEAD".into(),
     };
-    if branch_tip.is_some() {
+    let head = repo.head().ok().and_then(|h| h.target());
+    // A switch of ours that stopped after it created the branch and before
+    // HEAD moved (a full disk, a kill): its marker names the commit HEAD is
+    // still on, so the rerun finishes it, to the branch as it is.
+    let marker = crate::workdir::repair::switch_marker(&s.run);
+    let resuming =
+        branch_tip.is_some() && head.is_some() && repo.refname_to_id(&marker).ok() == head;
+    if branch_tip.is_some() && !resuming {
         return Err(Error::other(format!(
             "HEAD is on {here}, but the run's branch {} already exists",
             s.branch
         ))
         .with_hint(format!("`git switch {}` and rerun", s.branch)));
     }
-    let head = repo.head().ok().and_then(|h| h.target());
-    let start = start.or(head);
+    let start = if resuming { branch_tip } else { start.or(head) };
     if dry_run {
         return Ok(start);
     }
@@ -117,14 +123,14 @@ pub fn ensure_on_branch(
     // half-way; the marker tells repair that the old tree's versions are
     // explained (the worktree was clean at it), so the next run finishes
     // the switch instead of refusing the leftovers as the user's edits.
-    let marker = crate::workdir::repair::switch_marker(&s.run);
-    let switching = start != head && head.is_some();
-    if let (true, Some(h)) = (switching, head) {
+    // Written for every switch from a commit, so that one stopped before
+    // HEAD moved is finished too.
+    if let Some(h) = head {
         lock::intending(repo, lock::ref_locks(repo, &marker), || {
             repo.reference(&marker, h, true, "git-steps: switching to the run branch")
         })?;
     }
-    if let Some(oid) = start {
+    if let (Some(oid), false) = (start, resuming) {
         lock::intending(repo, lock::ref_locks(repo, &refname), || {
             repo.reference(&refname, oid, false, "git-steps: start run branch")
         })?;
@@ -139,7 +145,7 @@ pub fn ensure_on_branch(
         };
         worktree::update(repo, dest, &changes, "-")?;
     }
-    if switching {
+    if head.is_some() {
         crate::workdir::repair::clear_switch_marker(repo, &s.run)?;
     }
     Ok(start)

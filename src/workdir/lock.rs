@@ -153,10 +153,47 @@ fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
 /// leftover; any other lock file belongs to another writer and is left
 /// alone. The caller holds the repository lock.
 pub fn intending<T>(repo: &git2::Repository, locks: Vec<PathBuf>, write: impl FnOnce() -> T) -> T {
+    let before: Vec<bool> = locks
+        .iter()
+        .map(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
     note_intent(repo.path(), &locks);
     let out = write();
+    // A write that failed may leave its lock file behind (a full disk or an
+    // I/O error that also failed its removal): the intent stays, and the
+    // next run clears the lock as a killed run's.
+    let left = locks
+        .iter()
+        .zip(&before)
+        .any(|(p, was)| !was && std::fs::symlink_metadata(p).is_ok());
+    if left {
+        note_leftover(repo.path(), &locks);
+    }
     note_intent(repo.path(), &[]);
     out
+}
+
+fn leftover_path(git_dir: &Path) -> PathBuf {
+    git_dir.join("steps-leftover")
+}
+
+/// Lock files a failed write of ours left behind, appended to
+/// `<git dir>/steps-leftover` (the intent file names only the write in
+/// progress): cleared by the next run as a killed run's are.
+fn note_leftover(git_dir: &Path, locks: &[PathBuf]) {
+    use std::io::Write as _;
+    if let Ok(mut f) = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(leftover_path(git_dir))
+    {
+        for l in locks
+            .iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        {
+            let _ = writeln!(f, "{}", l.display());
+        }
+    }
 }
 
 /// Delete the ref `name` if it exists, with its lock named in the intent
@@ -191,6 +228,30 @@ pub fn clear_stale(git_dir: &Path) -> Vec<String> {
             }
         }
         note_intent(git_dir, &[]);
+    }
+    // Left by a write of ours that failed: made before they were noted
+    // (a lock file made after that is another writer's).
+    let leftover = leftover_path(git_dir);
+    if let (Ok(text), Ok(meta)) = (
+        std::fs::read_to_string(&leftover),
+        std::fs::metadata(&leftover),
+    ) {
+        let noted = meta.modified().ok();
+        for p in text
+            .lines()
+            .filter(|l| l.ends_with(".lock"))
+            .map(PathBuf::from)
+        {
+            let made = std::fs::symlink_metadata(&p)
+                .and_then(|m| m.modified())
+                .ok();
+            if let (Some(made), Some(noted)) = (made, noted) {
+                if made <= noted && std::fs::remove_file(&p).is_ok() {
+                    removed.push(p.display().to_string());
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&leftover);
     }
     let tmp = tmp_dir(git_dir);
     if let Ok(rd) = std::fs::read_dir(&tmp) {

@@ -4,6 +4,7 @@
 mod agent;
 mod attributes;
 mod core;
+mod faults;
 mod formats;
 mod harness;
 mod hooks;

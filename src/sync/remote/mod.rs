@@ -202,7 +202,15 @@ impl Remote {
     }
 
     fn net_error(&self, verb: &str, e: git2::Error) -> Error {
-        Error::other(format!("cannot {verb} {}: {}", self.spec, e.message())).with_hint(
+        let err = Error::other(format!("cannot {verb} {}: {}", self.spec, e.message()));
+        if crate::error::local_failure(&e) {
+            // A file that could not be written or read here (or, for a
+            // remote that is a path, on its disk): not the URL's fault.
+            return err.with_hint(
+                "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost",
+            );
+        }
+        err.with_hint(
             "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",
         )
     }

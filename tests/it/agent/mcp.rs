@@ -482,3 +482,59 @@ fn an_mcp_session_transcript() {
     assert!(c.close().success());
     println!("{transcript}");
 }
+
+/// Issue 28 item 8: a tool call over 16 MiB got no answer at all (the SDK's
+/// stdio transport drops such a line unseen), and a client waits forever.
+/// Every request is answered: up to the documented 64 MiB it is served; a
+/// longer one gets a JSON-RPC error naming the limit, to its own id, and
+/// the server goes on serving.
+#[test]
+fn every_request_is_answered_an_oversized_one_with_the_limit() {
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let mut c = Client::start(&t, &[], &[]);
+    c.initialize();
+    // 20 MiB of content: over the SDK's own 16 MiB, under git-steps' limit.
+    let big = "x".repeat(20 << 20) + "\n";
+    let r = c.ok(
+        "apply_step",
+        json!({"id": "big", "files": {"big.txt": big}}),
+    );
+    assert_eq!(r["status"], "applied", "{r}");
+    assert_eq!(r["step"], "big", "{r}");
+    // 70 MiB: over the limit. The id sits after the huge params.
+    let huge = "y".repeat(70 << 20);
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"apply_step","arguments":{{"id":"huge","files":{{"h.txt":"{huge}"}}}}}},"id":4242}}"#
+    );
+    drop(huge);
+    {
+        let stdin = c.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+    drop(line);
+    let answer = loop {
+        let l = c
+            .lines
+            .recv_timeout(Duration::from_secs(120))
+            .expect("no answer to the oversized request");
+        let v: Value = serde_json::from_str(&l).unwrap();
+        if v["id"] == json!(4242) {
+            break v;
+        }
+    };
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("64 MiB"),
+        "{answer}"
+    );
+    // Nothing of it was applied, and the server still serves.
+    let st = c.ok("status", json!({}));
+    assert!(!st.to_string().contains("huge"), "{st}");
+    assert_eq!(t.step_ids(), ["big"]);
+    assert!(c.close().success());
+}

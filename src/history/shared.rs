@@ -35,8 +35,10 @@ const MAGIC: &[u8] = b"git-steps-shared-hunks 2 5\n";
 /// The blob's name in the cache commit's tree.
 const BLOB: &str = "hunks";
 
-/// A blob larger than this is not read (a hostile remote's memory bomb).
-const MAX_BYTES: usize = 256 << 20;
+/// A cache larger than this is neither fetched nor read (a hostile remote's
+/// memory bomb): a run's live hunks take some tens of bytes each, so a run
+/// of a million steps fits.
+pub const MAX_BYTES: usize = 64 << 20;
 
 /// The ref on the remote that holds `run`'s shared cache.
 pub fn refname(run: &str) -> String {

@@ -48,7 +48,7 @@ pub fn fetch(
         shared::local_refname(&settings.run),
     );
     if let Some(remote) = settings.remote.as_ref().filter(|_| remote) {
-        if let Ok(Some(id)) = remote.fetch(repo, &name, &local) {
+        if let Ok(Some(id)) = remote.fetch_bounded(repo, &name, &local, shared::MAX_BYTES) {
             return Some(id);
         }
     }
@@ -109,9 +109,12 @@ pub fn publish<'e>(
             }
             Err(PushError::Moved { .. }) => {
                 // What is there now, in this box's copy, to read.
-                let Ok(found) = remote.fetch(repo, &name, &local) else {
+                // (Too large to fetch, or gone again: leave it.)
+                let Ok(Some(found)) = remote.fetch_bounded(repo, &name, &local, shared::MAX_BYTES)
+                else {
                     return false;
                 };
+                let found = Some(found);
                 let theirs = found.and_then(|f| shared::described_steps(repo, f));
                 if let (Some(theirs), Some(ours)) = (theirs, ours) {
                     if theirs >= ours {

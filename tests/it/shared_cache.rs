@@ -382,3 +382,98 @@ fn a_stalled_box_never_puts_an_older_cache_over_a_newer_one() {
     let (_, now) = cache_refs(&a, &bare).remove(0);
     assert!(git_in(&a, &bare, &["log", "-1", "--format=%s", &now]).contains("after 6 steps"));
 }
+
+/// Issue 28 item 9: the shared cache was fetched whole before its size was
+/// checked, so a remote's 150 MB cache blob cost a fresh box 300 MB of
+/// memory and stayed on its disk. A cache over the bound is not fetched
+/// from a bare repository on this machine (its size is read first), and
+/// its download stops at the bound over smart HTTP; either way the fresh
+/// box replays instead and still refuses the redelivery.
+#[test]
+fn an_oversized_cache_is_never_fetched() {
+    let plant = |t: &TestRepo, bare: &str| -> String {
+        let big = t.tmp.path().join("big");
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("head -c 80000000 /dev/urandom > {}", big.display()));
+        t.run_cmd(cmd, "make 80 MB".into(), None).ok();
+        let blob = git_in(t, bare, &["hash-object", "-w", big.to_str().unwrap()]);
+        let blob = blob.trim().to_string();
+        let mut mk = Command::new("git");
+        mk.arg("-C").arg(bare).arg("mktree");
+        hermetic(&mut mk, &t.home());
+        let tree = t
+            .run_cmd(
+                mk,
+                "git mktree".into(),
+                Some(format!("100644 blob {blob}\thunks\n").as_bytes()),
+            )
+            .ok()
+            .stdout();
+        let commit = git_in(
+            t,
+            bare,
+            &[
+                "commit-tree",
+                "-m",
+                "git-steps: hunk cache of run main after 8 steps (at x)",
+                tree.trim(),
+            ],
+        );
+        let (name, _) = cache_refs(t, bare).remove(0);
+        git_in(t, bare, &["update-ref", &name, commit.trim()]);
+        blob
+    };
+    // A bare repository on this machine.
+    let (t, bare) = setup();
+    t.git(&["config", "steps.cacheEvery", "4"]).ok();
+    t.steps(&["apply", t.plan("plan.jsonl", &plan()).to_str().unwrap()])
+        .ok();
+    let blob = plant(&t, &bare);
+    // (--no-local: a local clone would hard-link every object of the bare
+    // repository, the planted one too.)
+    let b = t.clone_with("box-path", &["--no-local", &bare]);
+    b.steps(&["init", "--remote", "origin"]).ok();
+    b.git(&["config", "steps.cacheEvery", "4"]).ok();
+    assert!(b.git(&["cat-file", "-e", &blob]).code() != Some(0));
+    b.refuses(
+        "a redelivery",
+        3,
+        &["repeats a change step s2 made"],
+        || b.steps_stdin(&["apply", "-"], &inline_b("s2-again")),
+    );
+    assert!(
+        b.git(&["cat-file", "-e", &blob]).code() != Some(0),
+        "the oversized cache was fetched from the path remote"
+    );
+    // Smart HTTP: the download stops at the bound.
+    let (h, server) = TestRepo::with_server(Kind::Http, "libgit2");
+    h.write("app.rs", APP);
+    h.commit_all("base");
+    h.git(&["config", "steps.cacheEvery", "4"]).ok();
+    h.steps(&["apply", h.plan("plan.jsonl", &plan()).to_str().unwrap()])
+        .ok();
+    let bare = server.bare().to_str().unwrap().to_string();
+    let blob = plant(&h, &bare);
+    let c = h.sibling("box-http", Some(server.url()));
+    c.steps(&["init", "--remote", "origin"]).ok();
+    c.git(&["config", "steps.cacheEvery", "4"]).ok();
+    c.refuses(
+        "a redelivery over http",
+        3,
+        &["repeats a change step s2 made"],
+        || c.steps_stdin(&["apply", "-"], &inline_b("s2-again")),
+    );
+    assert!(
+        c.git(&["cat-file", "-e", &blob]).code() != Some(0),
+        "the oversized cache was fetched over http"
+    );
+    let packs = std::fs::read_dir(c.path(".git/objects/pack"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.metadata().unwrap().len())
+                .sum::<u64>()
+        })
+        .unwrap_or(0);
+    assert!(packs < 20_000_000, "{packs} bytes of packs stayed on disk");
+}

@@ -31,11 +31,18 @@ impl Remote {
         repo: &Repository,
         refname: &str,
         into: &str,
+        max_bytes: Option<usize>,
     ) -> Result<Option<Oid>> {
         let refspec = format!("+{refname}:{into}");
         let mut remote = libgit2_remote(repo, &self.spec, false)?;
         let mut opts = FetchOptions::new();
-        opts.remote_callbacks(callbacks(repo))
+        let mut cb = callbacks(repo);
+        if let Some(max) = max_bytes {
+            // Stop a download that outgrows the bound while it runs: the
+            // pack is dropped, nothing of it stays.
+            cb.transfer_progress(move |stats| stats.received_bytes() <= max);
+        }
+        opts.remote_callbacks(cb)
             .download_tags(git2::AutotagOption::None)
             .update_fetchhead(false);
         crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, into), || {

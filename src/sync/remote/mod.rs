@@ -121,6 +121,27 @@ impl PushError {
     }
 }
 
+/// The size of a commit with no parent and its tree's entries (what the
+/// shared cache holds), read from object headers; None for anything else
+/// or more than a few entries.
+fn objects_size(repo: &Repository, commit: Oid) -> Option<usize> {
+    let odb = repo.odb().ok()?;
+    let (commit_size, kind) = odb.read_header(commit).ok()?;
+    if kind != git2::ObjectType::Commit {
+        return None;
+    }
+    let c = repo.find_commit(commit).ok()?;
+    let tree = c.tree().ok()?;
+    if tree.len() > 16 {
+        return None;
+    }
+    let mut total = commit_size + odb.read_header(tree.id()).ok()?.0;
+    for e in tree.iter() {
+        total = total.checked_add(odb.read_header(e.id()).ok()?.0)?;
+    }
+    Some(total)
+}
+
 /// The private ref a fetch of `branch` lands in.
 pub fn tracking_ref(branch: &str) -> String {
     format!("refs/steps/remote/{branch}")
@@ -158,13 +179,56 @@ impl Remote {
             // the transport reports, and its local transport reports none:
             // the clone would lose its `shallow` file and git could no
             // longer read its own history. git's fetch keeps it.
-            Transport::Libgit2 if !repo.is_shallow() => self.fetch_libgit2(repo, refname, into),
+            Transport::Libgit2 if !repo.is_shallow() => {
+                self.fetch_libgit2(repo, refname, into, None)
+            }
             Transport::Libgit2 | Transport::Git => self.fetch_git(repo, refname, into),
         })?;
         if let Some(id) = got {
             self.note_tracking(repo, refname, id);
         }
         Ok(got)
+    }
+
+    /// As [`Remote::fetch`], for derived data a hostile remote could make
+    /// huge (the shared hunk cache): nothing is fetched when its objects
+    /// would pass `max_bytes`. From a bare repository on this machine the
+    /// sizes are read from its object headers before anything moves; over
+    /// libgit2's network transports the download stops once it passes the
+    /// bound. (With `--transport git`, or in a shallow clone, git fetches
+    /// it whole; the reader's own bound still applies.) Ok(None) when the
+    /// remote has no such ref or it is too large.
+    pub fn fetch_bounded(
+        &self,
+        repo: &Repository,
+        refname: &str,
+        into: &str,
+        max_bytes: usize,
+    ) -> Result<Option<Oid>> {
+        if let Some(path) = self.local_path(repo) {
+            let theirs = Repository::open_bare(&path)
+                .or_else(|_| Repository::open(&path))
+                .map_err(|e| self.net_error("fetch from", e))?;
+            let Ok(id) = theirs.refname_to_id(refname) else {
+                return Ok(None);
+            };
+            if objects_size(&theirs, id).is_none_or(|n| n > max_bytes) {
+                return Ok(None);
+            }
+            return self.fetch(repo, refname, into);
+        }
+        if self.transport == Transport::Libgit2 && !repo.is_shallow() {
+            let got = match self.fetch_libgit2(repo, refname, into, Some(max_bytes)) {
+                Ok(got) => got,
+                // Stopped by the bound (or failed): no cache.
+                Err(_) => return Ok(None),
+            };
+            if let Some(id) = got {
+                self.note_tracking(repo, refname, id);
+            }
+            return Ok(got);
+        }
+        self.fetch(repo, refname, into)
     }
 
     /// The remote-tracking ref git keeps for the remote's `refname`

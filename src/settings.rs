@@ -134,6 +134,15 @@ pub fn refuse_shared_settings_in_linked_worktree(repo: &Repository, o: &Override
 }
 
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
+    // `steps.maxFileSize` (git's integer syntax: 200m, 1g).
+    if let Ok(n) = repo.config().and_then(|c| c.get_i64("steps.maxFileSize")) {
+        if n <= 0 {
+            return Err(Error::input(format!(
+                "steps.maxFileSize = {n}: a size in bytes (200m, 1g) is expected"
+            )));
+        }
+        crate::tree::build::set_max_file_bytes(usize::try_from(n).unwrap_or(usize::MAX));
+    }
     let branch = match &o.branch {
         Some(b) => b.clone(),
         None => match config_str(repo, "steps.branch")? {

@@ -383,6 +383,18 @@ pub fn worktree_step(
             }),
             _ => None,
         };
+        // Measured before it is read: a file over the cap is never held.
+        let size = std::fs::symlink_metadata(workdir.join(&p)).map_or(0, |m| m.len());
+        let max = crate::tree::build::max_file_bytes();
+        if size > max as u64 {
+            return Err(Error::Input {
+                step: Some(opts.id.clone()),
+                line: None,
+                message: format!(
+                    "cannot record {p}: it is {size} bytes, over the {max} bytes a file may have (steps.maxFileSize; git hosts refuse files over 100 MiB): ignore it in .gitignore, or raise the cap if it belongs in the run (`git config steps.maxFileSize 200m`)"
+                ),
+            });
+        }
         let disk = worktree::on_disk(&workdir, &p)?;
         if worktree::same(repo, &p, &disk, &in_base)? {
             continue;

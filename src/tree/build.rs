@@ -19,6 +19,24 @@ use crate::plan::formats::patch;
 use crate::plan::formats::FileError;
 use crate::plan::step::{Content, Step};
 
+/// The default largest file a step may write: 100 MiB, the size git
+/// hosts refuse a file over.
+pub const DEFAULT_MAX_FILE_BYTES: usize = 100 << 20;
+
+static MAX_FILE_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_FILE_BYTES);
+
+/// The largest file a step may write (`steps.maxFileSize`): a step over it
+/// is refused with a clear error before anything is written.
+pub fn max_file_bytes() -> usize {
+    MAX_FILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set by the run's settings from `steps.maxFileSize`.
+pub fn set_max_file_bytes(n: usize) {
+    MAX_FILE_BYTES.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// What applying a step produced.
 #[derive(Debug)]
 pub struct Applied {
@@ -163,6 +181,14 @@ impl<'r> Overlay<'r> {
     }
 
     fn write(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
+        let max = max_file_bytes();
+        if content.len() > max {
+            return Err(format!(
+                "{path} would be {} bytes, over the {} bytes a file may have (steps.maxFileSize; git hosts refuse files over 100 MiB)",
+                content.len(),
+                max
+            ));
+        }
         self.check_parents(path)?;
         if mode == MODE_LINK {
             check_link_target(path, content)?;

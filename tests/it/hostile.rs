@@ -659,3 +659,47 @@ fn a_commit_that_is_its_own_parent_ends_the_scan_with_an_error() {
         assert!(err.contains("its own ancestor"), "{args:?}: {err}");
     }
 }
+
+/// Issue 28 item 10 (the cap; peak memory is not bounded yet): a file over
+/// `steps.maxFileSize` (default 100 MiB) is refused with the step, the path
+/// and the cap named, before anything is written — by `record` before the
+/// file is read, by `apply` before its blob is written.
+#[test]
+fn a_file_over_the_size_cap_is_refused_before_anything_is_written() {
+    let t = base();
+    t.git(&["config", "steps.maxFileSize", "1k"]).ok();
+    let big = "x".repeat(2000);
+    refused(
+        &t,
+        "a files step over the cap",
+        &line(json!({"id": "s2", "files": {"big.txt": big}})),
+        1,
+        &["s2", "big.txt", "over the 1024 bytes", "steps.maxFileSize"],
+    );
+    let grow = format!(
+        "--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,3 @@\n one\n two\n+{}\n",
+        "y".repeat(1500)
+    );
+    refused(
+        &t,
+        "a patch that grows a file over the cap",
+        &line(json!({"id": "s3", "patch": grow})),
+        1,
+        &["s3", "f.txt", "over the 1024 bytes"],
+    );
+    // record measures the file before it reads it.
+    std::fs::write(t.path("huge.bin"), vec![b'z'; 5000]).unwrap();
+    let r = t.refuses(
+        "record over the cap",
+        1,
+        &["r1", "huge.bin", "over the 1024 bytes"],
+        || t.steps(&["--json", "record", "--id", "r1"]),
+    );
+    assert_eq!(r.json()["data"]["step"], "r1");
+    std::fs::remove_file(t.path("huge.bin")).unwrap();
+    // A cap that is no size.
+    t.git(&["config", "steps.maxFileSize", "0"]).ok();
+    t.refuses("a cap of 0", 1, &["steps.maxFileSize"], || {
+        t.steps(&["status"])
+    });
+}

@@ -29,6 +29,18 @@ pub fn enable_fsync() -> Result<()> {
         unsafe {
             let _ = git2::opts::set_mwindow_size(16 << 20);
             let _ = git2::opts::set_mwindow_mapped_limit(48 << 20);
+            // A server that accepts and never answers must not hold a run
+            // (libgit2's default is to wait forever): a read or connect that
+            // waits this long is a timeout, which the remote's retries
+            // treat as transient. `GIT_STEPS_NET_TIMEOUT_SECS` overrides.
+            let secs = std::env::var("GIT_STEPS_NET_TIMEOUT_SECS")
+                .ok()
+                .and_then(|v| v.parse::<i32>().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(60);
+            let _ =
+                git2::opts::set_server_connect_timeout_in_milliseconds(secs.saturating_mul(1000));
+            let _ = git2::opts::set_server_timeout_in_milliseconds(secs.saturating_mul(1000));
         }
         // SAFETY: git_libgit2_opts is variadic; GIT_OPT_ENABLE_FSYNC_GITDIR
         // takes exactly one int argument.

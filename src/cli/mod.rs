@@ -165,7 +165,9 @@ impl Ctx {
         let path = repo.path().to_path_buf();
         drop(repo);
         let deepened = crate::sync::reconcile::deepen_for_run(&path, &s)?;
-        if deepened > 0 {
+        if deepened == u64::MAX {
+            self.status("note: this clone was shallow and cut a merge inside the run: fetched its whole history from the remote (`git fetch --unshallow`)");
+        } else if deepened > 0 {
             self.status(&format!(
                 "note: this clone is shallow and its boundary cut the run: deepened it by {deepened} commit(s) from the remote (`git fetch --deepen`), to the run's first step and the commit it started from"
             ));

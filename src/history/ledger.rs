@@ -52,6 +52,10 @@ pub struct Ledger {
     /// In a shallow clone: the boundary commit where the scan ran out of
     /// history before it reached the run's first step (or the root).
     pub shallow: Option<Oid>,
+    /// In a shallow clone: a merge inside the run whose other side the
+    /// boundary cuts (see [`hidden_receipts`]); only a whole history can
+    /// say what it brings in.
+    pub merges_cut: bool,
     /// The `Step-Index` of the oldest receipt read, if it had one.
     pub oldest_index: Option<u64>,
     /// Commits without a receipt that a later `adopt` step of the run
@@ -70,6 +74,7 @@ impl Ledger {
             by_id: std::cell::OnceCell::new(),
             problems: Vec::new(),
             shallow: None,
+            merges_cut: false,
             oldest_index: None,
             adopted: Vec::new(),
         }
@@ -84,6 +89,7 @@ impl Ledger {
             by_id: std::cell::OnceCell::new(),
             problems: self.problems.clone(),
             shallow: self.shallow,
+            merges_cut: self.merges_cut,
             oldest_index: self.oldest_index,
             adopted: self.adopted.clone(),
         }
@@ -299,7 +305,20 @@ pub fn hidden_receipts(
     run: &str,
     commits: impl IntoIterator<Item = Oid>,
 ) -> Result<Vec<Hidden>> {
+    Ok(hidden_or_cut(repo, ledger, run, commits)?.0)
+}
+
+/// As [`hidden_receipts`], and the merges whose other side this shallow
+/// clone's boundary cuts (what lies below it cannot be checked here).
+fn hidden_or_cut(
+    repo: &Repository,
+    ledger: &Ledger,
+    run: &str,
+    commits: impl IntoIterator<Item = Oid>,
+) -> Result<(Vec<Hidden>, Vec<Oid>)> {
     let held: std::collections::HashSet<Oid> = ledger.entries.iter().map(|e| e.commit).collect();
+    let boundary = shallow_boundary(repo)?;
+    let mut cut = Vec::new();
     let mut out = Vec::new();
     for merge in commits {
         let c = repo.find_commit(merge)?;
@@ -312,8 +331,10 @@ pub fn hidden_receipts(
         }
         walk.hide(c.parent_id(0)?)?;
         let mut found = Vec::new();
+        let mut was_cut = false;
         for oid in walk.take(100_000) {
             let oid = oid?;
+            was_cut |= boundary.contains(&oid);
             if held.contains(&oid) {
                 continue;
             }
@@ -332,8 +353,11 @@ pub fn hidden_receipts(
         }
         found.reverse();
         out.extend(found);
+        if was_cut {
+            cut.push(merge);
+        }
     }
-    Ok(out)
+    Ok((out, cut))
 }
 
 /// Forget the kept scan: the history under a head changed (a shallow
@@ -582,7 +606,15 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
         }
     }
     if !merges.is_empty() {
-        for h in hidden_receipts(repo, &ledger, run, merges)? {
+        let (hidden, cut) = hidden_or_cut(repo, &ledger, run, merges)?;
+        for m in cut {
+            ledger.merges_cut = true;
+            ledger.problems.push(Problem {
+                commit: m,
+                what: "a merge whose other side this shallow clone's boundary cuts: receipts behind it cannot be checked here (`git fetch --unshallow`)".into(),
+            });
+        }
+        for h in hidden {
             ledger.problems.push(Problem {
                 commit: h.merge,
                 what: format!(

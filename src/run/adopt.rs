@@ -140,7 +140,13 @@ pub fn adopt(
     };
     let scanned = ledger::scan(repo, Some(target), &s.run)?;
     let mut candidates = Vec::new();
+    let mut listed = std::collections::HashSet::new();
     for p in &scanned.problems {
+        // A commit can carry more than one problem (a merge that hides
+        // receipts): listed once.
+        if !listed.insert(p.commit) {
+            continue;
+        }
         let c = repo.find_commit(p.commit)?;
         let is_plain = c
             .message()
@@ -192,7 +198,14 @@ pub fn adopt(
     let merges = candidates
         .iter()
         .filter_map(|c| Oid::from_str(&c.commit).ok());
-    let hidden = ledger::hidden_receipts(repo, &scanned, &s.run, merges)?;
+    if scanned.merges_cut {
+        return Err(Error::other(
+            "this clone is shallow and cuts the other side of a merge inside the run: which receipts it brings in cannot be checked here",
+        )
+        .with_hint("`git fetch --unshallow`, then rerun"));
+    }
+    let mut hidden = ledger::hidden_receipts(repo, &scanned, &s.run, merges)?;
+    hidden.dedup_by(|a, b| a.commit == b.commit);
     if let Some(first) = hidden.first() {
         let named: Vec<String> = hidden
             .iter()

@@ -79,6 +79,14 @@ impl Session<'_> {
         let parent = head.map(|h| repo.find_commit(h)).transpose()?;
         let base = parent.as_ref().map(|c| c.tree()).transpose()?;
         let applied = build::apply(repo, base.clone(), step)?;
+        // SPEC: a step that changes nothing is refused, as `git am` refuses
+        // an empty patch (a receipt for nothing would say a change was made).
+        if applied.changes.is_empty() && step.undo.is_empty() {
+            return Err(Error::apply(
+                &step.id,
+                "the step changes nothing: every file it writes already holds that content (a step that changes nothing is refused, as `git am` refuses an empty patch; if the change was made by an earlier step, leave this one out)",
+            ));
+        }
         let new_tree = repo.find_tree(applied.tree)?;
         let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
         // An undo restores an earlier state: it is the inverse of what it

@@ -345,8 +345,34 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         }
     }
     let mut notes = Vec::new();
+    // A shallow clone whose boundary cuts the run (its first step or the
+    // commit it started from not here, or a merge's other side), or that
+    // holds no receipt above its boundary at all, cannot say "ok": what
+    // lies below may break every invariant. (`apply`, `resume` and the
+    // other writing commands deepen the clone themselves; verify fetches
+    // nothing.)
+    let whole = ledger.oldest_index == Some(1)
+        && ledger.base.is_none_or(|b| repo.find_commit(b).is_ok())
+        && !ledger.merges_cut;
+    if let (Some(boundary), false) = (ledger.shallow, whole) {
+        return Err(Error::other(format!(
+            "this clone is shallow and its boundary (commit {}) cuts what verify must read: {}",
+            short(boundary),
+            if ledger.entries.is_empty() {
+                "no receipt of the run lies above it, and what lies below is not here".to_string()
+            } else if ledger.merges_cut {
+                "the other side of a merge inside the run is not here".to_string()
+            } else {
+                format!(
+                    "{} step(s) are above it; the run's first step or the commit it started from is not here",
+                    ledger.entries.len()
+                )
+            }
+        ))
+        .with_hint("`git fetch --unshallow` (or `git steps resume`, which deepens the clone as far as the run needs), then rerun"));
+    }
     let complete = match ledger.shallow {
-        Some(boundary) if !ledger.entries.is_empty() => {
+        Some(boundary) if !ledger.entries.is_empty() && !whole => {
             notes.push(format!(
                 "this clone is shallow and the run continues below its boundary (commit {}): {} step(s) above it were checked, the steps below it and their duplicated hunks were not (`git fetch --unshallow` checks everything)",
                 short(boundary),

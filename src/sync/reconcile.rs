@@ -216,11 +216,27 @@ pub fn deepen_for_run(path: &std::path::Path, s: &Settings) -> Result<u64> {
             // A fresh handle each round: it reads the new boundary.
             let repo = crate::git::open(path)?;
             let scanned = ledger::scan_with(&repo, Some(head), &s.run, ledger::Reach::Run)?;
+            if scanned.merges_cut {
+                // A merge inside the run whose other side is cut: only the
+                // whole history says which receipts it brings in.
+                if remote.deepen(&repo, &s.refname(), &tracking, None).is_err() {
+                    break;
+                }
+                ledger::forget_scans();
+                total = u64::MAX;
+                continue;
+            }
             if scanned.shallow.is_none() || scanned.entries.is_empty() {
                 break;
             }
+            if total == u64::MAX {
+                break;
+            }
             let by = ledger::deepen_estimate(&scanned).max(total);
-            if remote.deepen(&repo, &s.refname(), &tracking, by).is_err() {
+            if remote
+                .deepen(&repo, &s.refname(), &tracking, Some(by))
+                .is_err()
+            {
                 break;
             }
             ledger::forget_scans();

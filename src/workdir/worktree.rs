@@ -310,41 +310,88 @@ pub fn first_changed(repo: &Repository, changes: &[Change]) -> Result<Option<Str
     Ok(None)
 }
 
-/// A file changed under a worktree update: it is kept as it is, saved under
-/// `refs/steps/rescue/`, and the update stops here.
-fn changed_under_update(repo: &Repository, dest: Dest<'_>, step: &str, path: &str) -> Error {
+/// Files changed under a worktree update: each is kept as it is (a
+/// directory put in its place included), all are saved under
+/// `refs/steps/rescue/` in one commit on top of the update's, and the
+/// update ends with a refusal that says, per file, how to finish.
+fn changed_under_update(repo: &Repository, dest: Dest<'_>, step: &str, kept: &[&Change]) -> Error {
+    let paths: Vec<&str> = kept.iter().map(|c| c.path.as_str()).collect();
+    let names = paths.join(", ");
     let msg = format!(
-        "git-steps rescue: {path} changed during an update to step {step}\n\n\
-         The worktree of run {} held a version of {path} that was neither the\n\
-         one the update expected to replace nor the step's when the update\n\
-         reached it (an edit made while the step was being made durable). It is\n\
-         kept in the worktree and saved here, on top of the step's commit.\n",
+        "git-steps rescue: {names} changed during an update to step {step}\n\n\
+         The worktree of run {} held versions of these paths that were neither\n\
+         the ones the update expected to replace nor the step's when the update\n\
+         reached them (edits made while the step was being made durable). They\n\
+         are kept in the worktree and saved here, on top of the step's commit.\n",
         dest.run
     );
-    let saved = save_rescue(repo, dest.run, dest.commit, &[path], &msg);
+    let saved = save_rescue(repo, dest.run, dest.commit, &paths, &msg);
     crash::point("rescue-saved", step);
-    let (saved_as, show) = match &saved {
-        Ok(name) => (
-            format!("saved as {name}"),
-            format!(" (`git show {name}:{path}`)"),
-        ),
-        Err(e) => (
-            format!("not saved under refs/steps/rescue/ ({e})"),
-            String::new(),
-        ),
+    let saved_as = match &saved {
+        Ok(name) => format!("saved as {name} (`git show {name} -- {}`)", paths.join(" ")),
+        Err(e) => format!("not saved under refs/steps/rescue/ ({e})"),
     };
     let short = crate::git::short(dest.commit);
+    let workdir = repo.workdir().map(Path::to_path_buf).unwrap_or_default();
+    // Per file, what puts the update's version in place.
+    let finish: Vec<String> = kept
+        .iter()
+        .map(|c| {
+            let dir = fs::symlink_metadata(workdir.join(&c.path)).is_ok_and(|m| m.is_dir());
+            let p = &c.path;
+            match (dir, c.new.is_some()) {
+                (true, true) => format!("move the directory {p} aside, then `git checkout {short} -- {p}`"),
+                (true, false) => format!("move the directory {p} aside, then `git rm -q --cached --ignore-unmatch -- {p}`"),
+                (false, true) => format!("`git checkout {short} -- {p}`"),
+                (false, false) => format!("`git rm -q -f -- {p}` (the update removes it)"),
+            }
+        })
+        .collect();
     Error::from(Refusal {
         kind: RefusalKind::DirtyWorktree,
         step: (step != "-").then(|| step.to_string()),
         saw: format!(
-            "{path} changed while the worktree was being brought up to commit {short}: it holds neither the version the update replaces nor the new one"
+            "{names} changed while the worktree was being brought up to commit {short}: {} neither the version the update replaces nor the new one (every other file was brought up)",
+            if kept.len() == 1 { "it holds" } else { "they hold" }
         ),
-        would: format!("overwrite your change to {path}"),
+        would: format!("overwrite your change to {names}"),
         hint: format!(
-            "your {path} is kept as it is and {saved_as}{show}; to finish, put the new version back (`git checkout {short} -- {path}`), rerun the same command, then make your change again"
+            "your version is kept as it is and {saved_as}; to finish: {}; then rerun the same command and make your change again",
+            finish.join("; ")
         ),
     })
+}
+
+/// Every file under the worktree directory `dir`, as blobs (bounded: at
+/// most 10,000 files are saved).
+fn files_under(
+    repo: &Repository,
+    workdir: &Path,
+    dir: &str,
+    out: &mut Vec<(String, Option<Entry>)>,
+) -> Result<()> {
+    for e in fs::read_dir(workdir.join(dir))? {
+        if out.len() >= 10_000 {
+            break;
+        }
+        let e = e?;
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let rel = format!("{dir}/{name}");
+        if e.file_type()?.is_dir() {
+            files_under(repo, workdir, &rel, out)?;
+        } else if let Some((bytes, mode)) = on_disk(workdir, &rel)? {
+            out.push((
+                rel,
+                Some(Entry {
+                    oid: repo.blob(&bytes)?,
+                    mode,
+                }),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Save what the worktree holds at `paths` as a commit on top of `on`
@@ -361,20 +408,32 @@ pub fn save_rescue(
     let on_tree = on_commit.tree()?;
     // Built like a step's tree, so a path found as a file where `on` has a
     // directory (or the reverse) is saved as found.
-    let mut updates: Vec<(&str, Option<Entry>)> = Vec::new();
+    let mut found: Vec<(String, Option<Entry>)> = Vec::new();
     for path in paths {
         match on_disk(&workdir, path)? {
-            Some((bytes, mode)) => updates.push((
-                path,
+            Some((bytes, mode)) => found.push((
+                path.to_string(),
                 Some(Entry {
                     oid: repo.blob(&bytes)?,
                     mode,
                 }),
             )),
-            None if on_tree.get_path(Path::new(path)).is_ok() => updates.push((path, None)),
-            None => {}
+            None => {
+                if on_tree.get_path(Path::new(path)).is_ok() {
+                    found.push((path.to_string(), None));
+                }
+                // A directory put where a file was: every file in it.
+                let full = workdir.join(path);
+                if !through_non_dir(&workdir, path)
+                    && fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir())
+                {
+                    files_under(repo, &workdir, path, &mut found)?;
+                }
+            }
         }
     }
+    let mut updates: Vec<(&str, Option<Entry>)> =
+        found.iter().map(|(p, e)| (p.as_str(), *e)).collect();
     // A file found where `on` has a directory replaces it: its deletions
     // must not reach into the file.
     updates.sort_by_key(|(p, e)| (e.is_some(), *p));
@@ -470,15 +529,22 @@ pub fn update_keeping(
     // Each path is compared with what the update expects to replace
     // immediately before it is replaced: a file changed since the caller
     // checked the worktree is never overwritten.
+    // A file changed under the update is kept, and the update goes on with
+    // every other file; it ends with a refusal naming the kept ones.
+    let mut changed: Vec<&Change> = Vec::new();
     for c in changes.iter().filter(|c| c.new.is_none() && !kept(c)) {
         match found(repo, &workdir, c)? {
             Found::New => continue,
             Found::Old => {}
-            Found::Other => return Err(changed_under_update(repo, dest, step, &c.path)),
+            Found::Other => {
+                changed.push(c);
+                continue;
+            }
         }
         let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
         if !remove_if(&workdir, &staging, &c.path, &replaces)? {
-            return Err(changed_under_update(repo, dest, step, &c.path));
+            changed.push(c);
+            continue;
         }
         written += 1;
         if written == 1 {
@@ -521,7 +587,10 @@ pub fn update_keeping(
                 continue;
             }
             Found::Old => {}
-            Found::Other => return Err(changed_under_update(repo, dest, step, &c.path)),
+            Found::Other => {
+                changed.push(c);
+                continue;
+            }
         }
         let blob = repo.find_blob(new.oid)?;
         // As `git checkout` writes it: line endings and filter drivers.
@@ -535,7 +604,8 @@ pub fn update_keeping(
         let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
         let Some(target) = write(&workdir, &staging, &c.path, &content, new.mode, &replaces)?
         else {
-            return Err(changed_under_update(repo, dest, step, &c.path));
+            changed.push(c);
+            continue;
         };
         let meta = fs::symlink_metadata(&target)?;
         index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
@@ -550,13 +620,20 @@ pub fn update_keeping(
         crash::point("worktree-partial", step);
     }
     crash::point("worktree-files", step);
-    for c in changes.iter().filter(|c| c.new.is_none()) {
+    let kept_as_found = |c: &Change| changed.iter().any(|k| k.path == c.path);
+    for c in changes
+        .iter()
+        .filter(|c| c.new.is_none() && !kept_as_found(c))
+    {
         index.remove_path(Path::new(&c.path))?;
     }
     crate::workdir::lock::intending(repo, crate::workdir::lock::index_locks(repo), || {
         index.write()
     })
     .context(|| "cannot write the index".into())?;
+    if !changed.is_empty() {
+        return Err(changed_under_update(repo, dest, step, &changed));
+    }
     crash::point("worktree-done", step);
     Ok(())
 }
@@ -685,7 +762,7 @@ fn write(
                 .map_err(|e| e.error)
                 .context(|| format!("cannot write {path}"))?
         };
-        match place(&staged, &target, replaces) {
+        match place(&staged, &target, replaces, (content, mode)) {
             Ok(true) => return Ok(Some(target)),
             Ok(false) => return Ok(None),
             Err(e) if attempt == 0 && e.raw_os_error() == Some(libc::EXDEV) => {
@@ -747,7 +824,12 @@ fn version_at(p: &Path) -> Option<(Vec<u8>, u32)> {
 /// through a descriptor opened before the swap and written after this
 /// look can still land in the displaced file, as with any checkout.
 /// Ok(false): the target was left as found and `staged` is removed.
-fn place(staged: &Path, target: &Path, replaces: Replaces<'_>) -> std::io::Result<bool> {
+fn place(
+    staged: &Path,
+    target: &Path,
+    replaces: Replaces<'_>,
+    ours: (&[u8], u32),
+) -> std::io::Result<bool> {
     let exists = fs::symlink_metadata(target).is_ok();
     let flags = if exists {
         libc::RENAME_EXCHANGE
@@ -764,6 +846,17 @@ fn place(staged: &Path, target: &Path, replaces: Replaces<'_>) -> std::io::Resul
             }
             // Changed since the check: the displaced file goes back.
             renameat2(staged, target, libc::RENAME_EXCHANGE)?;
+            // What the swap back took out is ours, unless the user wrote
+            // again in between (over ours, or by a rename): that write is
+            // their newest, and it goes in place instead (the one before
+            // it is what their own write replaced).
+            let is_ours = |v: &Option<(Vec<u8>, u32)>| {
+                v.as_ref()
+                    .is_some_and(|(b, m)| b.as_slice() == ours.0 && *m == ours.1)
+            };
+            if !is_ours(&version_at(staged)) {
+                renameat2(staged, target, libc::RENAME_EXCHANGE)?;
+            }
             remove_any(staged)?;
             Ok(false)
         }

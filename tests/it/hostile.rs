@@ -703,3 +703,26 @@ fn a_file_over_the_size_cap_is_refused_before_anything_is_written() {
         t.steps(&["status"])
     });
 }
+
+/// Found by the outside review of issue 28: a step that changes nothing
+/// (a file written with the content it has, a patch of headers only) was
+/// committed as an empty receipt with exit 0. SPEC: refused (exit 1), as
+/// `git am` refuses an empty patch; nothing written.
+#[test]
+fn a_step_that_changes_nothing_is_refused() {
+    let t = base();
+    refused(
+        &t,
+        "a files step with the content the file has",
+        &line(json!({"id": "s2", "files": {"f.txt": "one\ntwo\n"}})),
+        1,
+        &["s2", "changes nothing"],
+    );
+    refused(
+        &t,
+        "a patch that removes and adds the same line",
+        &line(json!({"id": "s3", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-one\n+one\n"})),
+        1,
+        &["s3", "changes nothing"],
+    );
+}

@@ -107,8 +107,14 @@ fn shallow_ci_clones_start_and_resume_a_run() {
         &["shallow", "git fetch --deepen=", "--unshallow"],
         || ci3.steps(&["status"]),
     );
-    let v = ci3.steps(&["verify"]).ok();
-    assert!(v.stderr().contains("shallow"), "{}", v.explain());
+    // verify, which fetches nothing, will not say ok about a run it cannot
+    // see whole.
+    ci3.refuses(
+        "verify below the boundary",
+        1,
+        &["shallow", "--unshallow"],
+        || ci3.steps(&["verify"]),
+    );
     let r = ci3.steps(&["apply", plan4.to_str().unwrap()]).ok();
     assert!(r.stdout().contains("skipped s4"), "{}", r.explain());
     assert!(
@@ -850,4 +856,122 @@ fn a_clone_cut_at_the_runs_first_step_is_deepened_before_it_is_judged() {
     // without the base publishes none.
     let caches = server.git(&["for-each-ref", "--format=%(refname)", "refs/steps/cache/"]);
     assert_eq!(caches.lines().count(), 1, "{caches}");
+}
+
+/// Found by the outside review of issue 28: in a shallow clone, a merge
+/// whose other side lies below the boundary (another box's s6 behind five
+/// hand commits, pulled in with `git pull`) was adopted, and `apply` then
+/// landed s6 a second time; `verify` said ok. Such a clone is deepened to
+/// the whole history before anything is judged, so `adopt` refuses as in a
+/// full clone, and a `verify` that cannot see the run refuses to say ok.
+#[test]
+fn a_shallow_clone_never_hides_a_merge_behind_its_boundary() {
+    let t = TestRepo::new();
+    t.write("code.txt", "call(a)\n");
+    t.write("a.txt", "a\n");
+    t.write("c.txt", "c\n");
+    t.commit_all("base");
+    let server = t.start_server(Kind::Daemon);
+    t.git(&["push", "-q", server.url(), "main"]).ok();
+    let s = |id: &str, f: &str, c: &str| line(serde_json::json!({"id": id, "files": {f: c}}));
+    let s6 = line(
+        serde_json::json!({"id": "s6", "edits": [{"path": "code.txt", "old_str": "(a", "new_str": "(a, b"}]}),
+    );
+    let p12 = t.plan(
+        "p12.jsonl",
+        &[s("s1", "a.txt", "a1\n"), s("s2", "a.txt", "a2\n")],
+    );
+    let pa = t.plan(
+        "pa.jsonl",
+        &[
+            s("s1", "a.txt", "a1\n"),
+            s("s2", "a.txt", "a2\n"),
+            s("s4", "a.txt", "a4\n"),
+            s("s5", "a.txt", "a5\n"),
+        ],
+    );
+    let pc = t.plan(
+        "pc.jsonl",
+        &[
+            s("s1", "a.txt", "a1\n"),
+            s("s2", "a.txt", "a2\n"),
+            s6.clone(),
+        ],
+    );
+    let all = t.plan(
+        "all.jsonl",
+        &[
+            s("s1", "a.txt", "a1\n"),
+            s("s2", "a.txt", "a2\n"),
+            s("s4", "a.txt", "a4\n"),
+            s("s5", "a.txt", "a5\n"),
+            s6,
+        ],
+    );
+    let init = |b: &TestRepo| {
+        b.steps(&[
+            "init", "--remote", "origin", "--branch", "steps/x", "--run", "x",
+        ])
+        .ok();
+    };
+    let a = t.clone_with("a", &[server.url()]);
+    init(&a);
+    a.steps(&["apply", p12.to_str().unwrap()]).ok();
+    // Box c works on a copy of the remote: s6, then five hand commits.
+    let copy = t.tmp.path().join("copy.git");
+    t.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        server.bare().to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ])
+    .ok();
+    let c = t.clone_with("c", &[copy.to_str().unwrap()]);
+    init(&c);
+    c.steps(&["apply", pc.to_str().unwrap()]).ok();
+    for i in 1..=5 {
+        c.write("c.txt", &format!("c{i}\n"));
+        c.git(&["commit", "-q", "-am", &format!("hand {i}")]).ok();
+    }
+    c.git(&["push", "-q", "origin", "steps/x"]).ok();
+    a.steps(&["apply", pa.to_str().unwrap()]).ok();
+    // A person pulls c's line into the run and pushes the merge.
+    let b = t.clone_with("b", &["-b", "steps/x", server.url()]);
+    b.git(&[
+        "pull",
+        "-q",
+        "--no-rebase",
+        "--no-edit",
+        copy.to_str().unwrap(),
+        "steps/x",
+    ])
+    .ok();
+    b.git(&["push", "-q", "origin", "steps/x"]).ok();
+    // A CI clone at depth 2.
+    let ci = t.clone_with("ci", &["--depth", "2", "-b", "steps/x", server.url()]);
+    init(&ci);
+    let v = ci.steps(&["verify"]);
+    assert_eq!(
+        v.code(),
+        Some(1),
+        "a shallow verify said ok\n{}",
+        v.explain()
+    );
+    assert!(v.stderr().contains("shallow"), "{}", v.explain());
+    let r = ci.steps(&["adopt", "--yes"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(r.stderr().contains("s6"), "{}", r.explain());
+    let r = ci.steps(&["apply", all.to_str().unwrap()]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    let ids = server.git(&[
+        "log",
+        "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+        "steps/x",
+    ]);
+    assert_eq!(
+        ids.split_whitespace().filter(|i| *i == "s6").count(),
+        1,
+        "{ids}"
+    );
 }

@@ -1226,3 +1226,48 @@ fn a_token_in_the_remote_url_is_never_printed() {
         "files holding the token"
     );
 }
+
+/// Found by the outside review of issue 28: a git:// server that accepts
+/// the connection and never answers held `apply` forever (libgit2 waits
+/// without a timeout by default). A read that waits past
+/// `GIT_STEPS_NET_TIMEOUT_SECS` (default 60) is a timeout: retried as
+/// transient, then exit 1.
+#[test]
+fn a_server_that_never_answers_times_out() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        listener.set_nonblocking(true).unwrap();
+        let end = Instant::now() + Duration::from_secs(40);
+        while Instant::now() < end {
+            if let Ok((c, _)) = listener.accept() {
+                conns.push(c);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let t = TestRepo::new();
+    t.write("README", "x\n");
+    t.commit_all("base");
+    let url = format!("git://127.0.0.1:{port}/r.git");
+    let start = Instant::now();
+    let r = t.steps_env_stdin(
+        &["apply", "--remote", &url, "--branch", "steps", "-"],
+        &[
+            ("GIT_STEPS_NET_TIMEOUT_SECS", "2"),
+            ("GIT_STEPS_NET_RETRIES", "1"),
+        ],
+        Some(&line(
+            serde_json::json!({"id": "s1", "files": {"a": "a\n"}}),
+        )),
+    );
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    assert!(r.stderr().contains("timed out"), "{}", r.explain());
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(held);
+}

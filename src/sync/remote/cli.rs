@@ -54,14 +54,25 @@ impl Remote {
     /// Deepen this shallow clone by `by` commits below its boundary along
     /// the remote's `refname` (fetched into `into`): `git fetch --deepen`,
     /// which keeps the `shallow` file right (libgit2's fetch does not).
-    pub fn deepen(&self, repo: &Repository, refname: &str, into: &str, by: u64) -> Result<()> {
+    /// (`by` None: `--unshallow`, the whole history.)
+    pub fn deepen(
+        &self,
+        repo: &Repository,
+        refname: &str,
+        into: &str,
+        by: Option<u64>,
+    ) -> Result<()> {
         let mut cmd = git_cli(repo)?;
+        let how = match by {
+            Some(n) => format!("--deepen={n}"),
+            None => "--unshallow".to_string(),
+        };
         cmd.args([
             "fetch",
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
-            &format!("--deepen={by}"),
+            &how,
             "--",
             &self.spec,
             &format!("+{refname}:{into}"),

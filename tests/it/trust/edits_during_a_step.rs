@@ -250,3 +250,60 @@ fn a_line_appended_during_a_run_is_never_lost() {
         "only {mid_run} of {trials} appends landed mid-run: the test did not test"
     );
 }
+
+/// Found by the outside review: a step that deletes or renames a file the
+/// user changed during the push got the hint `git checkout <commit> -- f`
+/// (not in that commit), and the rename's new file was never written. The
+/// update now brings every other file up, names the kept one, and gives a
+/// hint that works for a deletion; following it finishes the run clean.
+#[test]
+fn a_deleted_or_renamed_file_changed_during_the_push_gets_a_hint_that_works() {
+    let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let plan = t.plan(
+        "p.jsonl",
+        &[
+            line(serde_json::json!({"id": "s1", "files": {"f1": "one\n", "keep": "k\n"}})),
+            line(serde_json::json!({"id": "s2", "files": {"f1": null, "g1": "one\n"}})),
+        ],
+    );
+    let p = plan.to_str().unwrap();
+    let gate = tempfile::tempdir().unwrap();
+    let child = held_at(&t, &["apply", p], "pushed@s2", gate.path(), None);
+    std::fs::write(t.path("f1"), "one\nmine\n").unwrap();
+    let out = go(child, gate.path());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(t.read("f1"), "one\nmine\n");
+    // Every other file was brought up: the rename's new file is there.
+    assert_eq!(t.read("g1"), "one\n", "{err}");
+    assert!(err.contains("`git rm -q -f -- f1`"), "{err}");
+    assert_eq!(remote_steps(&server).split_whitespace().count(), 2);
+    t.git(&["rm", "-q", "-f", "--", "f1"]).ok();
+    t.steps(&["apply", p]).ok();
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+}
+
+/// Found by the outside review: a directory the user put where a step's
+/// file was is saved under `refs/steps/rescue/` with every file in it.
+#[test]
+fn a_directory_put_in_place_of_a_file_is_saved_whole() {
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let p = plan(&t);
+    let p = p.to_str().unwrap();
+    let gate = tempfile::tempdir().unwrap();
+    let child = held_at(&t, &["apply", p], "pushed@s2", gate.path(), None);
+    std::fs::remove_file(t.path("a.txt")).unwrap();
+    std::fs::create_dir(t.path("a.txt")).unwrap();
+    std::fs::write(t.path("a.txt/inner"), "x\n").unwrap();
+    let out = go(child, gate.path());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(t.read("a.txt/inner"), "x\n");
+    let rescue = t.git_out(&["for-each-ref", "--format=%(refname)", "refs/steps/rescue/"]);
+    assert_eq!(
+        t.git_out(&["show", &format!("{}:a.txt/inner", rescue.trim())]),
+        "x"
+    );
+    assert!(err.contains("move the directory a.txt aside"), "{err}");
+}

@@ -228,7 +228,12 @@ fn the_same_change_elsewhere_or_moved_is_not_a_duplicate() {
         ),
     ];
     t.steps_stdin(&["apply", "-"], &plan.join("\n")).ok();
+    t.steps(&["verify"]).ok();
     // A formatter's whitespace-only step, and CRLF to LF, are no change.
+    // (In git's default policy: under core.autocrlf the two spellings are
+    // one blob, and c2 would change nothing at all, which is refused.)
+    let t = TestRepo::new();
+    t.pin_policy();
     let plan = [
         line(json!({"id": "c1", "files": {"w.txt": "a\r\nb\r\n"}})),
         line(json!({"id": "c2", "files": {"w.txt": "a\nb\n"}})),

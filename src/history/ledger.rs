@@ -115,9 +115,28 @@ impl Ledger {
 
     /// Refuse if the history breaks an invariant; `hint` says what to run.
     pub fn ensure_sound(&self, branch: &str) -> Result<()> {
-        let Some(p) = self.problems.first() else {
+        let Some(first) = self.problems.first() else {
             return Ok(());
         };
+        // A merge that hides receipts says the most (it is why the merge
+        // itself has none, and adopting it is refused).
+        if let Some(m) = self
+            .problems
+            .iter()
+            .find(|p| p.what.starts_with(MERGE_HIDES))
+        {
+            let parent = short(m.commit);
+            return Err(Error::from(Refusal {
+                kind: RefusalKind::Diverged,
+                step: None,
+                saw: format!("commit {parent} on {branch}: {}", m.what),
+                would: "apply steps again that the merge's other side already holds".into(),
+                hint: format!(
+                    "a run is one line of steps: keep one side (`git reset --keep {parent}^1` keeps the run's own line; your merge stays reachable in the reflog), then let `git steps apply` bring the other side's steps in as steps; `git steps verify` lists every problem"
+                ),
+            }));
+        }
+        let p = first;
         let kind = if p.what.contains("no receipt") || p.what.contains("another run") {
             RefusalKind::ForeignCommit
         } else {
@@ -284,6 +303,9 @@ thread_local! {
     /// The last [`scan`]: its repository, head and run, and its ledger.
     static LAST_SCAN: std::cell::RefCell<Option<(ScanKey, Ledger)>> = const { std::cell::RefCell::new(None) };
 }
+
+/// How a problem of a merge hiding a receipt begins.
+const MERGE_HIDES: &str = "a merge whose other parent holds";
 
 /// A receipt of the run that a merge inside the run brings in through one
 /// of its other parents, and that the run's first-parent history (the
@@ -618,7 +640,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             ledger.problems.push(Problem {
                 commit: h.merge,
                 what: format!(
-                    "a merge whose other parent holds step {}'s receipt (commit {}), which the run's first-parent history does not: its step would be applied again",
+                    "{MERGE_HIDES} step {}'s receipt (commit {}), which the run's first-parent history does not: its step would be applied again",
                     h.id,
                     short(h.commit)
                 ),

@@ -306,7 +306,10 @@ fn a_merge_that_would_hide_receipts_is_not_adopted_and_verify_finds_them() {
     }
     // Nor does `apply` of the whole plan land s5..s7 a second time.
     let r = a.steps(&["apply", p]);
-    assert_ne!(r.code(), Some(0), "{}", r.explain());
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    // And it says what works (not `adopt --yes`, which refuses the merge).
+    assert!(r.stderr().contains("keep one side"), "{}", r.explain());
+    assert!(!r.stderr().contains("adopt --yes"), "{}", r.explain());
     assert_eq!(
         server
             .git(&[

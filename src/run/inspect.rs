@@ -165,6 +165,26 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
     } else {
         journal_status(repo, s, ledger.entries.len())?
     };
+    let mut problems: Vec<String> = ledger
+        .problems
+        .iter()
+        .map(|p| format!("{}: {}", short(p.commit), p.what))
+        .collect();
+    // No receipt down to a shallow boundary, on a branch the remote holds:
+    // the run's receipts may lie below (a hand commit on top of a run,
+    // cloned at depth 1). "0 steps applied" would be a guess; `apply`
+    // refuses the same history.
+    if let (Some(boundary), true, true) = (
+        ledger.shallow,
+        ledger.entries.is_empty(),
+        durable_head.is_some(),
+    ) {
+        problems.push(format!(
+            "{}: this clone is shallow and holds no receipt of run {} down to this boundary; the run's receipts may lie below it, so the steps applied are unknown here (`git fetch --unshallow` reads them)",
+            short(boundary),
+            s.run
+        ));
+    }
     Ok(Status {
         journal,
         run: s.run.clone(),
@@ -180,11 +200,7 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
         last_step: ledger.last().map(|e| e.id.clone()),
         pending,
         dirty: Vec::new(),
-        problems: ledger
-            .problems
-            .iter()
-            .map(|p| format!("{}: {}", short(p.commit), p.what))
-            .collect(),
+        problems,
         hooks: crate::git::installed_hooks(repo),
         hooks_run: hooks_run(repo)?,
     })

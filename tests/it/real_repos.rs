@@ -142,6 +142,13 @@ fn shallow_ci_clones_start_and_resume_a_run() {
         &["no receipt of run agent/x", "git fetch --deepen"],
         || ci4.steps(&["apply", plan5.to_str().unwrap()]),
     );
+    // `status` no longer says "0 steps applied" as if it knew (found by
+    // the outside review of issue 28): the receipts may lie below.
+    let st = ci4.steps(&["--json", "status"]).json();
+    assert!(
+        st["data"]["problems"].to_string().contains("may lie below"),
+        "{st}"
+    );
 }
 
 /// `n` more commits on `main`, made fast with `git fast-import`: commit

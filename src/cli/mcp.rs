@@ -81,7 +81,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<(), Failure> {
         let (server_out, from_server) = tokio::io::duplex(1 << 20);
         let (replies, replies_rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(frame::read_stdin(to_server, replies));
-        tokio::spawn(frame::write_stdout(from_server, replies_rx));
+        let writer = tokio::spawn(frame::write_stdout(from_server, replies_rx));
         let transport =
             rmcp::transport::async_rw::AsyncRwTransport::new_server(server_in, server_out)
                 .with_max_line_length(frame::MAX_MESSAGE + 2);
@@ -89,10 +89,14 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<(), Failure> {
             .serve(transport)
             .await
             .map_err(|e| Error::other(format!("the MCP client did not initialise: {e}")))?;
-        service
+        let stopped = service
             .waiting()
             .await
-            .map_err(|e| Error::other(format!("the MCP server stopped: {e}")))?;
+            .map_err(|e| Error::other(format!("the MCP server stopped: {e}")));
+        // The SDK's last answers may still be on their way to stdout (a
+        // client that sent its requests and closed stdin): let them out.
+        let _ = writer.await;
+        stopped?;
         Ok::<(), Error>(())
     })?;
     Ok(())
@@ -468,7 +472,17 @@ mod frame {
         while open.0 || open.1 {
             tokio::select! {
                 n = lines.read_until(b'\n', &mut buf), if open.0 => match n {
-                    Ok(0) | Err(_) => open.0 = false,
+                    Ok(0) | Err(_) => {
+                        // The SDK is done: what the framing queued goes
+                        // out, then this ends (stdin may still be open).
+                        while let Ok(line) = replies.try_recv() {
+                            if stdout.write_all(&line).await.is_err() {
+                                return;
+                            }
+                        }
+                        let _ = stdout.flush().await;
+                        return;
+                    }
                     Ok(_) => {
                         if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
                             return;

@@ -190,9 +190,10 @@ fn count_between(repo: &Repository, from: Option<Oid>, to: Oid) -> Result<usize>
 /// commit it started from, is not here), deepen the clone from the remote
 /// by what the receipts' `Step-Index` says is missing, until the run and
 /// its base are here: a CI checkout with `--depth` is the common case. The
-/// run's local branch and the remote's are both looked at. Returns how many
-/// commits deeper the clone went (0: deep enough, not shallow, or no
-/// remote). Opens its own handle on the repository: libgit2 keeps a
+/// run's local branch and the remote's are both looked at. A merge inside
+/// the run whose other side the boundary cuts needs the whole history
+/// (`--unshallow`). Returns how many commits deeper the clone went (0: deep
+/// enough, not shallow, or no remote; `u64::MAX`: the whole history). Opens its own handle on the repository: libgit2 keeps a
 /// commit's parents as it first read them, so the caller opens its own
 /// after this. When the remote cannot give more, the scan's refusal (with
 /// the fetch to run by hand) stands.

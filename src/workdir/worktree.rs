@@ -289,10 +289,12 @@ enum Found {
 
 fn found(repo: &Repository, workdir: &Path, c: &Change) -> Result<Found> {
     let disk = on_disk(workdir, &c.path)?;
-    Ok(if same(repo, &c.path, &disk, &c.new)? {
-        Found::New
-    } else if same(repo, &c.path, &disk, &c.old)? {
+    // The old version first: it is what a step almost always finds, and a
+    // mismatch costs a clean conversion of the file (`same`).
+    Ok(if same(repo, &c.path, &disk, &c.old)? {
         Found::Old
+    } else if same(repo, &c.path, &disk, &c.new)? {
+        Found::New
     } else {
         Found::Other
     })

@@ -538,3 +538,26 @@ fn every_request_is_answered_an_oversized_one_with_the_limit() {
     assert_eq!(t.step_ids(), ["big"]);
     assert!(c.close().success());
 }
+
+/// A client that writes its requests and closes stdin at once (a script
+/// piping into the server) gets every answer before the server exits:
+/// the framing lets the SDK's last lines out first.
+#[test]
+fn a_client_that_closes_stdin_still_gets_every_answer() {
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "apply_step", "arguments": {"id": "s1", "files": {"a.txt": "a\n"}}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "status", "arguments": {}}}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let r = t.steps_stdin(&["mcp"], &input).ok();
+    let ids: Vec<Value> = r
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(1), json!(2), json!(3)], "{}", r.explain());
+    assert_eq!(t.step_ids(), ["s1"]);
+}

@@ -6,7 +6,9 @@
 //! ([`schema`]). Invariant: everything here is a
 //! pure function of the step's text; nothing reads a repository.
 
+pub mod canonical;
 pub mod formats;
+pub mod inplace;
 pub mod path;
 pub mod reader;
 pub mod schema;

@@ -114,7 +114,17 @@ impl<R: BufRead> PlanReader<R> {
                 continue;
             }
             let start = self.line;
-            let value = match serde_json::from_str::<Value>(&self.buf) {
+            // A long line (a step carrying a large file) is parsed inside
+            // its own buffer; on an error it comes back as it was.
+            let parsed = if self.buf.len() > 1 << 20 {
+                crate::plan::inplace::parse(std::mem::take(&mut self.buf)).map_err(|(e, line)| {
+                    self.buf = line;
+                    e
+                })
+            } else {
+                serde_json::from_str::<Value>(&self.buf)
+            };
+            let value = match parsed {
                 Ok(v) => v,
                 Err(e) if e.is_eof() && self.first => {
                     // Perhaps a single step object spread over several lines.
@@ -123,7 +133,13 @@ impl<R: BufRead> PlanReader<R> {
                         self.bad(start, format!("cannot read the plan: {e}"))
                     })?;
                     let whole = std::mem::take(&mut self.buf) + &rest;
-                    serde_json::from_str::<Value>(&whole).map_err(|e| {
+                    drop(rest);
+                    let parsed = if whole.len() > 1 << 20 {
+                        crate::plan::inplace::parse(whole).map_err(|(e, _)| e)
+                    } else {
+                        serde_json::from_str::<Value>(&whole)
+                    };
+                    parsed.map_err(|e| {
                         let line = start + e.line().saturating_sub(1);
                         if e.is_eof() {
                             self.bad(line, format!("the plan is truncated: {e}"))
@@ -141,6 +157,11 @@ impl<R: BufRead> PlanReader<R> {
                 Err(e) => return Err(self.bad(start, format!("not valid JSON: {e}"))),
             };
             self.first = false;
+            // A long line's buffer goes before its step is built: a step
+            // that writes a large file is not held twice while it waits.
+            if self.buf.capacity() > 1 << 20 {
+                self.buf = String::new();
+            }
             let step = Step::from_value(value, start)?;
             let key = prefix(step.id.as_bytes());
             let decision = prefix64(&step.digest);

@@ -123,10 +123,17 @@ pub fn validate_id(id: &str) -> Result<(), String> {
 
 /// `sha256:` + hex SHA-256 of the RFC 8785 canonical form of `value`.
 pub fn decision_digest(value: &Value) -> String {
-    // Canonicalising a `Value` cannot fail: it has no non-string keys and no
-    // non-finite numbers.
-    let canonical = serde_jcs::to_vec(value).expect("a JSON value canonicalises");
-    format!("sha256:{}", hex(&Sha256::digest(&canonical)))
+    // Hashed as it is written: a step's content is never copied into its
+    // canonical text. Writing to a hasher cannot fail, nor can
+    // canonicalising a `Value` (no non-string keys, no non-finite numbers).
+    let mut hasher = Sha256::new();
+    {
+        // Buffered: the canonical form is written in small pieces.
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut hasher);
+        super::canonical::write(value, &mut w).expect("a JSON value canonicalises");
+        std::io::Write::flush(&mut w).expect("a hasher takes every byte");
+    }
+    format!("sha256:{}", hex(&hasher.finalize()))
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -143,25 +150,26 @@ fn type_name(v: &Value) -> &'static str {
 /// The object form of a `files` value: exactly one of `text` (UTF-8),
 /// `base64` (any bytes) or `symlink` (the link's target), and with `text`
 /// or `base64` an optional `mode`, `"100644"` or `"100755"`.
-fn file_object(o: &serde_json::Map<String, Value>) -> Result<FileWrite, String> {
-    use base64::Engine;
+fn file_object(mut o: serde_json::Map<String, Value>) -> Result<FileWrite, String> {
     const KEYS: &[&str] = &["text", "base64", "symlink", "mode"];
     if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(format!(
             "unknown field `{k}`; the object form has `text`, `base64` or `symlink`, and `mode`"
         ));
     }
-    let string = |k: &str| -> Result<Option<&str>, String> {
-        match o.get(k) {
+    // Taken out of the object (moved, not copied): `mode` first, then the
+    // content.
+    let mut string = |k: &str| -> Result<Option<String>, String> {
+        match o.remove(k) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
             Some(other) => Err(format!(
                 "`{k}` must be a string, found {}",
-                type_name(other)
+                type_name(&other)
             )),
         }
     };
-    let mode = match string("mode")? {
+    let mode = match string("mode")?.as_deref() {
         None => None,
         Some("100644") => Some(crate::git::MODE_FILE),
         Some("100755") => Some(crate::git::MODE_EXEC),
@@ -173,12 +181,11 @@ fn file_object(o: &serde_json::Map<String, Value>) -> Result<FileWrite, String> 
     };
     match (string("text")?, string("base64")?, string("symlink")?) {
         (Some(t), None, None) => Ok(FileWrite {
-            bytes: t.as_bytes().to_vec(),
+            bytes: t.into_bytes(),
             mode: Some(mode.unwrap_or(crate::git::MODE_FILE)),
         }),
         (None, Some(b), None) => Ok(FileWrite {
-            bytes: base64::engine::general_purpose::STANDARD
-                .decode(b)
+            bytes: decode_base64_in_place(b)
                 .map_err(|e| format!("`base64` is not standard base64: {e}"))?,
             mode: Some(mode.unwrap_or(crate::git::MODE_FILE)),
         }),
@@ -187,13 +194,108 @@ fn file_object(o: &serde_json::Map<String, Value>) -> Result<FileWrite, String> 
                 return Err("`symlink` is empty".into());
             }
             Ok(FileWrite {
-                bytes: target.as_bytes().to_vec(),
+                bytes: target.into_bytes(),
                 mode: Some(crate::git::MODE_LINK),
             })
         }
         (None, None, Some(_)) => Err("a symlink has no `mode`".into()),
         _ => Err("give exactly one of `text`, `base64`, `symlink`".into()),
     }
+}
+
+/// Standard base64 (padded) decoded into the buffer that held it: the bytes
+/// are never held twice (a 100 MB file is 133 MB of base64, not 233 MB).
+/// Decoded a chunk at a time; the output never overtakes the input (3 bytes
+/// for every 4), and an error is the one decoding the whole text gives.
+fn decode_base64_in_place(text: String) -> Result<Vec<u8>, base64::DecodeError> {
+    decode_base64_chunked(text, 64 * 1024)
+}
+
+/// [`decode_base64_in_place`], `chunk` input bytes (a multiple of 4) at a
+/// time.
+fn decode_base64_chunked(text: String, chunk: usize) -> Result<Vec<u8>, base64::DecodeError> {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine;
+    let mut buf = text.into_bytes();
+    let n = buf.len();
+    let mut tmp = vec![0u8; chunk / 4 * 3];
+    let (mut read, mut written) = (0, 0);
+    while read < n {
+        let end = (read + chunk).min(n);
+        let chunk = &buf[read..end];
+        // Padding belongs only at the very end: a chunk before the last
+        // that has some is an error, which decoding the rest reports.
+        let decoded = if end < n && memchr::memchr(b'=', chunk).is_some() {
+            None
+        } else {
+            STANDARD.decode_slice(chunk, &mut tmp).ok()
+        };
+        let Some(len) = decoded else {
+            // The rest of the text is intact (the output is behind it);
+            // everything before it decoded cleanly, in whole quads.
+            let e = STANDARD
+                .decode(&buf[read..])
+                .err()
+                .unwrap_or(base64::DecodeError::InvalidPadding);
+            return Err(match e {
+                base64::DecodeError::InvalidByte(i, b) => {
+                    base64::DecodeError::InvalidByte(i + read, b)
+                }
+                base64::DecodeError::InvalidLastSymbol(i, b) => {
+                    base64::DecodeError::InvalidLastSymbol(i + read, b)
+                }
+                base64::DecodeError::InvalidLength(i) => {
+                    base64::DecodeError::InvalidLength(i + read)
+                }
+                other => other,
+            });
+        };
+        buf[written..written + len].copy_from_slice(&tmp[..len]);
+        written += len;
+        read = end;
+    }
+    buf.truncate(written);
+    buf.shrink_to_fit();
+    Ok(buf)
+}
+
+/// The `files` value for a file's content, built without copying it (the
+/// `json!` macro serialises what it is given, a second copy): a plain
+/// string (`mode` None) or the object form `{"text", "mode"}`.
+pub fn text_value(text: String, mode: Option<&str>) -> Value {
+    match mode {
+        None => Value::String(text),
+        Some(m) => object([("text", Value::String(text)), ("mode", m.into())]),
+    }
+}
+
+/// `{"base64": …, "mode": …}` for `bytes` (held with their encoding only
+/// while it is made).
+pub fn base64_value(bytes: Vec<u8>, mode: &str) -> Value {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    drop(bytes);
+    base64_encoded_value(encoded, mode)
+}
+
+/// `{"base64": …, "mode": …}` for text already encoded.
+pub fn base64_encoded_value(encoded: String, mode: &str) -> Value {
+    object([("base64", Value::String(encoded)), ("mode", mode.into())])
+}
+
+/// `{"symlink": target}`.
+pub fn symlink_value(target: String) -> Value {
+    object([("symlink", Value::String(target))])
+}
+
+/// A JSON object of `fields`, each moved in.
+pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }
 
 impl Step {
@@ -271,34 +373,40 @@ impl Step {
                 ))
             }
         };
-        let raw = &map[field];
-        let want_string = |what: &str| -> Result<String> {
+        // Hashed before the content is taken apart; then every string is
+        // moved, never copied: a step that writes a large file holds it once.
+        let digest = decision_digest(&value);
+        let Value::Object(mut map) = value else {
+            unreachable!("checked above")
+        };
+        let raw = map.remove(field).expect("the content field is present");
+        let want_string = |what: &str, raw: Value| -> Result<String> {
             match raw {
                 Value::String(s) if s.is_empty() => {
                     Err(err(step, format!("field `{what}` is empty")))
                 }
-                Value::String(s) => Ok(s.clone()),
+                Value::String(s) => Ok(s),
                 other => Err(err(
                     step,
                     format!(
                         "field `{what}` must be a string, found {}",
-                        type_name(other)
+                        type_name(&other)
                     ),
                 )),
             }
         };
         let content = match field {
-            "patch" => Content::Patch(want_string("patch")?),
+            "patch" => Content::Patch(want_string("patch", raw)?),
             // The edit formats are parsed here too, so a malformed one fails
             // plan validation, before any step is applied.
             "apply_patch" => {
-                let text = want_string("apply_patch")?;
+                let text = want_string("apply_patch", raw)?;
                 crate::plan::formats::apply_patch::parse(&text)
                     .map_err(|m| err(step, format!("apply_patch: {m}")))?;
                 Content::ApplyPatch(text)
             }
             "search_replace" => {
-                let text = want_string("search_replace")?;
+                let text = want_string("search_replace", raw)?;
                 crate::plan::formats::search_replace::parse(&text)
                     .map_err(|m| err(step, format!("search_replace: {m}")))?;
                 Content::SearchReplace(text)
@@ -308,39 +416,45 @@ impl Step {
                     return Err(err(step, "field `edits` is an empty array".into()))
                 }
                 Value::Array(a) => {
-                    crate::plan::formats::edits::parse(a).map_err(|m| err(step, m.to_string()))?;
-                    Content::Edits(a.clone())
+                    crate::plan::formats::edits::parse(&a).map_err(|m| err(step, m.to_string()))?;
+                    Content::Edits(a)
                 }
                 other => {
                     return Err(err(
                         step,
-                        format!("field `edits` must be an array, found {}", type_name(other)),
+                        format!(
+                            "field `edits` must be an array, found {}",
+                            type_name(&other)
+                        ),
                     ))
                 }
             },
             "files" => {
-                let Value::Object(files) = raw else {
-                    return Err(err(
-                        step,
-                        format!(
+                let files = match raw {
+                    Value::Object(files) => files,
+                    other => {
+                        return Err(err(
+                            step,
+                            format!(
                             "field `files` must be an object of path → string or null, found {}",
-                            type_name(raw)
+                            type_name(&other)
                         ),
-                    ));
+                        ))
+                    }
                 };
                 if files.is_empty() {
                     return Err(err(step, "field `files` is an empty object".into()));
                 }
                 let mut out = BTreeMap::new();
                 for (p, v) in files {
-                    let p = &path::normalise(p).to_string();
+                    let p = &path::normalise(&p).to_string();
                     path::validate(p).map_err(|m| err(step, format!("files: {m}")))?;
                     if out.contains_key(p) {
                         return Err(err(step, format!("files: {p:?} is named twice")));
                     }
                     let v = match v {
                         Value::String(s) => Some(FileWrite {
-                            bytes: s.clone().into_bytes(),
+                            bytes: s.into_bytes(),
                             mode: None,
                         }),
                         Value::Null => None,
@@ -352,7 +466,7 @@ impl Step {
                                 step,
                                 format!(
                                 "files: the content of {p:?} must be a string, an object or null, found {}",
-                                type_name(other)
+                                type_name(&other)
                             ),
                             ))
                         }
@@ -376,7 +490,7 @@ impl Step {
                 ))
             }
         };
-        let intent = map.get("intent").cloned();
+        let intent = map.remove("intent");
         let allow_duplicate = match map.get("allow_duplicate") {
             None => false,
             Some(Value::Bool(b)) => *b,
@@ -390,7 +504,6 @@ impl Step {
                 ))
             }
         };
-        let digest = decision_digest(&value);
         Ok(Step {
             id,
             content,
@@ -409,13 +522,23 @@ impl Step {
     /// only `undo` builds one (a plan or an MCP client cannot: the field
     /// would let a step pass the duplicated-hunk check).
     pub fn undoing(value: Value, undone: Vec<String>) -> Result<Step> {
-        let mut step = Step::from_value(value.clone(), 0)?;
         if undone.is_empty() {
             return Err(Error::other("internal: an undo step that undoes nothing"));
         }
+        // The digest of the object with `undo`, then the step from the
+        // object without it (moved, not copied: an undo of a large file
+        // holds it once).
         let mut value = value;
-        value["undo"] = Value::from(undone.clone());
-        step.digest = decision_digest(&value);
+        let Value::Object(map) = &mut value else {
+            return Step::from_value(value, 0);
+        };
+        map.insert("undo".into(), Value::from(undone.clone()));
+        let digest = decision_digest(&value);
+        if let Value::Object(map) = &mut value {
+            map.remove("undo");
+        }
+        let mut step = Step::from_value(value, 0)?;
+        step.digest = digest;
         step.undo = undone;
         Ok(step)
     }
@@ -431,6 +554,32 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Decoding in place, chunk by chunk, is decoding: the same bytes,
+        /// or the same error (offsets included), whatever the chunking.
+        #[test]
+        fn base64_in_place_is_base64(
+            bytes in prop::collection::vec(any::<u8>(), 0..200),
+            damage in prop::collection::vec((any::<prop::sample::Index>(), "[A-Za-z0-9+/= _*-]"), 0..3),
+            cut in 0usize..3,
+            chunk in 1usize..6,
+        ) {
+            use base64::Engine;
+            let mut text = base64::engine::general_purpose::STANDARD.encode(&bytes).into_bytes();
+            for (at, c) in &damage {
+                if !text.is_empty() {
+                    let i = at.index(text.len());
+                    text[i] = c.as_bytes()[0];
+                }
+            }
+            text.truncate(text.len().saturating_sub(cut));
+            let text = String::from_utf8(text).unwrap();
+            let want = base64::engine::general_purpose::STANDARD.decode(&text);
+            prop_assert_eq!(decode_base64_chunked(text.clone(), chunk * 4), want);
+        }
+    }
 
     #[test]
     fn files_takes_modes_binary_and_symlinks_in_the_object_form() {

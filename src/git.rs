@@ -466,6 +466,50 @@ pub fn installed_hooks(repo: &Repository) -> Vec<String> {
     hooks
 }
 
+/// Blobs over this size are read as a stream where the object database can
+/// (loose objects, which every new step's are).
+const STREAM_BLOB_BYTES: usize = 8 << 20;
+
+/// Feed blob `oid`'s content to `f`, a chunk at a time: a large loose blob
+/// is inflated as it is read (never held whole), anything else is read in
+/// one piece.
+pub fn blob_chunks(repo: &Repository, oid: Oid, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+    use std::io::Read;
+    let odb = repo.odb()?;
+    let (size, _) = odb.read_header(oid)?;
+    if size > STREAM_BLOB_BYTES {
+        if let Ok((mut reader, _, git2::ObjectType::Blob)) = odb.reader(oid) {
+            use sha1::Digest;
+            // Checked as git checks an object: its id is the SHA-1 of its
+            // header and content (a damaged object fails here, as whole).
+            let mut id = sha1::Sha1::new();
+            id.update(format!("blob {size}\0").as_bytes());
+            let mut buf = vec![0u8; 1 << 16];
+            let mut seen = 0usize;
+            loop {
+                let n = reader.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                seen += n;
+                id.update(&buf[..n]);
+                f(&buf[..n]);
+            }
+            if seen != size || id.finalize()[..] != *oid.as_bytes() {
+                return Err(Error::other(format!(
+                    "the object {oid} is damaged: its content does not hash to its id"
+                ))
+                .with_hint(
+                    "`git fsck` names what is damaged; fetch the run again from its remote",
+                ));
+            }
+            return Ok(());
+        }
+    }
+    f(repo.find_blob(oid)?.content());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -740,20 +740,40 @@ pub fn tree_hunks(
     old: Option<&git2::Tree<'_>>,
     new: Option<&git2::Tree<'_>>,
 ) -> Result<Vec<FileDiff>> {
-    let content = |e: &Option<crate::git::Entry>| -> Result<Vec<u8>> {
+    tree_hunks_measured(repo, old, new, &Default::default())
+}
+
+/// [`tree_hunks`], taking a path's diff from `measured` where it was
+/// measured for exactly that change (a `files` step's writes), and reading
+/// the blobs for the rest.
+pub fn tree_hunks_measured(
+    repo: &Repository,
+    old: Option<&git2::Tree<'_>>,
+    new: Option<&git2::Tree<'_>>,
+    measured: &std::collections::BTreeMap<String, crate::tree::build::Measured>,
+) -> Result<Vec<FileDiff>> {
+    // The blobs are read in place (libgit2's buffer), never copied.
+    let blob = |e: &Option<crate::git::Entry>| -> Result<Option<git2::Blob<'_>>> {
         match e {
             // Submodules have no content to diff.
-            Some(e) if e.mode != MODE_GITLINK => Ok(repo.find_blob(e.oid)?.content().to_vec()),
-            _ => Ok(Vec::new()),
+            Some(e) if e.mode != MODE_GITLINK => Ok(Some(repo.find_blob(e.oid)?)),
+            _ => Ok(None),
         }
     };
+    fn content<'b>(b: &'b Option<git2::Blob<'_>>) -> &'b [u8] {
+        b.as_ref().map_or(&[][..], |b| b.content())
+    }
     let mut out = Vec::new();
     for c in crate::git::tree_changes(repo, old, new)? {
-        out.push(hunks::identities(
-            &c.path,
-            &content(&c.old)?,
-            &content(&c.new)?,
-        ));
+        if let Some(m) = measured
+            .get(&c.path)
+            .filter(|m| m.old == c.old && Some(m.new) == c.new)
+        {
+            out.push(m.diff.clone());
+            continue;
+        }
+        let (a, b) = (blob(&c.old)?, blob(&c.new)?);
+        out.push(hunks::identities(&c.path, content(&a), content(&b)));
     }
     Ok(out)
 }

@@ -20,7 +20,7 @@ use git2::{Oid, Repository};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::git::{short, Change};
+use crate::git::short;
 use crate::history::ledger::{self, Entry};
 use crate::history::receipt;
 use crate::plan::step::Step;
@@ -88,7 +88,8 @@ impl Session<'_> {
             ));
         }
         let new_tree = repo.find_tree(applied.tree)?;
-        let hunks = ledger::tree_hunks(repo, base.as_ref(), Some(&new_tree))?;
+        let hunks =
+            ledger::tree_hunks_measured(repo, base.as_ref(), Some(&new_tree), &applied.measured)?;
         // An undo restores an earlier state: it is the inverse of what it
         // undoes, never a repetition.
         let allow =
@@ -109,7 +110,7 @@ impl Session<'_> {
             }));
         }
         let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
-        let (added, removed) = line_stats(repo, &applied.changes)?;
+        let (added, removed) = line_stats(repo, &applied)?;
         // A dry run checks the worktree too (it only reads it): it must reach
         // the real run's verdict on every check that needs no remote. The
         // worktree is the last flush's: a step staged after others is
@@ -152,6 +153,14 @@ impl Session<'_> {
                 if let Some(new) = c.new.filter(|n| {
                     n.mode != crate::git::MODE_LINK && n.mode != crate::git::MODE_GITLINK
                 }) {
+                    // Nothing to run where no rule converts the file (a
+                    // large file is not read back for nothing).
+                    if !convert
+                        .converts_to_worktree(&c.path)
+                        .map_err(|m| Error::apply(&step.id, m))?
+                    {
+                        continue;
+                    }
                     let blob = repo.find_blob(new.oid)?;
                     convert
                         .to_worktree(&c.path, blob.content())
@@ -404,21 +413,24 @@ impl Session<'_> {
 }
 
 /// Lines added and removed by `changes`.
-fn line_stats(repo: &Repository, changes: &[Change]) -> Result<(usize, usize)> {
+fn line_stats(repo: &Repository, applied: &build::Applied) -> Result<(usize, usize)> {
     let (mut add, mut rem) = (0, 0);
-    for c in changes {
-        let read = |e: &Option<crate::git::Entry>| -> Result<Vec<u8>> {
-            Ok(match e {
-                Some(e) => repo.find_blob(e.oid)?.content().to_vec(),
-                None => Vec::new(),
-            })
+    for c in &applied.changes {
+        let (a, r) = match applied.measured.get(&c.path) {
+            Some(m) => (m.added, m.removed),
+            None => {
+                // Read in place, never copied.
+                let blob =
+                    |e: &Option<crate::git::Entry>| e.map(|e| repo.find_blob(e.oid)).transpose();
+                let (old, new) = (blob(&c.old)?, blob(&c.new)?);
+                crate::tree::hunks::line_counts(
+                    old.as_ref().map_or(&[][..], |b| b.content()),
+                    new.as_ref().map_or(&[][..], |b| b.content()),
+                )
+            }
         };
-        let (a, b) = (read(&c.old)?, read(&c.new)?);
-        let (_, _, ops) = crate::tree::hunks::diff_lines(&a, &b);
-        for op in &ops {
-            rem += op.old_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
-            add += op.new_range().len() * usize::from(!matches!(op, similar::DiffOp::Equal { .. }));
-        }
+        add += a;
+        rem += r;
     }
     Ok((add, rem))
 }

@@ -123,6 +123,9 @@ fn apply_inner(
                 }
             }
         }
+        // Its objects are written: the step's content is not held while
+        // the worktree is written from them.
+        drop(step);
         if session.staged() >= batch {
             flush(&mut session, &mut held, ui, outcomes)?;
         } else if session.staged() == 0 {

@@ -13,7 +13,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use base64::Engine;
 use git2::{Repository, Status, StatusOptions, Tree};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -22,7 +21,7 @@ use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{short, Entry, MODE_EXEC, MODE_LINK};
 use crate::history::ledger::Entry as Receipt;
-use crate::plan::step::{decision_digest, validate_id, Step};
+use crate::plan::step::{self, decision_digest, validate_id, Step};
 use crate::settings::Settings;
 use crate::sync::reconcile::Reconciled;
 use crate::workdir::worktree;
@@ -105,6 +104,9 @@ pub fn record(
         ui.note(&note);
     }
     session.stage(&step, Some(Source::Record))?;
+    // The content is in the object database now; only the step's id and
+    // decision are kept (a large file is not held through the push).
+    let Step { id, digest, .. } = { step };
     let Some(outcome) = session.flush()?.pop() else {
         return Err(Error::other("internal: a recorded step has no outcome"));
     };
@@ -117,10 +119,10 @@ pub fn record(
         run: s.run.clone(),
         branch: s.branch.clone(),
         durable: s.durable_kind(),
-        step: step.id,
+        step: id,
         status: "recorded",
         commit,
-        decision: step.digest,
+        decision: digest,
         files,
         reconcile: done.reconcile,
         artifact: done.artifact,
@@ -403,7 +405,7 @@ pub fn worktree_step(
             None if in_base.is_some() => Value::Null,
             None => continue,
             Some((bytes, MODE_LINK)) => match String::from_utf8(bytes) {
-                Ok(target) => json!({ "symlink": target }),
+                Ok(target) => step::symlink_value(target),
                 Err(_) => {
                     return Err(Error::input(format!(
                         "step {}: cannot record the symlink {p}: its target is not UTF-8",
@@ -419,11 +421,12 @@ pub fn worktree_step(
                 } else {
                     "100644"
                 };
+                // Moved into the step, never copied.
                 match String::from_utf8(bytes) {
-                    Ok(text) if !text.contains('\0') && mode_kept => Value::String(text),
-                    Ok(text) if !text.contains('\0') => json!({ "text": text, "mode": mode_str }),
-                    Ok(text) => binary(text.as_bytes(), mode_str),
-                    Err(e) => binary(e.as_bytes(), mode_str),
+                    Ok(text) if !text.contains('\0') && mode_kept => step::text_value(text, None),
+                    Ok(text) if !text.contains('\0') => step::text_value(text, Some(mode_str)),
+                    Ok(text) => binary(&workdir, &p, text.into_bytes(), mode_str, &opts.id)?,
+                    Err(e) => binary(&workdir, &p, e.into_bytes(), mode_str, &opts.id)?,
                 }
             }
         };
@@ -432,7 +435,10 @@ pub fn worktree_step(
     if files.is_empty() {
         return Ok(None);
     }
-    let mut step = json!({ "id": opts.id, "files": files });
+    let mut step = step::object([
+        ("id", Value::String(opts.id.clone())),
+        ("files", Value::Object(files)),
+    ]);
     if let Some(m) = &opts.message {
         step["message"] = json!(m);
     }
@@ -442,9 +448,57 @@ pub fn worktree_step(
     Ok(Some(step))
 }
 
-fn binary(bytes: &[u8], mode: &str) -> Value {
-    json!({
-        "base64": base64::engine::general_purpose::STANDARD.encode(bytes),
-        "mode": mode,
-    })
+/// The base64 form of a binary file whose `bytes` were read from `path`.
+/// A large one is encoded from the file as it is read again, once `bytes`
+/// are dropped, so its bytes and their encoding are never held together
+/// (133 MB for a 100 MB file, not 233 MB); the second read must be the
+/// same file, by its object id, or the file changed while it was recorded.
+fn binary(workdir: &Path, path: &str, bytes: Vec<u8>, mode: &str, id: &str) -> Result<Value> {
+    use sha1::Digest;
+    use std::io::{Read, Write};
+    if bytes.len() < 1 << 20 {
+        return Ok(step::base64_value(bytes, mode));
+    }
+    let (len, want) = (
+        bytes.len(),
+        git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)?,
+    );
+    drop(bytes);
+    let changed = || {
+        Error::from(Refusal {
+            kind: RefusalKind::DirtyWorktree,
+            step: Some(id.to_string()),
+            saw: format!("{path} changed while it was being recorded"),
+            would: "record a version of the file that was never whole on disk".into(),
+            hint: "rerun `git steps record` once the file is written".into(),
+        })
+    };
+    let mut file = std::fs::File::open(workdir.join(path))
+        .map_err(|e| Error::other(format!("cannot read {path}: {e}")))?;
+    let engine = &base64::engine::general_purpose::STANDARD;
+    let mut encoder = base64::write::EncoderStringWriter::from_consumer(
+        String::with_capacity(len.div_ceil(3) * 4),
+        engine,
+    );
+    let mut hash = sha1::Sha1::new();
+    hash.update(format!("blob {len}\0").as_bytes());
+    let (mut buf, mut seen) = (vec![0u8; 1 << 16], 0usize);
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| Error::other(format!("cannot read {path}: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        seen += n;
+        if seen > len {
+            return Err(changed());
+        }
+        hash.update(&buf[..n]);
+        encoder.write_all(&buf[..n])?;
+    }
+    if seen != len || hash.finalize()[..] != *want.as_bytes() {
+        return Err(changed());
+    }
+    Ok(step::base64_encoded_value(encoder.into_inner(), mode))
 }

@@ -13,16 +13,15 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use base64::Engine;
 use git2::{Oid, Repository, Tree};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{short, Entry as TreeEntry, MODE_EXEC, MODE_LINK};
 use crate::history::ledger::Entry;
-use crate::plan::step::{validate_id, Step};
+use crate::plan::step::{self, validate_id, Step};
 use crate::settings::Settings;
 
 use super::session::{ApplyOptions, Session, Source, StepOutcome, Ui};
@@ -257,7 +256,7 @@ fn build(
                 let blob = repo.find_blob(e.oid)?;
                 if e.mode == MODE_LINK {
                     match std::str::from_utf8(blob.content()) {
-                        Ok(t) => json!({ "symlink": t }),
+                        Ok(t) => step::symlink_value(t.to_string()),
                         Err(_) => {
                             return Err(Error::other(format!(
                                 "cannot undo {path}: its symlink target is not UTF-8"
@@ -274,10 +273,15 @@ fn build(
                     } else {
                         "100644"
                     };
-                    match String::from_utf8(bytes) {
-                        Ok(t) if !t.contains('\0') => json!({ "text": t, "mode": mode }),
-                        Ok(t) => binary(t.as_bytes(), mode),
-                        Err(b) => binary(b.as_bytes(), mode),
+                    // The blob is read in place, and the text moved: an undo
+                    // of a large file holds it (and its copy, if converted)
+                    // without copying it again.
+                    let owned = bytes.into_owned();
+                    drop(blob);
+                    match String::from_utf8(owned) {
+                        Ok(t) if !t.contains('\0') => step::text_value(t, Some(mode)),
+                        Ok(t) => step::base64_value(t.into_bytes(), mode),
+                        Err(b) => step::base64_value(b.into_bytes(), mode),
                     }
                 }
             }
@@ -294,11 +298,11 @@ fn build(
         [first, .., last] => format!("undo {first} to {last}"),
         [] => unreachable!("split undoes at least one step"),
     };
-    let object = json!({
-        "id": id,
-        "files": files,
-        "message": message,
-    });
+    let object = step::object([
+        ("id", Value::String(id.to_string())),
+        ("files", Value::Object(files)),
+        ("message", Value::String(message)),
+    ]);
     Ok((
         Some(Step::undoing(object, undone_ids.clone())?),
         to_id,
@@ -311,13 +315,6 @@ fn entry(tree: Option<&Tree<'_>>, path: &str) -> Option<TreeEntry> {
     (e.kind() != Some(git2::ObjectType::Tree)).then(|| TreeEntry {
         oid: e.id(),
         mode: e.filemode() as u32,
-    })
-}
-
-fn binary(bytes: &[u8], mode: &str) -> Value {
-    json!({
-        "base64": base64::engine::general_purpose::STANDARD.encode(bytes),
-        "mode": mode,
     })
 }
 

@@ -43,6 +43,20 @@ pub struct Applied {
     pub tree: Oid,
     /// Net changes against the base tree, sorted by path.
     pub changes: Vec<Change>,
+    /// The diffs of a `files` step's writes, measured while their content
+    /// was in memory (so a large file is never read back to be diffed).
+    pub measured: BTreeMap<String, Measured>,
+}
+
+/// One file's change from `old` to `new`, diffed when it was written: its
+/// hunks for the duplicated-hunk rule, and its lines added and removed.
+#[derive(Debug)]
+pub struct Measured {
+    pub old: Option<Entry>,
+    pub new: Entry,
+    pub diff: crate::tree::hunks::FileDiff,
+    pub added: usize,
+    pub removed: usize,
 }
 
 impl Applied {
@@ -76,6 +90,10 @@ struct Overlay<'r> {
     /// unified diffs, which apply to the repository's form, as `git
     /// apply` applies them).
     worktree_form: bool,
+    /// Diff each write against the base as it is stored (`files` steps:
+    /// each path is written once).
+    measure: bool,
+    measured: BTreeMap<String, Measured>,
 }
 
 impl<'r> Overlay<'r> {
@@ -180,7 +198,7 @@ impl<'r> Overlay<'r> {
         Ok(self.repo.find_blob(e.oid)?.content().to_vec())
     }
 
-    fn write(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
+    fn write(&mut self, path: &str, content: &[u8], mode: u32) -> Result<Oid, String> {
         let max = max_file_bytes();
         if content.len() > max {
             return Err(format!(
@@ -202,7 +220,7 @@ impl<'r> Overlay<'r> {
             .map_err(|e| e.message().to_string())?;
         self.writes
             .insert(path.to_string(), Some(Entry { oid, mode }));
-        Ok(())
+        Ok(oid)
     }
 
     /// The content at `e` as the current form shows it: the worktree's
@@ -210,7 +228,9 @@ impl<'r> Overlay<'r> {
     fn view(&self, path: &str, e: &Entry) -> Result<Vec<u8>, String> {
         let stored = self.read(e).map_err(|e| e.to_string())?;
         if self.worktree_form && e.mode != MODE_LINK {
-            self.convert.to_worktree(path, &stored)
+            self.convert
+                .to_worktree(path, &stored)
+                .map(std::borrow::Cow::into_owned)
         } else {
             Ok(stored)
         }
@@ -219,18 +239,48 @@ impl<'r> Overlay<'r> {
     /// Write `content`, given in the current form, as the repository
     /// stores it.
     fn store(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
-        if self.worktree_form && mode != MODE_LINK {
-            let previous = match self.file(path).ok().flatten() {
-                Some(e) if e.mode != MODE_LINK => Some(self.read(&e).map_err(|e| e.to_string())?),
-                _ => None,
+        let gone = |e: git2::Error| e.message().to_string();
+        // The base's version, read in place once: the diff's old side and
+        // what "safer autocrlf" looks at.
+        let base = match self.base_kind(path).map_err(|e| e.to_string())? {
+            Kind::File(e) if self.measure => Some((e, self.repo.find_blob(e.oid).map_err(gone)?)),
+            _ => None,
+        };
+        let cleaned =
+            if self.worktree_form && mode != MODE_LINK && self.convert.reads_previous(path)? {
+                let current = self.file(path).ok().flatten();
+                let read;
+                let previous = match (current, &base) {
+                    (Some(e), _) if e.mode == MODE_LINK => None,
+                    (Some(e), Some((b, blob))) if e == *b => Some(blob.content()),
+                    (Some(e), _) => {
+                        read = self.read(&e).map_err(|e| e.to_string())?;
+                        Some(&read[..])
+                    }
+                    (None, _) => None,
+                };
+                self.convert.to_repo_over(path, content, previous)?
+            } else if self.worktree_form && mode != MODE_LINK {
+                self.convert.to_repo_over(path, content, None)?
+            } else {
+                std::borrow::Cow::Borrowed(content)
             };
-            let cleaned = self
-                .convert
-                .to_repo_over(path, content, previous.as_deref())?;
-            self.write(path, &cleaned, mode)
-        } else {
-            self.write(path, content, mode)
+        let oid = self.write(path, &cleaned, mode)?;
+        if self.measure {
+            let old: &[u8] = base.as_ref().map_or(&[], |(_, b)| b.content());
+            let (added, removed) = crate::tree::hunks::line_counts(old, &cleaned);
+            self.measured.insert(
+                path.to_string(),
+                Measured {
+                    old: base.as_ref().map(|(e, _)| *e),
+                    new: Entry { oid, mode },
+                    diff: crate::tree::hunks::identities(path, old, &cleaned),
+                    added,
+                    removed,
+                },
+            );
         }
+        Ok(())
     }
 
     fn delete(&mut self, path: &str) {
@@ -268,7 +318,19 @@ impl<'r> Overlay<'r> {
             Some(t) => t,
             None => self.repo.treebuilder(None)?.write()?,
         };
-        Ok(Applied { tree, changes })
+        // Only what became a change is kept (a write of what was there is
+        // none).
+        let mut measured = self.measured;
+        measured.retain(|p, _| {
+            changes
+                .binary_search_by(|c| c.path.as_str().cmp(p.as_str()))
+                .is_ok()
+        });
+        Ok(Applied {
+            tree,
+            changes,
+            measured,
+        })
     }
 }
 
@@ -376,6 +438,8 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
         writes: BTreeMap::new(),
         convert: crate::tree::convert::Convert::new(repo),
         worktree_form,
+        measure: false,
+        measured: BTreeMap::new(),
     };
     let fail = |m: String| Error::apply(&step.id, m);
     enum Parsed {
@@ -387,6 +451,7 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
     let parsed = match &step.content {
         Content::Files(files) => {
             let mut o = overlay(true);
+            o.measure = true;
             // Deletions first, so a step can replace a directory by a file.
             let (deletes, writes): (Vec<_>, Vec<_>) = files.iter().partition(|(_, c)| c.is_none());
             for (path, content) in deletes.into_iter().chain(writes) {

@@ -12,6 +12,7 @@
 //! `working-tree-encoding`, a driver with only a long-running `process`
 //! command) is an error before anything is written, never raw bytes.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -257,7 +258,7 @@ impl<'r> Convert<'r> {
 
     /// Worktree bytes → what the repository stores (`git add`): the
     /// driver's `clean`, then CRLF → LF.
-    pub fn to_repo(&self, path: &str, data: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn to_repo<'d>(&self, path: &str, data: &'d [u8]) -> Result<Cow<'d, [u8]>, String> {
         self.to_repo_over(path, data, None)
     }
 
@@ -265,42 +266,83 @@ impl<'r> Convert<'r> {
     /// (`previous`): as git's "safer autocrlf", `text=auto` and
     /// `core.autocrlf` leave CRLF alone in a file whose stored version
     /// already has CRs, so an edit does not rewrite every line.
-    pub fn to_repo_over(
+    ///
+    /// Borrowed when nothing converts (a large file is not copied).
+    pub fn to_repo_over<'d>(
         &self,
         path: &str,
-        data: &[u8],
+        data: &'d [u8],
         previous: Option<&[u8]>,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Cow<'d, [u8]>, String> {
         let rules = self.rules(path)?;
-        let mut out = match &rules.driver {
+        let out: Cow<'d, [u8]> = match &rules.driver {
             Some((name, Some(clean), _, required)) => {
-                self.run_driver(path, name, clean, *required, data)?
+                Cow::Owned(self.run_driver(path, name, clean, *required, data)?)
             }
-            _ => data.to_vec(),
+            _ => Cow::Borrowed(data),
         };
-        out = match rules.eol.unwrap_or(Eol::None) {
+        // CRLF → LF only where there is a CR to take out.
+        let strip = |out: Cow<'d, [u8]>| {
+            if out.contains(&b'\r') {
+                Cow::Owned(crlf_to_lf(&out))
+            } else {
+                out
+            }
+        };
+        Ok(match rules.eol.unwrap_or(Eol::None) {
             Eol::None => out,
-            Eol::Input | Eol::Crlf => crlf_to_lf(&out),
+            Eol::Input | Eol::Crlf => strip(out),
             Eol::AutoInput | Eol::AutoCrlf if looks_binary(&out) => out,
             Eol::AutoInput | Eol::AutoCrlf if previous.is_some_and(|p| p.contains(&b'\r')) => out,
-            Eol::AutoInput | Eol::AutoCrlf => crlf_to_lf(&out),
-        };
-        Ok(out)
+            Eol::AutoInput | Eol::AutoCrlf => strip(out),
+        })
+    }
+
+    /// Whether [`Convert::to_repo_over`] may change `path`'s content at
+    /// all (a clean filter or an end-of-line rule applies to it): when not,
+    /// a worktree file is its blob byte for byte.
+    pub fn converts_to_repo(&self, path: &str) -> Result<bool, String> {
+        let rules = self.rules(path)?;
+        Ok(!matches!(rules.eol, None | Some(Eol::None))
+            || matches!(&rules.driver, Some((_, Some(_), _, _))))
+    }
+
+    /// Whether [`Convert::to_repo_over`] reads `previous` for `path` (only
+    /// `text=auto` and `core.autocrlf` do: "safer autocrlf").
+    pub fn reads_previous(&self, path: &str) -> Result<bool, String> {
+        Ok(matches!(
+            self.rules(path)?.eol,
+            Some(Eol::AutoInput | Eol::AutoCrlf)
+        ))
     }
 
     /// Repository bytes → the worktree's (`git checkout`): LF → CRLF where
     /// the rules say, then the driver's `smudge`.
-    pub fn to_worktree(&self, path: &str, data: &[u8]) -> Result<Vec<u8>, String> {
+    ///
+    /// Borrowed when nothing converts (a large file is not copied).
+    pub fn to_worktree<'d>(&self, path: &str, data: &'d [u8]) -> Result<Cow<'d, [u8]>, String> {
         let rules = self.rules(path)?;
+        let has_lf = || data.contains(&b'\n');
         let mut out = match rules.eol.unwrap_or(Eol::None) {
-            Eol::Crlf => lf_to_crlf(data),
-            Eol::AutoCrlf if !looks_binary(data) && !data.contains(&b'\r') => lf_to_crlf(data),
-            _ => data.to_vec(),
+            Eol::Crlf if has_lf() => Cow::Owned(lf_to_crlf(data)),
+            Eol::AutoCrlf if !looks_binary(data) && !data.contains(&b'\r') && has_lf() => {
+                Cow::Owned(lf_to_crlf(data))
+            }
+            _ => Cow::Borrowed(data),
         };
         if let Some((name, _, Some(smudge), required)) = &rules.driver {
-            out = self.run_driver(path, name, smudge, *required, &out)?;
+            out = Cow::Owned(self.run_driver(path, name, smudge, *required, &out)?);
         }
         Ok(out)
+    }
+
+    /// Whether [`Convert::to_worktree`] may change `path`'s content at all
+    /// (an end-of-line rule or a smudge filter applies to it): when not, a
+    /// blob is the worktree's file byte for byte.
+    pub fn converts_to_worktree(&self, path: &str) -> Result<bool, String> {
+        let rules = self.rules(path)?;
+        Ok(matches!(rules.eol, Some(Eol::Crlf | Eol::AutoCrlf))
+            || matches!(&rules.driver, Some((_, _, Some(_), _))))
     }
 }
 

@@ -50,7 +50,9 @@ fn content_hash(repo: &Repository, oid: Oid) -> Result<[u8; 32]> {
     {
         return Ok(h);
     }
-    let h: [u8; 32] = Sha256::digest(repo.find_blob(oid)?.content()).into();
+    let mut hasher = Sha256::new();
+    crate::git::blob_chunks(repo, oid, &mut |chunk| hasher.update(chunk))?;
+    let h: [u8; 32] = hasher.finalize().into();
     if let Ok(mut c) = CACHE.lock() {
         let m = c.get_or_insert_with(HashMap::new);
         if m.len() > 1_000_000 {

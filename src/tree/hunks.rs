@@ -44,6 +44,22 @@ pub fn diff_lines<'a>(old: &'a [u8], new: &'a [u8]) -> (Vec<&'a [u8]>, Vec<&'a [
 /// only, never on time), so every box finds the same hunks.
 const DIFF_BUDGET: u64 = 50_000_000;
 
+/// Lines added and removed from `old` to `new`, as `git diff --stat`
+/// counts them (a file added or deleted whole is counted, not diffed).
+pub fn line_counts(old: &[u8], new: &[u8]) -> (usize, usize) {
+    let count = |t: &[u8]| t.split_inclusive(|b| *b == b'\n').count();
+    if old.is_empty() || new.is_empty() {
+        return (count(new), count(old));
+    }
+    let (_, _, ops) = diff_lines(old, new);
+    let (mut add, mut rem) = (0, 0);
+    for op in ops.iter().filter(|op| !matches!(op, DiffOp::Equal { .. })) {
+        rem += op.old_range().len();
+        add += op.new_range().len();
+    }
+    (add, rem)
+}
+
 /// Myers diff ops between two line sequences (adjacent delete + insert
 /// merged into replace), bounded: when even a lower bound of the edits
 /// (the lines one side has that the other lacks) times the lines exceeds
@@ -142,30 +158,72 @@ pub struct FileDiff {
     pub blocks: Vec<(Lines, Lines)>,
 }
 
-fn normalise(line: &[u8]) -> Vec<u8> {
+/// `line` without its whitespace, into `out` (cleared first): one buffer
+/// for every line of a hunk, however large the file.
+fn normalise_into(line: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    // ASCII (nearly every line of code): the same whitespace as
+    // `char::is_whitespace`, without decoding (as `line_key`).
+    if line.is_ascii() {
+        out.extend(
+            line.iter()
+                .copied()
+                .filter(|b| !matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')),
+        );
+        return;
+    }
     match std::str::from_utf8(line) {
-        Ok(s) => s
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .collect::<String>()
-            .into_bytes(),
-        Err(_) => line
-            .iter()
-            .copied()
-            .filter(|b| !b.is_ascii_whitespace())
-            .collect(),
+        Ok(s) => {
+            for c in s.chars().filter(|c| !c.is_whitespace()) {
+                let mut buf = [0; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+        Err(_) => out.extend(line.iter().copied().filter(|b| !b.is_ascii_whitespace())),
     }
 }
 
-fn key(path: &str, removed: &[Vec<u8>], added: &[Vec<u8>]) -> [u8; 32] {
+/// What a hunk's side is, its lines normalised one at a time.
+struct Side<'a> {
+    /// Lines that are not blank once normalised.
+    count: usize,
+    /// Every such line is punctuation only.
+    bare: bool,
+    first: Option<&'a [u8]>,
+}
+
+fn side<'a>(lines: &[&'a [u8]], buf: &mut Vec<u8>) -> Side<'a> {
+    let mut s = Side {
+        count: 0,
+        bare: true,
+        first: None,
+    };
+    for line in lines {
+        normalise_into(line, buf);
+        if !buf.is_empty() {
+            s.first.get_or_insert(line);
+            s.count += 1;
+            s.bare &= !buf.iter().any(|b| b.is_ascii_alphanumeric() || *b >= 0x80);
+        }
+    }
+    s
+}
+
+/// SHA-256 of the path and the normalised non-blank lines, removed (`-`)
+/// then added (`+`), each with its length.
+fn key(path: &str, removed: &[&[u8]], added: &[&[u8]], buf: &mut Vec<u8>) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(path.as_bytes());
     h.update([0]);
     for (sign, lines) in [(b'-', removed), (b'+', added)] {
         for l in lines {
+            normalise_into(l, buf);
+            if buf.is_empty() {
+                continue;
+            }
             h.update([sign]);
-            h.update((l.len() as u64).to_le_bytes());
-            h.update(l);
+            h.update((buf.len() as u64).to_le_bytes());
+            h.update(&buf[..]);
         }
     }
     h.finalize().into()
@@ -305,6 +363,98 @@ fn slide_up(ops: Vec<DiffOp>, a: &[u64], b: &[u64]) -> Vec<DiffOp> {
 /// whitespace only (a reindent, CRLF to LF, a final newline) is no block at
 /// all, so the live changes it passes over stay live.
 pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
+    // A file added or deleted whole (a 100 MB file among them) is one
+    // block: its lines are walked, never collected.
+    if old.is_empty() {
+        return one_sided(path, new, true);
+    }
+    if new.is_empty() {
+        return one_sided(path, old, false);
+    }
+    identities_diffed(path, old, new)
+}
+
+/// Lines added (`inserted`) or removed over an empty side, as
+/// [`identities_diffed`] finds them, in constant memory.
+fn one_sided(path: &str, text: &[u8], inserted: bool) -> FileDiff {
+    let mut out = FileDiff {
+        path: path.to_string(),
+        ..FileDiff::default()
+    };
+    let lines = || text.split_inclusive(|b| *b == b'\n');
+    let mut buf = Vec::new();
+    let (mut total, mut count, mut bare) = (0usize, 0usize, true);
+    let (mut first, mut last): (Option<(usize, &[u8])>, usize) = (None, 0);
+    for (i, line) in lines().enumerate() {
+        total += 1;
+        normalise_into(line, &mut buf);
+        if !buf.is_empty() {
+            first.get_or_insert((i, line));
+            last = i + 1;
+            count += 1;
+            bare &= !buf.iter().any(|b| b.is_ascii_alphanumeric() || *b >= 0x80);
+        }
+    }
+    if total == 0 {
+        return out;
+    }
+    let (old_r, new_r) = if inserted {
+        ((0, 0), (0, total))
+    } else {
+        ((0, total), (0, 0))
+    };
+    out.blocks
+        .push(((n(old_r.0), n(old_r.1)), (n(new_r.0), n(new_r.1))));
+    if bare {
+        return out;
+    }
+    // The side that has the lines hashes them as removed (`-`) or added
+    // (`+`); the other side adds nothing. Both hashes in one pass.
+    let (mut plus, mut minus) = (Sha256::new(), Sha256::new());
+    for h in [&mut plus, &mut minus] {
+        h.update(path.as_bytes());
+        h.update([0]);
+    }
+    for l in lines() {
+        normalise_into(l, &mut buf);
+        if buf.is_empty() {
+            continue;
+        }
+        let len = (buf.len() as u64).to_le_bytes();
+        for (h, sign) in [(&mut plus, b'+'), (&mut minus, b'-')] {
+            h.update([sign]);
+            h.update(len);
+            h.update(&buf[..]);
+        }
+    }
+    let (plus, minus): ([u8; 32], [u8; 32]) = (plus.finalize().into(), minus.finalize().into());
+    let (key_, inverse) = if inserted {
+        (plus, minus)
+    } else {
+        (minus, plus)
+    };
+    let (first_i, first_line) = first.expect("a side that is not bare has a line");
+    let left = if inserted { (first_i, last) } else { (0, 0) };
+    let sample = format!(
+        "{}{}",
+        if inserted { '+' } else { '-' },
+        String::from_utf8_lossy(first_line).trim_end()
+    );
+    let (removed, added) = if inserted { (0, count) } else { (count, 0) };
+    out.hunks.push(HunkId {
+        key: key_,
+        inverse,
+        describe: format!("{path}:{} (-{removed} +{added}): {sample}", new_r.0 + 1),
+        old: (n(old_r.0), n(old_r.1)),
+        new: (n(left.0), n(left.1)),
+        anchor: n(left.0),
+        reach: (n(old_r.0), n(old_r.1)),
+    });
+    out
+}
+
+/// [`identities`] by diffing the two versions' lines.
+fn identities_diffed(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
     let old_lines: Vec<&[u8]> = old.split_inclusive(|b| *b == b'\n').collect();
     let new_lines: Vec<&[u8]> = new.split_inclusive(|b| *b == b'\n').collect();
     let a: Vec<u64> = old_lines.iter().map(|l| line_key(l)).collect();
@@ -315,6 +465,7 @@ pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
         path: path.to_string(),
         ..FileDiff::default()
     };
+    let mut buf = Vec::new();
     for group in similar::group_diff_ops(ops, 0) {
         let changed: Vec<&DiffOp> = group
             .iter()
@@ -327,28 +478,22 @@ pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
         let new_r = (first.new_range().start, last.new_range().end);
         out.blocks
             .push(((n(old_r.0), n(old_r.1)), (n(new_r.0), n(new_r.1))));
-        let (mut removed, mut added) = (Vec::new(), Vec::new());
-        let mut first_added: Option<&[u8]> = None;
-        let mut first_removed: Option<&[u8]> = None;
-        for line in &old_lines[old_r.0..old_r.1] {
-            let l = normalise(line);
-            if !l.is_empty() {
-                first_removed.get_or_insert(line);
-                removed.push(l);
-            }
-        }
-        for line in &new_lines[new_r.0..new_r.1] {
-            let l = normalise(line);
-            if !l.is_empty() {
-                first_added.get_or_insert(line);
-                added.push(l);
-            }
-        }
+        // The lines are normalised as they are read, never kept: a hunk
+        // of a whole 100 MB file costs one line's buffer.
+        let (old_side, new_side) = (&old_lines[old_r.0..old_r.1], &new_lines[new_r.0..new_r.1]);
+        let removed = side(old_side, &mut buf);
+        let added = side(new_side, &mut buf);
         // Blank lines only, or whitespace only: no identity. Nor punctuation
         // only (`}`, `});`, `*/`): such lines are everywhere, and the diff
         // pairs one with any other, so they name no change.
-        let bare = |l: &Vec<u8>| !l.iter().any(|b| b.is_ascii_alphanumeric() || *b >= 0x80);
-        if removed == added || (removed.iter().all(bare) && added.iter().all(bare)) {
+        if removed.bare && added.bare {
+            continue;
+        }
+        let key_ = key(path, old_side, new_side, &mut buf);
+        let inverse = key(path, new_side, old_side, &mut buf);
+        // The same lines removed as added (up to whitespace) is no change:
+        // the two hashes agree exactly then.
+        if key_ == inverse {
             continue;
         }
         let mut reach = old_r;
@@ -368,19 +513,19 @@ pub fn identities(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
         while left.1 > left.0 && blank(new_lines[left.1 - 1]) {
             left.1 -= 1;
         }
-        let sample = match (first_added, first_removed) {
+        let sample = match (added.first, removed.first) {
             (Some(a), _) => format!("+{}", String::from_utf8_lossy(a).trim_end()),
             (None, Some(r)) => format!("-{}", String::from_utf8_lossy(r).trim_end()),
             (None, None) => String::new(),
         };
         out.hunks.push(HunkId {
-            key: key(path, &removed, &added),
-            inverse: key(path, &added, &removed),
+            key: key_,
+            inverse,
             describe: format!(
                 "{path}:{} (-{} +{}): {sample}",
                 new_r.0 + 1,
-                removed.len(),
-                added.len()
+                removed.count,
+                added.count
             ),
             old: (n(old_r.0), n(old_r.1)),
             new: (n(left.0), n(left.1)),
@@ -702,6 +847,22 @@ impl LiveHunks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A file added or deleted whole gets the identities a diff against
+        /// the empty file gives.
+        #[test]
+        fn whole_file_identities_are_the_diffs(text in "([ \t]{0,2}(ab|}|\\{|x y|\u{e9})?[ \t]{0,2}(\r?\n)?){0,12}") {
+            let t = text.as_bytes();
+            prop_assert_eq!(one_sided("p", t, true), identities_diffed("p", b"", t));
+            prop_assert_eq!(one_sided("p", t, false), identities_diffed("p", t, b""));
+            let (_, _, ops) = diff_lines(b"", t);
+            let added: usize = ops.iter().map(|o| o.new_range().len()).sum();
+            prop_assert_eq!(line_counts(b"", t), (added, 0));
+            prop_assert_eq!(line_counts(t, b""), (0, added));
+        }
+    }
 
     fn diff(old: &str, new: &str) -> Vec<FileDiff> {
         vec![identities("f", old.as_bytes(), new.as_bytes())]

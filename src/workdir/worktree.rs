@@ -97,29 +97,69 @@ fn same_as_index(
 /// there (nothing, a directory, or a parent that is a file or symlink —
 /// the states a step that changes a path's type passes through).
 pub fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
+    let Some(mode) = disk_mode(workdir, path)? else {
+        return Ok(None);
+    };
+    let full = workdir.join(path);
+    if mode == MODE_LINK {
+        let target = fs::read_link(&full)?;
+        return Ok(Some((target.as_os_str().as_bytes().to_vec(), MODE_LINK)));
+    }
+    Ok(Some((fs::read(&full)?, mode)))
+}
+
+/// The mode of the file [`on_disk`] would read at `path`, without reading
+/// it: None when there is no file there.
+fn disk_mode(workdir: &Path, path: &str) -> Result<Option<u32>> {
     if through_non_dir(workdir, path) {
         return Ok(None);
     }
-    let full = workdir.join(path);
-    let meta = match fs::symlink_metadata(&full) {
+    let meta = match fs::symlink_metadata(workdir.join(path)) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    if meta.file_type().is_symlink() {
-        let target = fs::read_link(&full)?;
-        return Ok(Some((target.as_os_str().as_bytes().to_vec(), MODE_LINK)));
-    }
-    if meta.is_dir() {
-        return Ok(None);
-    }
-    let mode = if meta.permissions().mode() & 0o111 != 0 {
-        MODE_EXEC
+    Ok(if meta.file_type().is_symlink() {
+        Some(MODE_LINK)
+    } else if meta.is_dir() {
+        None
+    } else if meta.permissions().mode() & 0o111 != 0 {
+        Some(MODE_EXEC)
     } else {
-        MODE_FILE
+        Some(MODE_FILE)
+    })
+}
+
+/// `same(repo, path, &on_disk(workdir, path)?, e)`, without holding the
+/// file where no rule converts it: the file is hashed as it is read (a
+/// 100 MB file costs a read buffer, not 100 MB).
+pub fn disk_is(repo: &Repository, workdir: &Path, path: &str, e: &Option<Entry>) -> Result<bool> {
+    let mode = disk_mode(workdir, path)?;
+    let (mode, e) = match (mode, e) {
+        (None, None) => return Ok(true),
+        (Some(m), Some(e)) if m == e.mode => (m, e),
+        _ => return Ok(false),
     };
-    Ok(Some((fs::read(&full)?, mode)))
+    if mode != MODE_LINK {
+        // The file as it is first (the file may change between two looks;
+        // one that changed is not the entry either way), then, only where
+        // a rule could make other bytes the same blob, as `git add` cleans
+        // it.
+        match git2::Oid::hash_file(git2::ObjectType::Blob, workdir.join(path)) {
+            Ok(oid) if oid == e.oid => return Ok(true),
+            Ok(_) => {}
+            Err(err) if err.class() == git2::ErrorClass::Os => return Ok(false),
+            Err(err) => return Err(err.into()),
+        }
+        if !crate::tree::convert::Convert::new(repo)
+            .converts_to_repo(path)
+            .unwrap_or(true)
+        {
+            return Ok(false);
+        }
+    }
+    same(repo, path, &on_disk(workdir, path)?, &Some(*e))
 }
 
 /// Whether a version on disk ([`on_disk`]) is the entry `e`, as git compares
@@ -134,6 +174,17 @@ pub fn same(
         (None, None) => true,
         (Some((bytes, mode)), Some(e)) => {
             if *mode != e.mode {
+                return Ok(false);
+            }
+            // The common case without reading the blob: the bytes are it.
+            if git2::Oid::hash_object(git2::ObjectType::Blob, bytes)? == e.oid {
+                return Ok(true);
+            }
+            if e.mode == MODE_LINK
+                || !crate::tree::convert::Convert::new(repo)
+                    .converts_to_repo(path)
+                    .unwrap_or(true)
+            {
                 return Ok(false);
             }
             let blob = repo.find_blob(e.oid)?;
@@ -288,12 +339,11 @@ enum Found {
 }
 
 fn found(repo: &Repository, workdir: &Path, c: &Change) -> Result<Found> {
-    let disk = on_disk(workdir, &c.path)?;
     // The old version first: it is what a step almost always finds, and a
     // mismatch costs a clean conversion of the file (`same`).
-    Ok(if same(repo, &c.path, &disk, &c.old)? {
+    Ok(if disk_is(repo, workdir, &c.path, &c.old)? {
         Found::Old
-    } else if same(repo, &c.path, &disk, &c.new)? {
+    } else if disk_is(repo, workdir, &c.path, &c.new)? {
         Found::New
     } else {
         Found::Other
@@ -474,10 +524,9 @@ pub fn keep_in_place(
     let workdir = workdir(repo)?;
     let mut kept = Vec::with_capacity(changes.len());
     for c in changes {
-        let disk = on_disk(&workdir, &c.path)?;
-        if same(repo, &c.path, &disk, &c.new)? {
+        if disk_is(repo, &workdir, &c.path, &c.new)? {
             kept.push(true);
-        } else if same(repo, &c.path, &disk, &c.old)? {
+        } else if disk_is(repo, &workdir, &c.path, &c.old)? {
             kept.push(false);
         } else {
             return Ok(Err(c.path.clone()));
@@ -496,12 +545,7 @@ pub fn keep_in_place(
 /// Whether the worktree holds `change`'s new version at its path already.
 pub fn holds_new(repo: &Repository, change: &Change) -> Result<bool> {
     let workdir = workdir(repo)?;
-    same(
-        repo,
-        &change.path,
-        &on_disk(&workdir, &change.path)?,
-        &change.new,
-    )
+    disk_is(repo, &workdir, &change.path, &change.new)
 }
 
 /// As [`update`], but a change for which `kept` says so is not written:
@@ -594,14 +638,24 @@ pub fn update_keeping(
                 continue;
             }
         }
-        let blob = repo.find_blob(new.oid)?;
-        // As `git checkout` writes it: line endings and filter drivers.
-        let content = if new.mode == MODE_LINK {
-            blob.content().to_vec()
-        } else {
-            convert
-                .to_worktree(&c.path, blob.content())
+        // As `git checkout` writes it: line endings and filter drivers; a
+        // file no rule converts is streamed from its blob.
+        let blob;
+        let content = if new.mode != MODE_LINK
+            && !convert
+                .converts_to_worktree(&c.path)
                 .map_err(Error::other)?
+        {
+            Content::Blob(repo, new.oid)
+        } else {
+            blob = repo.find_blob(new.oid)?;
+            Content::Bytes(if new.mode == MODE_LINK {
+                std::borrow::Cow::Borrowed(blob.content())
+            } else {
+                convert
+                    .to_worktree(&c.path, blob.content())
+                    .map_err(Error::other)?
+            })
         };
         let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
         let Some(target) = write(&workdir, &staging, &c.path, &content, new.mode, &replaces)?
@@ -657,13 +711,13 @@ pub fn write_in_place(repo: &Repository, changes: &[Change]) -> Result<()> {
     for c in changes {
         let Some(new) = c.new else { continue };
         let blob = repo.find_blob(new.oid)?;
-        let content = if new.mode == MODE_LINK {
-            blob.content().to_vec()
+        let content = Content::Bytes(if new.mode == MODE_LINK {
+            std::borrow::Cow::Borrowed(blob.content())
         } else {
             convert
                 .to_worktree(&c.path, blob.content())
                 .map_err(Error::other)?
-        };
+        });
         write(&workdir, &staging, &c.path, &content, new.mode, &|_| true)?;
     }
     Ok(())
@@ -714,6 +768,25 @@ fn parent_dir(workdir: &Path, path: &str) -> Result<PathBuf> {
 /// it is what the write or removal may replace.
 type Replaces<'a> = &'a dyn Fn(&Option<(Vec<u8>, u32)>) -> bool;
 
+/// What a worktree write puts in a file.
+enum Content<'a> {
+    /// These bytes (a link's target, or a file as a rule converted it).
+    Bytes(std::borrow::Cow<'a, [u8]>),
+    /// The blob as it is, streamed from the object database (a large file
+    /// is never held).
+    Blob(&'a Repository, git2::Oid),
+}
+
+impl Content<'_> {
+    /// The object id of the bytes, as `git hash-object` names them.
+    fn id(&self) -> std::result::Result<git2::Oid, git2::Error> {
+        match self {
+            Content::Bytes(b) => git2::Oid::hash_object(git2::ObjectType::Blob, b),
+            Content::Blob(_, oid) => Ok(*oid),
+        }
+    }
+}
+
 /// Write one file: staged in `staging` (inside `.git`, so an interrupted
 /// write leaves nothing in the worktree) and swapped into place; staged next
 /// to the target instead when `.git` is on another filesystem. None (and
@@ -723,10 +796,11 @@ fn write(
     workdir: &Path,
     staging: &Path,
     path: &str,
-    content: &[u8],
+    content: &Content<'_>,
     mode: u32,
     replaces: Replaces<'_>,
 ) -> Result<Option<PathBuf>> {
+    let ours = content.id()?;
     let dir = parent_dir(workdir, path)?;
     let target = workdir.join(path);
     if let Ok(m) = fs::symlink_metadata(&target) {
@@ -742,8 +816,8 @@ fn write(
     }
     let _ = fs::create_dir(staging);
     for (attempt, place_in) in [staging, dir.as_path()].into_iter().enumerate() {
-        let staged = if mode == MODE_LINK {
-            let link_target = std::ffi::OsStr::from_bytes(content);
+        let staged = if let (MODE_LINK, Content::Bytes(target)) = (mode, content) {
+            let link_target = std::ffi::OsStr::from_bytes(target);
             let tmp = place_in.join(format!(".git-steps-link-{}", std::process::id()));
             let _ = fs::remove_file(&tmp);
             std::os::unix::fs::symlink(link_target, &tmp)
@@ -755,8 +829,19 @@ fn write(
                 .tempfile_in(place_in)
                 .context(|| format!("cannot write {path}"))?;
             let mut f = tmp.as_file();
-            f.write_all(content)
-                .context(|| format!("cannot write {path}"))?;
+            match content {
+                Content::Bytes(b) => f.write_all(b),
+                Content::Blob(repo, oid) => {
+                    let mut failed = None;
+                    crate::git::blob_chunks(repo, *oid, &mut |chunk| {
+                        if failed.is_none() {
+                            failed = f.write_all(chunk).err();
+                        }
+                    })?;
+                    failed.map_or(Ok(()), Err)
+                }
+            }
+            .context(|| format!("cannot write {path}"))?;
             let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
             f.set_permissions(fs::Permissions::from_mode(perm))?;
             tmp.into_temp_path()
@@ -764,7 +849,7 @@ fn write(
                 .map_err(|e| e.error)
                 .context(|| format!("cannot write {path}"))?
         };
-        match place(&staged, &target, replaces, (content, mode)) {
+        match place(&staged, &target, replaces, (ours, mode)) {
             Ok(true) => return Ok(Some(target)),
             Ok(false) => return Ok(None),
             Err(e) if attempt == 0 && e.raw_os_error() == Some(libc::EXDEV) => {
@@ -830,7 +915,7 @@ fn place(
     staged: &Path,
     target: &Path,
     replaces: Replaces<'_>,
-    ours: (&[u8], u32),
+    ours: (git2::Oid, u32),
 ) -> std::io::Result<bool> {
     let exists = fs::symlink_metadata(target).is_ok();
     let flags = if exists {
@@ -853,8 +938,10 @@ fn place(
             // their newest, and it goes in place instead (the one before
             // it is what their own write replaced).
             let is_ours = |v: &Option<(Vec<u8>, u32)>| {
-                v.as_ref()
-                    .is_some_and(|(b, m)| b.as_slice() == ours.0 && *m == ours.1)
+                v.as_ref().is_some_and(|(b, m)| {
+                    *m == ours.1
+                        && git2::Oid::hash_object(git2::ObjectType::Blob, b).ok() == Some(ours.0)
+                })
             };
             if !is_ours(&version_at(staged)) {
                 renameat2(staged, target, libc::RENAME_EXCHANGE)?;

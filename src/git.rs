@@ -466,19 +466,21 @@ pub fn installed_hooks(repo: &Repository) -> Vec<String> {
     hooks
 }
 
-/// Blobs over this size are read as a stream where the object database can
-/// (loose objects, which every new step's are).
-const STREAM_BLOB_BYTES: usize = 8 << 20;
+/// A loose object file larger than this may hold a blob too large to read
+/// whole (zlib compresses at most about 1032:1, so one this small holds
+/// under 8 MiB): read as a stream.
+const STREAM_LOOSE_BYTES: u64 = 8 << 10;
 
-/// Feed blob `oid`'s content to `f`, a chunk at a time: a large loose blob
-/// is inflated as it is read (never held whole), anything else is read in
-/// one piece.
+/// Feed blob `oid`'s content to `f`, a chunk at a time: a loose blob that
+/// may be large is inflated as it is read (never held whole); a small or
+/// packed one is read in one piece. Every new step's blobs are loose.
 pub fn blob_chunks(repo: &Repository, oid: Oid, f: &mut dyn FnMut(&[u8])) -> Result<()> {
     use std::io::Read;
-    let odb = repo.odb()?;
-    let (size, _) = odb.read_header(oid)?;
-    if size > STREAM_BLOB_BYTES {
-        if let Ok((mut reader, _, git2::ObjectType::Blob)) = odb.reader(oid) {
+    let hex = oid.to_string();
+    let loose = repo.path().join("objects").join(&hex[..2]).join(&hex[2..]);
+    let large = std::fs::metadata(&loose).is_ok_and(|m| m.len() > STREAM_LOOSE_BYTES);
+    if large {
+        if let Ok((mut reader, size, git2::ObjectType::Blob)) = repo.odb()?.reader(oid) {
             use sha1::Digest;
             // Checked as git checks an object: its id is the SHA-1 of its
             // header and content (a damaged object fails here, as whole).

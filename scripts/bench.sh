@@ -2,6 +2,9 @@
 # Benchmarks, each printed next to a baseline measured in the same run on
 # the same machine (ratios, not absolute times: these machines are shared).
 #
+#   0. one large file: peak memory of `record` and of `apply` of a step
+#      that writes one 64 MiB file (STEPS_BIG_MIB), text and binary, as a
+#      ratio to the file's size, next to `git add` of it.
 #   1. pushed steps: a 200-step unified-diff plan pushed step by step to a
 #      local bare remote, vs a git CLI loop (git apply --index, git commit
 #      with the Step-Id trailer, git push); the fsync floor of this disk and
@@ -27,6 +30,7 @@
 #
 # Usage: scripts/bench.sh            (release build; needs git, python3, strace)
 #        BENCH_ONLY_PUSH=1 scripts/bench.sh   (section 1 alone)
+#        BENCH_ONLY_BIGFILE=1 scripts/bench.sh (section 0 alone)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --quiet --release --manifest-path "$root/Cargo.toml"
@@ -46,6 +50,64 @@ per() { awk -v a="$1" -v n="$2" 'BEGIN{printf "%.2f", a / n}'; }
 peak_kib() { grep -o 'peak memory: [0-9]*' | grep -o '[0-9]*$'; }
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -m), disk $(df -h "$work" | awk 'NR==2{print $1}')"
+
+# Peak RSS (KiB) of a command, by /usr/bin/time when there is one.
+rss() { local f="$work/rss.$$"; if [ -x /usr/bin/time ]; then /usr/bin/time -f %M -o "$f" "$@"; cat "$f"; else "$@"; echo n/a; fi; }
+
+# --- 0. one large file -----------------------------------------------------
+# Peak memory of a step that writes one large file, as a ratio to the file's
+# size (target <= 1.5 plus a constant), next to `git add` of the same file:
+# `record` of a text and of a binary file, and `apply` of a `files` step
+# carrying each (the binary one as base64, 4/3 of the file in the plan).
+big_mib=${STEPS_BIG_MIB:-64}
+if [ -z "${BENCH_ONLY_PUSH:-}" ]; then
+python3 - "$work" "$big_mib" <<'PY'
+import base64, json, os, random, sys
+work, mib = sys.argv[1], int(sys.argv[2])
+random.seed(7)
+words = [''.join(random.choice('abcdefghijklmnop') for _ in range(random.randint(2, 9))) for _ in range(512)]
+n, out = 0, []
+while n < mib << 20:
+    line = ' '.join(random.choice(words) for _ in range(10)) + '\n'
+    out.append(line)
+    n += len(line)
+text = ''.join(out)
+open(f"{work}/big.txt", "w").write(text)
+data = os.urandom(mib << 20)
+open(f"{work}/big.bin", "wb").write(data)
+with open(f"{work}/big-text.jsonl", "w") as f:
+    f.write(json.dumps({"id": "big-text", "files": {"big.txt": text}}) + "\n")
+with open(f"{work}/big-bin.jsonl", "w") as f:
+    f.write(json.dumps({"id": "big-bin", "files": {"big.bin": {"base64": base64.b64encode(data).decode()}}}) + "\n")
+PY
+fresh_big() {
+  rm -rf "$work/big"; git init -q -b main "$work/big"
+  echo base > "$work/big/README"; git -C "$work/big" add README; git -C "$work/big" commit -qm base
+  "$bin" -q -C "$work/big" init >/dev/null 2>&1
+}
+big_line() { # label, file, peak KiB, baseline KiB
+  local bytes; bytes=$(stat -c %s "$2")
+  echo "   $1: peak $3 KiB = const + $(awk -v k="$3" -v c="$const_kib" -v b="$bytes" 'BEGIN{printf "%.2f", (k - c) * 1024 / b}')x the file (target <= 1.5x + const); git add of it: $4 KiB"
+}
+# The constant: the same record of a one-line file.
+fresh_big; echo small > "$work/big/small.txt"
+const_kib=$(rss "$bin" -q -C "$work/big" record --id small | tail -1)
+echo
+echo "0. one large file (${big_mib} MiB), peak RSS; const = a one-line record's peak, $const_kib KiB"
+for kind in txt bin; do
+  fresh_big; cp "$work/big.$kind" "$work/big/"
+  add_kib=$(cd "$work/big" && rss git add "big.$kind" | tail -1); git -C "$work/big" reset -q
+  rec_kib=$(rss "$bin" -q -C "$work/big" record --id "rec-$kind" | tail -1)
+  big_line "record, $( [ $kind = txt ] && echo text || echo binary)" "$work/big.$kind" "$rec_kib" "$add_kib"
+  fresh_big
+  plan="$work/big-$( [ $kind = txt ] && echo text || echo bin).jsonl"
+  app_kib=$(rss "$bin" -q -C "$work/big" apply "$plan" | tail -1)
+  big_line "apply of a files step, $( [ $kind = txt ] && echo text || echo "base64 ($(stat -c %s "$plan") bytes of plan)")" "$work/big.$kind" "$app_kib" "$add_kib"
+done
+rm -rf "$work/big" "$work"/big.* "$work"/big-*.jsonl
+fi
+# BENCH_ONLY_BIGFILE=1: this section alone.
+[ -z "${BENCH_ONLY_BIGFILE:-}" ] || exit 0
 
 # --- 1. pushed steps -------------------------------------------------------
 python3 - "$work" <<'PY'
@@ -172,8 +234,6 @@ git clone -q --no-local "$work/h.git" "$work/h"
 # This box publishes the shared hunk cache with its first step (the run's
 # step history_steps + 1); fresh boxes below read it.
 git -C "$work/h" config steps.cacheEvery $((history_steps + 1))
-# Peak RSS (KiB) of a command, by /usr/bin/time when there is one.
-rss() { local f="$work/rss.$$"; if [ -x /usr/bin/time ]; then /usr/bin/time -f %M -o "$f" "$@"; cat "$f"; else "$@"; echo n/a; fi; }
 printf '%s\n' '{"id":"new-1","files":{"new.txt":"new\n"}}' > "$work/one.jsonl"
 # Cold `status` (no receipt index yet) vs `git log`, alternating, each
 # round on its own copy of the box (a status writes the index): the median

@@ -67,6 +67,34 @@ fn plan_syntax() {
             format!("{good}\n{{\"id\": \"b\", \"files\": {{\"x\" \"y\"}}}}\n{good}"),
             vec!["plan line 2", "not valid JSON"],
         ),
+        // A line over 1 MiB is parsed in its own buffer (issue 28, item
+        // 10): serde_json's verdict still, and no deep recursion.
+        (
+            "a long line nested too deep",
+            format!(
+                "{good}\n{{\"id\":\"b\",\"files\":{{\"x\":\"{}\"}},\"intent\":{}1{}}}",
+                "x".repeat(2 << 20),
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            ),
+            vec!["plan line 2", "recursion limit exceeded"],
+        ),
+        (
+            "a long line malformed after its content",
+            format!(
+                "{good}\n{{\"id\":\"b\",\"files\":{{\"x\":\"{}\"}} \"y\"}}",
+                "x".repeat(2 << 20)
+            ),
+            vec!["plan line 2", "not valid JSON"],
+        ),
+        (
+            "a long line with a lone surrogate",
+            format!(
+                "{{\"id\":\"b\",\"files\":{{\"x\":\"{}\\ud800\"}}}}",
+                "x".repeat(2 << 20)
+            ),
+            vec!["plan line 1", "not valid JSON", "hex escape"],
+        ),
         (
             "truncated last line",
             format!("{good}\n{{\"id\":\"b\",\"files\":{{\"x\":\"y"),

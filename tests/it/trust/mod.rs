@@ -13,6 +13,7 @@
 
 mod edits_during_a_step;
 mod hostile_trees;
+mod large_files;
 mod locks_and_config;
 mod plan_and_history;
 mod remote_writes;

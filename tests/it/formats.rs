@@ -164,19 +164,22 @@ fn every_failure_is_named_and_writes_nothing() {
         ),
         (
             json!({"id": "a3", "apply_patch": "*** Begin Patch\n*** Update File: app.py\n-gone\n*** End Patch\n"}),
-            vec!["step a3", "\"gone⏎\" are not in app.py"],
+            vec!["step a3", "\"gone\" are not in app.py"],
         ),
         (
             json!({"id": "a4", "apply_patch": "*** Begin Patch\n*** Delete File: nope.py\n*** End Patch\n"}),
             vec!["step a4", "nope.py does not exist"],
         ),
         (
-            json!({"id": "a5", "apply_patch": "*** Begin Patch\n*** Add File: app.py\n+x\n*** End Patch\n"}),
-            vec!["step a5", "app.py already exists"],
+            json!({"id": "a5", "apply_patch": "*** Begin Patch\n*** Update File: app.py\n*** Move to: app.py\n@@ def bye():\n-    print(\"Hi\")\n*** End Patch\n"}),
+            vec![
+                "plan line 1, step a5",
+                "app.py is the file itself (Codex would delete it)",
+            ],
         ),
         (
             json!({"id": "a6", "apply_patch": "*** Begin Patch\n*** Update File: app.py\n-x\n"}),
-            vec!["plan line 1, step a6", "ends without \"*** End Patch\""],
+            vec!["plan line 1, step a6", "must end with \"*** End Patch\""],
         ),
         (
             json!({"id": "a7", "apply_patch": "*** Update File: app.py\n"}),
@@ -276,4 +279,32 @@ fn dry_run_shows_the_resolved_hunks() {
         assert!(diff.contains("+++ b/app.py"), "{name}: {diff}");
         assert_eq!(t.read("app.py"), BASE, "{name}: a dry run wrote");
     }
+}
+
+/// Issue 29: a patch as Codex's agents send it — in a heredoc, with padded
+/// markers, adding a file that exists, moving onto one, chunks of added
+/// lines with a bare `@@`, lines found only once trailing whitespace is
+/// ignored — applies as Codex's `apply_patch` applies it, byte for byte, in
+/// one receipted step.
+#[test]
+fn a_codex_patch_applies_as_codex_applies_it() {
+    let t = TestRepo::new();
+    t.write("notes.txt", "old notes\n");
+    t.write("src/a.txt", "alpha  \nbeta\n");
+    t.write("dst/a.txt", "to be replaced\n");
+    t.write("tail.txt", "no newline");
+    t.commit_all("base");
+    let patch = "apply_patch <<'EOF'\n *** Begin Patch\n*** Add File: notes.txt\n+new notes\n  *** Update File: src/a.txt\n*** Move to: dst/a.txt\n@@\n alpha\n-beta\n+BETA\n*** Update File: tail.txt\n@@\n+appended\n*** End Patch \nEOF\n";
+    let step = json!({"id": "codex-1", "apply_patch": patch});
+    t.steps_stdin(&["apply", "-"], &line(step)).ok();
+    // What Codex writes: the Add over the file, the move over the
+    // destination (its context line as the patch spells it), the addition
+    // at the end after a final newline Codex adds.
+    assert_eq!(t.git_out(&["show", "HEAD:notes.txt"]), "new notes");
+    assert_eq!(t.read("notes.txt"), "new notes\n");
+    assert_eq!(t.read("dst/a.txt"), "alpha\nBETA\n");
+    assert!(!t.path("src/a.txt").exists());
+    assert_eq!(t.read("tail.txt"), "no newline\nappended\n");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(t.step_ids(), vec!["codex-1".to_string()]);
 }

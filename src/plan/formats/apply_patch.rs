@@ -1,4 +1,5 @@
-//! `apply_patch`: the `*** Begin Patch` … `*** End Patch` format.
+//! `apply_patch`: the `*** Begin Patch` … `*** End Patch` format, read and
+//! applied as OpenAI Codex's own `apply_patch` does (`codex-rs/apply-patch`).
 //!
 //! ```text
 //! *** Begin Patch
@@ -13,19 +14,37 @@
 //! *** End Patch
 //! ```
 //!
-//! No line numbers: an Update's chunks are placed by their text, in order.
-//! A chunk's `@@ <anchor>` line, if given, must be found (the first line
-//! equal to it after the previous chunk), and the chunk's context and
-//! removed lines are then taken at their first match after it; without an
-//! anchor they must match exactly once after the previous chunk. `*** End of
-//! File` pins a chunk to the end of the file. A chunk of added lines only
-//! needs an anchor (it goes after it) or `*** End of File` (it is appended).
-//! Matching is exact, line by line.
+//! Owns the format's grammar and its placement rules. Invariant: a patch
+//! Codex applies is applied to the same bytes, or refused with the reason
+//! and nothing changed; it is never a different edit. As Codex:
+//! - the text is trimmed, read as lines (a `\r` before a line end
+//!   dropped), and may come in a heredoc (`<<'EOF'` … `EOF`, or the shell
+//!   form `apply_patch <<'EOF'` …); the Begin/End lines and the file
+//!   headers are read trimmed;
+//! - `Add File` writes its `+` lines, each ending in `\n`, over a file
+//!   that exists; `Move to` replaces a destination that exists;
+//! - an Update's chunks are found in order, each after the previous one:
+//!   an `@@ context` line first, then the chunk's context and removed lines,
+//!   compared exactly, then ignoring trailing whitespace, then ignoring
+//!   whitespace at both ends, then with typographic dashes, quotes and
+//!   spaces read as ASCII (each pass over the whole file before the next);
+//!   the lines found are replaced by the chunk's context and added lines as
+//!   the patch writes them; `*** End of File` pins a chunk to the end;
+//! - a chunk that only adds lines, with a bare `@@`, is appended at the end
+//!   of the file;
+//! - an updated file ends with a newline.
+//!
+//! Deliberately stricter, each refused with the reason: a step is atomic
+//! (Codex keeps the operations before a failing one); an unanchored chunk
+//! whose lines occur more than once (Codex takes the first); a chunk that
+//! only adds lines after an `@@ context` that is not the file's last line
+//! (Codex's releases disagree on where those lines go: at the end of the
+//! file, or after the context line); a `Move to` onto the file itself
+//! (Codex deletes the file); a path with whitespace Codex would keep in the
+//! name. And where Codex's releases differ, the newer behaviour: a CRLF file
+//! keeps its line ends, and a file that ends in a blank line keeps it.
 
-use super::{
-    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, EditError,
-    Files,
-};
+use super::{checked_path, existing_text, list_lines, quote, EditError, Files, MODE_FILE};
 
 /// One file operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,10 +70,11 @@ pub enum FileOp {
 /// One `@@` chunk of an Update.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Chunk {
+    /// The text after `@@ ` (as written, not trimmed).
     pub anchor: Option<String>,
-    /// Context and removed lines, with `\n`.
+    /// Context and removed lines, without their line ends.
     pub old: Vec<String>,
-    /// Context and added lines, with `\n`.
+    /// Context and added lines, without their line ends.
     pub new: Vec<String>,
     pub end_of_file: bool,
     /// 1-based line of the patch where the chunk starts.
@@ -74,72 +94,131 @@ pub fn parse(text: &str) -> Result<Vec<FileOp>, EditError> {
     parse_str(text).map_err(EditError::Malformed)
 }
 
+/// The patch inside a heredoc, as Codex takes it: `<<EOF`, `<<'EOF'` or
+/// `<<"EOF"` on the first line and a last line ending in `EOF`, or the
+/// shell form `apply_patch <<'DELIM'` … `DELIM` its tool accepts. Returns
+/// the inner lines and how many lines come before them.
+fn unwrap_heredoc<'a>(lines: &'a [&'a str]) -> Result<Option<&'a [&'a str]>, String> {
+    let [first, .., last] = lines else {
+        return Ok(None);
+    };
+    if lines.len() < 4 {
+        return Ok(None);
+    }
+    if matches!(*first, "<<EOF" | "<<'EOF'" | "<<\"EOF\"") && last.ends_with("EOF") {
+        return Ok(Some(&lines[1..lines.len() - 1]));
+    }
+    let command = first
+        .strip_prefix("apply_patch")
+        .or_else(|| first.strip_prefix("applypatch"));
+    let Some(rest) = command.map(str::trim) else {
+        if first.contains("apply_patch <<") || first.contains("applypatch <<") {
+            return Err(format!(
+                "line 1: {} runs more than `apply_patch <<DELIM`; give the patch alone, with paths from the repository's top",
+                quote(first.as_bytes())
+            ));
+        }
+        return Ok(None);
+    };
+    let Some(delim) = rest.strip_prefix("<<") else {
+        return Ok(None);
+    };
+    let word = match delim.as_bytes().first() {
+        Some(q @ (b'\'' | b'"')) => delim[1..].strip_suffix(*q as char),
+        _ => Some(delim),
+    };
+    match word {
+        Some(w)
+            if !w.is_empty()
+                && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && last.trim_end() == w =>
+        {
+            Ok(Some(&lines[1..lines.len() - 1]))
+        }
+        _ => Err(format!(
+            "line 1: {} starts a heredoc that does not end with its delimiter on the last line",
+            quote(first.as_bytes())
+        )),
+    }
+}
+
 fn parse_str(text: &str) -> Result<Vec<FileOp>, String> {
-    let lines: Vec<&str> = text
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
-    let mut i = 0;
-    while i < lines.len() && lines[i].trim().is_empty() {
-        i += 1;
-    }
-    if lines.get(i).map(|l| l.trim_end()) != Some(BEGIN) {
-        return Err(format!(
-            "line {}: the patch must start with {BEGIN:?}",
-            i + 1
-        ));
-    }
-    i += 1;
-    let mut ops = Vec::new();
-    loop {
-        let n = i + 1;
-        let Some(&l) = lines.get(i) else {
-            return Err(format!("the patch ends without {END:?}"));
-        };
-        let t = l.trim_end();
-        if t == END {
-            if lines[i + 1..].iter().any(|l| !l.trim().is_empty()) {
-                return Err(format!("line {}: text after {END:?}", n + 1));
+    // Line numbers are the step's: count what the trim takes off the start.
+    let trimmed = text.trim();
+    let lead = text[..text.len() - text.trim_start().len()]
+        .matches('\n')
+        .count();
+    let all: Vec<&str> = trimmed.lines().collect();
+    let strict = |ls: &[&str]| {
+        ls.first().map(|l| l.trim()) == Some(BEGIN)
+            && ls.last().map(|l| l.trim()) == Some(END)
+            && ls.len() >= 2
+    };
+    let (lines, offset): (&[&str], usize) = if strict(&all) {
+        (&all, lead)
+    } else {
+        match unwrap_heredoc(&all)? {
+            Some(inner) if strict(inner) => (inner, lead + 1),
+            Some(inner) => {
+                return Err(begin_end_error(inner, lead + 1));
             }
-            break;
+            None => return Err(begin_end_error(&all, lead)),
+        }
+    };
+    // 1-based line in the step's text of `lines[i]`.
+    let at = |i: usize| offset + i + 1;
+    let body = &lines[1..lines.len() - 1];
+    let mut ops = Vec::new();
+    let mut i = 0;
+    while i < body.len() {
+        let n = at(i + 1);
+        let raw = body[i];
+        let t = raw.trim();
+        if t.is_empty() {
+            i += 1;
+            continue;
         }
         if let Some(p) = t.strip_prefix(ADD) {
-            let path = checked_path(p.trim(), &format!("line {n}: Add File"))?;
+            let path = header_path(p, &format!("line {n}: Add File"))?;
             i += 1;
-            let mut body = Vec::new();
-            while let Some(l) = lines.get(i).filter(|l| !l.starts_with("*** ")) {
-                match l.strip_prefix('+') {
-                    Some(rest) => body.push(format!("{rest}\n")),
-                    None => {
-                        return Err(format!(
-                            "line {}: every line of an added file starts with '+', found {}",
-                            i + 1,
-                            quote(l.as_bytes())
-                        ))
-                    }
-                }
+            let mut content = Vec::new();
+            while let Some(rest) = body.get(i).and_then(|l| l.strip_prefix('+')) {
+                content.push(format!("{rest}\n"));
                 i += 1;
             }
             ops.push(FileOp::Add {
                 path,
-                lines: body,
+                lines: content,
                 line: n,
             });
         } else if let Some(p) = t.strip_prefix(DELETE) {
             ops.push(FileOp::Delete {
-                path: checked_path(p.trim(), &format!("line {n}: Delete File"))?,
+                path: header_path(p, &format!("line {n}: Delete File"))?,
                 line: n,
             });
             i += 1;
         } else if let Some(p) = t.strip_prefix(UPDATE) {
-            let path = checked_path(p.trim(), &format!("line {n}: Update File"))?;
+            let path = header_path(p, &format!("line {n}: Update File"))?;
             i += 1;
             let mut move_to = None;
-            if let Some(m) = lines.get(i).and_then(|l| l.trim_end().strip_prefix(MOVE)) {
-                move_to = Some(checked_path(m.trim(), &format!("line {}: Move to", i + 1))?);
+            if let Some(m) = body.get(i).and_then(|l| l.strip_prefix(MOVE)) {
+                let what = format!("line {}: Move to", at(i + 1));
+                if m != m.trim() {
+                    return Err(format!(
+                        "{what}: the path {} has whitespace around it, which Codex keeps in the name",
+                        quote(m.as_bytes())
+                    ));
+                }
+                let dest = checked_path(m, &what)?;
+                if dest == path {
+                    return Err(format!(
+                        "{what}: {dest} is the file itself (Codex would delete it)"
+                    ));
+                }
+                move_to = Some(dest);
                 i += 1;
             }
-            let (chunks, next) = parse_chunks(&lines, i, &path)?;
+            let (chunks, next) = parse_chunks(body, i, &path, &at)?;
             i = next;
             if chunks.is_empty() && move_to.is_none() {
                 return Err(format!("line {n}: Update File {path} has no changes"));
@@ -150,12 +229,10 @@ fn parse_str(text: &str) -> Result<Vec<FileOp>, String> {
                 chunks,
                 line: n,
             });
-        } else if t.is_empty() {
-            i += 1;
         } else {
             return Err(format!(
-                "line {n}: expected {ADD:?}, {DELETE:?}, {UPDATE:?} or {END:?}, found {}",
-                quote(l.as_bytes())
+                "line {n}: expected {ADD:?}, {DELETE:?} or {UPDATE:?}, found {}",
+                quote(raw.as_bytes())
             ));
         }
     }
@@ -165,81 +242,111 @@ fn parse_str(text: &str) -> Result<Vec<FileOp>, String> {
     Ok(ops)
 }
 
-fn parse_chunks(lines: &[&str], mut i: usize, path: &str) -> Result<(Vec<Chunk>, usize), String> {
+/// What is wrong with the first and last lines.
+fn begin_end_error(lines: &[&str], offset: usize) -> String {
+    if lines.first().map(|l| l.trim()) != Some(BEGIN) {
+        format!("line {}: the patch must start with {BEGIN:?}", offset + 1)
+    } else {
+        format!(
+            "line {}: the patch must end with {END:?}",
+            offset + lines.len().max(1)
+        )
+    }
+}
+
+/// A header's path: the text after the marker's one space. More
+/// whitespace there would be part of the name for Codex.
+fn header_path(p: &str, what: &str) -> Result<String, String> {
+    if p != p.trim_start() {
+        return Err(format!(
+            "{what}: the path {} starts with whitespace, which Codex keeps in the name",
+            quote(p.as_bytes())
+        ));
+    }
+    checked_path(p, what)
+}
+
+fn parse_chunks(
+    lines: &[&str],
+    mut i: usize,
+    path: &str,
+    at: &dyn Fn(usize) -> usize,
+) -> Result<(Vec<Chunk>, usize), String> {
     let mut chunks: Vec<Chunk> = Vec::new();
-    let mut cur: Option<Chunk> = None;
     while let Some(&l) = lines.get(i) {
-        if l.trim_end() == EOF {
-            let Some(c) = cur.as_mut() else {
-                return Err(format!("line {}: {EOF:?} before any change", i + 1));
-            };
-            c.end_of_file = true;
+        // Blank lines between chunks are skipped; a line starting with `*`
+        // ends the Update (the next header, as Codex reads it).
+        if l.trim().is_empty() {
             i += 1;
             continue;
         }
-        if l.starts_with("*** ") {
+        if l.starts_with('*') {
             break;
         }
-        if let Some(rest) = l.strip_prefix("@@") {
-            chunks.extend(cur.take());
-            let anchor = rest.trim();
-            cur = Some(Chunk {
-                anchor: (!anchor.is_empty()).then(|| anchor.to_string()),
-                line: i + 1,
-                ..Chunk::default()
-            });
-            i += 1;
-            continue;
-        }
-        let c = cur.get_or_insert_with(|| Chunk {
-            line: i + 1,
+        let mut c = Chunk {
+            line: at(i + 1),
             ..Chunk::default()
-        });
-        if c.end_of_file {
+        };
+        if l == "@@" {
+            i += 1;
+        } else if let Some(anchor) = l.strip_prefix("@@ ") {
+            c.anchor = Some(anchor.to_string());
+            i += 1;
+        } else if !chunks.is_empty() {
             return Err(format!(
-                "line {}: lines after {EOF:?} in the chunk at line {} of {path}",
-                i + 1,
-                c.line
+                "line {}: in Update File {path}, a chunk after the first starts with \"@@\", found {}",
+                at(i + 1),
+                quote(l.as_bytes())
             ));
         }
-        match l.as_bytes().first() {
-            // An empty line is an empty context line (editors strip the space).
-            None => {
-                if lines.get(i + 1).is_none() {
+        let mut taken = 0;
+        while let Some(&l) = lines.get(i) {
+            if l == EOF {
+                if taken == 0 {
                     break;
                 }
-                c.old.push("\n".into());
-                c.new.push("\n".into());
+                c.end_of_file = true;
+                i += 1;
+                break;
             }
-            Some(b' ') => {
-                c.old.push(format!("{}\n", &l[1..]));
-                c.new.push(format!("{}\n", &l[1..]));
+            match l.as_bytes().first() {
+                // An empty line is an empty context line (editors strip
+                // the space).
+                None => {
+                    c.old.push(String::new());
+                    c.new.push(String::new());
+                }
+                Some(b' ') => {
+                    c.old.push(l[1..].to_string());
+                    c.new.push(l[1..].to_string());
+                }
+                Some(b'-') => c.old.push(l[1..].to_string()),
+                Some(b'+') => c.new.push(l[1..].to_string()),
+                _ if taken == 0 => {
+                    return Err(format!(
+                        "line {}: in Update File {path}, a line starts with ' ', '-', '+' or \"@@\", found {}",
+                        at(i + 1),
+                        quote(l.as_bytes())
+                    ))
+                }
+                _ => break,
             }
-            Some(b'-') => c.old.push(format!("{}\n", &l[1..])),
-            Some(b'+') => c.new.push(format!("{}\n", &l[1..])),
-            _ => {
-                return Err(format!(
-                    "line {}: in Update File {path}, a line starts with ' ', '-', '+' or \"@@\", found {}",
-                    i + 1,
-                    quote(l.as_bytes())
-                ))
-            }
+            taken += 1;
+            i += 1;
         }
-        i += 1;
-    }
-    chunks.extend(cur);
-    for c in &chunks {
-        if c.old.is_empty() && c.new.is_empty() {
+        if taken == 0 {
             return Err(format!(
                 "line {}: an empty chunk in Update File {path}",
                 c.line
             ));
         }
+        chunks.push(c);
     }
     Ok((chunks, i))
 }
 
-/// Apply the file operations in order.
+/// Apply the file operations in order: all of them or none (the step is
+/// atomic; the caller's files are the step's overlay).
 pub fn apply(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), EditError> {
     apply_str(files, ops).map_err(EditError::DoesNotApply)
 }
@@ -247,12 +354,21 @@ pub fn apply(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), EditError> {
 fn apply_str(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
     for op in ops {
         match op {
-            FileOp::Add { path, lines, line } => create(
-                files,
-                path,
-                lines.concat().into_bytes(),
-                &format!("apply_patch line {line}: Add File"),
-            )?,
+            FileOp::Add { path, lines, line } => {
+                let what = format!("apply_patch line {line}: Add File");
+                // Over a file that exists, as Codex writes it (its mode
+                // kept); never through a symlink.
+                let mode = match files.get(path)? {
+                    Some((_, m)) if m == super::MODE_LINK => {
+                        return Err(format!(
+                            "{what}: {path} is a symlink (Codex would write through it)"
+                        ))
+                    }
+                    Some((_, m)) => m,
+                    None => MODE_FILE,
+                };
+                files.put(path, lines.concat().into_bytes(), mode)?;
+            }
             FileOp::Delete { path, line } => {
                 existing_text(
                     files,
@@ -268,19 +384,23 @@ fn apply_str(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
                 line,
             } => {
                 let what = format!("apply_patch line {line}: Update File");
-                let (mut content, mode) = existing_text(files, path, &what)?;
-                let mut cursor = 0usize;
-                for c in chunks {
-                    let (next, at) = place(&content, c, cursor, path)?;
-                    content = next;
-                    cursor = at;
-                }
-                match move_to.as_deref().filter(|m| *m != path) {
+                let (content, mode) = existing_text(files, path, &what)?;
+                let content = if chunks.is_empty() {
+                    content
+                } else {
+                    let text = String::from_utf8(content).map_err(|_| {
+                        format!("{what} {path}: it is not UTF-8 text (Codex edits text files only)")
+                    })?;
+                    update(&text, chunks, path)?.into_bytes()
+                };
+                match move_to {
                     Some(dest) => {
-                        if files.get(dest)?.is_some() {
-                            return Err(format!(
-                                "{what} {path}: Move to {dest}: it already exists"
-                            ));
+                        if let Some((_, m)) = files.get(dest)? {
+                            if m == super::MODE_LINK {
+                                return Err(format!(
+                                    "{what} {path}: Move to {dest}: it is a symlink (Codex would write through it)"
+                                ));
+                            }
                         }
                         files.remove(path)?;
                         files.put(dest, content, mode)?;
@@ -293,90 +413,192 @@ fn apply_str(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
     Ok(())
 }
 
-/// Place one chunk at or after line `cursor`; the new content and the line
-/// after the chunk's new lines.
-fn place(content: &[u8], c: &Chunk, cursor: usize, path: &str) -> Result<(Vec<u8>, usize), String> {
-    let what = format!("apply_patch line {}: chunk of {path}", c.line);
-    let hay = super::lines(content);
-    let old: Vec<&[u8]> = c.old.iter().map(|l| l.as_bytes()).collect();
-    let new: Vec<&[u8]> = c.new.iter().map(|l| l.as_bytes()).collect();
-    let mut from = cursor;
-    if let Some(a) = &c.anchor {
-        let want = [a.as_bytes()];
-        // The anchor as a whole line, or as a line's start after its
-        // indentation (models write `@@ def f():` for an indented def).
-        let found = (cursor..hay.len()).find(|&p| {
-            let line = super::body(hay[p]);
-            line == want[0] || line.trim_ascii_start() == want[0]
-        });
-        match found {
-            Some(p) => from = p + 1,
-            None => {
-                return Err(format!(
-                    "{what}: its anchor @@ {} is not in {path} after line {cursor}",
-                    quote(a.as_bytes())
-                ))
-            }
+/// The whitespace-and-punctuation form Codex's last matching pass compares.
+fn normalised(s: &str) -> String {
+    s.trim()
+        .chars()
+        .map(|c| match c {
+            '\u{2010}'..='\u{2015}' | '\u{2212}' => '-',
+            '\u{2018}'..='\u{201B}' => '\'',
+            '\u{201C}'..='\u{201F}' => '"',
+            '\u{00A0}' | '\u{2002}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+/// Codex's four passes, loosest last.
+const PASSES: [fn(&str, &str) -> bool; 4] = [
+    |a, b| a == b,
+    |a, b| a.trim_end() == b.trim_end(),
+    |a, b| a.trim() == b.trim(),
+    |a, b| normalised(a) == normalised(b),
+];
+
+/// Where `pattern` is in `lines` at or after `from`: the matches of the
+/// first pass that has any.
+fn seek(lines: &[&str], pattern: &[String], from: usize) -> Vec<usize> {
+    if pattern.is_empty() || pattern.len() > lines.len() || from > lines.len() - pattern.len() {
+        return Vec::new();
+    }
+    for pass in PASSES {
+        let found: Vec<usize> = (from..=lines.len() - pattern.len())
+            .filter(|&p| {
+                lines[p..p + pattern.len()]
+                    .iter()
+                    .zip(pattern)
+                    .all(|(a, b)| pass(a, b))
+            })
+            .collect();
+        if !found.is_empty() {
+            return found;
         }
     }
-    if old.is_empty() {
-        let at = if c.end_of_file {
-            hay.len()
-        } else if c.anchor.is_some() {
-            from
-        } else {
-            return Err(format!(
-                "{what}: a chunk that only adds lines needs an @@ anchor or {EOF:?} to say where"
-            ));
-        };
-        return Ok((splice_lines(&hay, at, 0, &new), at + new.len()));
+    Vec::new()
+}
+
+/// Whether `pattern` is at the very end of `lines` (in any pass).
+fn at_end(lines: &[&str], pattern: &[String]) -> Option<usize> {
+    let p = lines.len().checked_sub(pattern.len())?;
+    PASSES
+        .iter()
+        .any(|pass| lines[p..].iter().zip(pattern).all(|(a, b)| pass(a, b)))
+        .then_some(p)
+}
+
+/// The file `text` with `chunks` applied, as Codex computes it.
+fn update(text: &str, chunks: &[Chunk], path: &str) -> Result<String, String> {
+    // A CRLF file keeps its line ends: the patch's lines take the file's
+    // first one.
+    let crlf = text
+        .find('\n')
+        .is_some_and(|i| i > 0 && text.as_bytes()[i - 1] == b'\r');
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    if lines.last() == Some(&"") {
+        lines.pop();
     }
-    let matches = line_matches(&hay, &old, from);
-    let at = if c.end_of_file {
-        match matches.last() {
-            Some(&p) if p + old.len() == hay.len() => p,
-            _ => {
-                return Err(format!(
-                    "{what}: its lines {} are not at the end of {path} ({EOF:?})",
-                    quote(&old.concat())
-                ))
+    let mut replacements: Vec<(usize, usize, &[String])> = Vec::new();
+    let mut cursor = 0usize;
+    for c in chunks {
+        let what = format!("apply_patch line {}: chunk of {path}", c.line);
+        if let Some(a) = &c.anchor {
+            match seek(&lines, std::slice::from_ref(a), cursor).first() {
+                Some(&p) => cursor = p + 1,
+                None => {
+                    return Err(format!(
+                        "{what}: its anchor @@ {} is not in {path}{}",
+                        quote(a.as_bytes()),
+                        after(cursor)
+                    ))
+                }
             }
         }
-    } else {
-        match (matches.as_slice(), c.anchor.is_some()) {
-            ([], _) => {
+        if c.old.is_empty() {
+            // Added lines only: at the end (before a final blank line).
+            let end = if lines.last() == Some(&"") {
+                lines.len() - 1
+            } else {
+                lines.len()
+            };
+            if c.anchor.is_some() && !c.end_of_file && cursor < end {
                 return Err(format!(
-                    "{what}: its context and removed lines {} are not in {path}{}{}",
-                    quote(&old.concat()),
-                    if from > 0 {
-                        format!(" after line {from}")
-                    } else {
-                        String::new()
-                    },
-                    super::closest_match(&hay, &old)
-                        .map(|m| format!("; closest match: {path} {m}"))
-                        .unwrap_or_default()
-                ))
-            }
-            ([p, ..], true) | ([p], false) => *p,
-            (many, false) => {
-                let ls: Vec<usize> = many.iter().map(|p| p + 1).collect();
-                return Err(format!(
-                    "{what}: its context and removed lines {} occur {} times in {path} (at {}); add context or an @@ anchor",
-                    quote(&old.concat()),
-                    many.len(),
-                    list_lines(&ls)
+                    "{what}: it only adds lines, after @@ {}, which is not the end of {path}: Codex's releases put such lines in different places (at the end of the file, or after the @@ line); add a context line from the file to say where",
+                    quote(c.anchor.as_deref().unwrap_or_default().as_bytes())
                 ));
             }
+            replacements.push((end, 0, &c.new));
+            continue;
         }
-    };
-    Ok((splice_lines(&hay, at, old.len(), &new), at + new.len()))
+        let (mut old, mut new) = (&c.old[..], &c.new[..]);
+        let mut found = find(&lines, old, c, cursor, path, &what)?;
+        // A blank line that ended the chunk (before the next `@@`) is not
+        // part of it, if the chunk is found without it.
+        if found.is_none() && old.last().is_some_and(String::is_empty) {
+            old = &old[..old.len() - 1];
+            if new.last().is_some_and(String::is_empty) {
+                new = &new[..new.len() - 1];
+            }
+            found = find(&lines, old, c, cursor, path, &what)?;
+        }
+        let Some(p) = found else {
+            let hay: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+            let needle: Vec<&[u8]> = c.old.iter().map(|l| l.as_bytes()).collect();
+            return Err(format!(
+                "{what}: its context and removed lines {} are not in {path}{}{}",
+                quote(c.old.join("\n").as_bytes()),
+                if c.end_of_file {
+                    format!(" at its end ({EOF:?})")
+                } else {
+                    after(cursor)
+                },
+                super::closest_match(&hay, &needle)
+                    .map(|m| format!("; closest match: {path} {m}"))
+                    .unwrap_or_default()
+            ));
+        };
+        replacements.push((p, old.len(), new));
+        cursor = p + old.len();
+    }
+    replacements.sort_by_key(|r| r.0);
+    let eol = if crlf { "\r" } else { "" };
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    for (p, n, new) in replacements.into_iter().rev() {
+        out.splice(p..p + n, new.iter().map(|l| format!("{l}{eol}")));
+    }
+    // Ends with a line end, as Codex writes it (an emptied file is empty).
+    if out.is_empty() {
+        return Ok(String::new());
+    }
+    let mut text = out.join("\n");
+    if crlf && !text.ends_with('\r') {
+        text.push('\r');
+    }
+    text.push('\n');
+    Ok(text)
+}
+
+fn after(cursor: usize) -> String {
+    if cursor > 0 {
+        format!(" after line {cursor}")
+    } else {
+        String::new()
+    }
+}
+
+/// The start of chunk `c`'s old lines `old` at or after `cursor`: at the
+/// end for `*** End of File`; else the first match after an anchor, or the
+/// only one without. Several without an anchor are refused.
+fn find(
+    lines: &[&str],
+    old: &[String],
+    c: &Chunk,
+    cursor: usize,
+    path: &str,
+    what: &str,
+) -> Result<Option<usize>, String> {
+    if c.end_of_file {
+        return Ok(at_end(lines, old).filter(|&p| p >= cursor));
+    }
+    match (seek(lines, old, cursor).as_slice(), c.anchor.is_some()) {
+        ([], _) => Ok(None),
+        ([p, ..], true) | ([p], false) => Ok(Some(*p)),
+        (many, false) => {
+            let ls: Vec<usize> = many.iter().map(|p| p + 1).collect();
+            Err(format!(
+                "{what}: its context and removed lines {} occur {} times in {path} (at {}); add context or an @@ anchor (Codex would take the first)",
+                quote(old.join("\n").as_bytes()),
+                many.len(),
+                list_lines(&ls)
+            ))
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::{MemFiles, MODE_FILE};
     use super::*;
+    use crate::git::MODE_EXEC;
 
     fn files(start: &[(&str, &str)]) -> MemFiles {
         let mut f = MemFiles::default();
@@ -390,75 +612,434 @@ mod tests {
         String::from_utf8(f.0[p].0.clone()).unwrap()
     }
 
+    /// Apply `patch` to `start`; the files after, or the error.
+    fn run(start: &[(&str, &str)], patch: &str) -> Result<MemFiles, String> {
+        let mut f = files(start);
+        parse(patch)
+            .and_then(|ops| apply(&mut f, &ops))
+            .map_err(|e| e.to_string())?;
+        Ok(f)
+    }
+
+    /// The files as (path, text), sorted.
+    fn all(f: &MemFiles) -> Vec<(String, String)> {
+        f.0.keys().map(|k| (k.clone(), text(f, k))).collect()
+    }
+
+    fn want(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_string()))
+            .collect()
+    }
+
+    // Conformance with Codex's apply_patch: one test per behaviour of its
+    // scenario suite (codex-rs/apply-patch/tests/fixtures/scenarios), the
+    // cases written here from what Codex does.
+
     #[test]
-    fn an_add_at_the_end_of_a_file_without_a_final_newline_is_its_own_line() {
-        let mut f = files(&[("f", "a\nb")]);
-        let p =
-            parse("*** Begin Patch\n*** Update File: f\n@@\n+c\n*** End of File\n*** End Patch\n")
-                .unwrap();
-        apply(&mut f, &p).unwrap();
-        assert_eq!(text(&f, "f"), "a\nb\nc");
-        // Two adds in turn: still their own lines.
-        apply(&mut f, &p).unwrap();
-        assert_eq!(text(&f, "f"), "a\nb\nc\nc");
+    fn codex_add_file_ends_every_line() {
+        let f = run(
+            &[],
+            "*** Begin Patch\n*** Add File: bar.md\n+This is a new file\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(all(&f), want(&[("bar.md", "This is a new file\n")]));
     }
 
     #[test]
-    fn add_update_move_delete() {
-        let mut f = files(&[
-            (
-                "app.py",
-                "import os\n\ndef greet():\n    print(\"Hi\")\n\ndef bye():\n    print(\"Hi\")\n",
-            ),
-            ("old.txt", "x\n"),
-        ]);
-        let p = "*** Begin Patch\n*** Add File: docs/new.md\n+# New\n+\n*** Update File: app.py\n*** Move to: main.py\n@@ def bye():\n-    print(\"Hi\")\n+    print(\"Bye\")\n*** Delete File: old.txt\n*** End Patch\n";
-        apply(&mut f, &parse(p).unwrap()).unwrap();
-        assert_eq!(text(&f, "docs/new.md"), "# New\n\n");
+    fn codex_multiple_operations_in_one_patch() {
+        let f = run(
+            &[("delete.txt", "obsolete\n"), ("modify.txt", "line1\nline2\n")],
+            "*** Begin Patch\n*** Add File: nested/new.txt\n+created\n*** Delete File: delete.txt\n*** Update File: modify.txt\n@@\n-line2\n+changed\n*** End Patch\n",
+        )
+        .unwrap();
         assert_eq!(
-            text(&f, "main.py"),
-            "import os\n\ndef greet():\n    print(\"Hi\")\n\ndef bye():\n    print(\"Bye\")\n"
+            all(&f),
+            want(&[
+                ("modify.txt", "line1\nchanged\n"),
+                ("nested/new.txt", "created\n")
+            ])
         );
-        assert!(!f.0.contains_key("app.py") && !f.0.contains_key("old.txt"));
     }
 
     #[test]
-    fn chunks_in_order_end_of_file_and_additions() {
-        let mut f = files(&[("a", "1\n2\n3\n2\n")]);
-        let p = "*** Begin Patch\n*** Update File: a\n@@\n 1\n-2\n+two\n@@\n 3\n-2\n+TWO\n*** End of File\n@@ 1\n+after one\n*** End Patch";
-        apply(&mut f, &parse(p).unwrap()).unwrap_err(); // the anchor `1` is behind the cursor
-        let p = "*** Begin Patch\n*** Update File: a\n@@ 1\n+after one\n@@\n-2\n+two\n 3\n*** Update File: a\n@@\n-2\n+TWO\n*** End of File\n*** End Patch";
-        apply(&mut f, &parse(p).unwrap()).unwrap();
-        assert_eq!(text(&f, "a"), "1\nafter one\ntwo\n3\nTWO\n");
+    fn codex_multiple_chunks_in_one_update() {
+        let f = run(
+            &[("multi.txt", "line1\nline2\nline3\nline4\n")],
+            "*** Begin Patch\n*** Update File: multi.txt\n@@\n-line2\n+changed2\n@@\n-line4\n+changed4\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "multi.txt"), "line1\nchanged2\nline3\nchanged4\n");
     }
 
     #[test]
-    fn every_failure_is_named() {
+    fn codex_move_to_a_new_directory() {
+        let f = run(
+            &[("old/name.txt", "old content\n"), ("old/other.txt", "unrelated file\n")],
+            "*** Begin Patch\n*** Update File: old/name.txt\n*** Move to: renamed/dir/name.txt\n@@\n-old content\n+new content\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(
+            all(&f),
+            want(&[
+                ("old/other.txt", "unrelated file\n"),
+                ("renamed/dir/name.txt", "new content\n")
+            ])
+        );
+    }
+
+    #[test]
+    fn codex_rejects_an_empty_patch() {
+        let e = run(
+            &[("foo.txt", "stable\n")],
+            "*** Begin Patch\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("changes no file"), "{e}");
+    }
+
+    #[test]
+    fn codex_rejects_missing_context() {
+        let e = run(
+            &[("modify.txt", "line1\nline2\n")],
+            "*** Begin Patch\n*** Update File: modify.txt\n@@\n-missing\n+changed\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("\"missing\" are not in modify.txt"), "{e}");
+    }
+
+    #[test]
+    fn codex_rejects_deleting_a_missing_file() {
+        let e = run(
+            &[("foo.txt", "stable\n")],
+            "*** Begin Patch\n*** Delete File: missing.txt\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("missing.txt does not exist"), "{e}");
+    }
+
+    #[test]
+    fn codex_rejects_an_empty_update() {
+        let e = run(
+            &[("foo.txt", "stable\n")],
+            "*** Begin Patch\n*** Update File: foo.txt\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("line 2: Update File foo.txt has no changes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn codex_requires_an_existing_file_to_update() {
+        let e = run(
+            &[("foo.txt", "stable\n")],
+            "*** Begin Patch\n*** Update File: missing.txt\n@@\n-old\n+new\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("missing.txt does not exist"), "{e}");
+    }
+
+    #[test]
+    fn codex_move_overwrites_an_existing_destination() {
+        let f = run(
+            &[
+                ("old/name.txt", "from\n"),
+                ("old/other.txt", "unrelated file\n"),
+                ("renamed/dir/name.txt", "existing\n"),
+            ],
+            "*** Begin Patch\n*** Update File: old/name.txt\n*** Move to: renamed/dir/name.txt\n@@\n-from\n+new\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(
+            all(&f),
+            want(&[
+                ("old/other.txt", "unrelated file\n"),
+                ("renamed/dir/name.txt", "new\n")
+            ])
+        );
+    }
+
+    #[test]
+    fn codex_add_overwrites_an_existing_file() {
+        let mut f = files(&[("duplicate.txt", "old content\n")]);
+        f.0.get_mut("duplicate.txt").unwrap().1 = MODE_EXEC;
+        let ops =
+            parse("*** Begin Patch\n*** Add File: duplicate.txt\n+new content\n*** End Patch\n")
+                .unwrap();
+        apply(&mut f, &ops).unwrap();
+        // The content Codex writes; the mode the file had (a write keeps it).
+        assert_eq!(f.0["duplicate.txt"], (b"new content\n".to_vec(), MODE_EXEC));
+    }
+
+    #[test]
+    fn codex_rejects_an_invalid_hunk_header() {
+        let e = run(
+            &[("foo.txt", "stable\n")],
+            "*** Begin Patch\n*** Frobnicate File: foo\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("line 2: expected \"*** Add File: \""), "{e}");
+    }
+
+    #[test]
+    fn codex_update_appends_the_final_newline() {
+        let f = run(
+            &[("no_newline.txt", "no newline at end")],
+            "*** Begin Patch\n*** Update File: no_newline.txt\n@@\n-no newline at end\n+first line\n+second line\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "no_newline.txt"), "first line\nsecond line\n");
+        // An addition after such a last line too.
+        let f = run(
+            &[("f", "a\nb")],
+            "*** Begin Patch\n*** Update File: f\n@@\n+c\n*** End of File\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "f"), "a\nb\nc\n");
+    }
+
+    #[test]
+    fn codex_failure_after_a_success_changes_nothing_here() {
+        // Deliberately atomic: Codex keeps `created.txt`; a step changes
+        // nothing when any of its operations fails (the overlay is the
+        // caller's, thrown away on error, so only the error is checked).
+        let e = run(
+            &[],
+            "*** Begin Patch\n*** Add File: created.txt\n+hello\n*** Update File: missing.txt\n@@\n-old\n+new\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("missing.txt does not exist"), "{e}");
+    }
+
+    #[test]
+    fn codex_pure_addition_with_a_bare_anchor_appends() {
+        let f = run(
+            &[("input.txt", "line1\nline2\n")],
+            "*** Begin Patch\n*** Update File: input.txt\n@@\n+added line 1\n+added line 2\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(
+            text(&f, "input.txt"),
+            "line1\nline2\nadded line 1\nadded line 2\n"
+        );
+    }
+
+    #[test]
+    fn codex_whitespace_padded_hunk_header() {
+        let f = run(
+            &[("foo.txt", "old\n")],
+            "*** Begin Patch\n  *** Update File: foo.txt\n@@\n-old\n+new\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "foo.txt"), "new\n");
+    }
+
+    #[test]
+    fn codex_whitespace_padded_patch_markers() {
+        for p in [
+            " *** Begin Patch\n*** Update File: file.txt\n@@\n-one\n+two\n*** End Patch \n",
+            "*** Begin Patch \n*** Update File: file.txt\n@@\n-one\n+two\n *** End Patch\n",
+        ] {
+            let f = run(&[("file.txt", "one\n")], p).unwrap();
+            assert_eq!(text(&f, "file.txt"), "two\n", "{p:?}");
+        }
+    }
+
+    #[test]
+    fn codex_unicode_lines_match_exactly() {
+        let f = run(
+            &[("foo.txt", "line1\nnaïve café\nline3\n")],
+            "*** Begin Patch\n*** Update File: foo.txt\n@@\n line1\n-naïve café\n+naïve café ✅\n*** End Patch \n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "foo.txt"), "line1\nnaïve café ✅\nline3\n");
+    }
+
+    #[test]
+    fn codex_delete_file() {
+        let f = run(
+            &[("keep.txt", "keep\n"), ("obsolete.txt", "obsolete\n")],
+            "*** Begin Patch\n*** Delete File: obsolete.txt\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(all(&f), want(&[("keep.txt", "keep\n")]));
+    }
+
+    #[test]
+    fn codex_update_that_only_deletes() {
+        let f = run(
+            &[("lines.txt", "line1\nline2\nline3\n")],
+            "*** Begin Patch\n*** Update File: lines.txt\n@@\n line1\n-line2\n line3\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "lines.txt"), "line1\nline3\n");
+    }
+
+    #[test]
+    fn codex_end_of_file_marker() {
+        let f = run(
+            &[("tail.txt", "first\nsecond\n")],
+            "*** Begin Patch\n*** Update File: tail.txt\n@@\n first\n-second\n+second updated\n*** End of File\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "tail.txt"), "first\nsecond updated\n");
+        let e = run(
+            &[("t", "a\nb\na\nc\n")],
+            "*** Begin Patch\n*** Update File: t\n@@\n-a\n+x\n*** End of File\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("at its end"), "{e}");
+    }
+
+    #[test]
+    fn codex_heredoc_wrappers() {
+        for p in [
+            "<<'EOF'\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nEOF\n",
+            "<<EOF\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nEOF",
+            "<<\"EOF\"\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nEOF\n",
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nEOF\n",
+            "apply_patch <<PATCH\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nPATCH\n",
+        ] {
+            let f = run(&[("f", "a\n")], p).unwrap();
+            assert_eq!(text(&f, "f"), "b\n", "{p:?}");
+        }
+        for (p, msg) in [
+            ("cd sub && apply_patch <<'EOF'\n*** Begin Patch\n*** Delete File: f\n*** End Patch\nEOF\n", "runs more than"),
+            ("apply_patch <<'EOF'\n*** Begin Patch\n*** Delete File: f\n*** End Patch\nEND\n", "does not end with its delimiter"),
+            ("<<'EOF'\n*** Begin Patch\n*** Delete File: f\nEOF\n", "line 3: the patch must end with"),
+        ] {
+            let e = run(&[("f", "a\n")], p).unwrap_err();
+            assert!(e.contains(msg), "{p:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn codex_matching_passes_and_rewritten_context() {
+        // Trailing whitespace, indentation and typographic punctuation in
+        // the file: found in a later pass; the span is written as the patch
+        // has it (Codex replaces the whole span).
+        let f = run(
+            &[("f", "a  \n    b\nsay “hi” — now\nz\n")],
+            "*** Begin Patch\n*** Update File: f\n@@\n a\n-b\n+B\n@@\n-say \"hi\" - now\n+said\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "f"), "a\nB\nsaid\nz\n");
+        // An exact match later beats a looser one earlier.
+        let f = run(
+            &[("f", " x\nx\n")],
+            "*** Begin Patch\n*** Update File: f\n@@\n-x\n+y\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "f"), " x\ny\n");
+    }
+
+    #[test]
+    fn codex_blank_line_between_chunks() {
+        let f = run(
+            &[("f", "a\nb\nc\nd\n")],
+            "*** Begin Patch\n*** Update File: f\n@@\n-b\n+B\n\n@@\n-d\n+D\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "f"), "a\nB\nc\nD\n");
+    }
+
+    #[test]
+    fn anchored_additions_apply_only_where_codex_releases_agree() {
+        // After the last line: at the end either way.
+        let f = run(
+            &[("f", "a\nb\n")],
+            "*** Begin Patch\n*** Update File: f\n@@ b\n+c\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "f"), "a\nb\nc\n");
+        let e = run(
+            &[("f", "a\nb\n")],
+            "*** Begin Patch\n*** Update File: f\n@@ a\n+c\n*** End Patch\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("Codex's releases put such lines in different places"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn crlf_files_keep_their_line_ends_and_blank_last_lines_stay() {
+        let f = run(&[("f", "one\r\ntwo\r\nthree\r\n")], "*** Begin Patch\n*** Update File: f\n@@\n-one\n+uno\n two\n+\n+between\n*** End Patch\n").unwrap();
+        assert_eq!(text(&f, "f"), "uno\r\ntwo\r\n\r\nbetween\r\nthree\r\n");
+        let f = run(
+            &[("f", "one\r\ntwo")],
+            "*** Begin Patch\n*** Update File: f\n@@\n-one\n+ONE\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "f"), "ONE\r\ntwo\r\n");
+        let f = run(
+            &[("f", "a\nb\n\n")],
+            "*** Begin Patch\n*** Update File: f\n@@\n-a\n+A\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(text(&f, "f"), "A\nb\n\n");
+    }
+
+    #[test]
+    fn ambiguity_and_names_codex_would_take_otherwise_are_refused() {
         let start = [("a", "x\ny\nx\n")];
         let cases = [
-            ("*** Update File: a\n", "must start with \"*** Begin Patch\""),
-            ("*** Begin Patch\n*** Update File: a\n-x\n", "ends without \"*** End Patch\""),
-            ("*** Begin Patch\n*** Update File: a\n-x\n+z\n*** End Patch\n", "occur 2 times in a (at lines 1 and 3)"),
-            ("*** Begin Patch\n*** Update File: a\n-nope\n*** End Patch\n", "\"nope⏎\" are not in a"),
-            ("*** Begin Patch\n*** Update File: zz\n-x\n*** End Patch\n", "zz does not exist"),
-            ("*** Begin Patch\n*** Delete File: zz\n*** End Patch\n", "zz does not exist"),
-            ("*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n", "a already exists"),
-            ("*** Begin Patch\n*** Add File: b\nx\n*** End Patch\n", "starts with '+'"),
-            ("*** Begin Patch\n*** Update File: a\n@@ nope\n-x\n*** End Patch\n", "its anchor @@ \"nope\" is not in a"),
-            ("*** Begin Patch\n*** Update File: a\n+z\n*** End Patch\n", "needs an @@ anchor"),
-            ("*** Begin Patch\n*** Update File: a\n-y\n*** End of File\n*** End Patch\n", "not at the end of a"),
-            ("*** Begin Patch\n*** Update File: a\n*** End Patch\n", "has no changes"),
-            ("*** Begin Patch\n*** Update File: a\n*** Move to: a2\n*** Add File: a2\n+q\n*** End Patch\n", "a2 already exists"),
-            ("*** Begin Patch\n*** Frobnicate: a\n*** End Patch\n", "expected \"*** Add File: \""),
-            ("*** Begin Patch\n*** Update File: a\n?x\n*** End Patch\n", "a line starts with"),
-            ("*** Begin Patch\n*** Add File: ../x\n+a\n*** End Patch\n", "line 2: Add File"),
-            ("*** Begin Patch\n*** End Patch\n", "changes no file"),
-            ("*** Begin Patch\n*** Delete File: a\n*** End Patch\nmore\n", "text after"),
+            (
+                "*** Update File: a\n",
+                "line 1: the patch must start with \"*** Begin Patch\"",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n-x\n",
+                "line 3: the patch must end with \"*** End Patch\"",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n-x\n+z\n*** End Patch\n",
+                "occur 2 times in a (at lines 1 and 3)",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n@@ nope\n-x\n*** End Patch\n",
+                "its anchor @@ \"nope\" is not in a",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n*** Move to: a\n@@\n-y\n*** End Patch\n",
+                "is the file itself",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n*** Move to: b \n@@\n-y\n*** End Patch\n",
+                "whitespace around it",
+            ),
+            (
+                "*** Begin Patch\n*** Add File:  b\n+q\n*** End Patch\n",
+                "starts with whitespace",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n?x\n*** End Patch\n",
+                "line 3: in Update File a, a line starts with",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n@@\n-y\n+q\nx\n*** End Patch\n",
+                "a chunk after the first starts with \"@@\"",
+            ),
+            (
+                "*** Begin Patch\n*** Add File: ../x\n+a\n*** End Patch\n",
+                "line 2: Add File",
+            ),
+            (
+                "*** Begin Patch\n*** Delete File: a\n*** End Patch\nmore\n",
+                "must end with",
+            ),
+            (
+                "\n\n*** Begin Patch\n*** Frobnicate: a\n*** End Patch\n",
+                "line 4: expected",
+            ),
         ];
         for (p, want) in cases {
-            let mut f = files(&start);
-            let e = parse(p).and_then(|ops| apply(&mut f, &ops)).unwrap_err();
-            assert!(e.to_string().contains(want), "{p:?}: {e}");
+            let e = run(&start, p).unwrap_err();
+            assert!(e.contains(want), "{p:?}: {e}");
         }
     }
 }

@@ -422,14 +422,42 @@ mod roundtrip {
                 }
             }
             // apply_patch reads its text as LF lines (a `\r` before a line
-            // end is dropped, as in a patch saved on Windows): it edits LF
-            // files only.
-            let crlf = a.iter().chain(&b).any(|l| l.ends_with("\r\n"));
-            if !crlf {
-                let ap = format!("*** Begin Patch\n*** Update File: f.txt\n@@\n{chunk}*** End Patch\n");
+            // end is dropped, as Codex reads it) and finds CRLF lines in a
+            // later pass; the file keeps its line ends, and, as Codex
+            // writes it, ends with one.
+            // Its region is unique as Codex compares lines (a CRLF line
+            // also matches a last line without a line end).
+            let trimmed: Vec<&str> = a.iter().map(|l| l.trim_end()).collect();
+            let (lo, p, s, hi) = region(&a, &b, |lo, hi| {
+                (0..=a.len() - (hi - lo))
+                    .filter(|&q| trimmed[q..q + hi - lo] == trimmed[lo..hi])
+                    .count()
+                    == 1
+            });
+            let mut chunk = String::new();
+            let parts: [(char, &[String]); 4] = [
+                (' ', &a[lo..p]),
+                ('-', &a[p..a.len() - s]),
+                ('+', &b[p..nb - s]),
+                (' ', &a[a.len() - s..hi]),
+            ];
+            for (prefix, ls) in parts {
+                for l in ls {
+                    chunk += &format!("{prefix}{}", ended(l));
+                }
+            }
+            let ap = format!("*** Begin Patch\n*** Update File: f.txt\n@@\n{chunk}*** End Patch\n");
+            // (A file of one line without a line end has no line end to
+            // take: the patch's lines get LF, which B does not say.)
+            let crlf = a[0].ends_with("\r\n") || b[0].ends_with("\r\n");
+            if a.len() > 1 || a[0].ends_with('\n') || !crlf {
                 let mut f = mem(&a);
                 apply_patch::apply(&mut f, &apply_patch::parse(&ap).unwrap()).unwrap();
-                prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
+                let mut want = b.concat();
+                if !want.ends_with('\n') {
+                    want += if crlf { "\r\n" } else { "\n" };
+                }
+                prop_assert_eq!(String::from_utf8_lossy(&f.0["f.txt"].0), want);
             }
 
             // A unified diff without line numbers, placed by context.

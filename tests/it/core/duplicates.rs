@@ -32,7 +32,7 @@ fn redeliveries() -> Vec<(&'static str, &'static str, Value, Vec<Value>, Value)>
     let insert_edit =
         json!({"id": "s1", "edits": [{"path": "app.rs", "insert_line": 2, "text": "#[cold]\n"}]});
     let sr = json!({"id": "s1", "search_replace": "app.rs\n<<<<<<< SEARCH\nfn c() {}\n=======\n#[inline]\nfn c() {}\n>>>>>>> REPLACE\n"});
-    let ap = json!({"id": "s1", "apply_patch": "*** Begin Patch\n*** Update File: app.rs\n@@ fn b() {}\n+// b is hot\n*** End Patch\n"});
+    let ap = json!({"id": "s1", "apply_patch": "*** Begin Patch\n*** Update File: app.rs\n@@\n fn b() {}\n+// b is hot\n*** End Patch\n"});
     let append =
         json!({"id": "s1", "patch": "--- a/log.txt\n+++ b/log.txt\n@@ -2 +2,2 @@\n two\n+three\n"});
     let top = json!({"id": "s0", "patch": "--- a/log.txt\n+++ b/log.txt\n@@ -1,0 +1,2 @@\n+zero\n+half\n"});

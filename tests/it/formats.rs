@@ -207,8 +207,8 @@ fn every_failure_is_named_and_writes_nothing() {
             vec!["step s3", "nope.py does not exist"],
         ),
         (
-            json!({"id": "s4", "search_replace": "app.py\n<<<<<<< SEARCH\n=======\ny\n>>>>>>> REPLACE\n"}),
-            vec!["step s4", "app.py already exists"],
+            json!({"id": "s4", "search_replace": "Here is the fix for it:\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n"}),
+            vec!["step s4", "the file name is missing"],
         ),
         (
             json!({"id": "s5", "search_replace": "app.py\n<<<<<<< SEARCH\nx\n=======\ny\n"}),

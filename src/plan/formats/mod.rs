@@ -213,37 +213,6 @@ fn line_matches(hay: &[&[u8]], needle: &[&[u8]], from: usize) -> Vec<usize> {
         .collect()
 }
 
-/// `hay` with lines `at..at + n` replaced by `with`. When the replaced lines
-/// end the file without a final newline, the result keeps it that way.
-fn splice_lines(hay: &[&[u8]], at: usize, n: usize, with: &[&[u8]]) -> Vec<u8> {
-    let mut out: Vec<u8> = hay[..at].concat();
-    // Lines added after a last line that has no newline start on a line of
-    // their own (not glued onto it), and the file still ends without one.
-    let after_unterminated = n == 0 && !with.is_empty() && at > 0 && !hay[at - 1].ends_with(b"\n");
-    if after_unterminated {
-        out.push(b'\n');
-    }
-    out.extend(with.iter().flat_map(|l| l.iter()));
-    let rest = &hay[at + n..];
-    if after_unterminated && rest.is_empty() && out.last() == Some(&b'\n') {
-        out.pop();
-        return out;
-    }
-    // The replacement's last line takes the place of a last line that had
-    // no newline.
-    let ends_without_newline = n > 0
-        && !with.is_empty()
-        && rest.is_empty()
-        && hay.last().is_some_and(|l| !l.ends_with(b"\n"));
-    if ends_without_newline && out.last() == Some(&b'\n') {
-        out.pop();
-    } else if !rest.is_empty() && !out.is_empty() && out.last() != Some(&b'\n') {
-        out.push(b'\n');
-    }
-    out.extend(rest.iter().flat_map(|l| l.iter()));
-    out
-}
-
 /// Every byte offset where `needle` occurs in `hay`.
 fn byte_matches(hay: &[u8], needle: &[u8]) -> Vec<usize> {
     if needle.is_empty() || hay.len() < needle.len() {
@@ -397,15 +366,33 @@ mod roundtrip {
             prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
 
             // Line-based formats: the region must be unique as lines.
-            let (lo, p, s, hi) = region(&a, &b, |lo, hi| lines_unique(&a, lo, hi));
+            // (A SEARCH of blank lines only appends, as in aider: the
+            // region holds a line with text.)
+            let (lo, p, s, hi) = region(&a, &b, |lo, hi| {
+                lines_unique(&a, lo, hi) && a[lo..hi].iter().any(|l| !l.trim().is_empty())
+            });
             let old = &a[lo..hi];
             let new: Vec<String> = [&a[lo..p], &b[p..nb - s], &a[a.len() - s..hi]].concat();
 
             let block = |ls: &[String]| ls.iter().map(|l| ended(l)).collect::<String>();
             let sr = format!("f.txt\n<<<<<<< SEARCH\n{}=======\n{}>>>>>>> REPLACE\n", block(old), block(&new));
+            // (A file of blank lines only has no such region: a SEARCH of
+            // its blank lines would append, as aider does.)
+            let texty = a.iter().any(|l| !l.trim().is_empty());
             let mut f = mem(&a);
-            search_replace::apply(&mut f, &search_replace::parse(&sr).unwrap()).unwrap();
-            prop_assert_eq!(&f.0["f.txt"].0, &b.concat().into_bytes());
+            if texty {
+                search_replace::apply(&mut f, &search_replace::parse(&sr).unwrap()).unwrap();
+            }
+            // As aider writes it: a replaced file ends with a line end: the
+            // REPLACE text's (a LF here) when its last line ends the file,
+            // else the file's own.
+            let mut want = b.concat();
+            if !want.ends_with('\n') {
+                want += if hi < a.len() && a[0].ends_with("\r\n") { "\r\n" } else { "\n" };
+            }
+            if texty {
+                prop_assert_eq!(String::from_utf8_lossy(&f.0["f.txt"].0), want);
+            }
 
             let mut chunk = String::new();
             let mut hunk = String::new();

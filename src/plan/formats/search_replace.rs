@@ -1,4 +1,5 @@
-//! `search_replace`: SEARCH/REPLACE blocks, as aider and others emit them.
+//! `search_replace`: SEARCH/REPLACE blocks, as aider emits and applies them
+//! (`aider/coders/editblock_coder.py`).
 //!
 //! ~~~text
 //! path/to/file.py
@@ -11,14 +12,27 @@
 //! ```
 //! ~~~
 //!
-//! A path line names the file for the blocks that follow it (a fence line
-//! around a block is optional). The SEARCH lines must occur exactly once in
-//! the file, as whole lines; they are replaced by the REPLACE lines. An empty
-//! SEARCH creates the file, which must not exist. Blocks apply in order.
+//! Owns the format's grammar and its matching. Invariant: blocks aider
+//! applies are applied to the same bytes, or refused with the reason; never
+//! a different edit. As aider: the file name is the last line before a
+//! block (fence lines skipped), stripped of the decorations models put on it
+//! (`# a.py`, `**a.py**`, `` `a.py` ``, `a.py:`); a block after a blank line
+//! or a `...` line reuses the previous block's file; marker lines may be
+//! indented and have 5 to 9 marker characters (`<<<<<<< SEARCH>` too); the
+//! SEARCH lines are found as whole lines, exactly, or else all offset by the
+//! same leading whitespace (which the REPLACE lines then get); an empty
+//! SEARCH creates the file, or appends to it; a replaced file ends with a
+//! newline. Blocks apply in order.
+//!
+//! Deliberately stricter, each refused with the reason: SEARCH lines that
+//! occur more than once (aider edits the first); a block whose file name
+//! line is prose (aider takes it for a name); a SEARCH not in the named
+//! file (aider tries it on the other files of its chat); a step is atomic
+//! (aider keeps the blocks that matched). And a CRLF file keeps its line
+//! ends (aider on Linux rewrites the file with LF).
 
 use super::{
-    checked_path, create, existing_text, line_matches, list_lines, quote, splice_lines, EditError,
-    Files,
+    checked_path, existing_text, line_matches, list_lines, quote, EditError, Files, MODE_FILE,
 };
 
 const SEARCH: &str = "<<<<<<< SEARCH";
@@ -36,8 +50,50 @@ pub struct Block {
     pub line: usize,
 }
 
-fn marker(line: &str) -> &str {
-    line.trim_end_matches(['\n', '\r']).trim_end()
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Search,
+    Divider,
+    Replace,
+}
+
+/// aider's marker lines: `^<{5,9} SEARCH>?$`, `^={5,9}$`, `^>{5,9} REPLACE$`
+/// after trimming the line.
+fn marker(line: &str) -> Option<Marker> {
+    let t = line.trim();
+    let run = |c: char| {
+        let n = t.chars().take_while(|x| *x == c).count();
+        (5..=9).contains(&n).then(|| &t[n..])
+    };
+    if let Some(rest) = run('<') {
+        if rest == " SEARCH" || rest == " SEARCH>" {
+            return Some(Marker::Search);
+        }
+    }
+    if run('=') == Some("") {
+        return Some(Marker::Divider);
+    }
+    if run('>') == Some(" REPLACE") {
+        return Some(Marker::Replace);
+    }
+    None
+}
+
+/// A file-name line as aider reads it: trimmed, a trailing `:`, leading
+/// `#`s, and surrounding backticks and `*`s taken off. None for a line that
+/// names no file (`...`, a fence without a name).
+fn file_name(line: &str) -> Option<String> {
+    let t = line.trim();
+    if t == "..." || t.is_empty() {
+        return None;
+    }
+    if let Some(rest) = t.strip_prefix("```") {
+        // ```` ```a.py ````: a name right after the fence (not a language).
+        return (rest.contains('.') || rest.contains('/')).then(|| rest.to_string());
+    }
+    let t = t.trim_end_matches(':').trim_start_matches('#').trim();
+    let t = t.trim_matches('`').trim_matches('*');
+    (!t.is_empty()).then(|| t.to_string())
 }
 
 /// Parse the blocks; errors name the line of the text.
@@ -51,63 +107,90 @@ fn parse_str(text: &str) -> Result<Vec<Block>, String> {
         Search(Block),
         Replace(Block),
     }
-    let mut blocks = Vec::new();
-    let mut path: Option<String> = None;
+    let mut blocks: Vec<Block> = Vec::new();
+    // The last line before a block that may name its file: (line, text).
+    let mut named: Option<(usize, &str)> = None;
     let mut state = State::Outside;
     for (i, raw) in text.split_inclusive('\n').enumerate() {
         let n = i + 1;
         let m = marker(raw);
         state = match state {
-            State::Outside => {
-                if m.is_empty() || m.starts_with("```") {
-                    State::Outside
-                } else if m == SEARCH {
-                    let Some(p) = path.clone() else {
-                        return Err(format!(
-                            "line {n}: a SEARCH block with no path line before it"
-                        ));
+            State::Outside => match m {
+                Some(Marker::Search) => {
+                    let path = match named.take() {
+                        Some((at, line)) => {
+                            let Some(name) = file_name(line) else {
+                                return Err(format!("line {at}: {} names no file", quote(line.as_bytes())));
+                            };
+                            checked_path(&name, &format!("line {at}: the file name {}", quote(line.trim().as_bytes())))?
+                        }
+                        None => match blocks.last() {
+                            Some(b) => b.path.clone(),
+                            None => {
+                                return Err(format!(
+                                    "line {n}: the block has no file name: it must be alone on the line before the block (or its opening fence)"
+                                ))
+                            }
+                        },
                     };
                     State::Search(Block {
-                        path: p,
+                        path,
                         search: Vec::new(),
                         replace: Vec::new(),
                         line: n,
                     })
-                } else if m == DIVIDER || m == REPLACE {
-                    return Err(format!("line {n}: {m:?} outside a SEARCH block"));
-                } else {
-                    let p = m.trim().trim_matches('`').trim();
-                    path = Some(checked_path(p, &format!("line {n}: path"))?);
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "line {n}: {} outside a SEARCH block",
+                        quote(raw.trim().as_bytes())
+                    ))
+                }
+                None => {
+                    let t = raw.trim();
+                    if t.starts_with("```") && file_name(t).is_none() {
+                        // A fence line: the name above it still counts.
+                    } else if t.is_empty() || t == "..." {
+                        // A blank or `...` line: the block after it reuses
+                        // the previous block's file.
+                        named = None;
+                    } else {
+                        named = Some((n, raw.trim_end_matches(['\n', '\r'])));
+                    }
                     State::Outside
                 }
-            }
-            State::Search(mut b) => {
-                if m == DIVIDER {
-                    State::Replace(b)
-                } else if m == SEARCH || m == REPLACE {
+            },
+            State::Search(mut b) => match m {
+                Some(Marker::Divider) => State::Replace(b),
+                Some(_) => {
                     return Err(format!(
-                        "line {n}: {m:?} inside the SEARCH part of the block at line {} (expected {DIVIDER:?})",
+                        "line {n}: {} inside the SEARCH part of the block at line {} (expected {DIVIDER:?})",
+                        quote(raw.trim().as_bytes()),
                         b.line
-                    ));
-                } else {
+                    ))
+                }
+                None => {
                     b.search.push(raw.to_string());
                     State::Search(b)
                 }
-            }
-            State::Replace(mut b) => {
-                if m == REPLACE {
+            },
+            State::Replace(mut b) => match m {
+                Some(Marker::Replace) => {
                     blocks.push(b);
                     State::Outside
-                } else if m == SEARCH || m == DIVIDER {
+                }
+                Some(_) => {
                     return Err(format!(
-                        "line {n}: {m:?} inside the REPLACE part of the block at line {} (expected {REPLACE:?})",
+                        "line {n}: {} inside the REPLACE part of the block at line {} (expected {REPLACE:?})",
+                        quote(raw.trim().as_bytes()),
                         b.line
-                    ));
-                } else {
+                    ))
+                }
+                None => {
                     b.replace.push(raw.to_string());
                     State::Replace(b)
                 }
-            }
+            },
         };
     }
     match state {
@@ -127,47 +210,179 @@ pub fn apply(files: &mut dyn Files, blocks: &[Block]) -> Result<(), EditError> {
     apply_str(files, blocks).map_err(EditError::DoesNotApply)
 }
 
+/// A file name line that reads as prose: refused as a missing name.
+fn prose(path: &str) -> bool {
+    path.contains(' ') && path.split(' ').count() > 2
+}
+
 fn apply_str(files: &mut dyn Files, blocks: &[Block]) -> Result<(), String> {
     for b in blocks {
         let what = format!("search_replace block at line {}", b.line);
-        let replace: Vec<&[u8]> = b.replace.iter().map(|l| l.as_bytes()).collect();
-        if b.search.is_empty() {
-            create(files, &b.path, replace.concat(), &what)?;
+        let replace = b.replace.concat();
+        let existing = files.get(&b.path)?;
+        if existing.is_none() && prose(&b.path) {
+            return Err(format!(
+                "{what}: the file name is missing: {} is not a file (the file name must be alone on the line before the block)",
+                quote(b.path.as_bytes())
+            ));
+        }
+        if b.search.iter().all(|l| l.trim().is_empty()) {
+            // Empty SEARCH: a new file, or (aider) text appended to one.
+            match existing {
+                None => files.put(&b.path, replace.into_bytes(), MODE_FILE)?,
+                Some((content, mode)) => {
+                    if mode == super::MODE_LINK {
+                        return Err(format!("{what}: {} is a symlink", b.path));
+                    }
+                    if !content.is_empty() && !content.ends_with(b"\n") {
+                        return Err(format!(
+                            "{what}: an empty SEARCH appends to {}, whose last line has no line end (aider would join the two lines)",
+                            b.path
+                        ));
+                    }
+                    let mut out = content;
+                    out.extend_from_slice(replace.as_bytes());
+                    files.put(&b.path, out, mode)?;
+                }
+            }
             continue;
         }
         let (content, mode) = existing_text(files, &b.path, &what)?;
         let hay = super::lines(&content);
         let needle: Vec<&[u8]> = b.search.iter().map(|l| l.as_bytes()).collect();
-        let at = line_matches(&hay, &needle, 0);
-        match at.as_slice() {
-            [] => {
-                return Err(format!(
-                    "{what}: the SEARCH text {} is not in {} (it must match whole lines exactly){}",
-                    quote(&needle.concat()),
-                    b.path,
-                    super::closest_match(&hay, &needle)
-                        .map(|m| format!("; closest match: {} {m}", b.path))
-                        .unwrap_or_default()
-                ))
-            }
-            [p] => files.put(
-                &b.path,
-                splice_lines(&hay, *p, needle.len(), &replace),
-                mode,
-            )?,
-            many => {
-                let ls: Vec<usize> = many.iter().map(|p| p + 1).collect();
-                return Err(format!(
-                    "{what}: the SEARCH text {} occurs {} times in {} (at {}); it must occur exactly once",
-                    quote(&needle.concat()),
-                    many.len(),
-                    b.path,
-                    list_lines(&ls)
-                ));
-            }
-        }
+        let exact = line_matches(&hay, &needle, 0);
+        let (at, with): (usize, Vec<Vec<u8>>) = match exact.as_slice() {
+            [p] => (*p, b.replace.iter().map(|l| l.as_bytes().to_vec()).collect()),
+            [] => match offset_match(&hay, &b.search, &b.replace) {
+                Offset::One(p, with) => (p, with),
+                Offset::None => {
+                    return Err(format!(
+                        "{what}: the SEARCH text {} is not in {} (it must match whole lines exactly, or all with the same extra indentation){}",
+                        quote(&needle.concat()),
+                        b.path,
+                        super::closest_match(&hay, &needle)
+                            .map(|m| format!("; closest match: {} {m}", b.path))
+                            .unwrap_or_default()
+                    ))
+                }
+                Offset::Many(ps) => return Err(many(&what, &needle, &b.path, &ps, " (with its indentation changed)")),
+            },
+            many_at => return Err(many(&what, &needle, &b.path, many_at, "")),
+        };
+        files.put(&b.path, splice(&hay, at, needle.len(), &with), mode)?;
     }
     Ok(())
+}
+
+fn many(what: &str, needle: &[&[u8]], path: &str, at: &[usize], how: &str) -> String {
+    let ls: Vec<usize> = at.iter().map(|p| p + 1).collect();
+    format!(
+        "{what}: the SEARCH text {} occurs {} times in {path}{how} (at {}); it must occur exactly once (aider would edit the first)",
+        quote(&needle.concat()),
+        at.len(),
+        list_lines(&ls)
+    )
+}
+
+/// `hay` with lines `at..at + n` replaced by `with`; the file ends with a
+/// line end afterwards, as aider writes it (the file's own: CRLF in a CRLF
+/// file).
+fn splice(hay: &[&[u8]], at: usize, n: usize, with: &[Vec<u8>]) -> Vec<u8> {
+    let mut out: Vec<u8> = hay[..at].concat();
+    for l in with {
+        out.extend_from_slice(l);
+    }
+    // A replacement's last line without a line end, before more lines.
+    if at + n < hay.len() && !out.is_empty() && !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    out.extend(hay[at + n..].iter().flat_map(|l| l.iter()));
+    if !out.is_empty() && !out.ends_with(b"\n") {
+        let crlf = hay.first().is_some_and(|l| l.ends_with(b"\r\n"));
+        out.extend_from_slice(if crlf { b"\r\n" } else { b"\n" });
+    }
+    out
+}
+
+enum Offset {
+    None,
+    One(usize, Vec<Vec<u8>>),
+    Many(Vec<usize>),
+}
+
+/// aider's "missing leading whitespace" match: SEARCH and REPLACE outdented
+/// by their smallest indentation, then the SEARCH lines found in the file
+/// each with the same whitespace prefix (blank lines match blank lines),
+/// which every non-blank REPLACE line gets. Only a unique match counts.
+fn offset_match(hay: &[&[u8]], search: &[String], replace: &[String]) -> Offset {
+    let body = |l: &str| l.strip_suffix('\n').unwrap_or(l).to_string();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let blank = |l: &str| l.trim().is_empty();
+    let min = search
+        .iter()
+        .chain(replace)
+        .filter(|l| !blank(l))
+        .map(|l| indent(l))
+        .min()
+        .unwrap_or(0);
+    let cut = |l: &String| {
+        if blank(l) {
+            l.clone()
+        } else {
+            l[min..].to_string()
+        }
+    };
+    let search: Vec<String> = search.iter().map(cut).map(|l| body(&l)).collect();
+    let replace: Vec<String> = replace.iter().map(cut).collect();
+    let Ok(hay) = hay
+        .iter()
+        .map(|l| std::str::from_utf8(super::body(l)))
+        .collect::<Result<Vec<&str>, _>>()
+    else {
+        return Offset::None;
+    };
+    let n = search.len();
+    let mut found = Vec::new();
+    if n == 0 || n > hay.len() {
+        return Offset::None;
+    }
+    for p in 0..=hay.len() - n {
+        let mut prefix: Option<&str> = None;
+        let ok = hay[p..p + n].iter().zip(&search).all(|(h, s)| {
+            let h = h.strip_suffix('\r').unwrap_or(h);
+            let s = s.strip_suffix('\r').unwrap_or(s);
+            if blank(s) || blank(h) {
+                return blank(s) && blank(h);
+            }
+            // The file line is the SEARCH line after whitespace.
+            match h.strip_suffix(s) {
+                Some(pre) if pre.chars().all(char::is_whitespace) => {
+                    *prefix.get_or_insert(pre) == pre
+                }
+                _ => false,
+            }
+        });
+        if ok && prefix.is_some_and(|p| !p.is_empty()) {
+            found.push((p, prefix.unwrap_or_default().to_string()));
+        }
+    }
+    match found.as_slice() {
+        [] => Offset::None,
+        [(p, pre)] => Offset::One(
+            *p,
+            replace
+                .iter()
+                .map(|l| {
+                    if blank(l) {
+                        l.as_bytes().to_vec()
+                    } else {
+                        format!("{pre}{l}").into_bytes()
+                    }
+                })
+                .collect(),
+        ),
+        many => Offset::Many(many.iter().map(|(p, _)| *p).collect()),
+    }
 }
 
 #[cfg(test)]
@@ -219,19 +434,15 @@ mod tests {
             ),
             (
                 "a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
-                "occurs 2 times in a.py (at lines 1 and 3)",
+                "occurs 2 times in a.py (at lines 1 and 3); it must occur exactly once (aider would edit the first)",
             ),
             (
                 "b.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
                 "b.py does not exist",
             ),
             (
-                "a.py\n<<<<<<< SEARCH\n=======\ny\n>>>>>>> REPLACE\n",
-                "a.py already exists",
-            ),
-            (
                 "<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
-                "no path line",
+                "line 1: the block has no file name",
             ),
             (ok, "is not closed"),
             (
@@ -246,12 +457,189 @@ mod tests {
             ("just prose\n", "no \"<<<<<<< SEARCH\""),
             (
                 "../etc/passwd\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n",
-                "line 1: path",
+                "line 1: the file name",
             ),
         ];
         for (text, want) in cases {
             let e = run("x\ny\nx\n", text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+    }
+
+    // Conformance with aider's SEARCH/REPLACE blocks: one test per
+    // behaviour of its editblock coder (tests/basic/test_editblock.py), the
+    // cases written here from what aider does.
+
+    fn files_after(start: &[(&str, &str)], text: &str) -> Result<MemFiles, String> {
+        let mut f = MemFiles::default();
+        for (p, c) in start {
+            f.put(p, c.as_bytes().to_vec(), MODE_FILE).unwrap();
+        }
+        let blocks = parse(text).map_err(|e| e.to_string())?;
+        apply(&mut f, &blocks).map_err(|e| e.to_string())?;
+        Ok(f)
+    }
+
+    fn content(f: &MemFiles, p: &str) -> String {
+        String::from_utf8(f.0[p].0.clone()).unwrap()
+    }
+
+    #[test]
+    fn aider_several_blocks_for_one_file_named_once_with_dots_between() {
+        let t = "foo.txt\n```\n<<<<<<< SEARCH\none\n=======\nuno\n>>>>>>> REPLACE\n\n...\n\n<<<<<<< SEARCH\nthree\n=======\ntres\n>>>>>>> REPLACE\n```\n";
+        let f = files_after(&[("foo.txt", "one\ntwo\nthree\n")], t).unwrap();
+        assert_eq!(content(&f, "foo.txt"), "uno\ntwo\ntres\n");
+    }
+
+    #[test]
+    fn aider_decorated_file_names_are_stripped() {
+        for name in [
+            "# file1.py",
+            "**file1.py**",
+            "file1.py:",
+            "`file1.py`",
+            "### file1.py",
+            "*file1.py*",
+            "# `file1.py`:",
+        ] {
+            let t = format!(
+                "{name}\n```python\n<<<<<<< SEARCH\na = 1\n=======\na = 2\n>>>>>>> REPLACE\n```\n"
+            );
+            let f = files_after(&[("file1.py", "a = 1\n")], &t).unwrap();
+            assert_eq!(content(&f, "file1.py"), "a = 2\n", "{name}");
+            assert_eq!(f.0.len(), 1, "{name}: created another file");
+        }
+        // A fence with the name right after it.
+        let f = files_after(
+            &[("file1.py", "a = 1\n")],
+            "```file1.py\n<<<<<<< SEARCH\na = 1\n=======\na = 3\n>>>>>>> REPLACE\n```\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "file1.py"), "a = 3\n");
+    }
+
+    #[test]
+    fn aider_prose_before_a_block_is_a_missing_file_name() {
+        let e = files_after(
+            &[("a.py", "x\n")],
+            "Here's the change:\n```python\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("block at line 3: the file name is missing"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn aider_missing_leading_whitespace() {
+        // The SEARCH lines lack the file's indentation, all by the same
+        // amount: found, and the REPLACE lines get it.
+        let whole =
+            "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        pass\n";
+        let t = "a.py\n<<<<<<< SEARCH\ndef f(self):\n    return 1\n=======\ndef f(self):\n    return 2\n>>>>>>> REPLACE\n";
+        let f = files_after(&[("a.py", whole)], t).unwrap();
+        assert_eq!(
+            content(&f, "a.py"),
+            "class A:\n    def f(self):\n        return 2\n\n    def g(self):\n        pass\n"
+        );
+        // Relative indentation inside REPLACE kept; tabs too.
+        let f = files_after(
+            &[("a.py", "\ta\n\tb\n")],
+            "a.py\n<<<<<<< SEARCH\na\nb\n=======\nX\n  Y\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.py"), "\tX\n\t  Y\n");
+        // Not the same offset on every line: refused (aider too).
+        let e = files_after(
+            &[("a.py", "  a\n    b\n")],
+            "a.py\n<<<<<<< SEARCH\na\nb\n=======\nX\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("is not in a.py"), "{e}");
+        // More indentation in SEARCH than in the file: refused (aider
+        // writes a broken line).
+        let e = files_after(
+            &[("a.py", "abc\n")],
+            "a.py\n<<<<<<< SEARCH\n  abc\n=======\nX\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("is not in a.py"), "{e}");
+    }
+
+    #[test]
+    fn aider_several_matches_are_refused_not_the_first_edited() {
+        let e = files_after(
+            &[("a.py", "    x\n    x\n")],
+            "a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("occurs 2 times in a.py (with its indentation changed) (at lines 1 and 2)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn aider_final_newline_after_a_replace() {
+        let f = files_after(
+            &[("a.py", "a\nb")],
+            "a.py\n<<<<<<< SEARCH\nb\n=======\nc\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.py"), "a\nc\n");
+        let f = files_after(
+            &[("a.py", "a\nb")],
+            "a.py\n<<<<<<< SEARCH\na\n=======\nA\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.py"), "A\nb\n");
+    }
+
+    #[test]
+    fn aider_empty_search_creates_or_appends() {
+        let f = files_after(
+            &[],
+            "new.txt\n<<<<<<< SEARCH\n=======\ncreating a new file\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "new.txt"), "creating a new file\n");
+        let f = files_after(
+            &[("a.txt", "abc\n")],
+            "a.txt\n<<<<<<< SEARCH\n=======\ndef\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.txt"), "abc\ndef\n");
+        let e = files_after(
+            &[("a.txt", "abc")],
+            "a.txt\n<<<<<<< SEARCH\n=======\ndef\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("no line end"), "{e}");
+    }
+
+    #[test]
+    fn aider_marker_variants() {
+        // Indented markers, 5 to 9 marker characters, `SEARCH>`.
+        let t = "a.py\n  <<<<< SEARCH>\nx\n =========\ny\n>>>>>>>>> REPLACE  \n";
+        let f = files_after(&[("a.py", "x\n")], t).unwrap();
+        assert_eq!(content(&f, "a.py"), "y\n");
+        // Ten are not a marker: no block.
+        let e = files_after(
+            &[("a.py", "x\n")],
+            "a.py\n<<<<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("outside a SEARCH block"), "{e}");
+    }
+
+    #[test]
+    fn crlf_files_keep_their_line_ends() {
+        let f = files_after(
+            &[("a.txt", "one\r\ntwo")],
+            "a.txt\n<<<<<<< SEARCH\none\r\n=======\nONE\r\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.txt"), "ONE\r\ntwo\r\n");
     }
 }

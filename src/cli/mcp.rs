@@ -105,6 +105,65 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<(), Failure> {
 /// A tool's answer: structured content, or a tool error with the CLI's message.
 type Answer = Result<Value, (Value, String)>;
 
+/// A strict-mode client (OpenAI's strict tool calling) sends every optional
+/// field the schema declares, as `null` when it has no value: such a field
+/// is absent. Removed from the step object and from the objects inside it
+/// (a `files` object value, an `edits` operation); a `files` value of
+/// `null` itself stays, as it means "delete the file". The decision is the
+/// object without them.
+fn strip_strict_nulls(step: &mut Value) {
+    let Value::Object(top) = step else { return };
+    top.retain(|_, v| !v.is_null());
+    if let Some(Value::Object(files)) = top.get_mut("files") {
+        for v in files.values_mut() {
+            if let Value::Object(o) = v {
+                o.retain(|_, v| !v.is_null());
+            }
+        }
+    }
+    if let Some(Value::Array(ops)) = top.get_mut("edits") {
+        for op in ops {
+            if let Value::Object(o) = op {
+                o.retain(|_, v| !v.is_null());
+            }
+        }
+    }
+}
+
+/// What `apply_step` answers (its structured content).
+fn apply_step_output() -> JsonObject {
+    let string = json!({"type": "string"});
+    let nullable = json!({"type": ["string", "null"]});
+    match json!({
+        "type": "object",
+        "properties": {
+            "step": nullable,
+            "status": {"type": "string", "enum": ["applied", "already_recorded"]},
+            "commit": string,
+            "decision": string,
+            "diff": string,
+            "artifact": string,
+            "history": string,
+            "head": nullable,
+            "run": string,
+            "branch": string,
+            "durable": string,
+        },
+        "required": ["status", "commit", "decision", "diff", "artifact", "history"],
+    }) {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    }
+}
+
+/// The read-only tools answer their command's `--json` document's `data`.
+fn object_output() -> JsonObject {
+    match json!({"type": "object"}) {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    }
+}
+
 impl Server {
     fn tools() -> Vec<Tool> {
         let empty = |extra: Value| -> JsonObject {
@@ -138,6 +197,7 @@ impl Server {
                  fingerprint.",
                 crate::plan::schema::step_schema(),
             )
+            .with_raw_output_schema(Arc::new(apply_step_output()))
             .with_annotations(
                 ToolAnnotations::new()
                     .read_only(false)
@@ -151,6 +211,7 @@ impl Server {
                  state and whether a resume is needed (as `git steps status --json`).",
                 empty(Value::Null),
             )
+            .with_raw_output_schema(Arc::new(object_output()))
             .with_annotations(read_only()),
             Tool::new(
                 "log",
@@ -158,6 +219,7 @@ impl Server {
                  added and removed, duplicated hunks (as `git steps log --json`).",
                 empty(Value::Null),
             )
+            .with_raw_output_schema(Arc::new(object_output()))
             .with_annotations(read_only()),
             Tool::new(
                 "verify",
@@ -165,6 +227,7 @@ impl Server {
                  recomputable; the answer lists problems (as `git steps verify --json`).",
                 empty(Value::Null),
             )
+            .with_raw_output_schema(Arc::new(object_output()))
             .with_annotations(read_only()),
             Tool::new(
                 "fingerprint",
@@ -175,6 +238,7 @@ impl Server {
                     "history": {"type": "boolean", "description": "The history fingerprint instead."}
                 })),
             )
+            .with_raw_output_schema(Arc::new(object_output()))
             .with_annotations(read_only()),
         ]
     }
@@ -188,7 +252,7 @@ impl Server {
                 if args.get("history") == Some(&Value::Bool(true)) {
                     extra.push("--history".to_string());
                 }
-                match args.get("rev") {
+                match args.get("rev").filter(|v| !v.is_null()) {
                     // After `--`: a rev is never read as an option.
                     Some(Value::String(rev)) => extra.extend(["--".to_string(), rev.clone()]),
                     None => {}
@@ -204,8 +268,15 @@ impl Server {
     }
 
     /// One step object, applied as `apply` applies a one-step plan.
-    fn apply_step(&self, step: Value) -> Answer {
-        let fail = |f: Failure| (failure_json(&f), failure_text(&f.error));
+    fn apply_step(&self, mut step: Value) -> Answer {
+        // There is no plan here: an error names the step, not a plan line.
+        let fail = |mut f: Failure| {
+            if let Error::Input { line, .. } = &mut f.error {
+                *line = None;
+            }
+            (failure_json(&f), failure_text(&f.error))
+        };
+        strip_strict_nulls(&mut step);
         let ctx = self.ctx();
         let (repo, s) = ctx.open_deepened(&self.run).map_err(|e| fail(e.into()))?;
         let id = step.get("id").and_then(Value::as_str).map(str::to_string);
@@ -301,10 +372,14 @@ impl Server {
         let data = serde_json::from_slice::<Value>(&out)
             .ok()
             .map(|mut doc| doc["data"].take());
+        // Always an object, as the tools' output schema says.
         match result {
-            Ok(()) => Ok(data.unwrap_or(Value::Null)),
-            Err(f) if f.json_written => Err((data.unwrap_or(Value::Null), failure_text(&f.error))),
-            Err(f) => Err((failure_json(&f), failure_text(&f.error))),
+            Ok(()) => Ok(data.filter(Value::is_object).unwrap_or_else(|| json!({}))),
+            Err(f) => Err((
+                data.filter(|d| f.json_written && d.is_object())
+                    .unwrap_or_else(|| failure_json(&f)),
+                failure_text(&f.error),
+            )),
         }
     }
 

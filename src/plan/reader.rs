@@ -286,8 +286,9 @@ mod tests {
 
     #[test]
     fn jsonl_and_single_object() {
-        let steps =
-            read("{\"id\":\"a\",\"patch\":\"x\"}\n\n{\"id\":\"b\",\"files\":{\"f\":null}}\n");
+        let steps = read(
+            "{\"id\":\"a\",\"files\":{\"x\":\"x\"}}\n\n{\"id\":\"b\",\"files\":{\"f\":null}}\n",
+        );
         assert_eq!(steps.len(), 2);
         assert_eq!(steps[1].as_ref().unwrap().line, 3);
         let single = read("{\n  \"id\": \"a\",\n  \"files\": {\"f\": \"x\"}\n}\n");
@@ -299,7 +300,7 @@ mod tests {
     fn errors_name_the_line_and_the_problem() {
         let cases = [
             (
-                "{\"id\":\"a\",\"patch\":\"x\"}\n{\"id\":\"b\",\"pa",
+                "{\"id\":\"a\",\"files\":{\"x\":\"x\"}}\n{\"id\":\"b\",\"pa",
                 "plan line 2",
                 "truncated",
             ),
@@ -327,12 +328,12 @@ mod tests {
             ),
             ("[1]", "plan line 1", "must be a JSON object"),
             (
-                "{\"id\":\"a\",\"patch\":\"x\"}\n{\"id\":\"a\",\"patch\":\"y\"}",
+                "{\"id\":\"a\",\"files\":{\"x\":\"x\"}}\n{\"id\":\"a\",\"files\":{\"x\":\"y\"}}",
                 "plan line 2",
                 "another decision than plan line 1",
             ),
             (
-                "{\"id\":\"a\",\"patch\":\"x\"}\nnot json",
+                "{\"id\":\"a\",\"files\":{\"x\":\"x\"}}\nnot json",
                 "plan line 2",
                 "not valid JSON",
             ),
@@ -350,10 +351,10 @@ mod tests {
 
     #[test]
     fn a_redelivery_is_read_once_and_noted() {
-        let a = "{\"id\":\"a\",\"patch\":\"x\"}";
-        let b = "{\"id\":\"b\",\"patch\":\"x\"}";
+        let a = "{\"id\":\"a\",\"files\":{\"x\":\"x\"}}";
+        let b = "{\"id\":\"b\",\"files\":{\"x\":\"x\"}}";
         // Key order does not make it another decision.
-        let a2 = "{\"patch\":\"x\", \"id\":\"a\"}";
+        let a2 = "{\"files\":{\"x\":\"x\"}, \"id\":\"a\"}";
         let text = format!("{a}\n{b}\n{a2}\n{a}\n");
         let mut r = PlanReader::new(text.as_bytes());
         assert_eq!(r.next().unwrap().unwrap().id, "a");
@@ -367,16 +368,18 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(3, 1), (4, 1)]
         );
-        let err = read(&format!("{a}\n{{\"id\":\"a\",\"patch\":\"y\"}}\n"))
-            .into_iter()
-            .find_map(|r| r.err())
-            .unwrap();
+        let err = read(&format!(
+            "{a}\n{{\"id\":\"a\",\"files\":{{\"x\":\"y\"}}}}\n"
+        ))
+        .into_iter()
+        .find_map(|r| r.err())
+        .unwrap();
         assert_eq!(err.exit_code(), 3, "{err}");
     }
 
     #[test]
     fn a_byte_order_mark_inside_a_plan_is_named() {
-        let err = read("{\"id\":\"a\",\"patch\":\"x\"}\n\u{feff}{\"id\":\"b\",\"patch\":\"x\"}\n")
+        let err = read("{\"id\":\"a\",\"files\":{\"x\":\"x\"}}\n\u{feff}{\"id\":\"b\",\"files\":{\"x\":\"x\"}}\n")
             .into_iter()
             .find_map(|r| r.err())
             .unwrap();
@@ -388,15 +391,15 @@ mod tests {
 
     #[test]
     fn a_byte_order_mark_is_not_part_of_the_plan() {
-        let steps = read("\u{feff}{\"id\":\"a\",\"patch\":\"x\"}\n");
+        let steps = read("\u{feff}{\"id\":\"a\",\"files\":{\"x\":\"x\"}}\n");
         assert_eq!(steps[0].as_ref().unwrap().id, "a");
-        let single = read("\u{feff}{\n \"id\": \"a\",\n \"patch\": \"x\"\n}\n");
+        let single = read("\u{feff}{\n \"id\": \"a\",\n \"files\": {\"x\": \"x\"}\n}\n");
         assert_eq!(single[0].as_ref().unwrap().id, "a");
     }
 
     #[test]
     fn iteration_stops_after_an_error() {
-        let all = read("garbage\n{\"id\":\"a\",\"patch\":\"x\"}\n");
+        let all = read("garbage\n{\"id\":\"a\",\"files\":{\"x\":\"x\"}}\n");
         assert_eq!(all.len(), 1);
         assert!(all[0].is_err());
     }

@@ -34,8 +34,8 @@ pub struct StepObject {
     search_replace: Option<String>,
     /// The commit subject, after `step <id>: ` (default: a summary of the files changed).
     message: Option<String>,
-    /// Free-form JSON kept in the receipt commit's message: why the step was taken.
-    intent: Option<Value>,
+    /// Why the step was taken: a JSON object (the tool call, say), kept in the receipt commit's message.
+    intent: Option<Map<String, Value>>,
     /// The step repeats a change still in effect on purpose; without it such a step is refused as a duplicated hunk.
     allow_duplicate: Option<bool>,
 }

@@ -396,9 +396,15 @@ impl Step {
             }
         };
         let content = match field {
-            "patch" => Content::Patch(want_string("patch", raw)?),
-            // The edit formats are parsed here too, so a malformed one fails
-            // plan validation, before any step is applied.
+            // Every format is parsed here too, so a malformed one (not a
+            // patch, a `../` path, an empty hunk) fails plan validation,
+            // before any step is applied.
+            "patch" => {
+                let text = want_string("patch", raw)?;
+                crate::plan::formats::patch::parse(&text)
+                    .map_err(|m| err(step, format!("patch: {m}")))?;
+                Content::Patch(text)
+            }
             "apply_patch" => {
                 let text = want_string("apply_patch", raw)?;
                 crate::plan::formats::apply_patch::parse(&text)

@@ -250,6 +250,43 @@ fn a_malformed_format_fails_the_plan_before_anything_is_applied() {
         .code_is(1)
         .stderr_has("plan line 2, step bad: search_replace:");
     assert_eq!(t.head(), head);
+    // Every format, unified diffs included (issue 29): not a patch, a
+    // `../` path, a hunk with no lines.
+    for (bad, want) in [
+        (
+            "this is not a patch
+",
+            "patch:",
+        ),
+        (
+            "--- a/../x
++++ b/../x
+@@ -0,0 +1 @@
++x
+",
+            "patch: line 1",
+        ),
+        (
+            "--- a/app.py
++++ b/app.py
+@@ -1 +1 @@
+",
+            "patch:",
+        ),
+    ] {
+        let plan = t.plan(
+            "p.jsonl",
+            &[
+                line(json!({"id": "ok", "files": {"n.txt": "n
+"}})),
+                line(json!({"id": "bad", "patch": bad})),
+            ],
+        );
+        t.refuses(bad, 1, &["plan line 2, step bad:", want], || {
+            t.steps(&["apply", plan.to_str().unwrap()])
+        });
+        assert_eq!(t.head(), head, "{bad:?}: a step was applied");
+    }
 }
 
 /// `--dry-run` shows each step's hunks as they would land, with real line

@@ -316,7 +316,9 @@ enum Offset {
 /// which every non-blank REPLACE line gets. Only a unique match counts.
 fn offset_match(hay: &[&[u8]], search: &[String], replace: &[String]) -> Offset {
     let body = |l: &str| l.strip_suffix('\n').unwrap_or(l).to_string();
-    let indent = |l: &str| l.len() - l.trim_start().len();
+    // Counted in characters, as aider counts them (a tab is one, and a
+    // wide space is one, never a part of one).
+    let indent = |l: &str| l.chars().take_while(|c| c.is_whitespace()).count();
     let blank = |l: &str| l.trim().is_empty();
     let min = search
         .iter()
@@ -329,7 +331,7 @@ fn offset_match(hay: &[&[u8]], search: &[String], replace: &[String]) -> Offset 
         if blank(l) {
             l.clone()
         } else {
-            l[min..].to_string()
+            l.chars().skip(min).collect()
         }
     };
     let search: Vec<String> = search.iter().map(cut).map(|l| body(&l)).collect();
@@ -631,6 +633,23 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("outside a SEARCH block"), "{e}");
+    }
+
+    #[test]
+    fn wide_whitespace_is_one_character_of_indentation() {
+        // U+3000 is three bytes: outdenting by one character must not cut it.
+        let e = files_after(
+            &[("a.py", "x\n")],
+            "a.py\n<<<<<<< SEARCH\n\u{3000}a\n=======\n b\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("is not in a.py"), "{e}");
+        let f = files_after(
+            &[("a.py", "\u{3000}\u{3000}a\n")],
+            "a.py\n<<<<<<< SEARCH\n\u{3000}a\n=======\n\u{3000}b\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.py"), "\u{3000}\u{3000}b\n");
     }
 
     #[test]

@@ -41,8 +41,8 @@
 //! (Codex's releases disagree on where those lines go: at the end of the
 //! file, or after the context line); a `Move to` onto the file itself
 //! (Codex deletes the file); a path with whitespace Codex would keep in the
-//! name. And where Codex's releases differ, the newer behaviour: a CRLF file
-//! keeps its line ends, and a file that ends in a blank line keeps it.
+//! name; and an Update of a file with CRLF line ends or that ends in a
+//! blank line (Codex's two line-ending modes write those differently).
 
 use super::{checked_path, existing_text, list_lines, quote, EditError, Files, MODE_FILE};
 
@@ -120,7 +120,7 @@ fn unwrap_heredoc<'a>(lines: &'a [&'a str]) -> Result<Option<&'a [&'a str]>, Str
         }
         return Ok(None);
     };
-    let Some(delim) = rest.strip_prefix("<<") else {
+    let Some(delim) = rest.strip_prefix("<<").map(str::trim_start) else {
         return Ok(None);
     };
     let word = match delim.as_bytes().first() {
@@ -468,11 +468,20 @@ fn at_end(lines: &[&str], pattern: &[String]) -> Option<usize> {
 
 /// The file `text` with `chunks` applied, as Codex computes it.
 fn update(text: &str, chunks: &[Chunk], path: &str) -> Result<String, String> {
-    // A CRLF file keeps its line ends: the patch's lines take the file's
-    // first one.
-    let crlf = text
-        .find('\n')
-        .is_some_and(|i| i > 0 && text.as_bytes()[i - 1] == b'\r');
+    // Where Codex's own modes write different bytes, refuse: a file with
+    // CRLF line ends (its default turns the changed lines LF, its
+    // line-ending mode keeps them) and one that ends in a blank line (one
+    // newline is lost, or kept).
+    if text.contains("\r\n") {
+        return Err(format!(
+            "Update File {path}: it has CRLF line ends, which Codex's apply_patch writes differently in its two line-ending modes; use `search_replace`, `edits` or `patch` for it"
+        ));
+    }
+    if text.ends_with("\n\n") {
+        return Err(format!(
+            "Update File {path}: it ends with a blank line, which Codex's apply_patch keeps or drops depending on its line-ending mode; use `search_replace`, `edits` or `patch` for it"
+        ));
+    }
     let mut lines: Vec<&str> = text.split('\n').collect();
     if lines.last() == Some(&"") {
         lines.pop();
@@ -540,19 +549,15 @@ fn update(text: &str, chunks: &[Chunk], path: &str) -> Result<String, String> {
         cursor = p + old.len();
     }
     replacements.sort_by_key(|r| r.0);
-    let eol = if crlf { "\r" } else { "" };
     let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     for (p, n, new) in replacements.into_iter().rev() {
-        out.splice(p..p + n, new.iter().map(|l| format!("{l}{eol}")));
+        out.splice(p..p + n, new.iter().cloned());
     }
     // Ends with a line end, as Codex writes it (an emptied file is empty).
     if out.is_empty() {
         return Ok(String::new());
     }
     let mut text = out.join("\n");
-    if crlf && !text.ends_with('\r') {
-        text.push('\r');
-    }
     text.push('\n');
     Ok(text)
 }
@@ -902,6 +907,7 @@ mod tests {
             "<<\"EOF\"\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nEOF\n",
             "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nEOF\n",
             "apply_patch <<PATCH\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nPATCH\n",
+            "apply_patch << 'EOF'\n*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\n*** End Patch\nEOF\n",
         ] {
             let f = run(&[("f", "a\n")], p).unwrap();
             assert_eq!(text(&f, "f"), "b\n", "{p:?}");
@@ -967,21 +973,27 @@ mod tests {
     }
 
     #[test]
-    fn crlf_files_keep_their_line_ends_and_blank_last_lines_stay() {
-        let f = run(&[("f", "one\r\ntwo\r\nthree\r\n")], "*** Begin Patch\n*** Update File: f\n@@\n-one\n+uno\n two\n+\n+between\n*** End Patch\n").unwrap();
-        assert_eq!(text(&f, "f"), "uno\r\ntwo\r\n\r\nbetween\r\nthree\r\n");
+    fn crlf_files_and_blank_last_lines_are_refused_where_codex_modes_differ() {
+        for (file, want) in [
+            ("one\r\ntwo\r\nthree\r\n", "CRLF line ends"),
+            ("one\r\ntwo", "CRLF line ends"),
+            ("one\r\ntwo\nthree\r\nfour\n", "CRLF line ends"),
+            ("one\ntwo\n\n", "ends with a blank line"),
+        ] {
+            let e = run(
+                &[("f", file)],
+                "*** Begin Patch\n*** Update File: f\n@@\n-one\n+ONE\n*** End Patch\n",
+            )
+            .unwrap_err();
+            assert!(e.contains(want), "{file:?}: {e}");
+        }
+        // A lone CR inside a line is not a line end.
         let f = run(
-            &[("f", "one\r\ntwo")],
-            "*** Begin Patch\n*** Update File: f\n@@\n-one\n+ONE\n*** End Patch\n",
+            &[("f", "a\rb\nc\n")],
+            "*** Begin Patch\n*** Update File: f\n@@\n-c\n+C\n*** End Patch\n",
         )
         .unwrap();
-        assert_eq!(text(&f, "f"), "ONE\r\ntwo\r\n");
-        let f = run(
-            &[("f", "a\nb\n\n")],
-            "*** Begin Patch\n*** Update File: f\n@@\n-a\n+A\n*** End Patch\n",
-        )
-        .unwrap();
-        assert_eq!(text(&f, "f"), "A\nb\n\n");
+        assert_eq!(text(&f, "f"), "a\rb\nC\n");
     }
 
     #[test]

@@ -378,7 +378,13 @@ mod roundtrip {
             let sr = format!("f.txt\n<<<<<<< SEARCH\n{}=======\n{}>>>>>>> REPLACE\n", block(old), block(&new));
             // (A file of blank lines only has no such region: a SEARCH of
             // its blank lines would append, as aider does.)
-            let texty = a.iter().any(|l| !l.trim().is_empty());
+            // Nor does aider take CRLF files (it rewrites them LF), or keep
+            // a SEARCH's or REPLACE's last blank line (it drops one).
+            let blank_end = |ls: &[String]| ls.last().is_some_and(|l| l.trim().is_empty());
+            let texty = a.iter().any(|l| !l.trim().is_empty())
+                && !a.iter().chain(&b).any(|l| l.ends_with("\r\n"))
+                && !blank_end(old)
+                && !blank_end(&new);
             let mut f = mem(&a);
             if texty {
                 search_replace::apply(&mut f, &search_replace::parse(&sr).unwrap()).unwrap();
@@ -434,10 +440,10 @@ mod roundtrip {
                 }
             }
             let ap = format!("*** Begin Patch\n*** Update File: f.txt\n@@\n{chunk}*** End Patch\n");
-            // (A file of one line without a line end has no line end to
-            // take: the patch's lines get LF, which B does not say.)
-            let crlf = a[0].ends_with("\r\n") || b[0].ends_with("\r\n");
-            if a.len() > 1 || a[0].ends_with('\n') || !crlf {
+            // (CRLF files and files that end in a blank line are refused:
+            // Codex's two line-ending modes write them differently.)
+            let crlf = a.iter().chain(&b).any(|l| l.ends_with("\r\n"));
+            if !crlf && !a.concat().ends_with("\n\n") {
                 let mut f = mem(&a);
                 apply_patch::apply(&mut f, &apply_patch::parse(&ap).unwrap()).unwrap();
                 let mut want = b.concat();

@@ -28,8 +28,10 @@
 //! occur more than once (aider edits the first); a block whose file name
 //! line is prose (aider takes it for a name); a SEARCH not in the named
 //! file (aider tries it on the other files of its chat); a step is atomic
-//! (aider keeps the blocks that matched). And a CRLF file keeps its line
-//! ends (aider on Linux rewrites the file with LF).
+//! (aider keeps the blocks that matched); a file with CRLF line ends (aider
+//! on Linux rewrites it with LF). Block text is read as aider reads it
+//! (`strip_quoted_wrapping`): a first line ending with the file's name, a
+//! fence around it and one blank line at its end are dropped, CRLF is LF.
 
 use super::{
     checked_path, existing_text, line_matches, list_lines, quote, EditError, Files, MODE_FILE,
@@ -140,11 +142,11 @@ fn parse_str(text: &str) -> Result<Vec<Block>, String> {
                         line: n,
                     })
                 }
+                // A divider or REPLACE line outside a block is text to
+                // aider (a heading's underline): never a file name.
                 Some(_) => {
-                    return Err(format!(
-                        "line {n}: {} outside a SEARCH block",
-                        quote(raw.trim().as_bytes())
-                    ))
+                    named = None;
+                    State::Outside
                 }
                 None => {
                     let t = raw.trim();
@@ -176,6 +178,7 @@ fn parse_str(text: &str) -> Result<Vec<Block>, String> {
             },
             State::Replace(mut b) => match m {
                 Some(Marker::Replace) => {
+                    unwrap_quoted(&mut b)?;
                     blocks.push(b);
                     State::Outside
                 }
@@ -203,6 +206,56 @@ fn parse_str(text: &str) -> Result<Vec<Block>, String> {
             b.line, b.path
         )),
     }
+}
+
+/// aider's `strip_quoted_wrapping`, on SEARCH and REPLACE each: a first
+/// line ending with the file's name is dropped, so are a fence line around
+/// the text and one blank line at its end, and CRLF line ends are read as
+/// LF.
+fn unwrap_quoted(b: &mut Block) -> Result<(), String> {
+    let base = b.path.rsplit('/').next().unwrap_or(&b.path).to_string();
+    for (part, lines) in [("SEARCH", &mut b.search), ("REPLACE", &mut b.replace)] {
+        if lines.is_empty() {
+            continue;
+        }
+        if lines[0].trim().ends_with(base.as_str()) {
+            lines.remove(0);
+            if lines.is_empty() {
+                return Err(format!(
+                    "the block at line {} holds only its file name in its {part} part",
+                    b.line
+                ));
+            }
+        }
+        if lines.len() >= 2
+            && lines[0].starts_with("```")
+            && lines[lines.len() - 1].starts_with("```")
+        {
+            lines.pop();
+            lines.remove(0);
+        }
+        if lines.len() >= 1
+            && lines[lines.len() - 1]
+                .trim_end_matches(['\n', '\r'])
+                .is_empty()
+        {
+            // (Only a blank line after a line end: "x\n" + "\n".)
+            lines.pop();
+        }
+        if let Some(last) = lines.last_mut() {
+            if !last.ends_with('\n') {
+                last.push('\n');
+            }
+        }
+        // Line ends as aider reads the text: LF.
+        for l in lines.iter_mut() {
+            if l.ends_with("\r\n") {
+                l.truncate(l.len() - 2);
+                l.push('\n');
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Apply the blocks in order.
@@ -248,6 +301,12 @@ fn apply_str(files: &mut dyn Files, blocks: &[Block]) -> Result<(), String> {
             continue;
         }
         let (content, mode) = existing_text(files, &b.path, &what)?;
+        if content.windows(2).any(|w| w == b"\r\n") {
+            return Err(format!(
+                "{what}: {} has CRLF line ends, which aider rewrites as LF; use `edits` or `patch` for it",
+                b.path
+            ));
+        }
         let hay = super::lines(&content);
         let needle: Vec<&[u8]> = b.search.iter().map(|l| l.as_bytes()).collect();
         let exact = line_matches(&hay, &needle, 0);
@@ -351,8 +410,6 @@ fn offset_match(hay: &[&[u8]], search: &[String], replace: &[String]) -> Offset 
     for p in 0..=hay.len() - n {
         let mut prefix: Option<&str> = None;
         let ok = hay[p..p + n].iter().zip(&search).all(|(h, s)| {
-            let h = h.strip_suffix('\r').unwrap_or(h);
-            let s = s.strip_suffix('\r').unwrap_or(s);
             if blank(s) || blank(h) {
                 return blank(s) && blank(h);
             }
@@ -364,7 +421,8 @@ fn offset_match(hay: &[&[u8]], search: &[String], replace: &[String]) -> Offset 
                 _ => false,
             }
         });
-        if ok && prefix.is_some_and(|p| !p.is_empty()) {
+        // (An empty prefix: the lines differ only in blank lines' spaces.)
+        if ok {
             found.push((p, prefix.unwrap_or_default().to_string()));
         }
     }
@@ -455,7 +513,7 @@ mod tests {
                 "a.py\n<<<<<<< SEARCH\nx\n=======\n<<<<<<< SEARCH\n",
                 "inside the REPLACE part",
             ),
-            ("a.py\n=======\n", "outside a SEARCH block"),
+            ("a.py\n=======\n", "no \"<<<<<<< SEARCH\""),
             ("just prose\n", "no \"<<<<<<< SEARCH\""),
             (
                 "../etc/passwd\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n",
@@ -626,13 +684,13 @@ mod tests {
         let t = "a.py\n  <<<<< SEARCH>\nx\n =========\ny\n>>>>>>>>> REPLACE  \n";
         let f = files_after(&[("a.py", "x\n")], t).unwrap();
         assert_eq!(content(&f, "a.py"), "y\n");
-        // Ten are not a marker: no block.
+        // Ten are not a marker: no block (the other lines are text).
         let e = files_after(
             &[("a.py", "x\n")],
             "a.py\n<<<<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
         )
         .unwrap_err();
-        assert!(e.contains("outside a SEARCH block"), "{e}");
+        assert!(e.contains("no \"<<<<<<< SEARCH\""), "{e}");
     }
 
     #[test]
@@ -653,12 +711,65 @@ mod tests {
     }
 
     #[test]
-    fn crlf_files_keep_their_line_ends() {
-        let f = files_after(
+    fn crlf_files_are_refused_as_aider_rewrites_them() {
+        let e = files_after(
             &[("a.txt", "one\r\ntwo")],
             "a.txt\n<<<<<<< SEARCH\none\r\n=======\nONE\r\n>>>>>>> REPLACE\n",
         )
+        .unwrap_err();
+        assert!(
+            e.contains("CRLF line ends, which aider rewrites as LF"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn aider_strips_the_quoted_wrapping_of_each_part() {
+        // A trailing blank line of REPLACE is dropped, as aider drops it.
+        let f = files_after(
+            &[("a.py", "x\ny\n")],
+            "a.py\n<<<<<<< SEARCH\nx\n=======\nX\n\n>>>>>>> REPLACE\n",
+        )
         .unwrap();
-        assert_eq!(content(&f, "a.txt"), "ONE\r\ntwo\r\n");
+        assert_eq!(content(&f, "a.py"), "X\ny\n");
+        // A first line that ends with the file's name, and a fence around.
+        let f = files_after(
+            &[],
+            "src/app.py\n<<<<<<< SEARCH\n=======\n# src/app.py\nimport os\n\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "src/app.py"), "import os\n");
+        let f = files_after(
+            &[("a.py", "x\n")],
+            "a.py\n<<<<<<< SEARCH\n```\nx\n```\n=======\n```\nz\n```\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.py"), "z\n");
+        let e = files_after(
+            &[("a.py", "x\n")],
+            "a.py\n<<<<<<< SEARCH\n# a.py\n=======\nz\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("holds only its file name"), "{e}");
+    }
+
+    #[test]
+    fn aider_blank_lines_match_blank_lines_with_spaces() {
+        let f = files_after(
+            &[("a.py", "a\n  \nb\n")],
+            "a.py\n<<<<<<< SEARCH\na\n\nb\n=======\nA\n\nB\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.py"), "A\n\nB\n");
+    }
+
+    #[test]
+    fn aider_ignores_a_divider_in_prose() {
+        let f = files_after(
+            &[("a.py", "x\n")],
+            "Notes\n=======\n\na.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
+        )
+        .unwrap();
+        assert_eq!(content(&f, "a.py"), "y\n");
     }
 }

@@ -234,7 +234,7 @@ fn unwrap_quoted(b: &mut Block) -> Result<(), String> {
             lines.pop();
             lines.remove(0);
         }
-        if lines.len() >= 1
+        if !lines.is_empty()
             && lines[lines.len() - 1]
                 .trim_end_matches(['\n', '\r'])
                 .is_empty()

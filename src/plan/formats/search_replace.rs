@@ -407,6 +407,29 @@ fn offset_match(hay: &[&[u8]], search: &[String], replace: &[String]) -> Offset 
     if n == 0 || n > hay.len() {
         return Offset::None;
     }
+    // aider's own window test (`match_but_for_leading_whitespace`): lines
+    // equal once their leading whitespace is gone, and one prefix, taken
+    // as the file line's first (its length − the SEARCH line's length)
+    // characters. It fits windows this rule does not (other whitespace of
+    // the same length): the first one it fits is the one aider edits.
+    let aider_first = (0..=hay.len() - n).find(|&p| {
+        let mut prefixes = std::collections::BTreeSet::new();
+        hay[p..p + n].iter().zip(&search).all(|(h, s)| {
+            if h.trim_start() != s.trim_start() {
+                return false;
+            }
+            if !blank(h) {
+                let (lh, ls) = (h.chars().count(), s.chars().count());
+                prefixes.insert(if lh >= ls {
+                    h.chars().take(lh - ls).collect::<String>()
+                } else {
+                    // Python's negative slice: aider's garbled prefix.
+                    h.chars().take(lh.saturating_sub(ls - lh)).collect()
+                });
+            }
+            true
+        }) && prefixes.len() == 1
+    });
     for p in 0..=hay.len() - n {
         let mut prefix: Option<&str> = None;
         let ok = hay[p..p + n].iter().zip(&search).all(|(h, s)| {
@@ -428,6 +451,10 @@ fn offset_match(hay: &[&[u8]], search: &[String], replace: &[String]) -> Offset 
     }
     match found.as_slice() {
         [] => Offset::None,
+        // aider would edit another window: not the same edit.
+        [(p, _)] if aider_first.is_some_and(|q| q != *p) => {
+            Offset::Many(vec![aider_first.unwrap_or(*p), *p])
+        }
         [(p, pre)] => Offset::One(
             *p,
             replace
@@ -625,6 +652,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("is not in a.py"), "{e}");
+    }
+
+    #[test]
+    fn a_window_aider_would_take_first_is_refused() {
+        // aider fits line 1 (`\t x` and `  x` after removing the same
+        // length of whitespace); this rule fits line 3 only. Refused, not a
+        // different edit.
+        let e = files_after(
+            &[("a.py", "\t x\ny\n    x\n")],
+            "a.py\n<<<<<<< SEARCH\n  x\n=======\nz\n>>>>>>> REPLACE\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("occurs 2 times in a.py (with its indentation changed) (at lines 1 and 3)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -129,7 +129,7 @@ pub fn decision_digest(value: &Value) -> String {
     let mut hasher = Sha256::new();
     {
         // Buffered: the canonical form is written in small pieces.
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut hasher);
+        let mut w = std::io::BufWriter::with_capacity(8 << 10, &mut hasher);
         super::canonical::write(value, &mut w).expect("a JSON value canonicalises");
         std::io::Write::flush(&mut w).expect("a hasher takes every byte");
     }

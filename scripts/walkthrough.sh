@@ -30,6 +30,7 @@ expect() { # expect CODE what...
 
 say "reference: an uninterrupted run of the 8 steps (no remote)"
 git init -q -b main "$scratch/ref"
+"$bin" -q -C "$scratch/ref" init   # a run of its own: branch steps/main, run main
 "$bin" -q -C "$scratch/ref" apply "$plan" >/dev/null
 ref=$("$bin" -C "$scratch/ref" fingerprint)
 echo "artifact $ref"
@@ -39,7 +40,7 @@ git init -q --bare -b main "$scratch/remote.git"
 git init -q -b main "$scratch/box1"
 "$bin" -q -C "$scratch/box1" init --remote "$scratch/remote.git"
 expect 137 env GIT_STEPS_CRASH=pushed@s3 "$bin" -q -C "$scratch/box1" apply "$plan"
-echo "remote: $(git -C "$scratch/remote.git" log --format='%(trailers:key=Step-Id,valueonly,separator=)' main | paste -sd' ')"
+echo "remote: $(git -C "$scratch/remote.git" log --format='%(trailers:key=Step-Id,valueonly,separator=)' steps/main | paste -sd' ')"
 
 say "the box survives and reruns the same command: reconcile fast-forwards, the run goes on; it dies again mid-way through s6's worktree update"
 expect 137 env GIT_STEPS_CRASH=worktree-partial@s6 "$bin" -C "$scratch/box1" apply "$plan"
@@ -52,7 +53,7 @@ git clone -q "$scratch/remote.git" "$scratch/box2"
 got=$("$bin" -C "$scratch/box2" fingerprint)
 
 say "audit with plain git, on the remote"
-echo "  receipts: $(git -C "$scratch/remote.git" log --reverse --format='%(trailers:key=Step-Id,valueonly,separator=)' main | paste -sd' ')"
+echo "  receipts: $(git -C "$scratch/remote.git" log --reverse --format='%(trailers:key=Step-Id,valueonly,separator=)' steps/main | paste -sd' ')"
 echo "  resumed artifact   $got"
 echo "  reference artifact $ref"
 if [ "$got" = "$ref" ]; then
@@ -81,7 +82,7 @@ git init -q -b main "$scratch/agent1"
 export CALLS="$scratch/calls.txt"
 say "the box dies right after the remote accepted agent-1 (its receipt records the answer), before this box moved"
 expect 137 env GIT_STEPS_CRASH=pushed@agent-1 "$bin" -q -C "$scratch/agent1" run --decider "sh $scratch/decider.sh"
-git -C "$scratch/agent.git" log --format='%s  [%(trailers:key=Step-Id,valueonly,separator=)]' main
+git -C "$scratch/agent.git" log --format='%s  [%(trailers:key=Step-Id,valueonly,separator=)]' steps/main
 say "a fresh clone resumes: agent-1 has its receipt, the decider is not asked for it again"
 git clone -q "$scratch/agent.git" "$scratch/agent2"
 "$bin" -q -C "$scratch/agent2" init --remote origin

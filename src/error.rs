@@ -102,12 +102,24 @@ pub enum Error {
     },
     /// A step is well-formed but cannot be applied to the tree it meets.
     #[error("step {step}: {message}")]
-    Apply { step: String, message: String },
+    Apply {
+        step: String,
+        message: String,
+        hint: Option<String>,
+    },
     #[error(transparent)]
     Refused(Box<Refusal>),
     /// The durable branch moved under us: another writer won the race.
     #[error("the remote moved: {message}")]
     RemoteMoved { message: String, hint: String },
+    /// Another git-steps process holds a lock this command needs (this
+    /// repository's `steps.lock`, a ref's lock): rerun when it is done.
+    #[error("{message}")]
+    Busy { message: String, hint: String },
+    /// The command cannot run as invoked (a run not set up where it would
+    /// land on the default branch, say): nothing was read or written.
+    #[error("{message}")]
+    Usage { message: String, hint: String },
     /// A failure of another kind while one step was being made (signing
     /// its commit, say): the step is named, the code and kind are the
     /// inner error's.
@@ -137,7 +149,8 @@ impl Error {
         match self {
             Error::Input { .. } | Error::Apply { .. } | Error::Other { .. } => exit::ERROR,
             Error::Refused(_) => exit::REFUSED,
-            Error::RemoteMoved { .. } => exit::REMOTE_MOVED,
+            Error::RemoteMoved { .. } | Error::Busy { .. } => exit::REMOTE_MOVED,
+            Error::Usage { .. } => exit::USAGE,
             Error::AtStep { error, .. } => error.exit_code(),
         }
     }
@@ -149,6 +162,8 @@ impl Error {
             Error::Apply { .. } => "does-not-apply",
             Error::Refused(r) => r.kind.as_str(),
             Error::RemoteMoved { .. } => "remote-moved",
+            Error::Busy { .. } => "busy",
+            Error::Usage { .. } => "usage",
             Error::Other { .. } => "error",
             Error::AtStep { error, .. } => error.kind(),
         }
@@ -157,9 +172,12 @@ impl Error {
     pub fn hint(&self) -> Option<&str> {
         match self {
             Error::Refused(r) => Some(&r.hint),
-            Error::RemoteMoved { hint, .. } => Some(hint),
+            Error::RemoteMoved { hint, .. }
+            | Error::Busy { hint, .. }
+            | Error::Usage { hint, .. } => Some(hint),
             Error::Other { hint, .. } => hint.as_deref(),
-            Error::Input { .. } | Error::Apply { .. } => None,
+            Error::Apply { hint, .. } => hint.as_deref(),
+            Error::Input { .. } => None,
             Error::AtStep { error, .. } => error.hint(),
         }
     }
@@ -176,6 +194,7 @@ impl Error {
         Error::Apply {
             step: step.to_string(),
             message: message.into(),
+            hint: None,
         }
     }
 
@@ -209,8 +228,10 @@ impl Error {
         self
     }
 
+    /// Set the hint of an [`Error::Other`] or [`Error::Apply`] (others
+    /// unchanged).
     pub fn with_hint(mut self, new_hint: impl Into<String>) -> Self {
-        if let Error::Other { hint, .. } = &mut self {
+        if let Error::Other { hint, .. } | Error::Apply { hint, .. } = &mut self {
             *hint = Some(new_hint.into());
         }
         self

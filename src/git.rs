@@ -179,6 +179,17 @@ pub fn follow_git_config_env(repo: &Repository) -> Result<()> {
     Ok(())
 }
 
+/// The remotes this repository configures (`git remote`), in git's order.
+pub fn remote_names(repo: &Repository) -> Vec<String> {
+    repo.remotes()
+        .map(|r| {
+            r.iter()
+                .filter_map(|n| n.ok().flatten().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The branch HEAD names (even if unborn), if HEAD is symbolic.
 pub fn head_branch(repo: &Repository) -> Option<String> {
     let head = repo.find_reference("HEAD").ok()?;

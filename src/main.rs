@@ -4,12 +4,11 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-use git_steps::cli::{self, Cli};
+use git_steps::cli;
 use git_steps::error::exit;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let json = cli.json;
     let verbose = cli.verbose;
     // Not locked for the whole run: `git steps mcp` writes its protocol

@@ -133,6 +133,93 @@ pub fn refuse_shared_settings_in_linked_worktree(repo: &Repository, o: &Override
     .with_hint("set up this worktree's own run: `git steps init --branch <branch> [--remote <remote>]` (or pass --branch, --run and --remote); nothing was changed"))
 }
 
+/// The branches a run never lands on unless `--branch` names it: each
+/// remote's HEAD as this clone knows it (`refs/remotes/<remote>/HEAD`),
+/// `init.defaultBranch`, `main` and `master`.
+pub fn default_branches(repo: &Repository) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in crate::git::remote_names(repo) {
+        let head = format!("refs/remotes/{name}/HEAD");
+        let target = repo
+            .find_reference(&head)
+            .ok()
+            .and_then(|r| r.symbolic_target().ok().flatten().map(str::to_string));
+        if let Some(b) = target.and_then(|t| {
+            t.strip_prefix(&format!("refs/remotes/{name}/"))
+                .map(str::to_string)
+        }) {
+            out.push(b);
+        }
+    }
+    if let Ok(b) = repo
+        .config()
+        .and_then(|c| c.get_string("init.defaultBranch"))
+    {
+        out.push(b);
+    }
+    out.extend(["main".to_string(), "master".to_string()]);
+    out
+}
+
+/// The run a `git steps init` without `--run` names: the checked-out
+/// branch's (a run branch's own name without its `steps/`), so that the
+/// same `init` on a fresh clone resumes the same run.
+pub fn default_run(repo: &Repository) -> Result<String> {
+    let branch = head_branch(repo).ok_or_else(|| Error::Usage {
+        message: "HEAD is detached and no run is named, so there is no name for the run".into(),
+        hint: "name it: `git steps init --run <id>` (its branch is steps/<id>)".into(),
+    })?;
+    Ok(branch
+        .strip_prefix("steps/")
+        .filter(|r| !r.is_empty())
+        .unwrap_or(&branch)
+        .to_string())
+}
+
+/// A command that writes the run refuses to, without `init` (no
+/// `steps.branch`) and without `--branch`, when HEAD is on the default
+/// branch: an agent's steps never land there by accident (SPEC, `init`).
+pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<()> {
+    if o.branch.is_some() || config_str(repo, "steps.branch")?.is_some() {
+        return Ok(());
+    }
+    let Some(branch) = head_branch(repo) else {
+        return Ok(());
+    };
+    if !default_branches(repo).contains(&branch) {
+        return Ok(());
+    }
+    let remotes = crate::git::remote_names(repo);
+    let run = o.run.clone().unwrap_or_else(|| branch.clone());
+    let (init, durable) = match (o.remote.as_deref(), remotes.as_slice()) {
+        (Some(r), _) => (
+            format!("git steps init --remote {r}"),
+            format!(", durable on {r}"),
+        ),
+        (None, [only]) => ("git steps init".to_string(), format!(", durable on {only}")),
+        (None, []) => (
+            "git steps init".to_string(),
+            ", durable in this repository".to_string(),
+        ),
+        (None, [first, ..]) => (
+            format!("git steps init --remote {first}"),
+            format!(", durable on {first}"),
+        ),
+    };
+    let init = match &o.run {
+        Some(r) => format!("{init} --run {r}"),
+        None => init,
+    };
+    Err(Error::Usage {
+        message: format!(
+            "no run is set up here and HEAD is on {branch}, the repository's default branch: git-steps does not commit an agent's steps on it unless told to"
+        ),
+        hint: format!(
+            "set up a run first: `{init}` (run {run} on its own branch steps/{run}{durable}), then rerun the same command; to commit on {branch} on purpose, pass `--branch {branch}`; nothing was changed"
+        ),
+    })
+}
+
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     // `steps.maxFileSize` (git's integer syntax: 200m, 1g).
     if let Ok(n) = repo.config().and_then(|c| c.get_i64("steps.maxFileSize")) {
@@ -266,6 +353,14 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
             Some(r) => {
                 set(cfg, "steps.remote", &r.spec)?;
                 set(cfg, "steps.transport", r.transport.as_str())?;
+                // The run branch tracks its branch on a named remote, as
+                // `git push -u` sets it: `git status` and `git branch -vv`
+                // show ahead/behind. An upstream the user set is kept.
+                let upstream = format!("branch.{}.remote", s.branch);
+                if repo.find_remote(&r.spec).is_ok() && cfg.get_string(&upstream).is_err() {
+                    set(cfg, &upstream, &r.spec)?;
+                    set(cfg, &format!("branch.{}.merge", s.branch), &s.refname())?;
+                }
             }
             None => {
                 let _ = cfg.remove("steps.remote");
@@ -375,14 +470,16 @@ fn replace_config(
         _ => Err(()),
     };
     lock.replace(&edited, unchanged).map_err(|e| match e {
-        ReplaceError::Held(p) => Error::other(format!(
-            "cannot write the run's settings: {} exists",
-            p.display()
-        ))
-        .with_hint(format!(
-            "another git process is writing the config, or one was killed while writing it; if no git process is running in this repository, remove it (`rm {}`) and rerun",
-            p.display()
-        )),
+        ReplaceError::Held(p) => Error::Busy {
+            message: format!(
+                "cannot write the run's settings: {} exists",
+                p.display()
+            ),
+            hint: format!(
+                "another git process is writing the config, or one was killed while writing it; if no git process is running in this repository, remove it (`rm {}`) and rerun",
+                p.display()
+            ),
+        },
         ReplaceError::Io(what, path, e) => Error::other(format!(
             "cannot write the run's settings: cannot {what} {}: {e}",
             path.display()

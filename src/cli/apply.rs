@@ -4,6 +4,7 @@ use std::io::Write;
 
 use super::ui::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
+use crate::error::Error;
 use crate::plan::reader::Plan;
 use crate::run::engine;
 use crate::run::session::{ApplyOptions, StepOutcome};
@@ -36,7 +37,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     // A dry run changes nothing, not even the clone's depth.
     let (repo, s) = if a.dry_run {
-        ctx.open(&a.run)?
+        ctx.open_to_write(&a.run)?
     } else {
         ctx.open_deepened(&a.run)?
     };
@@ -81,10 +82,36 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Err((error, done)) => Err(Failure {
-            error,
-            partial: Some(serde_json::json!({ "steps": done })),
-            json_written: false,
-        }),
+        Err((error, done)) => {
+            let error = match &error {
+                // A step that does not apply: what came before it stays.
+                Error::Apply { step, .. } if !a.dry_run => {
+                    let applied = done
+                        .iter()
+                        .filter(|o| matches!(o, StepOutcome::Applied { .. }))
+                        .count();
+                    let before = if applied > 0
+                        || done.iter().any(|o| matches!(o, StepOutcome::Skip { .. }))
+                    {
+                        format!(
+                            "the steps before {step} are durable ({applied} applied by this command, {} already there)",
+                            done.len() - applied
+                        )
+                    } else {
+                        "nothing was applied".to_string()
+                    };
+                    let step = step.clone();
+                    error.with_hint(format!(
+                        "{before}; fix step {step} in the plan (or take it out) and rerun the same command: steps with a receipt are skipped, not applied again"
+                    ))
+                }
+                _ => error,
+            };
+            Err(Failure {
+                error,
+                partial: Some(serde_json::json!({ "steps": done })),
+                json_written: false,
+            })
+        }
     }
 }

@@ -16,9 +16,17 @@ use crate::settings;
 /// update. With no remote the durable domain is this local repository: a
 /// step is durable once its branch update is fsynced here.
 ///
-/// `init` with another `--branch` and no `--run` starts a new run on that
-/// branch, whose id is the branch name; the same `--branch` again keeps the
-/// run it has.
+/// A run never lands on the repository's default branch unless `--branch`
+/// names it: without `--branch`, a new run's branch is `steps/<run id>`,
+/// and its id is `--run` or the checked-out branch's name (on `main`: run
+/// `main` on `steps/main`), so the same `init` on a fresh clone resumes the
+/// same run. `init` again with no flags keeps the run it has. `init` with
+/// another `--branch` and no `--run` starts a new run on that branch, whose
+/// id is the branch name.
+///
+/// Without `--remote`, a clone with exactly one remote uses it (and says
+/// so); `--remote ''` keeps the durable domain local. The run branch
+/// tracks its branch on a named remote (`git status` shows ahead/behind).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -26,16 +34,46 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
-    if a.run.run.is_none() {
+    let repo = crate::git::open(&ctx.repo)?;
+    let stored = settings::config_str(&repo, "steps.branch")?;
+    match (&a.run.branch, &stored) {
         // Another branch is another run: its id is not the old run's.
-        let repo = crate::git::open(&ctx.repo)?;
-        let stored = settings::config_str(&repo, "steps.branch")?;
-        if let (Some(new), Some(old)) = (&a.run.branch, stored) {
-            if *new != old {
-                a.run.run = Some(new.clone());
+        (Some(new), Some(old)) if a.run.run.is_none() && new != old => {
+            a.run.run = Some(new.clone());
+        }
+        // A new run (or another one, by --run): on its own branch.
+        (None, _) if stored.is_none() || a.run.run.is_some() => {
+            let run = match &a.run.run {
+                Some(r) => r.clone(),
+                None => settings::default_run(&repo)?,
+            };
+            a.run.branch = Some(format!("steps/{run}"));
+            a.run.run = Some(run);
+        }
+        _ => {}
+    }
+    let mut picked = None;
+    // Only for a new run: an existing run keeps its durable domain (a
+    // local one chosen with `--remote ''` included).
+    if a.run.remote.is_none()
+        && stored.is_none()
+        && settings::config_str(&repo, "steps.remote")?.is_none()
+    {
+        let remotes = crate::git::remote_names(&repo);
+        match remotes.as_slice() {
+            [only] => {
+                a.run.remote = Some(only.clone());
+                picked = Some(only.clone());
             }
+            [] => {}
+            many => ctx.status(&format!(
+                "note: this clone has {} remotes ({}): the durable domain stays this local repository; name one with `git steps init --remote NAME`",
+                many.len(),
+                many.join(", ")
+            )),
         }
     }
+    drop(repo);
     let (repo, s) = ctx.open_for_init(&a.run)?;
     crate::git::ensure_branch_is_ours(&repo, &s.branch)?;
     if let Some(r) = &s.remote {
@@ -44,6 +82,11 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     // No run applies while its settings change.
     let _lock = crate::workdir::lock::acquire(repo.path())?;
     settings::store(&repo, &s)?;
+    if let Some(r) = &picked {
+        ctx.status(&format!(
+            "note: the durable domain is {r}, this clone's only remote (`git steps init --remote ''` keeps it local)"
+        ));
+    }
     if ctx.json {
         emit_json(
             out,

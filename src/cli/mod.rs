@@ -57,16 +57,28 @@ use crate::sync::remote::Transport;
 #[command(name = "git-steps", version, max_term_width = 100)]
 pub struct Cli {
     /// Run as if started in <PATH> (the repository).
-    #[arg(short = 'C', global = true, value_name = "PATH", default_value = ".")]
+    #[arg(
+        short = 'C',
+        global = true,
+        value_name = "PATH",
+        default_value = ".",
+        help_heading = "Global options"
+    )]
     pub repo: PathBuf,
     /// Machine output: one JSON document on stdout.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
     /// Less status on stderr.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        help_heading = "Global options"
+    )]
     pub quiet: bool,
     /// More status on stderr.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = "Global options")]
     pub verbose: bool,
     #[command(subcommand)]
     pub command: Command,
@@ -90,33 +102,90 @@ pub enum Command {
     Demo(demo::Args),
     Man(docs::ManArgs),
     Completions(docs::CompletionsArgs),
-    #[command(hide = true)]
+    // The crash matrix's runners, parsed apart ([`parse`]): never listed,
+    // suggested or completed.
+    #[command(skip)]
+    ClassicApply(classic::Args),
+    #[command(skip)]
+    ReplayDecider(run::ReplayArgs),
+    #[command(skip)]
+    ReplayRecord(record::ReplayArgs),
+    #[command(skip)]
+    ReplayUndo(record::ReplayArgs),
+}
+
+/// The crash matrix's own commands: what it runs in each box. Parsed apart
+/// from [`Cli`], so that `git steps aply` is never told about them and no
+/// completion lists them.
+#[derive(Debug, Parser)]
+#[command(name = "git-steps")]
+struct InternalCli {
+    #[arg(short = 'C', value_name = "PATH", default_value = ".")]
+    repo: PathBuf,
+    #[arg(long)]
+    json: bool,
+    #[arg(short, long)]
+    quiet: bool,
+    #[arg(short, long)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Internal,
+}
+
+#[derive(Debug, Subcommand)]
+enum Internal {
+    /// The classic design the matrix compares against.
     ClassicApply(classic::Args),
     /// A deterministic decider for `run`: replays a plan's steps by index.
-    #[command(hide = true)]
     ReplayDecider(run::ReplayArgs),
     /// The crash matrix's in-place agent: each step of a plan written into the worktree, then recorded.
-    #[command(hide = true)]
     ReplayRecord(record::ReplayArgs),
     /// The crash matrix's undo scenario: a plan applied, its second half undone, then made again.
-    #[command(hide = true)]
     ReplayUndo(record::ReplayArgs),
+}
+
+/// Parse the process's arguments: the crash matrix's internal commands
+/// first, then the public command line (whose errors, help and
+/// suggestions know only public commands).
+pub fn parse() -> Cli {
+    const INTERNAL: [&str; 4] = [
+        "classic-apply",
+        "replay-decider",
+        "replay-record",
+        "replay-undo",
+    ];
+    if std::env::args_os().any(|a| a.to_str().is_some_and(|a| INTERNAL.contains(&a))) {
+        let i = InternalCli::parse();
+        return Cli {
+            repo: i.repo,
+            json: i.json,
+            quiet: i.quiet,
+            verbose: i.verbose,
+            command: match i.command {
+                Internal::ClassicApply(a) => Command::ClassicApply(a),
+                Internal::ReplayDecider(a) => Command::ReplayDecider(a),
+                Internal::ReplayRecord(a) => Command::ReplayRecord(a),
+                Internal::ReplayUndo(a) => Command::ReplayUndo(a),
+            },
+        };
+    }
+    Cli::parse()
 }
 
 /// Flags every run-scoped command takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// The run's branch [config: steps.branch; default: the current branch].
-    #[arg(long, value_name = "NAME")]
+    /// The run's branch [config: steps.branch; init's default: steps/<run>; without init: the checked-out branch, never the default branch unless named].
+    #[arg(long, value_name = "NAME", help_heading = "Run options")]
     pub branch: Option<String>,
-    /// The run id written in every receipt [config: steps.run; default: the branch name].
-    #[arg(long, value_name = "ID")]
+    /// The run id written in every receipt [config: steps.run; default: the branch name; init's default: the checked-out branch's name].
+    #[arg(long, value_name = "ID", help_heading = "Run options")]
     pub run: Option<String>,
     /// The durable remote: a remote name, URL or path [config: steps.remote; default: none, the local repository].
-    #[arg(long, value_name = "NAME|URL")]
+    #[arg(long, value_name = "NAME|URL", help_heading = "Run options")]
     pub remote: Option<String>,
     /// How to reach the remote: libgit2, or the user's git [config: steps.transport; default: git for an ssh remote, else libgit2].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = "Run options")]
     pub transport: Option<Transport>,
 }
 
@@ -153,12 +222,22 @@ impl Ctx {
         self.open_settings(repo, run)
     }
 
+    /// As [`Ctx::open`], for a command that writes the run (or, as a dry
+    /// run, says what it would write): without `init` or `--branch` it
+    /// refuses to write on the repository's default branch.
+    pub fn open_to_write(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
+        let repo = crate::git::open(&self.repo)?;
+        settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
+        settings::refuse_unset_default_branch(&repo, &run.overrides())?;
+        self.open_settings(repo, run)
+    }
+
     /// As [`Ctx::open`], for a command that writes the run: a shallow clone
     /// whose boundary cuts the run is deepened first (and says so), so that
     /// the run is never judged from a history that lacks its first step or
     /// the commit it started from. The repository is opened after that.
     pub fn open_deepened(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
-        let (repo, s) = self.open(run)?;
+        let (repo, s) = self.open_to_write(run)?;
         if !repo.is_shallow() || s.remote.is_none() {
             return Ok((repo, s));
         }
@@ -187,6 +266,13 @@ impl Ctx {
         repo: git2::Repository,
         run: &RunArgs,
     ) -> Result<(git2::Repository, Settings)> {
+        // A mistyped --remote is said as such before anything asks it for
+        // a ref (not "unsupported URL protocol" from the network layer). A
+        // configured one that has gone is the network's to report: `status`
+        // still shows this box's view.
+        if let Some(r) = run.remote.as_deref().filter(|r| !r.is_empty()) {
+            crate::sync::remote::check_spec(&repo, r)?;
+        }
         let s = settings::resolve(&repo, &run.overrides())?;
         if self.verbose || !self.json {
             self.status(&s.durable_domain());

@@ -135,6 +135,10 @@ fn print_repair(r: &Repair) {
             "note: uncommitted changes no step explains are left alone (nothing to apply): {}",
             paths.join(", ")
         ),
+        Repair::Carried { paths } => say!(
+            "note: your uncommitted changes are carried along, untouched: {}",
+            shown(paths)
+        ),
         Repair::Clean => {}
     }
 }
@@ -187,4 +191,13 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
             &durable[..12]
         ),
     }
+}
+
+/// Up to 5 paths, then how many more.
+fn shown(paths: &[String]) -> String {
+    let mut out = paths.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    if paths.len() > 5 {
+        out.push_str(&format!(" and {} more", paths.len() - 5));
+    }
+    out
 }

@@ -51,7 +51,11 @@ pub struct RunOptions {
 impl RunOptions {
     pub fn new(command: String, timeout: Duration) -> Self {
         RunOptions {
-            decider: Decider { command, timeout },
+            decider: Decider {
+                command,
+                timeout,
+                keep_stderr: false,
+            },
             max_steps: None,
             allow_duplicate_hunks: false,
             retries: 2,
@@ -128,8 +132,6 @@ fn run_inner(
     let ledger = session.load(true)?;
     let mut journal = journal::load(repo, s)?;
     journal.check(ledger, &s.branch)?;
-    // Nothing is asked while the worktree holds changes no step explains.
-    session.ensure_clean(None)?;
     let mut calls = 0;
     // Refused answers sent back to the decider for the current index.
     let mut retried = 0;
@@ -159,7 +161,11 @@ fn run_inner(
                         }),
                 };
                 calls += 1;
-                match opts.decider.ask(&workdir, &ctx)? {
+                let (answer, said) = opts.decider.ask(&workdir, &ctx)?;
+                for l in said.iter().flat_map(|t| t.lines()) {
+                    ui.note(&format!("decider (step index {index}): {l}"));
+                }
+                match answer {
                     Answer::Done => break Stop::Done,
                     Answer::Step { step, text } => {
                         crash::point("decided", &step.id);

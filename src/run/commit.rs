@@ -54,9 +54,10 @@ impl Session<'_> {
     /// write its objects and its commit, and move the session's head to it
     /// in memory: the step is staged, not durable, until [`Session::flush`].
     /// A dry run returns what it would apply instead (nothing to flush).
-    /// `source` (the agent loop's) goes into the receipt. The caller has
-    /// checked the worktree ([`Session::ensure_clean`]); the receipts are
-    /// read first if [`Session::load`] was not called.
+    /// `source` (the agent loop's) goes into the receipt. Uncommitted
+    /// changes to the paths the step writes are refused; others are carried
+    /// along. The receipts are read first if [`Session::load`] was not
+    /// called.
     pub fn stage(&mut self, step: &Step, source: Option<Source>) -> Result<Option<StepOutcome>> {
         if !self.loaded {
             self.load(false)?;
@@ -131,6 +132,13 @@ impl Session<'_> {
                 .map(|h| repo.find_commit(h)?.tree())
                 .transpose()?;
             let combined = crate::git::tree_changes(repo, from.as_ref(), Some(&new_tree))?;
+            // The user's uncommitted changes to the paths this step writes
+            // are refused here, naming this step (the flush checks the
+            // batch's paths again before its push).
+            let dirty = worktree::dirty_among(repo, &applied.changes)?;
+            if !dirty.is_empty() {
+                return Err(worktree::dirty_refusal(Some(&step.id), &dirty));
+            }
             worktree::ensure_unblocked(repo, Some(&step.id), &combined)?;
         }
         let message = receipt::message(
@@ -245,7 +253,7 @@ impl Session<'_> {
             // Nothing may have appeared in the worktree since the batch's
             // steps were checked (the user's edits, an untracked file where
             // a step creates one): the update below would write over it.
-            let checked = match worktree::dirty_paths(repo) {
+            let checked = match worktree::dirty_among(repo, &combined) {
                 Ok(dirty) if !dirty.is_empty() => Err(worktree::dirty_refusal(Some(&id), &dirty)),
                 Ok(_) => worktree::ensure_unblocked(repo, Some(&id), &combined),
                 Err(e) => Err(e),

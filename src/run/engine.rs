@@ -111,12 +111,10 @@ fn apply_inner(
                 redelivery: None,
             })),
             None => {
-                let staged = session.ensure_clean(Some(&step.id)).and_then(|()| {
-                    if let Some(note) = session.identity_note() {
-                        ui.note(&note);
-                    }
-                    session.stage(&step, None)
-                });
+                if let Some(note) = session.identity_note() {
+                    ui.note(&note);
+                }
+                let staged = session.stage(&step, None);
                 match staged {
                     Ok(would) => held.push(would),
                     Err(e) => return Err(flushed_then(&mut session, &mut held, ui, outcomes, e)),

@@ -182,7 +182,6 @@ pub struct Session<'r> {
     /// The hooks each step must pass (`steps.hooks=true`).
     pub(super) hooks: Option<super::hooks::Hooks>,
     /// Whether the worktree was found clean before the first step.
-    checked_clean: bool,
     /// Whether the receipts were read ([`Session::load`]).
     pub(super) loaded: bool,
     /// Whether [`Session::identity_note`] was given.
@@ -286,7 +285,6 @@ impl<'r> Session<'r> {
             who,
             signer,
             hooks,
-            checked_clean: false,
             loaded: false,
             identity_noted: false,
             share_every,
@@ -377,21 +375,6 @@ impl<'r> Session<'r> {
     /// Whether the run holds no step yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Refuse, once, a worktree or index with changes no step explains
-    /// (`step`: the step that would land on them). A dry run looks at
-    /// nothing.
-    pub fn ensure_clean(&mut self, step: Option<&str>) -> Result<()> {
-        if self.checked_clean || self.opts.dry_run {
-            return Ok(());
-        }
-        let dirty = worktree::dirty_paths(self.repo)?;
-        if !dirty.is_empty() {
-            return Err(worktree::dirty_refusal(step, &dirty));
-        }
-        self.checked_clean = true;
-        Ok(())
     }
 
     /// Once, before the first step a session commits: the note that the

@@ -148,7 +148,6 @@ pub fn undo(
                 ))
         )));
     };
-    session.ensure_clean(Some(&step.id))?;
     if let Some(note) = session.identity_note() {
         ui.note(&note);
     }

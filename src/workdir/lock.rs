@@ -45,12 +45,14 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
         let holder = previous.trim();
-        return Err(Error::other(format!(
-            "another git-steps is applying in this repository (pid {}, lock {})",
-            if holder.is_empty() { "unknown" } else { holder },
-            path.display()
-        ))
-        .with_hint("wait for it to finish, then rerun; the lock is released the moment that process exits, however it exits"));
+        return Err(Error::Busy {
+            message: format!(
+                "another git-steps is applying in this repository (pid {}, lock {})",
+                if holder.is_empty() { "unknown" } else { holder },
+                path.display()
+            ),
+            hint: "wait for it to finish, then rerun; the lock is released the moment that process exits, however it exits".into(),
+        });
     }
     let stale = previous.trim().parse::<i32>().ok().filter(|p| *p != std::process::id() as i32).map(|pid| {
         if pid_alive(pid) {

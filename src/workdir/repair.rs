@@ -35,6 +35,11 @@ pub enum Repair {
     LeftAlone {
         paths: Vec<String>,
     },
+    /// The user's uncommitted changes to paths no interrupted update
+    /// involves: carried along untouched, as `git switch` carries them.
+    Carried {
+        paths: Vec<String>,
+    },
     /// The worktree was (or, in a dry run, would be) brought up to the branch
     /// head, whose last step is `step`.
     Repaired {
@@ -121,11 +126,13 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
         return Ok(Repair::Clean);
     }
     let Some(head) = ledger.head else {
-        return Err(worktree::dirty_refusal(None, &dirty));
+        // No step yet: no update to finish, only the user's changes.
+        return Ok(Repair::Carried { paths: dirty });
     };
     let head_tree = repo.find_commit(head)?.tree()?;
     let index = repo.index()?;
     let mut unexplained = Vec::new();
+    let mut carried = Vec::new();
     let mut to_fix = Vec::new();
     for p in &dirty {
         let versions = run_versions(repo, ledger, head, switched_from, p)?;
@@ -149,8 +156,15 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
                 old: found,
                 new: entry_at(repo, Some(&head_tree), p)?,
             });
-        } else {
+        } else if idx != entry_at(repo, Some(&head_tree), p)? && versions.contains(&idx) {
+            // The index still holds an older version of the run's: an
+            // update to this path was interrupted, and the file has been
+            // changed since. Neither version may be chosen for the user.
             unexplained.push(p.clone());
+        } else {
+            // The user's own change (the index at the head's version, or
+            // holding what they staged): carried along, untouched.
+            carried.push(p.clone());
         }
     }
     let step = ledger
@@ -167,8 +181,11 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
                 unexplained.join(", ")
             ),
             would: "overwrite them while finishing or continuing the run".into(),
-            hint: "these look like your own edits: commit them elsewhere or stash them (`git stash -u`), then rerun; nothing was changed".into(),
+            hint: "these look like your own edits, made while an update to them was interrupted: commit them elsewhere or stash them (`git stash -u`), then rerun; nothing was changed".into(),
         }));
+    }
+    if to_fix.is_empty() {
+        return Ok(Repair::Carried { paths: carried });
     }
     let paths: Vec<String> = to_fix.iter().map(|c| c.path.clone()).collect();
     if dry_run {

@@ -27,7 +27,29 @@ use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
 /// drivers; a file it reports modified only in the worktree is compared
 /// again as git does, through the clean conversion.
 pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
+    dirty_paths_in(repo, None)
+}
+
+/// The paths among `changes` that are dirty as [`dirty_paths`] says: the
+/// user's uncommitted work a step or update would overwrite. The rest of
+/// the worktree's changes are carried along, as `git switch` carries them.
+pub fn dirty_among(repo: &Repository, changes: &[Change]) -> Result<Vec<String>> {
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    dirty_paths_in(repo, Some(&paths))
+}
+
+fn dirty_paths_in(repo: &Repository, only: Option<&[&str]>) -> Result<Vec<String>> {
     let mut opts = StatusOptions::new();
+    if let Some(paths) = only {
+        for p in paths {
+            opts.pathspec(*p);
+        }
+        // Literal paths: a `*` or `[` in a file name is no pattern.
+        opts.disable_pathspec_match(true);
+    }
     opts.include_untracked(false)
         .include_ignored(false)
         .exclude_submodules(true)
@@ -204,8 +226,11 @@ pub fn same(
 /// Refuse when tracked files are modified, or when a step would create a file
 /// where an untracked one (or a directory, or a symlink the index does not
 /// know) stands.
+///
+/// Only the paths in `changes` count: uncommitted changes elsewhere are
+/// carried along, untouched, as `git switch` carries them.
 pub fn ensure_clean(repo: &Repository, step: Option<&str>, changes: &[Change]) -> Result<()> {
-    let dirty = dirty_paths(repo)?;
+    let dirty = dirty_among(repo, changes)?;
     if !dirty.is_empty() {
         return Err(dirty_refusal(step, &dirty));
     }
@@ -237,23 +262,37 @@ pub fn ensure_unblocked(repo: &Repository, step: Option<&str>, changes: &[Change
     Ok(())
 }
 
-/// The refusal for tracked changes no step explains.
+/// The refusal for uncommitted changes to paths a step (or an update)
+/// writes: `dirty` are those paths, and only those.
 pub fn dirty_refusal(step: Option<&str>, dirty: &[String]) -> Error {
     let shown: Vec<&str> = dirty.iter().take(5).map(String::as_str).collect();
+    let names = format!(
+        "{}{}",
+        shown.join(", "),
+        if dirty.len() > shown.len() {
+            format!(" and {} more", dirty.len() - shown.len())
+        } else {
+            String::new()
+        }
+    );
+    let writer = match step {
+        Some(s) => format!("step {s}"),
+        None => "the update".to_string(),
+    };
     Error::from(Refusal {
         kind: RefusalKind::DirtyWorktree,
         step: step.map(str::to_string),
         saw: format!(
-            "the worktree or index has changes no step explains: {}{}",
-            shown.join(", "),
-            if dirty.len() > shown.len() {
-                format!(" and {} more", dirty.len() - shown.len())
-            } else {
-                String::new()
-            }
+            "{names} {} uncommitted changes (in the worktree or the index), and {writer} writes {}",
+            if dirty.len() == 1 { "has" } else { "have" },
+            if dirty.len() == 1 { "it" } else { "them" }
         ),
-        would: "apply the step over your uncommitted work".into(),
-        hint: "commit or stash your changes (`git stash -u`), or move them to another branch, then rerun".into(),
+        would: format!("overwrite {names}"),
+        hint: format!(
+            "commit or stash your changes to {} (`git stash push -- {}`), then rerun; uncommitted changes to other files are carried along; nothing was changed",
+            if dirty.len() == 1 { "it" } else { "them" },
+            shown.join(" ")
+        ),
     })
 }
 

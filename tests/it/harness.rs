@@ -129,8 +129,24 @@ pub struct TestRepo {
 }
 
 impl TestRepo {
-    /// An empty repository on branch `main`.
+    /// An empty repository on branch `main`, whose runs land on `main`
+    /// (as after `git steps init --branch main`: the suite's boxes run on
+    /// the branch they audit; the defaults a new user meets, a run branch
+    /// `steps/<run>` and the refusal to write on the default branch, have
+    /// their own tests, on [`TestRepo::fresh`]).
     pub fn new() -> Self {
+        let t = TestRepo::fresh();
+        t.run_on_main();
+        t
+    }
+
+    /// Set `steps.branch=main` (what `init --branch main` stores first).
+    pub fn run_on_main(&self) {
+        self.git(&["config", "steps.branch", "main"]).ok();
+    }
+
+    /// An empty repository on branch `main`, as `git init` leaves it.
+    pub fn fresh() -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().join("work");
         fs::create_dir(&work).unwrap();
@@ -166,6 +182,7 @@ impl TestRepo {
                 t.git(&["init", "-q", "-b", "main"]).ok();
             }
         }
+        t.run_on_main();
         t
     }
 
@@ -185,6 +202,7 @@ impl TestRepo {
         hermetic(&mut cmd, &self.home());
         let r = t.run_cmd(cmd, format!("git clone {}", args.join(" ")), None);
         assert!(r.out.status.success(), "{}", r.explain());
+        t.run_on_main();
         t
     }
 

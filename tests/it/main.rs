@@ -5,6 +5,7 @@ mod agent;
 mod attributes;
 mod core;
 mod faults;
+mod first_hour;
 mod formats;
 mod harness;
 mod hooks;

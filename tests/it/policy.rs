@@ -139,7 +139,7 @@ fn init_with_another_branch_starts_another_run() {
 /// which `init` to run, and changes nothing.
 #[test]
 fn a_detached_head_without_a_run_is_refused_with_the_init_to_run() {
-    let t = TestRepo::new();
+    let t = TestRepo::fresh();
     t.write("README", "project\n");
     t.commit_all("base");
     let head = t.git_out(&["rev-parse", "HEAD"]);

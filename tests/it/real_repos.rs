@@ -611,7 +611,7 @@ fn a_config_lock_left_by_a_killed_init_is_cleared_and_a_foreign_one_is_not() {
         // A foreign lock: refused, named, left alone.
         std::fs::write(&lock, "git's own\n").unwrap();
         w1.steps(&["init", "--branch", "agent/a", "--run", "a"])
-            .code_is(1)
+            .code_is(4)
             .stderr_has(&format!("{name}.lock exists"));
         assert!(lock.exists(), "{dir}/{name}: a foreign lock was removed");
         std::fs::remove_file(&lock).unwrap();

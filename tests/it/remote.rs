@@ -255,9 +255,12 @@ fn a_lock_left_by_a_dead_process_does_not_block_and_a_live_one_does() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let two = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    // SPEC: exit 4, another writer; with --json the kind says so too.
     t.steps_stdin(&["apply", "-"], &two)
-        .code_is(1)
+        .code_is(4)
         .stderr_has("another git-steps is applying");
+    let busy = t.steps_stdin(&["--json", "apply", "-"], &two).code_is(4);
+    assert_eq!(busy.json()["data"]["kind"], "busy", "{}", busy.explain());
     holder.kill().unwrap();
     holder.wait().unwrap();
     t.steps_stdin(&["apply", "-"], &two).ok();

@@ -112,32 +112,100 @@ fn bad_plans_fail_before_anything_is_applied() {
     }
 }
 
+/// SPEC, `resume`: uncommitted changes to paths no step touches are
+/// carried along, as `git switch` carries them (unstaged, staged, untracked
+/// alike, and none of them reaches a step's commit); a change to a path a
+/// step writes is refused before anything is written, naming that path.
 #[test]
-fn uncommitted_work_is_never_overwritten() {
+fn uncommitted_work_is_carried_along_and_never_overwritten() {
     let t = TestRepo::new();
     t.steps_stdin(
         &["apply", "-"],
-        &line(serde_json::json!({"id": "s1", "files": {"f.txt": "a\n"}})),
+        &line(serde_json::json!({"id": "s1", "files": {"f.txt": "a\n", "h.txt": "h\n"}})),
     )
     .ok();
-    // A tracked file edited by the user: refused.
+    // The user's work: an unstaged edit, a staged one, an untracked file.
     t.write("f.txt", "my edit\n");
-    t.refuses("", 3, &["no step of the run explains"], || {
-        t.steps_stdin(
-            &["apply", "-"],
-            &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
-        )
-    });
-    t.git(&["checkout", "f.txt"]).ok();
+    t.write("h.txt", "staged edit\n");
+    t.git(&["add", "h.txt"]).ok();
+    t.write("u.txt", "untracked\n");
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}}));
+    let r = t.steps_stdin(&["apply", "-"], &s2).ok();
+    assert!(
+        r.stderr().contains("carried along") && r.stderr().contains("f.txt"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+    assert_eq!(t.read("f.txt"), "my edit\n");
+    assert_eq!(t.read("u.txt"), "untracked\n");
+    assert_eq!(t.git_out(&["diff", "--cached", "--name-only"]), "h.txt");
+    assert_eq!(t.git_out(&["diff", "--name-only"]), "f.txt");
+    // The step's commit holds the step, not the user's work.
+    assert_eq!(t.git_out(&["show", "HEAD:f.txt"]), "a");
+    assert_eq!(t.git_out(&["show", "HEAD:h.txt"]), "h");
+    assert_eq!(
+        t.git_out(&["show", "--name-only", "--format=", "HEAD"]),
+        "g.txt"
+    );
+    // A step that writes an edited path: refused, naming it, nothing written
+    // (for the staged edit too, and in a batch).
+    let mut landed: Vec<String> = Vec::new();
+    for (k, (path, args)) in [
+        ("f.txt", vec!["apply", "-"]),
+        ("h.txt", vec!["apply", "-"]),
+        ("f.txt", vec!["apply", "--batch", "3", "-"]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let s3 = line(
+            serde_json::json!({"id": format!("s3-{k}"), "files": {format!("other{k}.txt"): "o\n"}}),
+        );
+        let s4 = line(serde_json::json!({"id": format!("s4-{k}"), "files": {path: "theirs\n"}}));
+        let plan = [landed.clone(), vec![s3.clone(), s4]].concat().join("\n");
+        // s3 lands (it touches nothing of the user's); s4 is refused.
+        let r = t.steps_stdin(&args, &plan).code_is(3);
+        for needle in [
+            format!("refused step s4-{k}: {path} has uncommitted changes"),
+            format!("Would have: overwrite {path}"),
+            format!("git stash push -- {path}"),
+        ] {
+            assert!(r.stderr().contains(&needle), "{needle}\n{}", r.explain());
+        }
+        landed.push(s3);
+        assert_eq!(t.step_ids().last().unwrap(), &format!("s3-{k}"));
+        assert_eq!(t.read("f.txt"), "my edit\n");
+        assert_eq!(t.git_out(&["diff", "--cached", "--name-only"]), "h.txt");
+        assert_eq!(t.git_out(&["show", "HEAD:f.txt"]), "a");
+    }
     // An untracked file where a step would create one: refused, kept.
-    t.write("g.txt", "mine\n");
+    t.write("g2.txt", "mine\n");
+    let plan = [
+        landed.clone(),
+        vec![line(
+            serde_json::json!({"id": "s5", "files": {"g2.txt": "g\n"}}),
+        )],
+    ]
+    .concat()
+    .join("\n");
     t.refuses("", 3, &["untracked"], || {
-        t.steps_stdin(
-            &["apply", "-"],
-            &line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}})),
-        )
+        t.steps_stdin(&["apply", "-"], &plan)
     });
-    assert_eq!(t.read("g.txt"), "mine\n");
+    assert_eq!(t.read("g2.txt"), "mine\n");
+    // Stashed, a step that writes f.txt applies; the stash keeps the edit.
+    t.git(&["stash", "-q"]).ok();
+    let plan = [
+        landed,
+        vec![line(
+            serde_json::json!({"id": "s5", "files": {"f.txt": "theirs\n"}}),
+        )],
+    ]
+    .concat()
+    .join("\n");
+    t.steps_stdin(&["apply", "-"], &plan).ok();
+    assert_eq!(t.read("f.txt"), "theirs\n");
+    assert_eq!(t.read("g2.txt"), "mine\n");
 }
 
 #[test]

@@ -179,7 +179,7 @@ fn init_is_all_or_nothing() {
     t.steps(&args).ok();
     std::fs::write(t.path(".git/config.lock"), "another writer\n").unwrap();
     t.steps(&["init", "--branch", "other", "--run", "other"])
-        .code_is(1)
+        .code_is(4)
         .stderr_has("config.lock exists");
     assert_eq!(
         std::fs::read_to_string(t.path(".git/config.lock")).unwrap(),

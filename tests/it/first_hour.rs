@@ -1,0 +1,334 @@
+//! What a new user meets first: a run never lands on the default branch by
+//! accident (the default run branch is `steps/<run id>`; `apply` without
+//! `init` on the default branch refuses with the `init` line to run), `init`
+//! in a clone uses its only remote and the run branch tracks it, and the
+//! same `init` on a fresh clone resumes the same run.
+
+use std::os::unix::process::ExitStatusExt;
+
+use crate::harness::*;
+
+fn plan(t: &TestRepo) -> std::path::PathBuf {
+    t.plan(
+        "plan.jsonl",
+        &[
+            line(serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}})),
+            line(serde_json::json!({"id": "s2", "files": {"b.txt": "2\n"}})),
+        ],
+    )
+}
+
+/// Every ref and the config, as `git` shows them: what "nothing written" means.
+fn refs_and_config(t: &TestRepo) -> String {
+    format!(
+        "{}\n{}",
+        t.git_out(&["for-each-ref", "--format=%(refname) %(objectname)"]),
+        std::fs::read_to_string(t.path(".git/config")).unwrap()
+    )
+}
+
+#[test]
+fn apply_without_init_on_the_default_branch_refuses_and_names_the_init_line() {
+    let t = TestRepo::fresh();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    let p = plan(&t);
+    let before = refs_and_config(&t);
+    for cmd in [
+        vec!["apply", p.to_str().unwrap()],
+        vec!["apply", "--dry-run", p.to_str().unwrap()],
+        vec!["run", "--decider", "false"],
+        vec!["record", "--id", "r1"],
+    ] {
+        let r = t
+            .steps(&cmd)
+            .code_is(2)
+            .stderr_has("HEAD is on main, the repository's default branch")
+            .stderr_has("`git steps init`")
+            .stderr_has("steps/main")
+            .stderr_has("--branch main");
+        assert_eq!(refs_and_config(&t), before, "{}", r.explain());
+    }
+    let j = t
+        .steps(&["--json", "apply", p.to_str().unwrap()])
+        .code_is(2)
+        .json();
+    assert_eq!(j["data"]["kind"], "usage");
+    assert!(j["data"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("git steps init"));
+    assert_eq!(refs_and_config(&t), before);
+
+    // Named on purpose, main it is.
+    t.steps(&["apply", "--branch", "main", p.to_str().unwrap()])
+        .ok();
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+    assert_eq!(t.git_out(&["symbolic-ref", "--short", "HEAD"]), "main");
+}
+
+#[test]
+fn without_init_a_run_lands_on_a_checked_out_branch_that_is_not_the_default() {
+    let t = TestRepo::fresh();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    let main = t.git_out(&["rev-parse", "main"]);
+    t.git(&["switch", "-q", "-c", "feature"]).ok();
+    t.steps(&["apply", plan(&t).to_str().unwrap()]).ok();
+    assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+    assert_eq!(
+        t.git_out(&[
+            "log",
+            "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+            "main..feature"
+        ]),
+        "s2\ns1"
+    );
+    // `init.defaultBranch` names a default branch too.
+    let u = TestRepo::fresh();
+    u.git(&["switch", "-q", "--orphan", "trunk"]).ok();
+    u.write("base.txt", "base\n");
+    u.commit_all("base");
+    u.git(&["config", "init.defaultBranch", "trunk"]).ok();
+    u.steps(&["apply", plan(&u).to_str().unwrap()])
+        .code_is(2)
+        .stderr_has("HEAD is on trunk");
+}
+
+#[test]
+fn init_in_a_clone_uses_its_only_remote_a_run_branch_that_tracks_it_and_resumes_on_a_fresh_clone() {
+    let t = TestRepo::fresh();
+    let bare = t.tmp.path().join("remote.git");
+    git_in(
+        t.tmp.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "trunk",
+            bare.to_str().unwrap(),
+        ],
+        &t,
+    );
+    t.git(&["switch", "-q", "--orphan", "trunk"]).ok();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.git(&["push", "-q", bare.to_str().unwrap(), "trunk"]).ok();
+
+    // A fresh clone, as a new user has it: HEAD on the remote's HEAD.
+    let a = t.clone_with("a", &[bare.to_str().unwrap()]);
+    a.git(&["config", "--unset", "steps.branch"]).ok();
+    let p = plan(&a);
+    // Forgetting init: refused, because trunk is the remote's HEAD.
+    a.steps(&["apply", p.to_str().unwrap()])
+        .code_is(2)
+        .stderr_has("HEAD is on trunk");
+    let init = a.steps(&["--json", "init"]).ok();
+    assert!(
+        init.stderr()
+            .contains("the durable domain is origin, this clone's only remote"),
+        "{}",
+        init.explain()
+    );
+    let j = init.json();
+    assert_eq!(j["data"]["branch"], "steps/trunk");
+    assert_eq!(j["data"]["run"], "trunk");
+    assert_eq!(j["data"]["remote"], "origin");
+    a.steps(&["apply", p.to_str().unwrap()]).ok();
+    // The remote's default branch is untouched; the run is on steps/trunk.
+    assert_eq!(
+        git_in(
+            t.tmp.path(),
+            &[
+                "--git-dir",
+                bare.to_str().unwrap(),
+                "log",
+                "--format=%s",
+                "trunk"
+            ],
+            &t
+        ),
+        "base"
+    );
+    assert_eq!(
+        git_in(
+            t.tmp.path(),
+            &[
+                "--git-dir",
+                bare.to_str().unwrap(),
+                "log",
+                "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+                "steps/trunk"
+            ],
+            &t
+        ),
+        "s2\ns1"
+    );
+    // The run branch tracks its remote branch: git shows ahead/behind.
+    assert_eq!(
+        a.git_out(&["rev-parse", "--abbrev-ref", "steps/trunk@{upstream}"]),
+        "origin/steps/trunk"
+    );
+    let status = a.git_out(&["status", "-sb"]);
+    assert!(
+        status.starts_with("## steps/trunk...origin/steps/trunk"),
+        "{status}"
+    );
+    assert!(
+        !status.contains("ahead") && !status.contains("behind"),
+        "{status}"
+    );
+
+    // A fresh clone runs the same init: the same run, nothing applied twice.
+    let b = t.clone_with("b", &[bare.to_str().unwrap()]);
+    b.git(&["config", "--unset", "steps.branch"]).ok();
+    let j = b.steps(&["--json", "init"]).ok().json();
+    assert_eq!(
+        (j["data"]["branch"].as_str(), j["data"]["run"].as_str()),
+        (Some("steps/trunk"), Some("trunk"))
+    );
+    let out = b
+        .steps(&["--json", "apply", p.to_str().unwrap()])
+        .ok()
+        .json();
+    assert!(
+        out["data"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["action"] == "skip"),
+        "{out}"
+    );
+    assert_eq!(b.step_ids(), ["s1", "s2"]);
+
+    // init again with no flags keeps the run; --run starts another one on
+    // its own branch.
+    let j = b.steps(&["--json", "init"]).ok().json();
+    assert_eq!(j["data"]["branch"], "steps/trunk");
+    let j = b.steps(&["--json", "init", "--run", "second"]).ok().json();
+    assert_eq!(
+        (j["data"]["branch"].as_str(), j["data"]["run"].as_str()),
+        (Some("steps/second"), Some("second"))
+    );
+}
+
+#[test]
+fn init_with_several_remotes_or_none_stays_local_and_says_so_and_a_detached_head_needs_a_run_name()
+{
+    let t = TestRepo::fresh();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.git(&["remote", "add", "one", "/nonexistent/one.git"])
+        .ok();
+    t.git(&["remote", "add", "two", "/nonexistent/two.git"])
+        .ok();
+    let r = t.steps(&["--json", "init"]).ok();
+    assert!(
+        r.stderr().contains("this clone has 2 remotes (one, two)"),
+        "{}",
+        r.explain()
+    );
+    let j = r.json();
+    assert_eq!(j["data"]["durable"], "local");
+    assert_eq!(j["data"]["branch"], "steps/main");
+    // No upstream for a local run.
+    t.git(&["config", "--get", "branch.steps/main.remote"])
+        .code_is(1);
+
+    let u = TestRepo::fresh();
+    u.write("base.txt", "base\n");
+    u.commit_all("base");
+    u.git(&["switch", "-q", "--detach"]).ok();
+    u.steps(&["init"])
+        .code_is(2)
+        .stderr_has("HEAD is detached")
+        .stderr_has("--run");
+    u.steps(&["init", "--run", "x"]).ok();
+    assert_eq!(u.git_out(&["config", "steps.branch"]), "steps/x");
+}
+
+fn git_in(dir: &std::path::Path, args: &[&str], t: &TestRepo) -> String {
+    let mut cmd = std::process::Command::new("git");
+    cmd.args(args).current_dir(dir);
+    hermetic(&mut cmd, &t.home());
+    let r = t.run_cmd(cmd, format!("git {}", args.join(" ")), None);
+    assert!(r.out.status.success(), "{}", r.explain());
+    r.stdout().trim_end().to_string()
+}
+
+/// The first run of a new user who has work in progress: `init`, then
+/// `apply` switches to the run branch and carries the edits along (as
+/// `git switch` would); a crash mid-step and the rerun's repair leave them
+/// alone too.
+#[test]
+fn work_in_progress_is_carried_onto_the_run_branch_and_through_a_repair() {
+    let t = TestRepo::fresh();
+    t.write("notes.txt", "base\n");
+    t.write("a.txt", "0\n");
+    t.commit_all("base");
+    t.write("notes.txt", "my unsaved thoughts\n");
+    t.write("scratch.txt", "untracked\n");
+    t.steps(&["init"]).ok();
+    let plan = t.plan(
+        "plan.jsonl",
+        &[
+            line(serde_json::json!({"id": "s1", "files": {"a.txt": "1\n", "b.txt": "b\n"}})),
+            line(serde_json::json!({"id": "s2", "files": {"a.txt": "2\n", "c.txt": "c\n"}})),
+        ],
+    );
+    let p = plan.to_str().unwrap();
+    // Killed half-way through s2's worktree update.
+    let r = t.steps_env(&["apply", p], &[("GIT_STEPS_CRASH", "worktree-partial@s2")]);
+    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    assert_eq!(
+        t.git_out(&["symbolic-ref", "--short", "HEAD"]),
+        "steps/main"
+    );
+    assert_eq!(t.read("notes.txt"), "my unsaved thoughts\n");
+    let r = t.steps(&["apply", p]).ok();
+    assert!(
+        r.stderr().contains("repaired the worktree"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(t.read("notes.txt"), "my unsaved thoughts\n");
+    assert_eq!(t.read("scratch.txt"), "untracked\n");
+    assert_eq!(
+        (t.read("a.txt"), t.read("c.txt")),
+        ("2\n".into(), "c\n".into())
+    );
+    assert_eq!(
+        t.git_out(&["status", "--porcelain"]),
+        " M notes.txt\n?? scratch.txt"
+    );
+    assert_eq!(t.git_out(&["show", "steps/main:notes.txt"]), "base");
+    assert_eq!(
+        t.git_out(&["rev-parse", "main"]),
+        t.git_out(&["rev-parse", "steps/main~2"])
+    );
+
+    // An edit to a path a pending update involves is not guessed at: a
+    // crash after s3's commit, the user edits a.txt, the rerun refuses.
+    let more = t.plan(
+        "more.jsonl",
+        &[
+            line(serde_json::json!({"id": "s1", "files": {"a.txt": "1\n", "b.txt": "b\n"}})),
+            line(serde_json::json!({"id": "s2", "files": {"a.txt": "2\n", "c.txt": "c\n"}})),
+            line(serde_json::json!({"id": "s3", "files": {"a.txt": "3\n"}})),
+            line(serde_json::json!({"id": "s4", "files": {"d.txt": "d\n"}})),
+        ],
+    );
+    let m = more.to_str().unwrap();
+    let r = t.steps_env(&["apply", m], &[("GIT_STEPS_CRASH", "ref-updated@s3")]);
+    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    t.write("a.txt", "the user's\n");
+    // (With nothing left to apply it would be left alone, exit 0.)
+    t.steps(&["apply", m])
+        .code_is(3)
+        .stderr_has("changes that no step of the run explains")
+        .stderr_has("a.txt");
+    assert_eq!(t.step_ids(), ["s1", "s2", "s3"]);
+    assert_eq!(t.read("a.txt"), "the user's\n");
+    assert_eq!(t.read("notes.txt"), "my unsaved thoughts\n");
+}

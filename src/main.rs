@@ -28,7 +28,7 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            cli::report_failure(json, &failure, &mut out);
+            cli::report_failure(json, verbose, &failure, &mut out);
             failure.error.exit_code()
         }
     };

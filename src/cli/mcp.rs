@@ -291,8 +291,19 @@ impl Server {
             batch: 1,
             in_place: false,
         };
-        let report = engine::apply_plan(&repo, &s, &plan, &opts, &mut Notes)
-            .map_err(|(error, _)| fail(error.into()))?;
+        let report = engine::apply_plan(&repo, &s, &plan, &opts, &mut Notes).map_err(|(error, _)| {
+            let error = match &error {
+                // As `apply` says it for a plan, for the one step there is.
+                Error::Apply { step, .. } => {
+                    let step = step.clone();
+                    error.with_hint(format!(
+                        "nothing was written for step {step}, and the steps before it stay durable; send a corrected step (the same id is fine: it has no receipt)"
+                    ))
+                }
+                _ => error,
+            };
+            fail(error.into())
+        })?;
         let (status, commit) = match report.steps.first() {
             Some(StepOutcome::Applied { commit, .. }) => ("applied", commit.clone()),
             Some(StepOutcome::Skip { commit, .. }) => ("already_recorded", commit.clone()),

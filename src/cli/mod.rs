@@ -371,11 +371,11 @@ pub fn report_peak_memory() {
 
 /// Render a failure: a JSON document on stdout with `--json`, and always the
 /// human message on stderr (`Error:` / `Would have:` / `Hint:` / `Caused by:`).
-pub fn report_failure(json: bool, f: &Failure, out: &mut dyn Write) {
+pub fn report_failure(json: bool, verbose: bool, f: &Failure, out: &mut dyn Write) {
     if json && !f.json_written {
         let _ = emit_json(out, "error", &failure_json(f));
     }
-    let text = failure_text(&f.error);
+    let text = failure_text_with(&f.error, verbose);
     let _ = write!(std::io::stderr().lock(), "{}", crate::git::redact(&text));
 }
 
@@ -414,13 +414,21 @@ pub fn failure_json(f: &Failure) -> serde_json::Value {
 
 /// The lines stderr shows for an error, each ending in a newline.
 pub fn failure_text(e: &Error) -> String {
+    failure_text_with(e, false)
+}
+
+/// As [`failure_text`]; with `verbose`, libgit2's own error (its class and
+/// code) as a `Caused by:` line too. Its message is already in the error's.
+pub fn failure_text_with(e: &Error, verbose: bool) -> String {
     let mut text = format!("Error: {e}\n");
     if let Error::Refused(r) = e {
         text.push_str(&format!("Would have: {}\n", r.would));
     }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        text.push_str(&format!("Caused by: {s}\n"));
+        if verbose || !s.is::<git2::Error>() {
+            text.push_str(&format!("Caused by: {s}\n"));
+        }
         source = s.source();
     }
     if let Some(h) = e.hint() {

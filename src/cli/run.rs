@@ -52,6 +52,8 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         a.decider.clone(),
         Duration::from_secs_f64(a.decider_timeout),
     );
+    // With -v the decider's stderr is shown even when it answers.
+    opts.decider.keep_stderr = ctx.verbose;
     opts.max_steps = a.max_steps;
     opts.retries = match a.retries {
         Some(n) => n as usize,

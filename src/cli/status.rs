@@ -33,9 +33,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     }
     let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());
     writeln!(out, "run:           {} (branch {})", st.run, st.branch)?;
-    match &st.remote_name {
-        None => writeln!(out, "durable:       local repository (no remote)")?,
-        Some(r) => writeln!(out, "durable:       remote {r}")?,
+    match (&st.remote_name, &st.remote_url) {
+        (_, None) => writeln!(out, "durable:       local repository (no remote)")?,
+        (Some(name), Some(url)) => writeln!(out, "durable:       remote {name} ({url})")?,
+        (None, Some(url)) => writeln!(out, "durable:       remote {url}")?,
     }
     match &st.remote_error {
         Some(e) => writeln!(
@@ -58,9 +59,16 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "steps applied: {} (last: {})",
+        "steps applied: {} (last: {}){}",
         st.steps_applied,
-        st.last_step.as_deref().unwrap_or("none")
+        st.last_step.as_deref().unwrap_or("none"),
+        match (st.steps_local, st.durable_not_here) {
+            (Some(n), _) => format!(
+                "; this box's branch holds {n}: `git steps resume` (or the next apply) brings it up"
+            ),
+            (None, true) => " on this box; the durable head is not on this box yet: `git steps resume` fetches it".into(),
+            _ => String::new(),
+        }
     )?;
     if let Some(p) = &st.pending {
         writeln!(

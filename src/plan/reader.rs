@@ -309,6 +309,11 @@ mod tests {
                 "step a",
                 "unknown field `extra`",
             ),
+            (
+                "{\"id\":\"a\",\"edit\":[]}",
+                "step a",
+                "unknown field `edit` (did you mean `edits` for `edit`?)",
+            ),
             ("{\"id\":\"a\"}", "step a", "no content"),
             (
                 "{\"id\":\"a\",\"patch\":\"x\",\"files\":{}}",

@@ -332,16 +332,33 @@ impl Step {
             .collect();
         if !unknown.is_empty() {
             unknown.sort_unstable();
+            // As clap suggests a subcommand: the nearest field, if near.
+            let near: Vec<String> = unknown
+                .iter()
+                .filter_map(|k| {
+                    FIELDS
+                        .iter()
+                        .map(|f| (strsim::jaro(k, f), f))
+                        .filter(|(score, _)| *score > 0.8)
+                        .max_by(|a, b| a.0.total_cmp(&b.0))
+                        .map(|(_, f)| format!("`{f}` for `{k}`"))
+                })
+                .collect();
             return Err(err(
                 step,
                 format!(
-                    "unknown field{} {}; a step has only {}",
+                    "unknown field{} {}{}; a step has only {}",
                     if unknown.len() > 1 { "s" } else { "" },
                     unknown
                         .iter()
                         .map(|k| format!("`{k}`"))
                         .collect::<Vec<_>>()
                         .join(", "),
+                    if near.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (did you mean {}?)", near.join(", "))
+                    },
                     FIELDS.join(", ")
                 ),
             ));

@@ -55,6 +55,9 @@ pub enum Answer {
 pub struct Decider {
     pub command: String,
     pub timeout: Duration,
+    /// Hand back what a decider that answered wrote to stderr (`-v`);
+    /// otherwise it is shown only when the decider fails.
+    pub keep_stderr: bool,
 }
 
 /// The last lines of what a decider wrote to stderr, for error messages.
@@ -71,8 +74,9 @@ fn tail(stderr: &[u8]) -> String {
 }
 
 impl Decider {
-    /// Ask for the step at `ctx.step_index`, in the worktree `dir`.
-    pub fn ask(&self, dir: &Path, ctx: &Context) -> Result<Answer> {
+    /// Ask for the step at `ctx.step_index`, in the worktree `dir`; with
+    /// [`Decider::keep_stderr`], what it wrote to stderr comes back too.
+    pub fn ask(&self, dir: &Path, ctx: &Context) -> Result<(Answer, Option<String>)> {
         let index = ctx.step_index;
         let who = format!("step index {index}: the decider `{}`", self.command);
         let input = serde_json::to_vec(ctx).expect("the context serialises");
@@ -140,12 +144,15 @@ impl Decider {
                     .with_hint("fix the decider; rerunning asks it again for this step"),
             );
         }
-        parse_answer(&out).map_err(|m| {
+        let answer = parse_answer(&out).map_err(|m| {
             Error::input(format!(
                 "{who} answered something that is not a step: {m}; nothing was recorded; {}",
                 tail(&err)
             ))
-        })
+        })?;
+        let said = (self.keep_stderr && !err.is_empty())
+            .then(|| String::from_utf8_lossy(&err).trim_end().to_string());
+        Ok((answer, said))
     }
 }
 

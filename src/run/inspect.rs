@@ -20,9 +20,12 @@ pub struct Status {
     pub run: String,
     pub branch: String,
     pub durable: &'static str,
-    /// The durable remote's name and URL (None: the local repository is
-    /// durable).
+    /// The durable remote's name, when it is a configured remote (None: a
+    /// URL or a path, or the local repository is durable).
     pub remote_name: Option<String>,
+    /// The durable remote's URL (a configured remote's), or the URL or path
+    /// given (credentials redacted; None: the local repository is durable).
+    pub remote_url: Option<String>,
     /// `confirmed`: the durable head was read from the remote just now;
     /// `unreachable`: the remote could not be asked, so `durable_head` is
     /// unknown and the rest is this box's view only (None without a remote).
@@ -33,8 +36,18 @@ pub struct Status {
     pub durable_head: Option<String>,
     pub local_head: Option<String>,
     pub agree: bool,
+    /// Steps of the run that are durable (read at the durable head when
+    /// this box holds it; otherwise this box's count).
     pub steps_applied: usize,
     pub last_step: Option<String>,
+    /// Steps on this box's branch, when that differs from the durable head
+    /// (a crash after a push, before the local branch moved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps_local: Option<usize>,
+    /// True when the durable head is a commit this box has not fetched:
+    /// `steps_applied` is then this box's count.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub durable_not_here: bool,
     /// Steps of the given plan without a receipt (None: no plan given).
     pub pending: Option<Vec<String>>,
     pub dirty: Vec<String>,
@@ -147,6 +160,23 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
         },
     };
     let ledger = crate::history::cache::load_ledger(repo, head, &s.run)?;
+    // After a crash between a push and the local branch update, the
+    // durable head holds more steps than this box's branch: what is
+    // applied is what is durable, read there when this box has it.
+    let mut steps_local = None;
+    let mut durable_not_here = false;
+    let ledger = match durable_head {
+        Some(d) if Some(d) != head && remote_error.is_none() => {
+            if repo.find_commit(d).is_ok() {
+                steps_local = Some(ledger.entries.len());
+                crate::history::cache::load_ledger(repo, Some(d), &s.run)?
+            } else {
+                durable_not_here = true;
+                ledger
+            }
+        }
+        _ => ledger,
+    };
     let pending = match plan {
         None => None,
         Some(p) => {
@@ -190,7 +220,14 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
         run: s.run.clone(),
         branch: s.branch.clone(),
         durable: s.durable_kind(),
-        remote_name: s.remote.as_ref().map(|r| r.describe(repo)),
+        remote_name: s
+            .remote
+            .as_ref()
+            .filter(|r| repo.find_remote(&r.spec).is_ok())
+            .map(|r| r.spec.clone()),
+        remote_url: s.remote.as_ref().map(|r| r.url(repo)),
+        steps_local,
+        durable_not_here,
         remote: remote_state,
         agree: remote_error.is_none() && durable_head == head,
         remote_error,
@@ -245,6 +282,8 @@ pub fn hooks_sentence(installed: &[String], run: &[String]) -> String {
 /// One row of `log`.
 #[derive(Debug, Serialize)]
 pub struct LogEntry {
+    /// The step's position in the run, counted from 1 (the receipt's
+    /// `Step-Index`).
     pub index: usize,
     pub step: String,
     pub decision: String,
@@ -301,7 +340,7 @@ pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
             })
             .collect();
         out.push(LogEntry {
-            index: e.index,
+            index: e.index + 1,
             step: e.id.clone(),
             decision: e.decision.clone(),
             commit: e.commit.to_string(),
@@ -412,8 +451,13 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
     };
     for d in &dups {
         let what = format!(
-            "step {} repeats a change of step {} still in effect at line {}: {}",
-            d.step, d.duplicate.earlier_step, d.duplicate.earlier_line, d.duplicate.hunk
+            "step {} repeats a change of step {} still in effect at {}:{} (before step {}): {}",
+            d.step,
+            d.duplicate.earlier_step,
+            d.duplicate.path,
+            d.duplicate.earlier_line,
+            d.step,
+            d.duplicate.hunk
         );
         if d.allowed {
             notes.push(format!("{what} (allowed by the step: allow_duplicate)"));

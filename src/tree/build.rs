@@ -94,9 +94,21 @@ struct Overlay<'r> {
     /// each path is written once).
     measure: bool,
     measured: BTreeMap<String, Measured>,
+    /// The first failure to read or write the object database (a full
+    /// disk, a failed fsync): the step is then not "does not apply" but
+    /// this error, the machine's, reported as such.
+    io: &'r std::cell::RefCell<Option<Error>>,
 }
 
 impl<'r> Overlay<'r> {
+    /// Keep `e` as the overlay's I/O failure; its message for the caller.
+    fn io(&self, e: impl Into<Error>) -> String {
+        let e = e.into();
+        let message = e.to_string();
+        self.io.borrow_mut().get_or_insert(e);
+        message
+    }
+
     fn base_kind(&self, path: &str) -> Result<Kind> {
         let Some(base) = &self.base else {
             return Ok(Kind::Missing);
@@ -166,7 +178,7 @@ impl<'r> Overlay<'r> {
     /// The file at `path`, or an error saying what is there instead.
     fn file(&self, path: &str) -> Result<Option<Entry>, String> {
         self.check_parents(path)?;
-        match self.kind(path).map_err(|e| e.to_string())? {
+        match self.kind(path).map_err(|e| self.io(e))? {
             Kind::File(e) => Ok(Some(e)),
             Kind::Missing => Ok(None),
             Kind::Dir => Err(format!("{path} is a directory")),
@@ -179,7 +191,7 @@ impl<'r> Overlay<'r> {
         let mut end = 0;
         while let Some(i) = path[end..].find('/') {
             let parent = &path[..end + i];
-            match self.kind(parent).map_err(|e| e.to_string())? {
+            match self.kind(parent).map_err(|e| self.io(e))? {
                 Kind::File(e) if e.mode == MODE_LINK => {
                     return Err(format!(
                     "{path} goes through the symlink {parent}; steps never write through a symlink"
@@ -211,13 +223,10 @@ impl<'r> Overlay<'r> {
         if mode == MODE_LINK {
             check_link_target(path, content)?;
         }
-        if let Kind::Dir = self.kind(path).map_err(|e| e.to_string())? {
+        if let Kind::Dir = self.kind(path).map_err(|e| self.io(e))? {
             return Err(format!("{path} is a directory"));
         }
-        let oid = self
-            .repo
-            .blob(content)
-            .map_err(|e| e.message().to_string())?;
+        let oid = self.repo.blob(content).map_err(|e| self.io(e))?;
         self.writes
             .insert(path.to_string(), Some(Entry { oid, mode }));
         Ok(oid)
@@ -226,7 +235,7 @@ impl<'r> Overlay<'r> {
     /// The content at `e` as the current form shows it: the worktree's
     /// (smudged) or the repository's.
     fn view(&self, path: &str, e: &Entry) -> Result<Vec<u8>, String> {
-        let stored = self.read(e).map_err(|e| e.to_string())?;
+        let stored = self.read(e).map_err(|e| self.io(e))?;
         if self.worktree_form && e.mode != MODE_LINK {
             self.convert
                 .to_worktree(path, &stored)
@@ -239,10 +248,10 @@ impl<'r> Overlay<'r> {
     /// Write `content`, given in the current form, as the repository
     /// stores it.
     fn store(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
-        let gone = |e: git2::Error| e.message().to_string();
+        let gone = |e: git2::Error| self.io(e);
         // The base's version, read in place once: the diff's old side and
         // what "safer autocrlf" looks at.
-        let base = match self.base_kind(path).map_err(|e| e.to_string())? {
+        let base = match self.base_kind(path).map_err(|e| self.io(e))? {
             Kind::File(e) if self.measure => Some((e, self.repo.find_blob(e.oid).map_err(gone)?)),
             _ => None,
         };
@@ -254,7 +263,7 @@ impl<'r> Overlay<'r> {
                     (Some(e), _) if e.mode == MODE_LINK => None,
                     (Some(e), Some((b, blob))) if e == *b => Some(blob.content()),
                     (Some(e), _) => {
-                        read = self.read(&e).map_err(|e| e.to_string())?;
+                        read = self.read(&e).map_err(|e| self.io(e))?;
                         Some(&read[..])
                     }
                     (None, _) => None,
@@ -432,7 +441,9 @@ pub fn check_link_target(path: &str, target: &[u8]) -> Result<(), String> {
 /// text has. Without line-ending conversion or filter drivers both forms
 /// are the same bytes.
 pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<Applied> {
+    let io = std::cell::RefCell::new(None);
     let overlay = |worktree_form: bool| Overlay {
+        io: &io,
         repo,
         base: base.clone(),
         writes: BTreeMap::new(),
@@ -441,7 +452,12 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
         measure: false,
         measured: BTreeMap::new(),
     };
-    let fail = |m: String| Error::apply(&step.id, m);
+    // A failure of the machine (the object database could not be read or
+    // written) is reported as such, not as a step that does not apply.
+    let fail = |m: String| match io.borrow_mut().take() {
+        Some(e) => e.at_step(&step.id),
+        None => Error::apply(&step.id, m),
+    };
     enum Parsed {
         Patch(Vec<patch::FilePatch>),
         Edits(Vec<formats::edits::Op>),

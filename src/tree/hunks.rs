@@ -541,7 +541,10 @@ fn identities_diffed(path: &str, old: &[u8], new: &[u8]) -> FileDiff {
 pub struct Duplicate {
     pub hunk: String,
     pub earlier_step: String,
-    /// Where the earlier change is, 1-based, in the file the step changed.
+    /// The file both changed.
+    pub path: String,
+    /// Where the earlier change is, 1-based, in the file as it was before
+    /// this step (the hunk's own line is in the file after it).
     pub earlier_line: u32,
 }
 
@@ -723,6 +726,7 @@ impl LiveHunks {
                             Duplicate {
                                 hunk: h.describe.clone(),
                                 earlier_step: l.maker.to_string(),
+                                path: f.path.clone(),
                                 earlier_line: l.lines.0 + 1,
                             },
                         )

@@ -189,3 +189,49 @@ fn io_faults_end_with_a_clear_error_and_a_clean_rerun_finishes() {
         .sum();
     assert!(failed >= 10, "{codes:?}\n{}", per_case.join("\n"));
 }
+
+/// A step whose object cannot be written (the disk failed the object's
+/// fsync) is the machine's failure, reported as such: not "does not apply",
+/// not "fix the step in the plan", and nothing written; a rerun applies it.
+#[test]
+fn a_failed_object_write_is_the_machines_failure_not_a_step_that_does_not_apply() {
+    let t = TestRepo::new();
+    let plan = t.plan(
+        "plan.jsonl",
+        &[line(
+            serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
+        )],
+    );
+    let mut cmd = Command::new("strace");
+    cmd.args([
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=fsync",
+        "-e",
+        "inject=fsync:error=EIO:when=1",
+        env!("CARGO_BIN_EXE_git-steps"),
+        "--json",
+        "apply",
+        plan.to_str().unwrap(),
+    ])
+    .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    let r = t.run_cmd(
+        cmd,
+        "strace … git-steps --json apply (first fsync fails)".into(),
+        None,
+    );
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    let j = r.json();
+    assert_eq!(j["data"]["kind"], "error", "{}", r.explain());
+    assert!(r.stderr().contains("fsync"), "{}", r.explain());
+    assert!(r.stderr().contains("file-system error"), "{}", r.explain());
+    assert!(!r.stderr().contains("fix step"), "{}", r.explain());
+    assert!(!r.stderr().contains("class="), "{}", r.explain());
+    assert_eq!(t.head(), None);
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(t.step_ids(), ["s1"]);
+}

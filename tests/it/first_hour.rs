@@ -332,3 +332,127 @@ fn work_in_progress_is_carried_onto_the_run_branch_and_through_a_repair() {
     assert_eq!(t.read("a.txt"), "the user's\n");
     assert_eq!(t.read("notes.txt"), "my unsaved thoughts\n");
 }
+
+/// `status` after a crash between a push and the local branch update
+/// counts what is durable (the remote's head, which this box holds), says
+/// the box is behind, and `--json` gives the remote's name and URL fields
+/// of their own; `log` numbers steps from 1, as `Step-Index` does.
+#[test]
+fn status_after_a_crash_counts_the_durable_steps_and_log_numbers_from_one() {
+    let (t, server) = TestRepo::with_server(crate::servers::Kind::Path, "libgit2");
+    t.git(&["remote", "add", "origin", server.url()]).ok();
+    t.steps(&["init", "--remote", "origin"]).ok();
+    let plan = t.plan(
+        "plan.jsonl",
+        &[
+            line(serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}})),
+            line(serde_json::json!({"id": "s2", "files": {"a.txt": "2\n"}})),
+            line(serde_json::json!({"id": "s3", "files": {"a.txt": "3\n"}})),
+        ],
+    );
+    let p = plan.to_str().unwrap();
+    let r = t.steps_env(&["apply", p], &[("GIT_STEPS_CRASH", "pushed@s2")]);
+    assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+    assert_eq!(t.step_ids(), ["s1"]);
+    let st = t.steps(&["status", p]).ok().stdout();
+    assert!(
+        st.contains("steps applied: 2 (last: s2); this box's branch holds 1"),
+        "{st}"
+    );
+    assert!(st.contains("pending:       1 (next: s3)"), "{st}");
+    assert!(
+        st.contains(&format!("durable:       remote origin ({})", server.url())),
+        "{st}"
+    );
+    let j = t.steps(&["--json", "status", p]).ok().json();
+    let d = &j["data"];
+    assert_eq!(
+        (d["steps_applied"].as_u64(), d["steps_local"].as_u64()),
+        (Some(2), Some(1)),
+        "{j}"
+    );
+    assert_eq!(d["last_step"], "s2");
+    assert_eq!(d["pending"], serde_json::json!(["s3"]));
+    assert_eq!(d["remote_name"], "origin");
+    assert_eq!(d["remote_url"], server.url());
+    t.steps(&["apply", p]).ok();
+    let j = t.steps(&["--json", "status"]).ok().json();
+    assert!(j["data"].get("steps_local").is_none(), "{j}");
+    assert_eq!(j["data"]["steps_applied"], 3);
+
+    let log = t.steps(&["--json", "log"]).ok().json();
+    let idx: Vec<u64> = log["data"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx, [1, 2, 3]);
+    let receipts = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Index,valueonly,separator=)",
+    ]);
+    assert_eq!(receipts, "1\n2\n3");
+    let text = t.steps(&["log"]).ok().stdout();
+    assert!(
+        text.lines().next().unwrap().trim_start().starts_with("1  "),
+        "{text}"
+    );
+}
+
+/// The messages a new user meets: a mistyped remote, a patch that fails
+/// mid-plan, a decider's stderr with -v.
+#[test]
+fn a_mistyped_remote_a_failing_patch_and_a_deciders_stderr_are_said_plainly() {
+    let t = TestRepo::new();
+    t.git(&["remote", "add", "origin", "/nonexistent/remote.git"])
+        .ok();
+    let before = refs_and_config(&t);
+    for args in [
+        vec!["apply", "--remote", "orgin", "-"],
+        vec!["init", "--remote", "orgin"],
+    ] {
+        t.steps_stdin(&args, "")
+            .code_is(2)
+            .stderr_has("--remote orgin: not a configured remote")
+            .stderr_has("`git remote` lists: origin")
+            .stderr_has("did you mean `--remote origin`?");
+    }
+    assert_eq!(refs_and_config(&t), before);
+
+    let plan = t.plan(
+        "plan.jsonl",
+        &[
+            line(serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}})),
+            line(serde_json::json!({"id": "s2", "patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-nope\n+2\n"})),
+        ],
+    );
+    let r = t.steps(&["apply", plan.to_str().unwrap()]).code_is(1);
+    for needle in [
+        "step s2:",
+        "Hint: the steps before s2 are durable (1 applied by this command, 0 already there)",
+        "fix step s2 in the plan (or take it out) and rerun the same command",
+    ] {
+        assert!(r.stderr().contains(needle), "{needle}\n{}", r.explain());
+    }
+    assert_eq!(t.step_ids(), ["s1"]);
+
+    let decider = t.tmp.path().join("decider.sh");
+    std::fs::write(
+        &decider,
+        "echo 'thinking about the next step' >&2\necho '{\"done\": true}'\n",
+    )
+    .unwrap();
+    let cmd = format!("sh {}", decider.display());
+    let quiet = t.steps(&["run", "--decider", &cmd]).ok();
+    assert!(!quiet.stderr().contains("thinking"), "{}", quiet.explain());
+    let loud = t.steps(&["-v", "run", "--decider", &cmd]).ok();
+    assert!(
+        loud.stderr()
+            .contains("decider (step index 1): thinking about the next step"),
+        "{}",
+        loud.explain()
+    );
+}

@@ -160,6 +160,15 @@ impl Remote {
         }
     }
 
+    /// The remote's URL (a configured remote's), or the URL or path given,
+    /// with credentials redacted.
+    pub fn url(&self, repo: &Repository) -> String {
+        match repo.find_remote(&self.spec) {
+            Ok(r) => crate::git::redact(&String::from_utf8_lossy(r.url_bytes())).into_owned(),
+            Err(_) => crate::git::redact(&self.spec).into_owned(),
+        }
+    }
+
     /// Read a remote ref (`refs/heads/<branch>`, a journal) without
     /// fetching anything.
     pub fn head(&self, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
@@ -418,9 +427,25 @@ pub fn check_spec(repo: &Repository, spec: &str) -> Result<()> {
     if Path::new(spec).exists() {
         return Ok(());
     }
-    Err(Error::input(format!(
-        "remote {spec:?} is not a configured remote, a URL, or an existing path"
-    )))
+    let names = crate::git::remote_names(repo);
+    let near = names
+        .iter()
+        .filter(|n| strsim::jaro(spec, n) > 0.7)
+        .max_by(|a, b| strsim::jaro(spec, a).total_cmp(&strsim::jaro(spec, b)));
+    let have = if names.is_empty() {
+        "this repository has no remote".to_string()
+    } else {
+        format!("`git remote` lists: {}", names.join(", "))
+    };
+    Err(Error::Usage {
+        message: format!(
+            "--remote {spec}: not a configured remote, nor a URL, nor an existing path ({have})"
+        ),
+        hint: match near {
+            Some(n) => format!("did you mean `--remote {n}`? nothing was changed"),
+            None => "name a remote from `git remote -v`, a URL (https://, ssh://, host:path) or the path of a repository; nothing was changed".into(),
+        },
+    })
 }
 
 #[cfg(test)]

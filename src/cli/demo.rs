@@ -40,6 +40,43 @@ fn cell(m: &Matrix, step: &str, point: &str, b: BoxMode) -> &'static str {
     }
 }
 
+/// What the grids' words mean: the two box modes, and each crash point
+/// the grids show, as the state a crash there leaves.
+fn legend(matrices: &[Matrix], out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "How to read the grids:")?;
+    writeln!(
+        out,
+        "  (survive): the box is killed at the point and reruns the same command on its own disk"
+    )?;
+    writeln!(out, "  (vanish):  the box is killed and thrown away; a fresh clone of the remote reruns the command")?;
+    writeln!(
+        out,
+        "  the crash points, in the order a step passes them; a crash there leaves:"
+    )?;
+    let mut shown: Vec<&str> = Vec::new();
+    // git-steps' points first (its grid is the last), then the classic
+    // runner's own.
+    for m in matrices.iter().rev() {
+        for r in &m.rows {
+            if shown.contains(&r.point.as_str()) {
+                continue;
+            }
+            shown.push(&r.point);
+            let state = match crate::crash::POINTS.iter().find(|p| p.name == r.point) {
+                Some(p) => p.state.to_string(),
+                None => crate::crash::matrix::classic::POINTS
+                    .iter()
+                    .find(|p| p.name == r.point)
+                    .map_or(String::new(), |p| {
+                        format!("(the classic runner) {}", p.state)
+                    }),
+            };
+            writeln!(out, "    {:<18} {state}", r.point)?;
+        }
+    }
+    writeln!(out, "  More: docs/guide.md (crash points and the crash matrix); `git steps crashtest PLAN` runs the matrix on your own plan.\n")
+}
+
 /// A compact grid: one line per crash point and box, one column per step.
 fn grid(m: &Matrix, out: &mut dyn Write) -> std::io::Result<()> {
     let mut steps: Vec<&str> = Vec::new();
@@ -139,6 +176,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             grid(m, out)?;
             writeln!(out)?;
         }
+        legend(&matrices, out)?;
         writeln!(out, "{verdict}")?;
     }
     ctx.status(&format!(

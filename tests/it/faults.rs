@@ -33,6 +33,21 @@ fn plan() -> Vec<String> {
     ]
 }
 
+/// git-steps `args` in `t`, under strace with `syscall` failing as
+/// `inject` says (`error=EIO:when=3+`).
+fn strace(t: &TestRepo, syscall: &str, inject: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(format!("trace={syscall}"))
+        .arg("-e")
+        .arg(format!("inject={syscall}:{inject}"))
+        .arg(env!("CARGO_BIN_EXE_git-steps"))
+        .args(args)
+        .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    cmd
+}
+
 struct Outcome {
     code: Option<i32>,
     stderr: String,
@@ -48,23 +63,14 @@ fn trial(syscall: &str, when: &str, errno: &str, reference: &str) -> Outcome {
     t.write("mine.txt", "the user's untracked file\n");
     let plan = t.plan("plan.jsonl", &plan());
     let p = plan.to_str().unwrap();
-    let mut cmd = Command::new("strace");
-    cmd.args([
-        "-f",
-        "-qq",
-        "-o",
-        "/dev/null",
-        "-e",
-        &format!("trace={syscall}"),
-        "-e",
-        &format!("inject={syscall}:error={errno}:when={when}"),
-        env!("CARGO_BIN_EXE_git-steps"),
-        "apply",
-        p,
-    ])
-    .current_dir(&t.work);
-    hermetic(&mut cmd, &t.home());
-    let out = cmd.output().unwrap();
+    let out = strace(
+        &t,
+        syscall,
+        &format!("error={errno}:when={when}"),
+        &["apply", p],
+    )
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let what = format!("{syscall} failing ({errno}) at call {when}");
     let code = out.status.code();
@@ -202,23 +208,12 @@ fn a_failed_object_write_is_the_machines_failure_not_a_step_that_does_not_apply(
             serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
         )],
     );
-    let mut cmd = Command::new("strace");
-    cmd.args([
-        "-f",
-        "-qq",
-        "-o",
-        "/dev/null",
-        "-e",
-        "trace=fsync",
-        "-e",
-        "inject=fsync:error=EIO:when=1",
-        env!("CARGO_BIN_EXE_git-steps"),
-        "--json",
-        "apply",
-        plan.to_str().unwrap(),
-    ])
-    .current_dir(&t.work);
-    hermetic(&mut cmd, &t.home());
+    let cmd = strace(
+        &t,
+        "fsync",
+        "error=EIO:when=1",
+        &["--json", "apply", plan.to_str().unwrap()],
+    );
     let r = t.run_cmd(
         cmd,
         "strace … git-steps --json apply (first fsync fails)".into(),

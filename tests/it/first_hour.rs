@@ -137,31 +137,15 @@ fn init_in_a_clone_uses_its_only_remote_a_run_branch_that_tracks_it_and_resumes_
     assert_eq!(j["data"]["remote"], "origin");
     a.steps(&["apply", p.to_str().unwrap()]).ok();
     // The remote's default branch is untouched; the run is on steps/trunk.
+    let remote_log = |format: &str, rev: &str| {
+        let bare = bare.to_str().unwrap();
+        git_in(t.tmp.path(), &["--git-dir", bare, "log", format, rev], &t)
+    };
+    assert_eq!(remote_log("--format=%s", "trunk"), "base");
     assert_eq!(
-        git_in(
-            t.tmp.path(),
-            &[
-                "--git-dir",
-                bare.to_str().unwrap(),
-                "log",
-                "--format=%s",
-                "trunk"
-            ],
-            &t
-        ),
-        "base"
-    );
-    assert_eq!(
-        git_in(
-            t.tmp.path(),
-            &[
-                "--git-dir",
-                bare.to_str().unwrap(),
-                "log",
-                "--format=%(trailers:key=Step-Id,valueonly,separator=)",
-                "steps/trunk"
-            ],
-            &t
+        remote_log(
+            "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+            "steps/trunk"
         ),
         "s2\ns1"
     );

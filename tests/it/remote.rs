@@ -395,7 +395,13 @@ fn random_kills(extra: &[&str], default_trials: u64, default_seed: u64) {
         for trial in 0..trials {
             let ctx = format!("{kind:?} trial {trial} seed {seed}");
             let (t, server) = TestRepo::with_server(kind, "libgit2");
+            // The user's work in progress, staged, on a path no step
+            // touches: carried along through every kill and repair, and
+            // never part of a step's commit.
+            t.write("wip.txt", "the user's work in progress\n");
+            t.git(&["add", "wip.txt"]).ok();
             let mut box_ = t;
+            let mut same_box = true;
             let kills = 1 + rng.below(3);
             for n in 0..kills {
                 let mut child = box_.spawn_steps(&apply);
@@ -411,6 +417,7 @@ fn random_kills(extra: &[&str], default_trials: u64, default_seed: u64) {
                     let fresh = box_.sibling(&name, Some(server.url()));
                     fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
                     box_ = fresh;
+                    same_box = false;
                     total.2 += 1;
                 }
             }
@@ -425,6 +432,22 @@ fn random_kills(extra: &[&str], default_trials: u64, default_seed: u64) {
                 r = box_.steps(&apply);
             }
             assert_eq!(r.code(), Some(0), "{ctx}\n{}", r.explain());
+            if same_box {
+                assert_eq!(
+                    box_.read("wip.txt"),
+                    "the user's work in progress\n",
+                    "{ctx}"
+                );
+                assert_eq!(
+                    box_.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+                    "A  wip.txt",
+                    "{ctx}: the user's staged work, and nothing else"
+                );
+                box_.git(&["rm", "-q", "--cached", "wip.txt"]).ok();
+                std::fs::remove_file(box_.path("wip.txt")).unwrap();
+            }
+            // (The remote's tree is the reference's: the staged work never
+            // reached a step's commit.)
             assert_finished(&box_, &server, &plan, &want, &ctx);
             total.0 += 1;
         }

@@ -237,12 +237,10 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
             None => head_branch(repo).ok_or_else(|| {
                 // A detached HEAD names no branch to run on; making one
                 // up (it used to be `main`) would surprise.
-                Error::other(
-                    "HEAD is detached and no run is set up here, so there is no branch for the run",
-                )
-                .with_hint(
-                    "name the run's branch: `git steps init --branch <name>` (or pass --branch)",
-                )
+                Error::Usage {
+                    message: "HEAD is detached and no run is set up here, so there is no branch for the run".into(),
+                    hint: "set up a run: `git steps init --run <id>` (its branch is steps/<id>), or name a branch: `git steps init --branch <name>` (or pass --branch)".into(),
+                }
             })?,
         },
     };

@@ -35,6 +35,15 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
+    // The default plan is stdin: at a terminal that would wait, silently,
+    // for a plan nobody is typing.
+    if a.plan == "-" && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(Error::Usage {
+            message: "no plan given, and stdin (the default plan) is a terminal".into(),
+            hint: "name a plan file (`git steps apply plan.jsonl`) or pipe one in (`… | git steps apply -`)".into(),
+        }
+        .into());
+    }
     // A dry run changes nothing, not even the clone's depth.
     let (repo, s) = if a.dry_run {
         ctx.open_to_write(&a.run)?

@@ -29,9 +29,9 @@ pub struct ManArgs {
 
 /// Print a completion script for SHELL on stdout.
 ///
-/// bash: `git steps completions bash > ~/.local/share/bash-completion/completions/git-steps`;
+/// bash: `mkdir -p ~/.local/share/bash-completion/completions && git steps completions bash > ~/.local/share/bash-completion/completions/git-steps`;
 /// zsh: `git steps completions zsh > "${fpath[1]}/_git-steps"`;
-/// fish: `git steps completions fish > ~/.config/fish/completions/git-steps.fish`.
+/// fish: `mkdir -p ~/.config/fish/completions && git steps completions fish > ~/.config/fish/completions/git-steps.fish`.
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
     #[arg(value_enum, value_name = "SHELL")]
@@ -213,6 +213,24 @@ pub fn man(a: ManArgs, out: &mut dyn Write) -> Result<(), Failure> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("git-steps-{}", sub.get_name());
         write(&name, sub.clone().name(name.clone()), false)?;
+    }
+    // `man` (and so `git steps --help`) looks where MANPATH, or the PATH
+    // of the binaries, says; a folder it does not know is silently skipped.
+    let root = dir.parent().unwrap_or(&dir);
+    let known = std::process::Command::new("manpath")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let found = known
+        .as_deref()
+        .is_some_and(|m| m.trim().split(':').any(|p| std::path::Path::new(p) == root));
+    if !found {
+        say!(
+            "note: `man` may not look in {}: add it to MANPATH (`export MANPATH=\"{}:$MANPATH\"`) for `git steps --help` and `man git-steps`",
+            root.display(),
+            root.display()
+        );
     }
     Ok(())
 }

@@ -100,6 +100,12 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
         )?;
     } else {
         writeln!(out, "run {} on branch {}", s.run, s.branch)?;
+        if crate::git::head_branch(&repo).as_deref() != Some(s.branch.as_str()) {
+            ctx.status(&format!(
+                "note: `git steps apply` (or `run`, `record`) switches this worktree to {}, carrying uncommitted changes along as `git switch` does",
+                s.branch
+            ));
+        }
     }
     // As git's transfer.credentialsInUrl=warn: a password in the remote's
     // URL ends up in config files and process lists (git-steps never

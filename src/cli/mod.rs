@@ -181,7 +181,7 @@ pub struct RunArgs {
     /// The run id written in every receipt [config: steps.run; default: the branch name; init's default: the checked-out branch's name].
     #[arg(long, value_name = "ID", help_heading = "Run options")]
     pub run: Option<String>,
-    /// The durable remote: a remote name, URL or path [config: steps.remote; default: none, the local repository].
+    /// The durable remote: a remote name, URL or path [config: steps.remote; init's default: the clone's only remote; otherwise none: the local repository].
     #[arg(long, value_name = "NAME|URL", help_heading = "Run options")]
     pub remote: Option<String>,
     /// How to reach the remote: libgit2, or the user's git [config: steps.transport; default: git for an ssh remote, else libgit2].
@@ -276,6 +276,26 @@ impl Ctx {
         let s = settings::resolve(&repo, &run.overrides())?;
         if self.verbose || !self.json {
             self.status(&s.durable_domain());
+        }
+        // Not set up here, in a clone that has remotes: the durable domain
+        // is local by default, which a user who forgot `init` would not
+        // guess; and a fresh clone may hold the run on a remote already.
+        let set_up = run.branch.is_some() || settings::config_str(&repo, "steps.branch")?.is_some();
+        let remotes = crate::git::remote_names(&repo);
+        if !set_up && s.remote.is_none() && !remotes.is_empty() {
+            let held = settings::default_run(&repo).ok().and_then(|r| {
+                remotes.iter().find_map(|name| {
+                    let tracking = format!("{name}/steps/{r}");
+                    repo.find_reference(&format!("refs/remotes/{tracking}"))
+                        .is_ok()
+                        .then(|| format!("; {tracking} holds run {r}: `git steps init` resumes it"))
+                })
+            });
+            self.status(&format!(
+                "note: no run is set up here (`git steps init`), so the durable domain is this local repository, not {}{}",
+                remotes.join(" or "),
+                held.unwrap_or_default()
+            ));
         }
         Ok((repo, s))
     }

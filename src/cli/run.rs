@@ -78,7 +78,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                     .filter(|r| r.source == agent::Source::Journal)
                     .count();
                 ctx.status(&format!(
-                    "{}: applied {} step(s) ({replayed} from the journal), {} decider call(s); artifact {}",
+                    "{}: applied {} step(s) ({replayed} of them recorded decisions replayed without asking), {} decider call(s); artifact {}",
                     match report.stopped {
                         Stop::Done => "done",
                         Stop::MaxSteps => "stopped at --max-steps",

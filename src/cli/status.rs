@@ -34,7 +34,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());
     writeln!(out, "run:           {} (branch {})", st.run, st.branch)?;
     match (&st.remote_name, &st.remote_url) {
-        (_, None) => writeln!(out, "durable:       local repository (no remote)")?,
+        (_, None) => writeln!(
+            out,
+            "durable:       this local repository (no remote is set up for the run)"
+        )?,
         (Some(name), Some(url)) => writeln!(out, "durable:       remote {name} ({url})")?,
         (None, Some(url)) => writeln!(out, "durable:       remote {url}")?,
     }
@@ -89,7 +92,27 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
             crate::run::inspect::hooks_sentence(&st.hooks, &st.hooks_run)
         )?;
     }
-    if st.dirty.is_empty() {
+    if let Some(i) = &st.interrupted {
+        writeln!(
+            out,
+            "worktree:      an update to step {} was cut short by a crash ({}): the next `git steps apply` or `resume` finishes it; these are not your edits",
+            i.step,
+            i.paths.join(", ")
+        )?;
+        let others: Vec<&String> = st.dirty.iter().filter(|p| !i.paths.contains(p)).collect();
+        if !others.is_empty() {
+            writeln!(
+                out,
+                "               and {} other changed path(s): {}",
+                others.len(),
+                others
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+        }
+    } else if st.dirty.is_empty() {
         writeln!(out, "worktree:      clean")?;
     } else {
         writeln!(

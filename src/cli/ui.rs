@@ -136,7 +136,7 @@ fn print_repair(r: &Repair) {
             paths.join(", ")
         ),
         Repair::Carried { paths } => say!(
-            "note: your uncommitted changes are carried along, untouched: {}",
+            "note: uncommitted changes are kept as they are (a step that writes one of them is refused): {}",
             shown(paths)
         ),
         Repair::Clean => {}
@@ -160,6 +160,15 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
             .unwrap_or_else(|| "nothing".into())
     };
     let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
+    if let Some(sw) = &r.switched {
+        say!(
+            "{} from {} to the run's branch {} (uncommitted changes come along, as with `git switch`; `git switch {}` goes back)",
+            if dry_run { "would switch" } else { "switched" },
+            sw.from,
+            sw.to,
+            sw.from
+        );
+    }
     match &r.action {
         Action::LocalOnly | Action::InSync => {}
         Action::FastForward {
@@ -180,11 +189,13 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
             steps,
             commits,
         } => say!(
-            "reconcile: {} what the remote lacked ({}; {} → {})",
+            "reconcile: {} what the remote lacked ({}): {}",
             verb("pushed", "would push"),
             counted(*steps, *commits),
-            short(from),
-            &to[..12]
+            match from {
+                None => format!("the remote had no such branch; it is now at {}", &to[..12]),
+                Some(f) => format!("the remote's branch moves from {} to {}", &f[..12], &to[..12]),
+            }
         ),
         Action::Fetch { durable } => say!(
             "reconcile: the durable head {} is not fetched; apply would fetch it and fast-forward if it descends from the local head",

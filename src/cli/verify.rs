@@ -61,8 +61,8 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                 s.run,
                 v.problems[0]
             ),
-            would: "let further steps build on a history whose receipts cannot be trusted".into(),
-            hint: "see each problem above; `git steps log` shows the steps".into(),
+            would: "report the run as verified".into(),
+            hint: "each problem above says what it is and what to run; `git steps log` shows the steps".into(),
         }),
     })
 }

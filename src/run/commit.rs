@@ -100,7 +100,7 @@ impl Session<'_> {
                 kind: RefusalKind::DuplicateHunk,
                 step: Some(step.id.clone()),
                 saw: format!(
-                    "its hunk {} repeats a change step {} made at {}:{} (before this step; the hunk's line is after it), which is still in effect there",
+                    "its hunk {} repeats a change step {} made at {}:{} (its line in the file before this step), which is still in effect there",
                     d.hunk, d.earlier_step, d.path, d.earlier_line
                 ),
                 would: "apply the same change twice in the same place (a duplicated hunk is still a valid patch, so nothing else would notice)".into(),

@@ -51,6 +51,10 @@ pub struct Status {
     /// Steps of the given plan without a receipt (None: no plan given).
     pub pending: Option<Vec<String>>,
     pub dirty: Vec<String>,
+    /// Dirty paths a crashed step's worktree update explains (the next
+    /// `apply` or `resume` finishes it): the step and the paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interrupted>,
     pub problems: Vec<String>,
     /// The agent loop's decision journal, if the run has one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,6 +66,13 @@ pub struct Status {
     /// `pre-commit`, `commit-msg`. The others never run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks_run: Vec<String>,
+}
+
+/// A worktree update a crash cut short, as `status` sees it.
+#[derive(Debug, Serialize)]
+pub struct Interrupted {
+    pub step: String,
+    pub paths: Vec<String>,
 }
 
 /// The journal as `status` sees it.
@@ -140,8 +151,26 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
                 .map_err(|_| Error::other("comparing the worktree with HEAD failed"))?,
         };
         let st = st?;
+        let dirty = dirty?;
+        // Dirty paths may be a step's update that a crash cut short, not
+        // the user's edits: what repair would say, without repairing.
+        let interrupted = if dirty.is_empty()
+            || crate::git::head_branch(repo).as_deref() != Some(s.branch.as_str())
+        {
+            None
+        } else {
+            let local = repo.refname_to_id(&s.refname()).ok();
+            let ledger = crate::history::cache::load_ledger(repo, local, &s.run)?;
+            match crate::workdir::repair::repair(repo, s, &ledger, true) {
+                Ok(crate::workdir::repair::Repair::Repaired { step, paths, .. }) => {
+                    Some(Interrupted { step, paths })
+                }
+                _ => None,
+            }
+        };
         Ok(Status {
-            dirty: dirty?,
+            dirty,
+            interrupted,
             ..st
         })
     })
@@ -228,6 +257,7 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
         remote_url: s.remote.as_ref().map(|r| r.url(repo)),
         steps_local,
         durable_not_here,
+        interrupted: None,
         remote: remote_state,
         agree: remote_error.is_none() && durable_head == head,
         remote_error,
@@ -389,7 +419,20 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         .collect();
     if let Some(remote) = &s.remote {
         let durable = remote.head(repo, &s.refname())?;
-        if durable != head {
+        let behind = match (head, durable) {
+            (None, Some(_)) => true,
+            (Some(h), Some(d)) => repo.find_commit(d).is_ok() && repo.graph_descendant_of(d, h)?,
+            _ => false,
+        };
+        if durable != head && behind {
+            problems.push(format!(
+                "this box's branch {} is behind the durable branch on {} ({} → {}): the state a crash after a push leaves, nothing is lost; `git steps resume` (or the next apply) brings it up",
+                s.branch,
+                remote.spec,
+                head.map(short).unwrap_or_else(|| "nothing".into()),
+                durable.map(short).unwrap_or_else(|| "nothing".into())
+            ));
+        } else if durable != head {
             problems.push(format!(
                 "the local branch {} is at {} but the durable branch on {} is at {} (`git steps resume` reconciles them)",
                 s.branch,

@@ -58,6 +58,19 @@ pub struct Reconciled {
     pub durable: Option<String>,
     #[serde(flatten)]
     pub action: Action,
+    /// The switch of HEAD to the run's branch, when HEAD was elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switched: Option<Switch>,
+}
+
+/// HEAD moved (or, in a dry run, would move) to the run's branch, as `git
+/// switch` moves it, carrying uncommitted changes along.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Switch {
+    /// The branch HEAD was on (`HEAD` for a detached HEAD).
+    pub from: String,
+    /// The run's branch.
+    pub to: String,
 }
 
 fn hex(o: Option<Oid>) -> Option<String> {
@@ -265,12 +278,30 @@ pub fn reconcile_with(
     dry_run: bool,
     in_place: bool,
 ) -> Result<Reconciled> {
+    let before = crate::git::head_branch(repo);
+    let mut r = reconcile_branch(repo, s, dry_run, in_place)?;
+    if before.as_deref() != Some(s.branch.as_str()) {
+        r.switched = Some(Switch {
+            from: before.unwrap_or_else(|| "HEAD".into()),
+            to: s.branch.clone(),
+        });
+    }
+    Ok(r)
+}
+
+fn reconcile_branch(
+    repo: &Repository,
+    s: &Settings,
+    dry_run: bool,
+    in_place: bool,
+) -> Result<Reconciled> {
     let Some(remote) = &s.remote else {
         let local = ensure_on_branch(repo, s, None, dry_run)?;
         return Ok(Reconciled {
             local: hex(local),
             durable: hex(local),
             action: Action::LocalOnly,
+            switched: None,
         });
     };
     let durable = if dry_run {
@@ -293,6 +324,7 @@ pub fn reconcile_with(
                 action: Action::Fetch {
                     durable: r.to_string(),
                 },
+                switched: None,
             });
         }
         // The durable history must itself be sound.
@@ -324,6 +356,7 @@ pub fn reconcile_with(
         local: hex(local),
         durable: hex(durable),
         action,
+        switched: None,
     };
     match (local, durable) {
         (None, None) => Ok(done(Action::InSync)),
@@ -360,6 +393,7 @@ pub fn reconcile_with(
                 local: Some(l.to_string()),
                 durable: Some(l.to_string()),
                 action,
+                switched: None,
             })
         }
         (l, Some(r)) if l.is_none() || repo.graph_descendant_of(r, l.unwrap_or(r))? => {
@@ -443,6 +477,7 @@ pub fn reconcile_with(
                 local: Some(r.to_string()),
                 durable: Some(r.to_string()),
                 action,
+                switched: None,
             })
         }
         (Some(l), Some(r)) => {

@@ -289,7 +289,7 @@ pub fn dirty_refusal(step: Option<&str>, dirty: &[String]) -> Error {
         ),
         would: format!("overwrite {names}"),
         hint: format!(
-            "commit or stash your changes to {} (`git stash push -- {}`), then rerun; uncommitted changes to other files are carried along; nothing was changed",
+            "stash your changes to {} (`git stash push -- {}`), rerun, then `git stash pop` (a commit of your own on the run's branch would carry no receipt: commit on another branch to keep it there); uncommitted changes to other files are carried along; nothing was changed",
             if dirty.len() == 1 { "it" } else { "them" },
             shown.join(" ")
         ),

@@ -167,6 +167,13 @@ fn init_in_a_clone_uses_its_only_remote_a_run_branch_that_tracks_it_and_resumes_
     // A fresh clone runs the same init: the same run, nothing applied twice.
     let b = t.clone_with("b", &[bare.to_str().unwrap()]);
     b.git(&["config", "--unset", "steps.branch"]).ok();
+    // Before init, status says the run is on the remote and how to resume.
+    let st = b.steps(&["status"]).ok();
+    assert!(
+        st.stderr().contains("no run is set up here (`git steps init`), so the durable domain is this local repository, not origin; origin/steps/trunk holds run trunk: `git steps init` resumes it"),
+        "{}",
+        st.explain()
+    );
     let j = b.steps(&["--json", "init"]).ok().json();
     assert_eq!(
         (j["data"]["branch"].as_str(), j["data"]["run"].as_str()),
@@ -265,6 +272,22 @@ fn work_in_progress_is_carried_onto_the_run_branch_and_through_a_repair() {
     // Killed half-way through s2's worktree update.
     let r = t.steps_env(&["apply", p], &[("GIT_STEPS_CRASH", "worktree-partial@s2")]);
     assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+    assert!(
+        r.stderr().contains(
+            "switched from main to the run's branch steps/main (uncommitted changes come along"
+        ),
+        "{}",
+        r.explain()
+    );
+    // status tells the cut update from the user's own edit.
+    let st = t.steps(&["status"]).ok().stdout();
+    assert!(
+        st.contains("an update to step s2 was cut short by a crash (a.txt"),
+        "{st}"
+    );
+    assert!(st.contains("other changed path(s): notes.txt"), "{st}");
+    let j = t.steps(&["--json", "status"]).ok().json();
+    assert_eq!(j["data"]["interrupted"]["step"], "s2", "{j}");
     assert_eq!(
         t.git_out(&["symbolic-ref", "--short", "HEAD"]),
         "steps/main"
@@ -360,6 +383,15 @@ fn status_after_a_crash_counts_the_durable_steps_and_log_numbers_from_one() {
     assert_eq!(d["pending"], serde_json::json!(["s3"]));
     assert_eq!(d["remote_name"], "origin");
     assert_eq!(d["remote_url"], server.url());
+    // verify: local and durable differ (exit 3), said as the crash state it is.
+    let v = t.steps(&["verify"]).code_is(3);
+    assert!(
+        v.stdout()
+            .contains("this box's branch main is behind the durable branch on origin")
+            && v.stdout().contains("nothing is lost"),
+        "{}",
+        v.explain()
+    );
     t.steps(&["apply", p]).ok();
     let j = t.steps(&["--json", "status"]).ok().json();
     assert!(j["data"].get("steps_local").is_none(), "{j}");
@@ -422,6 +454,21 @@ fn a_mistyped_remote_a_failing_patch_and_a_deciders_stderr_are_said_plainly() {
         assert!(r.stderr().contains(needle), "{needle}\n{}", r.explain());
     }
     assert_eq!(t.step_ids(), ["s1"]);
+
+    // `apply` with no plan at a terminal refuses instead of waiting.
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-qec", &format!("{BIN} apply; echo exit=$?"), "/dev/null"])
+        .current_dir(&t.work);
+    hermetic(&mut script, &t.home());
+    let r = t.run_cmd(script, "script -qec 'git-steps apply'".into(), None);
+    assert!(
+        r.stdout()
+            .contains("no plan given, and stdin (the default plan) is a terminal"),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stdout().contains("exit=2"), "{}", r.explain());
 
     let decider = t.tmp.path().join("decider.sh");
     std::fs::write(

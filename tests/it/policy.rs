@@ -148,8 +148,12 @@ fn a_detached_head_without_a_run_is_refused_with_the_init_to_run() {
     let plan = t.plan("p.jsonl", &[s1]);
     t.refuses(
         "detached",
-        1,
-        &["HEAD is detached", "git steps init --branch"],
+        2,
+        &[
+            "HEAD is detached",
+            "git steps init --run",
+            "git steps init --branch",
+        ],
         || t.steps(&["apply", plan.to_str().unwrap()]),
     );
     assert_eq!(t.git_out(&["rev-parse", "--abbrev-ref", "HEAD"]), "HEAD");

@@ -132,7 +132,9 @@ fn uncommitted_work_is_carried_along_and_never_overwritten() {
     let s2 = line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}}));
     let r = t.steps_stdin(&["apply", "-"], &s2).ok();
     assert!(
-        r.stderr().contains("carried along") && r.stderr().contains("f.txt"),
+        r.stderr()
+            .contains("uncommitted changes are kept as they are")
+            && r.stderr().contains("f.txt"),
         "{}",
         r.explain()
     );

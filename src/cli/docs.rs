@@ -321,6 +321,94 @@ mod tests {
         );
     }
 
+    /// README.md is a quickstart: at most 300 lines, exactly the two set-up
+    /// commands for a fresh machine, the install lines, and links into
+    /// docs/ that lead somewhere (every relative link of README and docs/,
+    /// to a file that exists and, with `#`, a heading it has).
+    #[test]
+    fn the_readme_is_a_quickstart_and_the_docs_links_hold() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        assert!(
+            readme.lines().count() <= 300,
+            "README.md has {} lines",
+            readme.lines().count()
+        );
+        let fresh = readme
+            .split("## On a fresh machine")
+            .nth(1)
+            .expect("the set-up section");
+        let block = fresh
+            .split("```sh\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .unwrap();
+        let commands: Vec<&str> = block.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(commands.len(), 2, "{block}");
+        assert!(
+            commands[0].starts_with("cargo run --release -- demo"),
+            "{block}"
+        );
+        assert!(commands[1].starts_with("bash scripts/test.sh"), "{block}");
+        for needle in [
+            "cargo install --locked",
+            "pip install git-steps",
+            "uvx git-steps mcp",
+        ] {
+            assert!(readme.contains(needle), "README lacks {needle}");
+        }
+        // GitHub's anchors: lower case, spaces to '-', punctuation dropped.
+        let anchor = |h: &str| -> String {
+            h.trim()
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        };
+        let mut files = vec![root.join("README.md"), root.join("CHANGELOG.md")];
+        for e in std::fs::read_dir(root.join("docs")).unwrap() {
+            files.push(e.unwrap().path());
+        }
+        let mut checked = 0;
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (i, _) in text.match_indices("](") {
+                let rest = &text[i + 2..];
+                let target = &rest[..rest.find(')').unwrap_or(0)];
+                if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (path, frag) = target.split_once('#').unwrap_or((target, ""));
+                let file = if path.is_empty() {
+                    f.clone()
+                } else {
+                    f.parent().unwrap().join(path)
+                };
+                assert!(
+                    file.exists(),
+                    "{}: link to {target}: no such file",
+                    f.display()
+                );
+                if !frag.is_empty() && file.extension().is_some_and(|e| e == "md") {
+                    let linked = std::fs::read_to_string(&file).unwrap();
+                    let heads: Vec<String> = linked
+                        .lines()
+                        .filter(|l| l.starts_with('#'))
+                        .map(|l| anchor(l.trim_start_matches('#')))
+                        .collect();
+                    assert!(
+                        heads.iter().any(|h| h == frag),
+                        "{}: link to {target}: no such heading",
+                        f.display()
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 10, "only {checked} links checked");
+    }
+
     /// Every `GIT_STEPS_*` variable and `steps.*` key the code names is in
     /// the man page's tables.
     #[test]

@@ -33,6 +33,12 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     }
     let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());
     writeln!(out, "run:           {} (branch {})", st.run, st.branch)?;
+    if let Some(pid) = st.running {
+        writeln!(
+            out,
+            "running:       git-steps pid {pid} is applying in this repository now: what follows may change under it"
+        )?;
+    }
     match (&st.remote_name, &st.remote_url) {
         (_, None) => writeln!(
             out,

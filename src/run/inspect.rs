@@ -51,6 +51,9 @@ pub struct Status {
     /// Steps of the given plan without a receipt (None: no plan given).
     pub pending: Option<Vec<String>>,
     pub dirty: Vec<String>,
+    /// The pid of a git-steps applying in this repository right now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<u32>,
     /// Dirty paths a crashed step's worktree update explains (the next
     /// `apply` or `resume` finishes it): the step and the paths.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,6 +174,7 @@ pub fn status(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<St
         Ok(Status {
             dirty,
             interrupted,
+            running: crate::workdir::lock::holder(repo.path()),
             ..st
         })
     })
@@ -258,6 +262,7 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
         steps_local,
         durable_not_here,
         interrupted: None,
+        running: None,
         remote: remote_state,
         agree: remote_error.is_none() && durable_head == head,
         remote_error,

@@ -69,6 +69,38 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     Ok(Lock { _file: file, stale })
 }
 
+/// The pid of the process holding this repository's `steps.lock` now (a
+/// run in progress), read from `/proc/locks` without touching the lock:
+/// taking it, even shared for an instant, could make that run's own rerun
+/// or a second writer fail as busy. None when nobody holds it, or where
+/// `/proc/locks` cannot be read.
+pub fn holder(git_dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(git_dir.join("steps.lock")).ok()?;
+    let dev = meta.dev();
+    // As the kernel prints it: major:minor in hex (two digits at least),
+    // then the inode.
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // `1: FLOCK  ADVISORY  WRITE <pid> <maj:min:ino> 0 EOF`; a waiter's
+            // line has `->` after the number.
+            match f.as_slice() {
+                [_, "FLOCK", _, "WRITE", pid, file, ..] if *file == id => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .filter(|pid| *pid != std::process::id())
+}
+
 /// Wait for an exclusive flock on `dir/name` (short critical sections only,
 /// such as one push into a local bare repository). Released when the file
 /// is dropped or the process dies.

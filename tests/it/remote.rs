@@ -261,9 +261,22 @@ fn a_lock_left_by_a_dead_process_does_not_block_and_a_live_one_does() {
         .stderr_has("another git-steps is applying");
     let busy = t.steps_stdin(&["--json", "apply", "-"], &two).code_is(4);
     assert_eq!(busy.json()["data"]["kind"], "busy", "{}", busy.explain());
+    // status says a run is in progress, without taking the lock.
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert_eq!(st["data"]["running"], holder.id(), "{st}");
+    let text = t.steps(&["status"]).ok().stdout();
+    assert!(
+        text.contains(&format!(
+            "running:       git-steps pid {} is applying",
+            holder.id()
+        )),
+        "{text}"
+    );
     holder.kill().unwrap();
     holder.wait().unwrap();
     t.steps_stdin(&["apply", "-"], &two).ok();
+    let st = t.steps(&["--json", "status"]).ok().json();
+    assert!(st["data"].get("running").is_none(), "{st}");
 }
 
 #[test]

@@ -85,13 +85,13 @@ for proto in http daemon; do
     git init -q -b main "$work/$name"
     case $runner in
       apply)
-        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
+        "$bin" -q -C "$work/$name" init --branch main --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
         t0=$(now_ns); "$bin" -q -C "$work/$name" apply "$work/plan.jsonl" >/dev/null; t1=$(now_ns) ;;
       batch)
-        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
+        "$bin" -q -C "$work/$name" init --branch main --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
         t0=$(now_ns); "$bin" -q -C "$work/$name" apply --batch 10 "$work/plan.jsonl" >/dev/null; t1=$(now_ns) ;;
       run)
-        "$bin" -q -C "$work/$name" init --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
+        "$bin" -q -C "$work/$name" init --branch main --remote "$(url "$name")" ${TRANSPORT:+--transport $TRANSPORT} >/dev/null
         t0=$(now_ns); "$bin" -q -C "$work/$name" run --decider "'$bin' replay-decider '$work/plan.jsonl'" >/dev/null; t1=$(now_ns) ;;
       cli)
         git -C "$work/$name" remote add origin "$(url "$name")"

@@ -83,7 +83,7 @@ PY
 fresh_big() {
   rm -rf "$work/big"; git init -q -b main "$work/big"
   echo base > "$work/big/README"; git -C "$work/big" add README; git -C "$work/big" commit -qm base
-  "$bin" -q -C "$work/big" init >/dev/null 2>&1
+  "$bin" -q -C "$work/big" init --branch main >/dev/null 2>&1
 }
 big_line() { # label, file, peak KiB, baseline KiB
   local bytes; bytes=$(stat -c %s "$2")
@@ -130,7 +130,7 @@ ours_runs=(); loop_runs=(); ratios=()
 for r in 1 2 3 4 5; do
   git init -q --bare -b main "$work/r1-$r.git"
   git init -q -b main "$work/w1-$r"
-  "$bin" -q -C "$work/w1-$r" init --remote "$work/r1-$r.git" >/dev/null
+  "$bin" -q -C "$work/w1-$r" init --branch main --remote "$work/r1-$r.git" >/dev/null
   t0=$(now_ns); "$bin" -q -C "$work/w1-$r" apply "$work/plan200.jsonl" >/dev/null; t1=$(now_ns)
   o=$(ms "$t0" "$t1")
   git init -q --bare -b main "$work/r2-$r.git"
@@ -154,7 +154,7 @@ spread="$(printf '%s\n' "${ratios[@]}" | sort -g | head -1)-$(printf '%s\n' "${r
 # The same plan with group commit (issue 16): ten steps per push.
 git init -q --bare -b main "$work/r1b.git"
 git init -q -b main "$work/w1b"
-"$bin" -q -C "$work/w1b" init --remote "$work/r1b.git" >/dev/null
+"$bin" -q -C "$work/w1b" init --branch main --remote "$work/r1b.git" >/dev/null
 t0=$(now_ns); "$bin" -q -C "$work/w1b" apply --batch 10 "$work/plan200.jsonl" >/dev/null; t1=$(now_ns)
 batched=$(ms "$t0" "$t1")
 
@@ -185,7 +185,7 @@ if command -v cc >/dev/null; then
   for r in 1 2 3; do
     git init -q --bare -b main "$work/r4-$r.git"
     git init -q -b main "$work/w4-$r"
-    "$bin" -q -C "$work/w4-$r" init --remote "$work/r4-$r.git" >/dev/null
+    "$bin" -q -C "$work/w4-$r" init --branch main --remote "$work/r4-$r.git" >/dev/null
     t0=$(now_ns); LD_PRELOAD="$work/nofsync.so" "$bin" -q -C "$work/w4-$r" apply "$work/plan200.jsonl" >/dev/null; t1=$(now_ns)
     nf+=("$(ms "$t0" "$t1")")
   done
@@ -193,7 +193,7 @@ if command -v cc >/dev/null; then
 fi
 git init -q --bare -b main "$work/r3.git"
 git init -q -b main "$work/w3"
-"$bin" -q -C "$work/w3" init --remote "$work/r3.git" >/dev/null
+"$bin" -q -C "$work/w3" init --branch main --remote "$work/r3.git" >/dev/null
 fsyncs="n/a (strace not installed)"
 if command -v strace >/dev/null; then
   strace -f -c -e trace=fsync,fdatasync -o "$work/strace.txt" "$bin" -q -C "$work/w3" apply "$work/plan200.jsonl" >/dev/null
@@ -230,7 +230,7 @@ PY
 git init -q --bare -b main "$work/h.git"
 git -C "$work/h.git" fast-import --quiet < "$work/history.fi"
 git clone -q --no-local "$work/h.git" "$work/h"
-"$bin" -q -C "$work/h" init --remote origin >/dev/null
+"$bin" -q -C "$work/h" init --branch main --remote origin >/dev/null
 # This box publishes the shared hunk cache with its first step (the run's
 # step history_steps + 1); fresh boxes below read it.
 git -C "$work/h" config steps.cacheEvery $((history_steps + 1))
@@ -266,7 +266,7 @@ test "$(git -C "$work/h.git" for-each-ref refs/steps/cache/ | wc -l)" = 1
 fresh_apply=""; fresh_kib=""; fresh_log=""
 for k in 1 2 3; do
   git clone -q --no-local "$work/h.git" "$work/fresh$k"
-  "$bin" -q -C "$work/fresh$k" init --remote origin >/dev/null
+  "$bin" -q -C "$work/fresh$k" init --branch main --remote origin >/dev/null
   t0=$(now_ns); git -C "$work/fresh$k" log --format='%(trailers:key=Step-Id,valueonly)' >/dev/null; t1=$(now_ns)
   fl=$(ms "$t0" "$t1")
   printf '%s\n' "{\"id\":\"fresh-$k\",\"files\":{\"fresh$k.txt\":\"new\\n\"}}" > "$work/fresh$k.jsonl"
@@ -297,7 +297,7 @@ for r in 1 2 3; do
   base=$(git -C "$work/h.git" commit-tree "$tree" -m "the run's tree, one commit")
   git -C "$work/h.git" push -q "$work/e$r.git" "$base:refs/heads/main"
   git clone -q --no-local "$work/e$r.git" "$work/e$r"
-  "$bin" -q -C "$work/e$r" init --remote origin >/dev/null
+  "$bin" -q -C "$work/e$r" init --branch main --remote origin >/dev/null
   t0=$(now_ns); "$bin" -q -C "$work/e$r" apply "$work/flat$r.jsonl" >/dev/null; t1=$(now_ns)
   small+=("$(ms "$t0" "$t1")")
   t0=$(now_ns); "$bin" -q -C "$work/h" apply "$work/flat$r.jsonl" >/dev/null; t1=$(now_ns)

@@ -162,18 +162,79 @@ pub fn default_branches(repo: &Repository) -> Vec<String> {
 }
 
 /// The run a `git steps init` without `--run` names: the checked-out
-/// branch's (a run branch's own name without its `steps/`), so that the
-/// same `init` on a fresh clone resumes the same run.
+/// branch's (a run branch's own, see [`run_of_branch`]), so that the same
+/// `init` on a fresh clone resumes the same run.
 pub fn default_run(repo: &Repository) -> Result<String> {
     let branch = head_branch(repo).ok_or_else(|| Error::Usage {
         message: "HEAD is detached and no run is named, so there is no name for the run".into(),
         hint: "name it: `git steps init --run <id>` (its branch is steps/<id>)".into(),
     })?;
-    Ok(branch
-        .strip_prefix("steps/")
-        .filter(|r| !r.is_empty())
-        .unwrap_or(&branch)
-        .to_string())
+    Ok(run_of_branch(repo, &branch))
+}
+
+/// The run id a branch holds: the `Step-Run` of the receipt at its head
+/// (here, or on a remote as this clone knows it), so that a branch's
+/// receipts always count for the run that goes on there; otherwise the
+/// branch's name without a `steps/` prefix (`steps/foo` is run `foo`).
+pub fn run_of_branch(repo: &Repository, branch: &str) -> String {
+    let mut refs = vec![format!("refs/heads/{branch}")];
+    refs.extend(
+        crate::git::remote_names(repo)
+            .iter()
+            .map(|r| format!("refs/remotes/{r}/{branch}")),
+    );
+    let receipted = refs.iter().find_map(|r| {
+        let commit = repo.find_reference(r).ok()?.peel_to_commit().ok()?;
+        let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
+        crate::history::receipt::parse(&message)
+            .ok()
+            .map(|rc| rc.run)
+    });
+    receipted.unwrap_or_else(|| {
+        branch
+            .strip_prefix("steps/")
+            .filter(|r| !r.is_empty())
+            .unwrap_or(branch)
+            .to_string()
+    })
+}
+
+/// Refuse a run branch that git cannot create beside the branches there
+/// are: `steps/main` while a branch `steps` exists (a ref cannot be both a
+/// file and a folder), or `steps` while `steps/…` branches exist.
+pub fn refuse_branch_clash(repo: &Repository, branch: &str) -> Result<()> {
+    let mut prefix = String::new();
+    for part in branch.split('/') {
+        if !prefix.is_empty() {
+            if repo.find_reference(&format!("refs/heads/{prefix}")).is_ok() {
+                return Err(Error::Usage {
+                    message: format!(
+                        "the run's branch would be {branch}, but a branch {prefix} exists, and git cannot have both (a ref cannot be a file and a folder)"
+                    ),
+                    hint: format!(
+                        "rename that branch (`git branch -m {prefix} <other name>`), or name the run's branch: `git steps init --branch <name>`; nothing was changed"
+                    ),
+                });
+            }
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+    }
+    let under = format!("refs/heads/{branch}/");
+    if let Some(r) = repo
+        .references()?
+        .flatten()
+        .find(|r| r.name().is_ok_and(|n| n.starts_with(&under)))
+    {
+        return Err(Error::Usage {
+            message: format!(
+                "the run's branch would be {branch}, but the branch {} exists, and git cannot have both (a ref cannot be a file and a folder)",
+                r.name().unwrap_or_default().trim_start_matches("refs/heads/")
+            ),
+            hint: "name the run's branch: `git steps init --branch <name>` (or `--run <id>`); nothing was changed".into(),
+        });
+    }
+    Ok(())
 }
 
 /// A command that writes the run refuses to, without `init` (no
@@ -251,7 +312,10 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     }
     let run = match &o.run {
         Some(r) => r.clone(),
-        None => config_str(repo, "steps.run")?.unwrap_or_else(|| branch.clone()),
+        None => match config_str(repo, "steps.run")? {
+            Some(r) => r,
+            None => run_of_branch(repo, &branch),
+        },
     };
     if run.is_empty() || run.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(Error::input(format!(
@@ -361,6 +425,17 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
                 }
             }
             None => {
+                // The upstream this key set goes with it (one the user set
+                // to another remote stays).
+                let upstream = format!("branch.{}.remote", s.branch);
+                if let (Ok(prev), Ok(up)) =
+                    (cfg.get_string("steps.remote"), cfg.get_string(&upstream))
+                {
+                    if prev == up {
+                        let _ = cfg.remove(&upstream);
+                        let _ = cfg.remove(&format!("branch.{}.merge", s.branch));
+                    }
+                }
                 let _ = cfg.remove("steps.remote");
                 let _ = cfg.remove("steps.transport");
             }

@@ -39,7 +39,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     match (&a.run.branch, &stored) {
         // Another branch is another run: its id is not the old run's.
         (Some(new), Some(old)) if a.run.run.is_none() && new != old => {
-            a.run.run = Some(new.clone());
+            a.run.run = Some(settings::run_of_branch(&repo, new));
         }
         // A new run (or another one, by --run): on its own branch.
         (None, _) if stored.is_none() || a.run.run.is_some() => {
@@ -73,6 +73,10 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
             )),
         }
     }
+    if let Some(b) = &a.run.branch {
+        settings::refuse_branch_clash(&repo, b)?;
+    }
+    let others = runs_on_remotes(&repo, a.run.branch.as_deref());
     drop(repo);
     let (repo, s) = ctx.open_for_init(&a.run)?;
     crate::git::ensure_branch_is_ours(&repo, &s.branch)?;
@@ -82,6 +86,15 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     // No run applies while its settings change.
     let _lock = crate::workdir::lock::acquire(repo.path())?;
     settings::store(&repo, &s)?;
+    // A fresh clone checked out elsewhere than the box that started a run
+    // would start another: name the runs the remotes hold.
+    if !others.is_empty() && stored.is_none() {
+        ctx.status(&format!(
+            "note: the remote holds other runs: {}; to go on with one of them instead of starting run {}, `git steps init --run <id>`",
+            others.join(", "),
+            s.run
+        ));
+    }
     if let Some(r) = &picked {
         ctx.status(&format!(
             "note: the durable domain is {r}, this clone's only remote (`git steps init --remote ''` keeps it local)"
@@ -131,4 +144,26 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The run branches (`steps/…`) the remotes hold as this clone knows them,
+/// other than `branch`: `origin/steps/feature (run feature)`.
+fn runs_on_remotes(repo: &git2::Repository, branch: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    for remote in crate::git::remote_names(repo) {
+        let prefix = format!("refs/remotes/{remote}/");
+        let Ok(refs) = repo.references_glob(&format!("{prefix}steps/*")) else {
+            continue;
+        };
+        for r in refs.flatten() {
+            let Some(name) = r.name().ok().and_then(|n| n.strip_prefix(&prefix)) else {
+                continue;
+            };
+            if Some(name) != branch {
+                let run = settings::run_of_branch(repo, name);
+                out.push(format!("{remote}/{name} (run {run})"));
+            }
+        }
+    }
+    out
 }

@@ -161,12 +161,23 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
     };
     let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
     if let Some(sw) = &r.switched {
+        let (from, back) = match (&sw.from, &sw.from_commit) {
+            (Some(b), _) => (b.clone(), format!("git switch {}", shell_word(b))),
+            (None, Some(c)) => (
+                format!("a detached HEAD at {}", &c[..c.len().min(12)]),
+                format!("git switch --detach {}", &c[..c.len().min(12)]),
+            ),
+            (None, None) => ("a detached HEAD".to_string(), String::new()),
+        };
         say!(
-            "{} from {} to the run's branch {} (uncommitted changes come along, as with `git switch`; `git switch {}` goes back)",
+            "{} from {from} to the run's branch {} (uncommitted changes come along, as with `git switch`{})",
             if dry_run { "would switch" } else { "switched" },
-            sw.from,
             sw.to,
-            sw.from
+            if back.is_empty() {
+                String::new()
+            } else {
+                format!("; `{back}` goes back")
+            }
         );
     }
     match &r.action {
@@ -211,4 +222,16 @@ fn shown(paths: &[String]) -> String {
         out.push_str(&format!(" and {} more", paths.len() - 5));
     }
     out
+}
+
+/// A word a shell reads back as itself: quoted unless it is plain.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+@%:,".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
 }

@@ -117,6 +117,20 @@ impl Session<'_> {
         // worktree is the last flush's: a step staged after others is
         // checked against what is really on disk (a path an earlier staged
         // step created is still absent there, and is no blocker).
+        if !self.opts.in_place {
+            let flushed = self
+                .durable
+                .map(|h| repo.find_commit(h)?.tree())
+                .transpose()?;
+            let differ = worktree::attributes_differ(repo, flushed.as_ref(), &applied.changes)?;
+            if !differ.is_empty() {
+                return Err(worktree::attributes_refusal(
+                    &step.id,
+                    &differ,
+                    &applied.changes,
+                ));
+            }
+        }
         if self.opts.in_place {
             // The step is what the worktree holds.
         } else if self.staged.is_empty() {

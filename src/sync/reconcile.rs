@@ -67,8 +67,10 @@ pub struct Reconciled {
 /// switch` moves it, carrying uncommitted changes along.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Switch {
-    /// The branch HEAD was on (`HEAD` for a detached HEAD).
-    pub from: String,
+    /// The branch HEAD was on (None: a detached HEAD).
+    pub from: Option<String>,
+    /// The commit HEAD was at (None: an unborn branch).
+    pub from_commit: Option<String>,
     /// The run's branch.
     pub to: String,
 }
@@ -279,10 +281,12 @@ pub fn reconcile_with(
     in_place: bool,
 ) -> Result<Reconciled> {
     let before = crate::git::head_branch(repo);
+    let head = repo.head().ok().and_then(|h| h.target());
     let mut r = reconcile_branch(repo, s, dry_run, in_place)?;
     if before.as_deref() != Some(s.branch.as_str()) {
         r.switched = Some(Switch {
-            from: before.unwrap_or_else(|| "HEAD".into()),
+            from: before,
+            from_commit: head.map(|h| h.to_string()),
             to: s.branch.clone(),
         });
     }

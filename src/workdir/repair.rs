@@ -181,7 +181,10 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
                 unexplained.join(", ")
             ),
             would: "overwrite them while finishing or continuing the run".into(),
-            hint: "these look like your own edits, made while an update to them was interrupted: commit them elsewhere or stash them (`git stash -u`), then rerun; nothing was changed".into(),
+            hint: format!(
+                "these look like your own edits, made while an update to them was interrupted: stash just them (`git stash push -- {}`; a whole `git stash -u` would also take the interrupted update's files), rerun, then `git stash pop`; nothing was changed",
+                unexplained.join(" ")
+            ),
         }));
     }
     if to_fix.is_empty() {

@@ -262,6 +262,67 @@ pub fn ensure_unblocked(repo: &Repository, step: Option<&str>, changes: &[Change
     Ok(())
 }
 
+/// The `.gitattributes` files that decide how `changes` are stored (one in
+/// each directory above a changed path) and that the worktree holds
+/// otherwise than `tree` does: uncommitted, untracked or removed. git, and
+/// so a step's build, reads attributes from the worktree; a box without
+/// the same files (a fresh clone) would store the same step otherwise.
+/// A `.gitattributes` the changes write themselves is not counted here.
+pub fn attributes_differ(
+    repo: &Repository,
+    tree: Option<&git2::Tree<'_>>,
+    changes: &[Change],
+) -> Result<Vec<String>> {
+    let workdir = workdir(repo)?;
+    let mut files = std::collections::BTreeSet::new();
+    for c in changes {
+        let mut dir = c.path.as_str();
+        files.insert(".gitattributes".to_string());
+        while let Some(i) = dir.rfind('/') {
+            dir = &dir[..i];
+            files.insert(format!("{dir}/.gitattributes"));
+        }
+    }
+    let mut out = Vec::new();
+    for path in files {
+        if changes.iter().any(|c| c.path == path) {
+            continue;
+        }
+        let entry = tree
+            .and_then(|t| t.get_path(Path::new(&path)).ok())
+            .filter(|e| e.kind() == Some(git2::ObjectType::Blob))
+            .map(|e| Entry {
+                oid: e.id(),
+                mode: e.filemode() as u32,
+            });
+        if !disk_is(repo, &workdir, &path, &entry)? {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+/// The refusal for a `.gitattributes` the worktree holds otherwise than
+/// the run ([`attributes_differ`]).
+pub fn attributes_refusal(step: &str, files: &[String], changes: &[Change]) -> Error {
+    Error::from(Refusal {
+        kind: RefusalKind::DirtyWorktree,
+        step: Some(step.to_string()),
+        saw: format!(
+            "{} in the worktree differs from the run's (uncommitted, untracked or removed), and git reads attributes from the worktree: it would decide how step {step} stores {}",
+            files.join(", "),
+            changes.first().map(|c| c.path.as_str()).unwrap_or("its files")
+        ),
+        would: format!(
+            "store step {step} by attributes only this box has (a fresh clone would store the same step otherwise)"
+        ),
+        hint: format!(
+            "make it part of the run (`git steps record --id <id>` records it as a step), or move it aside (`git stash push -u -- {}`), then rerun; step {step} wrote nothing",
+            files.join(" ")
+        ),
+    })
+}
+
 /// The refusal for uncommitted changes to paths a step (or an update)
 /// writes: `dirty` are those paths, and only those.
 pub fn dirty_refusal(step: Option<&str>, dirty: &[String]) -> Error {
@@ -289,9 +350,13 @@ pub fn dirty_refusal(step: Option<&str>, dirty: &[String]) -> Error {
         ),
         would: format!("overwrite {names}"),
         hint: format!(
-            "stash your changes to {} (`git stash push -- {}`), rerun, then `git stash pop` (a commit of your own on the run's branch would carry no receipt: commit on another branch to keep it there); uncommitted changes to other files are carried along; nothing was changed",
+            "stash your changes to {} (`git stash push -- {}`), rerun, then `git stash pop` (a commit of your own on the run's branch would carry no receipt: commit on another branch to keep it there); uncommitted changes to other files are carried along; {}",
             if dirty.len() == 1 { "it" } else { "them" },
-            shown.join(" ")
+            shown.join(" "),
+            match step {
+                Some(s) => format!("step {s} wrote nothing"),
+                None => "nothing was changed".to_string(),
+            }
         ),
     })
 }

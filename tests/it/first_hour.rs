@@ -487,3 +487,125 @@ fn a_mistyped_remote_a_failing_patch_and_a_deciders_stderr_are_said_plainly() {
         loud.explain()
     );
 }
+
+/// Found attacking the defaults: a branch's receipts keep their run
+/// through `init` (no step applied twice), a branch `steps` cannot shadow
+/// the run's branch, a fresh clone checked out elsewhere is told which
+/// runs the remote holds, and `--remote ''` takes the upstream with it.
+#[test]
+fn init_keeps_a_branchs_run_and_names_clashes_and_other_runs() {
+    let t = TestRepo::fresh();
+    let bare = t.tmp.path().join("remote.git");
+    git_in(
+        t.tmp.path(),
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+        &t,
+    );
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.git(&["remote", "add", "origin", bare.to_str().unwrap()])
+        .ok();
+    t.git(&["push", "-q", "-u", "origin", "main"]).ok();
+    let p = plan(&t);
+    let p = p.to_str().unwrap();
+
+    // Applied on steps/foo without init, then init: the same run, foo.
+    t.git(&["switch", "-q", "-c", "steps/foo"]).ok();
+    t.steps(&["apply", p]).ok();
+    let j = t.steps(&["--json", "init"]).ok().json();
+    assert_eq!(
+        (j["data"]["branch"].as_str(), j["data"]["run"].as_str()),
+        (Some("steps/foo"), Some("foo"))
+    );
+    let again = t.steps(&["--json", "apply", p]).ok().json();
+    assert!(
+        again["data"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["action"] == "skip"),
+        "{again}"
+    );
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+
+    // A fresh clone on main: init names the run the remote holds.
+    let c = t.clone_with("c", &[bare.to_str().unwrap()]);
+    c.git(&["config", "--unset", "steps.branch"]).ok();
+    let r = c.steps(&["init"]).ok();
+    assert!(
+        r.stderr()
+            .contains("the remote holds other runs: origin/steps/foo (run foo)")
+            && r.stderr().contains("`git steps init --run <id>`"),
+        "{}",
+        r.explain()
+    );
+    let j = c.steps(&["--json", "init", "--run", "foo"]).ok().json();
+    assert_eq!(j["data"]["branch"], "steps/foo");
+    let resumed = c.steps(&["--json", "apply", p]).ok().json();
+    assert!(
+        resumed["data"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["action"] == "skip"),
+        "{resumed}"
+    );
+
+    // A branch named `steps` and the run branch steps/main cannot both be.
+    let d = t.clone_with("d", &[bare.to_str().unwrap()]);
+    d.git(&["config", "--unset", "steps.branch"]).ok();
+    d.git(&["branch", "steps"]).ok();
+    let before = refs_and_config(&d);
+    d.steps(&["init", "--run", "main"])
+        .code_is(2)
+        .stderr_has("a branch steps exists")
+        .stderr_has("git branch -m steps");
+    assert_eq!(refs_and_config(&d), before);
+
+    // --remote '' keeps the run local and drops the upstream init set.
+    let e = t.clone_with("e", &[bare.to_str().unwrap()]);
+    e.git(&["config", "--unset", "steps.branch"]).ok();
+    e.steps(&["init", "--run", "loc"]).ok();
+    assert_eq!(e.git_out(&["config", "branch.steps/loc.remote"]), "origin");
+    e.steps(&["init", "--remote", ""]).ok();
+    e.git(&["config", "--get", "branch.steps/loc.remote"])
+        .code_is(1);
+    e.git(&["config", "--get", "steps.remote"]).code_is(1);
+}
+
+/// A `.gitattributes` the worktree holds otherwise than the run (here
+/// untracked) would decide how a step is stored, on this box only: the step
+/// is refused, naming the file, and nothing is written.
+#[test]
+fn a_gitattributes_only_this_box_has_is_refused() {
+    let t = TestRepo::new();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.write(".gitattributes", "*.txt text eol=crlf\n");
+    let plan = t.plan(
+        "plan.jsonl",
+        &[line(
+            serde_json::json!({"id": "s1", "files": {"d/a.txt": "x\r\ny\r\n"}}),
+        )],
+    );
+    let r = t.refuses(
+        "untracked .gitattributes",
+        3,
+        &[
+            ".gitattributes in the worktree differs from the run's",
+            "git stash push -u -- .gitattributes",
+        ],
+        || t.steps(&["apply", plan.to_str().unwrap()]),
+    );
+    assert!(
+        r.stderr()
+            .contains("would decide how step s1 stores d/a.txt"),
+        "{}",
+        r.explain()
+    );
+    // Committed (part of the run's history), it is what every box reads.
+    t.git(&["add", ".gitattributes"]).ok();
+    t.git(&["commit", "-q", "-m", "attributes"]).ok();
+    t.steps(&["apply", "--branch", "main", plan.to_str().unwrap()])
+        .ok();
+}

@@ -579,7 +579,7 @@ fn reconcile_counts_receipts_and_the_base_history_apart() {
     let r = t.steps(&["resume", "--dry-run"]).ok();
     assert!(
         r.stderr().contains(&format!(
-            "would push what the remote lacked (8 step(s) and {base} commit(s) of the history the run started from;"
+            "would push what the remote lacked (8 step(s) and {base} commit(s) of the history the run started from): the remote had no such branch"
         )),
         "{}",
         r.explain()

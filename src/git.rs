@@ -179,6 +179,19 @@ pub fn follow_git_config_env(repo: &Repository) -> Result<()> {
     Ok(())
 }
 
+/// `w` as one word a shell reads back as itself (for commands in hints
+/// and for `sh -c`): as it is when plain, else single-quoted.
+pub fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+@%:,=".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// The remotes this repository configures (`git remote`), in git's order.
 pub fn remote_names(repo: &Repository) -> Vec<String> {
     repo.remotes()

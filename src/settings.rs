@@ -220,11 +220,10 @@ pub fn refuse_branch_clash(repo: &Repository, branch: &str) -> Result<()> {
         }
         prefix.push_str(part);
     }
-    let under = format!("refs/heads/{branch}/");
     if let Some(r) = repo
-        .references()?
+        .references_glob(&format!("refs/heads/{branch}/*"))?
         .flatten()
-        .find(|r| r.name().is_ok_and(|n| n.starts_with(&under)))
+        .next()
     {
         return Err(Error::Usage {
             message: format!(
@@ -251,7 +250,10 @@ pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<(
         return Ok(());
     }
     let remotes = crate::git::remote_names(repo);
-    let run = o.run.clone().unwrap_or_else(|| branch.clone());
+    let run = o
+        .run
+        .clone()
+        .unwrap_or_else(|| run_of_branch(repo, &branch));
     let (init, durable) = match (o.remote.as_deref(), remotes.as_slice()) {
         (Some(r), _) => (
             format!("git steps init --remote {r}"),

@@ -282,7 +282,7 @@ impl Ctx {
         // guess; and a fresh clone may hold the run on a remote already.
         let set_up = run.branch.is_some() || settings::config_str(&repo, "steps.branch")?.is_some();
         let remotes = crate::git::remote_names(&repo);
-        if !set_up && s.remote.is_none() && !remotes.is_empty() {
+        if !set_up && run.remote.is_none() && s.remote.is_none() && !remotes.is_empty() {
             let held = settings::default_run(&repo).ok().and_then(|r| {
                 remotes.iter().find_map(|name| {
                     let tracking = format!("{name}/steps/{r}");

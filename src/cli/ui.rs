@@ -162,7 +162,10 @@ fn print_reconcile(r: &Reconciled, dry_run: bool) {
     let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
     if let Some(sw) = &r.switched {
         let (from, back) = match (&sw.from, &sw.from_commit) {
-            (Some(b), _) => (b.clone(), format!("git switch {}", shell_word(b))),
+            (Some(b), _) => (
+                b.clone(),
+                format!("git switch {}", crate::git::shell_word(b)),
+            ),
             (None, Some(c)) => (
                 format!("a detached HEAD at {}", &c[..c.len().min(12)]),
                 format!("git switch --detach {}", &c[..c.len().min(12)]),
@@ -222,16 +225,4 @@ fn shown(paths: &[String]) -> String {
         out.push_str(&format!(" and {} more", paths.len() - 5));
     }
     out
-}
-
-/// A word a shell reads back as itself: quoted unless it is plain.
-fn shell_word(w: &str) -> String {
-    if !w.is_empty()
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+@%:,".contains(c))
-    {
-        w.to_string()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
 }

@@ -200,11 +200,15 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
     let mut durable_not_here = false;
     let ledger = match durable_head {
         Some(d) if Some(d) != head && remote_error.is_none() => {
-            if repo.find_commit(d).is_ok() {
+            if repo.find_commit(d).is_err() {
+                durable_not_here = true;
+                ledger
+            } else if head.map_or(Ok(true), |h| repo.graph_descendant_of(d, h))? {
+                // Behind it, as a crash after a push leaves a box (a
+                // diverged box keeps its own count: `agree` says NO).
                 steps_local = Some(ledger.entries.len());
                 crate::history::cache::load_ledger(repo, Some(d), &s.run)?
             } else {
-                durable_not_here = true;
                 ledger
             }
         }

@@ -522,6 +522,10 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
     let first_form = !matches!(parsed, Parsed::Patch(_));
     let mut o = overlay(first_form);
     if let Err(first) = run(&mut o) {
+        if io.borrow().is_some() {
+            // The machine failed, not the step's text: no other form.
+            return Err(fail(first));
+        }
         o = overlay(!first_form);
         if let Err(second) = run(&mut o) {
             // Both failed: report the form whose line endings the step's

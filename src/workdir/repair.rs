@@ -3,16 +3,18 @@
 //! branch but before the worktree and index caught up.
 //!
 //! Owns the decision "is this dirty worktree explained by an interrupted
-//! update?". A path is explained when both its worktree file and its index
-//! entry hold a version the path had somewhere in the run (the branch head,
-//! a step, or the run's base) — exactly the states an interrupted update can
-//! leave behind, one path at a time — or, after a switch to the run's
-//! branch was killed half-way, a version from the tree it was leaving
-//! (`refs/steps/switch/<run>`; the switch only starts from a clean
-//! worktree). Invariant: no user work is ever discarded. Before anything is
-//! restored, what was found is saved as a commit under
-//! `refs/steps/rescue/<run>/<n>`; anything not explained (the user's own
-//! edits) is refused and left untouched.
+//! update?". A path is explained when its index entry is not yet the
+//! head's (an update writes the index last, in one write) and both its
+//! worktree file and its index entry hold a version the path had somewhere
+//! in the run (the branch head, a step, or the run's base) — exactly the
+//! states an interrupted update can leave behind, one path at a time — or,
+//! after a switch to the run's branch was killed half-way, a version from
+//! the tree it was leaving (`refs/steps/switch/<run>`; the paths a switch
+//! changes start clean). Invariant: no user work is ever discarded. Before
+//! anything is restored, what was found is saved as a commit under
+//! `refs/steps/rescue/<run>/<n>`; the user's own changes elsewhere are
+//! carried along untouched, and an edit to a path whose update was cut
+//! short is refused and left untouched.
 
 use std::path::Path;
 
@@ -148,15 +150,23 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
                 break;
             }
         }
-        if let (Some(found), true) = (disk_version, versions.contains(&idx)) {
+        let at_head = entry_at(repo, Some(&head_tree), p)?;
+        // An update writes every file first and the index last, in one
+        // write: a path whose index entry is already the head's was not
+        // left by an interrupted update, whatever its file holds. It is
+        // the user's change (a deletion, an old version put back) and is
+        // carried along, never "repaired".
+        if idx == at_head {
+            carried.push(p.clone());
+        } else if let (Some(found), true) = (disk_version, versions.contains(&idx)) {
             // The update replaces what was found on disk: a file changed
             // again before it is reached is kept (and saved), not replaced.
             to_fix.push(Change {
                 path: p.clone(),
                 old: found,
-                new: entry_at(repo, Some(&head_tree), p)?,
+                new: at_head,
             });
-        } else if idx != entry_at(repo, Some(&head_tree), p)? && versions.contains(&idx) {
+        } else if versions.contains(&idx) {
             // The index still holds an older version of the run's: an
             // update to this path was interrupted, and the file has been
             // changed since. Neither version may be chosen for the user.
@@ -183,7 +193,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             would: "overwrite them while finishing or continuing the run".into(),
             hint: format!(
                 "these look like your own edits, made while an update to them was interrupted: stash just them (`git stash push -- {}`; a whole `git stash -u` would also take the interrupted update's files), rerun, then `git stash pop`; nothing was changed",
-                unexplained.join(" ")
+                worktree::words(unexplained.iter())
             ),
         }));
     }

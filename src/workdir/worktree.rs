@@ -305,22 +305,35 @@ pub fn attributes_differ(
 /// The refusal for a `.gitattributes` the worktree holds otherwise than
 /// the run ([`attributes_differ`]).
 pub fn attributes_refusal(step: &str, files: &[String], changes: &[Change]) -> Error {
+    // A path the first such file decides for.
+    let dir = files[0].trim_end_matches(".gitattributes");
+    let decided = changes
+        .iter()
+        .find(|c| c.path.starts_with(dir))
+        .map_or("its files", |c| c.path.as_str());
     Error::from(Refusal {
         kind: RefusalKind::DirtyWorktree,
         step: Some(step.to_string()),
         saw: format!(
-            "{} in the worktree differs from the run's (uncommitted, untracked or removed), and git reads attributes from the worktree: it would decide how step {step} stores {}",
+            "{} in the worktree differs from the run's (uncommitted, untracked or removed), and git reads attributes from the worktree: it would decide how step {step} stores {decided}",
             files.join(", "),
-            changes.first().map(|c| c.path.as_str()).unwrap_or("its files")
         ),
         would: format!(
             "store step {step} by attributes only this box has (a fresh clone would store the same step otherwise)"
         ),
         hint: format!(
             "make it part of the run (`git steps record --id <id>` records it as a step), or move it aside (`git stash push -u -- {}`), then rerun; step {step} wrote nothing",
-            files.join(" ")
+            words(files.iter())
         ),
     })
+}
+
+/// Paths as shell words, for a command in a hint.
+pub fn words<S: AsRef<str>>(paths: impl Iterator<Item = S>) -> String {
+    paths
+        .map(|p| crate::git::shell_word(p.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The refusal for uncommitted changes to paths a step (or an update)
@@ -352,7 +365,7 @@ pub fn dirty_refusal(step: Option<&str>, dirty: &[String]) -> Error {
         hint: format!(
             "stash your changes to {} (`git stash push -- {}`), rerun, then `git stash pop` (a commit of your own on the run's branch would carry no receipt: commit on another branch to keep it there); uncommitted changes to other files are carried along; {}",
             if dirty.len() == 1 { "it" } else { "them" },
-            shown.join(" "),
+            words(shown.iter()),
             match step {
                 Some(s) => format!("step {s} wrote nothing"),
                 None => "nothing was changed".to_string(),

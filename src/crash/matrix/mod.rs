@@ -542,8 +542,8 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
         Runner::GitStepsRun => {
             let decider = format!(
                 "{} replay-decider {}",
-                shell_quote(&env.exe.to_string_lossy()),
-                shell_quote(&env.plan.to_string_lossy())
+                crate::git::shell_word(&env.exe.to_string_lossy()),
+                crate::git::shell_word(&env.plan.to_string_lossy())
             );
             // Where the box's answers become durable: the remote, or in a
             // local-only phase the box itself.
@@ -660,11 +660,6 @@ fn recorded_twice(bare: &Path) -> Result<Option<String>> {
 /// Where a box's late decider calls are written: beside its remote.
 fn late_file(bare: &Path) -> PathBuf {
     bare.with_file_name("late-asks")
-}
-
-/// `s` as one word for `sh -c`.
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Fingerprints of the durable branch (and every receipt on it, duplicates

@@ -121,7 +121,7 @@ fn uncommitted_work_is_carried_along_and_never_overwritten() {
     let t = TestRepo::new();
     t.steps_stdin(
         &["apply", "-"],
-        &line(serde_json::json!({"id": "s1", "files": {"f.txt": "a\n", "h.txt": "h\n"}})),
+        &line(serde_json::json!({"id": "s1", "files": {"f.txt": "a\n", "h.txt": "h\n", "k.txt": "k\n"}})),
     )
     .ok();
     // The user's work: an unstaged edit, a staged one, an untracked file.
@@ -129,6 +129,9 @@ fn uncommitted_work_is_carried_along_and_never_overwritten() {
     t.write("h.txt", "staged edit\n");
     t.git(&["add", "h.txt"]).ok();
     t.write("u.txt", "untracked\n");
+    // A file an earlier step made, deleted by the user: a change of theirs,
+    // not an update to finish (it is not put back).
+    std::fs::remove_file(t.path("k.txt")).unwrap();
     let s2 = line(serde_json::json!({"id": "s2", "files": {"g.txt": "g\n"}}));
     let r = t.steps_stdin(&["apply", "-"], &s2).ok();
     assert!(
@@ -142,7 +145,9 @@ fn uncommitted_work_is_carried_along_and_never_overwritten() {
     assert_eq!(t.read("f.txt"), "my edit\n");
     assert_eq!(t.read("u.txt"), "untracked\n");
     assert_eq!(t.git_out(&["diff", "--cached", "--name-only"]), "h.txt");
-    assert_eq!(t.git_out(&["diff", "--name-only"]), "f.txt");
+    assert_eq!(t.git_out(&["diff", "--name-only"]), "f.txt\nk.txt");
+    assert!(!t.path("k.txt").exists());
+    assert!(!r.stderr().contains("repaired"), "{}", r.explain());
     // The step's commit holds the step, not the user's work.
     assert_eq!(t.git_out(&["show", "HEAD:f.txt"]), "a");
     assert_eq!(t.git_out(&["show", "HEAD:h.txt"]), "h");

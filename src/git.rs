@@ -25,7 +25,9 @@ pub fn enable_fsync() -> Result<()> {
         // mapped; every page a long scan touches stays in the process's
         // memory. Smaller windows, fewer kept: a scan of 100,000 commits
         // holds what it is reading, not the whole pack.
-        // SAFETY: set before any repository is opened, from one thread.
+        // SAFETY: libgit2's global options, set once before any repository
+        // is opened, from one thread; GIT_OPT_ENABLE_FSYNC_GITDIR (variadic
+        // git_libgit2_opts) takes exactly one int argument.
         unsafe {
             let _ = git2::opts::set_mwindow_size(16 << 20);
             let _ = git2::opts::set_mwindow_mapped_limit(48 << 20);
@@ -41,10 +43,6 @@ pub fn enable_fsync() -> Result<()> {
             let _ =
                 git2::opts::set_server_connect_timeout_in_milliseconds(secs.saturating_mul(1000));
             let _ = git2::opts::set_server_timeout_in_milliseconds(secs.saturating_mul(1000));
-        }
-        // SAFETY: git_libgit2_opts is variadic; GIT_OPT_ENABLE_FSYNC_GITDIR
-        // takes exactly one int argument.
-        unsafe {
             libgit2_sys::git_libgit2_opts(
                 libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int,
                 1 as libc::c_int,

@@ -71,6 +71,13 @@
 //! 43. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
 //! 44. [`cli`]: the command line and its rendering.
 
+// Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
+// /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "git-steps runs on Linux only (renameat2, /proc/locks, prctl); see README.md, Install"
+);
+
 pub mod cli;
 pub mod crash;
 pub mod error;

@@ -29,6 +29,7 @@ mod docs;
 mod fingerprint;
 mod init;
 mod log;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod progress;
 mod record;
@@ -97,6 +98,7 @@ pub enum Command {
     Adopt(adopt::Args),
     Undo(undo::Args),
     Fingerprint(fingerprint::Args),
+    #[cfg(feature = "mcp")]
     Mcp(mcp::Args),
     Crashtest(crashtest::Args),
     Demo(demo::Args),
@@ -344,6 +346,16 @@ impl From<std::io::Error> for Failure {
 }
 
 /// Run a parsed command line, writing data to `out`.
+/// `git steps mcp` owns stdio: no progress bars there.
+fn is_mcp(command: &Command) -> bool {
+    #[cfg(feature = "mcp")]
+    if matches!(command, Command::Mcp(_)) {
+        return true;
+    }
+    let _ = command;
+    false
+}
+
 pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
     let ctx = Ctx {
         json: cli.json,
@@ -353,7 +365,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
     };
     // Long work draws bars on a terminal (not under `mcp`: its stdio is a
     // protocol, and its calls run commands in this process).
-    if progress::enabled(ctx.quiet, ctx.json) && !matches!(cli.command, Command::Mcp(_)) {
+    if progress::enabled(ctx.quiet, ctx.json) && !is_mcp(&cli.command) {
         crate::progress::set_sink(Box::new(progress::Bars::default()));
     }
     match cli.command {
@@ -371,6 +383,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Adopt(a) => adopt::run(&ctx, a, out),
         Command::Undo(a) => undo::run(&ctx, a, out),
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
+        #[cfg(feature = "mcp")]
         Command::Mcp(a) => mcp::run(&ctx, a),
         Command::Crashtest(a) => crashtest::run(&ctx, a, out),
         Command::Demo(a) => demo::run(&ctx, a, out),

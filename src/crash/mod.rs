@@ -223,11 +223,10 @@ pub fn point(name: &'static str, step_id: &str) {
     }
     if let Some((point, step)) = armed() {
         if point == name && step == step_id {
-            // SAFETY: kill(2) on our own pid with a valid signal number has no
-            // memory-safety preconditions.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
             // SIGKILL cannot be caught; this is never reached.
             std::process::abort();
         }

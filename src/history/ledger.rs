@@ -452,7 +452,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
     // cycle check finds it in constant memory.
     let (mut mark, mut power, mut since) = (head, 1usize, 0usize);
     while let Some(oid) = next {
-        if seen.len() % 4096 == 0 {
+        if seen.len().is_multiple_of(4096) {
             progress.set(seen.len() as u64);
         }
         if !seen.is_empty() && oid == mark {

@@ -11,5 +11,6 @@ pub mod formats;
 pub mod inplace;
 pub mod path;
 pub mod reader;
+#[cfg(feature = "mcp")]
 pub mod schema;
 pub mod step;

@@ -129,11 +129,25 @@ pub fn decision_digest(value: &Value) -> String {
     let mut hasher = Sha256::new();
     {
         // Buffered: the canonical form is written in small pieces.
-        let mut w = std::io::BufWriter::with_capacity(8 << 10, &mut hasher);
+        let mut w = std::io::BufWriter::with_capacity(8 << 10, Hashing(&mut hasher));
         super::canonical::write(value, &mut w).expect("a JSON value canonicalises");
         std::io::Write::flush(&mut w).expect("a hasher takes every byte");
     }
     format!("sha256:{}", hex(&hasher.finalize()))
+}
+
+/// A hasher as an `io::Write` (sha2 0.11 has no such impl of its own).
+struct Hashing<'a>(&'a mut Sha256);
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {

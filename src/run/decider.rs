@@ -114,8 +114,13 @@ impl Decider {
             match child.try_wait() {
                 Ok(Some(st)) => break Some(st),
                 Ok(None) if start.elapsed() >= self.timeout => {
-                    // SAFETY: kill(2) on the child's process group.
-                    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                    // The child leads its own process group: all of it goes.
+                    if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+                        let _ = rustix::process::kill_process_group(
+                            group,
+                            rustix::process::Signal::KILL,
+                        );
+                    }
                     let _ = child.wait();
                     break None;
                 }

@@ -8,7 +8,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -21,8 +20,15 @@ pub struct Lock {
 }
 
 fn pid_alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+    // kill(pid, 0): sent to nobody, it only asks whether the process exists
+    // (EPERM: it does, as another user's).
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    }
 }
 
 fn open_lock_file(path: &Path) -> Result<File> {
@@ -41,9 +47,12 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     let mut file = open_lock_file(&path)?;
     let mut previous = String::new();
     let _ = file.read_to_string(&mut previous);
-    // SAFETY: flock on a file descriptor we own.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
+    // std's lock is flock(2) on Linux: released when its holder dies, and
+    // listed in /proc/locks as FLOCK (`holder` reads it there).
+    if let Err(e) = file.try_lock() {
+        if let std::fs::TryLockError::Error(e) = e {
+            return Err(Error::other(format!("cannot lock {}: {e}", path.display())));
+        }
         let holder = previous.trim();
         return Err(Error::Busy {
             message: format!(
@@ -107,14 +116,8 @@ pub fn holder(git_dir: &Path) -> Option<u32> {
 pub fn wait(dir: &Path, name: &str) -> Result<File> {
     let path = dir.join(name);
     let file = open_lock_file(&path)?;
-    // SAFETY: flock on a file descriptor we own.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    if rc != 0 {
-        return Err(Error::other(format!(
-            "cannot lock {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        )));
+    if let Err(e) = file.lock() {
+        return Err(Error::other(format!("cannot lock {}: {e}", path.display())));
     }
     Ok(file)
 }

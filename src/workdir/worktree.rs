@@ -15,6 +15,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use git2::{IndexEntry, IndexTime, Repository, Status, StatusOptions};
+use rustix::fs::RenameFlags;
 
 use crate::crash;
 use crate::error::{Context, Error, Refusal, RefusalKind, Result};
@@ -981,26 +982,10 @@ fn write(
     Err(Error::other(format!("cannot write {path}")))
 }
 
-fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> std::io::Result<()> {
-    let c =
-        |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
-    let (from, to) = (c(from)?, c(to)?);
-    // SAFETY: both are valid NUL-terminated paths that outlive the call;
-    // AT_FDCWD makes them relative to the working directory, as rename(2).
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            flags,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+/// renameat2(2), relative to the working directory as rename(2) is.
+fn renameat2(from: &Path, to: &Path, flags: RenameFlags) -> std::io::Result<()> {
+    rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags)
+        .map_err(std::io::Error::from)
 }
 
 /// Whether renameat2 said it cannot do what was asked here (an old kernel,
@@ -1036,9 +1021,9 @@ fn place(
 ) -> std::io::Result<bool> {
     let exists = fs::symlink_metadata(target).is_ok();
     let flags = if exists {
-        libc::RENAME_EXCHANGE
+        RenameFlags::EXCHANGE
     } else {
-        libc::RENAME_NOREPLACE
+        RenameFlags::NOREPLACE
     };
     match renameat2(staged, target, flags) {
         Ok(()) if !exists => Ok(true),
@@ -1049,7 +1034,7 @@ fn place(
                 return Ok(true);
             }
             // Changed since the check: the displaced file goes back.
-            renameat2(staged, target, libc::RENAME_EXCHANGE)?;
+            renameat2(staged, target, RenameFlags::EXCHANGE)?;
             // What the swap back took out is ours, unless the user wrote
             // again in between (over ours, or by a rename): that write is
             // their newest, and it goes in place instead (the one before
@@ -1061,7 +1046,7 @@ fn place(
                 })
             };
             if !is_ours(&version_at(staged)) {
-                renameat2(staged, target, libc::RENAME_EXCHANGE)?;
+                renameat2(staged, target, RenameFlags::EXCHANGE)?;
             }
             remove_any(staged)?;
             Ok(false)
@@ -1153,7 +1138,7 @@ fn remove_if(workdir: &Path, staging: &Path, path: &str, replaces: Replaces<'_>)
                 Err(e) => return Err(e).context(|| format!("cannot remove {path}")),
             }
             if !replaces(&version_at(&aside)) {
-                return match renameat2(&aside, &target, libc::RENAME_NOREPLACE) {
+                return match renameat2(&aside, &target, RenameFlags::NOREPLACE) {
                     Ok(()) => Ok(false),
                     Err(e) if unsupported(&e) => {
                         fs::rename(&aside, &target).context(|| format!("cannot put {path} back"))?;

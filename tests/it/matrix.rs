@@ -350,7 +350,7 @@ fn type_change(t: &TestRepo, id: &str, state: u8, kind: u8, i: usize) -> Option<
         return None;
     }
     t.git(&["commit", "-q", "-m", id]).ok();
-    let step = if kind % 2 == 0 {
+    let step = if kind.is_multiple_of(2) {
         serde_json::json!({"id": id, "patch": diff})
     } else {
         let after = tracked(t);

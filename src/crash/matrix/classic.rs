@@ -83,10 +83,10 @@ fn fire(name: &'static str, step: &str) {
     // against the classic list by the matrix, not git-steps' list.
     if let Ok(spec) = std::env::var(crash::ENV) {
         if spec == format!("{name}@{step}") {
-            // SAFETY: kill(2) on our own pid with a valid signal number.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
         }
     }
 }

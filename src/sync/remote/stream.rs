@@ -95,32 +95,12 @@ fn set_error(message: &str) {
 }
 
 extern "C" fn init(out: *mut *mut GitStream, host: *const c_char, port: *const c_char) -> c_int {
-    // SAFETY: libgit2 passes NUL-terminated strings and a valid out pointer.
-    let (host, port) = unsafe {
-        (
-            CStr::from_ptr(host).to_string_lossy().into_owned(),
-            CStr::from_ptr(port).to_string_lossy().into_owned(),
-        )
-    };
-    // As libgit2's own socket stream: the global server timeouts.
-    let (mut timeout, mut connect_timeout): (c_int, c_int) = (0, 0);
-    // SAFETY: documented getters that write one int each.
-    unsafe {
-        libgit2_sys::git_libgit2_opts(
-            libgit2_sys::GIT_OPT_GET_SERVER_TIMEOUT as c_int,
-            &mut timeout as *mut c_int,
-        );
-        libgit2_sys::git_libgit2_opts(
-            libgit2_sys::GIT_OPT_GET_SERVER_CONNECT_TIMEOUT as c_int,
-            &mut connect_timeout as *mut c_int,
-        );
-    }
-    let stream = Box::new(Nodelay {
+    let mut stream = Box::new(Nodelay {
         parent: GitStream {
             version: 1,
             flags: 0,
-            timeout,
-            connect_timeout,
+            timeout: 0,
+            connect_timeout: 0,
             connect: Some(connect),
             certificate: None,
             set_proxy: None,
@@ -132,22 +112,28 @@ extern "C" fn init(out: *mut *mut GitStream, host: *const c_char, port: *const c
         c_host: std::ptr::null_mut(),
         c_port: std::ptr::null_mut(),
         fd: -1,
-        host,
-        port,
+        host: String::new(),
+        port: String::new(),
         tcp: None,
     });
-    // SAFETY: `out` is valid; libgit2 frees the stream through `free`.
+    // SAFETY: libgit2 passes NUL-terminated strings and a valid `out`; the
+    // getters (as libgit2's own socket stream reads the global server
+    // timeouts) are documented to write one int each; libgit2 frees the
+    // stream through `free`.
     unsafe {
+        libgit2_sys::git_libgit2_opts(
+            libgit2_sys::GIT_OPT_GET_SERVER_TIMEOUT as c_int,
+            &mut stream.parent.timeout as *mut c_int,
+        );
+        libgit2_sys::git_libgit2_opts(
+            libgit2_sys::GIT_OPT_GET_SERVER_CONNECT_TIMEOUT as c_int,
+            &mut stream.parent.connect_timeout as *mut c_int,
+        );
+        stream.host = CStr::from_ptr(host).to_string_lossy().into_owned();
+        stream.port = CStr::from_ptr(port).to_string_lossy().into_owned();
         *out = Box::into_raw(stream).cast::<GitStream>();
     }
     0
-}
-
-/// # Safety
-/// `s` is a stream `init` made (its `GitStream` is the first field).
-unsafe fn this<'a>(s: *mut GitStream) -> &'a mut Nodelay {
-    // SAFETY: the caller's promise.
-    unsafe { &mut *s.cast::<Nodelay>() }
 }
 
 fn port_number(port: &str) -> Option<u16> {
@@ -164,8 +150,9 @@ fn ms(v: c_int) -> Option<Duration> {
 }
 
 extern "C" fn connect(s: *mut GitStream) -> c_int {
-    // SAFETY: libgit2 calls this with the stream `init` made.
-    let st = unsafe { this(s) };
+    // SAFETY: libgit2 calls this with the stream `init` made, whose
+    // `GitStream` is its first field.
+    let st = unsafe { &mut *s.cast::<Nodelay>() };
     let Some(port) = port_number(&st.port) else {
         set_error(&format!("invalid port {:?}", st.port));
         return -1;
@@ -223,23 +210,11 @@ extern "C" fn connect(s: *mut GitStream) -> c_int {
 /// TCP keepalive as libgit2 1.9 sets it: a peer that vanished is noticed
 /// after about 90 s of silence instead of never.
 fn keepalive(tcp: &TcpStream) {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(tcp);
-    let set = |level: c_int, name: c_int, v: c_int| {
-        // SAFETY: setsockopt on a connected socket with an int option.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                level,
-                name,
-                (&v as *const c_int).cast::<c_void>(),
-                std::mem::size_of::<c_int>() as libc::socklen_t,
-            )
-        }
-    };
-    if set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1) == 0 {
-        set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 60);
-        set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 10);
-        set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3);
+    use rustix::net::sockopt;
+    if sockopt::set_socket_keepalive(tcp, true).is_ok() {
+        let _ = sockopt::set_tcp_keepidle(tcp, Duration::from_secs(60));
+        let _ = sockopt::set_tcp_keepintvl(tcp, Duration::from_secs(10));
+        let _ = sockopt::set_tcp_keepcnt(tcp, 3);
     }
 }
 
@@ -257,10 +232,11 @@ extern "C" fn read(s: *mut GitStream, data: *mut c_void, len: usize) -> isize {
     if len == 0 || data.is_null() {
         return 0;
     }
-    // SAFETY: the stream `init` made; `data` holds `len` writable bytes.
+    // SAFETY: the stream `init` made (its `GitStream` first); `data` holds
+    // `len` writable bytes.
     let (st, buf) = unsafe {
         (
-            this(s),
+            &mut *s.cast::<Nodelay>(),
             std::slice::from_raw_parts_mut(data.cast::<u8>(), len),
         )
     };
@@ -281,8 +257,14 @@ extern "C" fn write(s: *mut GitStream, data: *const c_char, len: usize, _flags: 
     if len == 0 || data.is_null() {
         return 0;
     }
-    // SAFETY: the stream `init` made; `data` holds `len` readable bytes.
-    let (st, buf) = unsafe { (this(s), std::slice::from_raw_parts(data.cast::<u8>(), len)) };
+    // SAFETY: the stream `init` made (its `GitStream` first); `data` holds
+    // `len` readable bytes.
+    let (st, buf) = unsafe {
+        (
+            &mut *s.cast::<Nodelay>(),
+            std::slice::from_raw_parts(data.cast::<u8>(), len),
+        )
+    };
     let Some(tcp) = st.tcp.as_mut() else {
         set_error("write on a closed stream");
         return -1;
@@ -297,8 +279,8 @@ extern "C" fn write(s: *mut GitStream, data: *const c_char, len: usize, _flags: 
 }
 
 extern "C" fn close(s: *mut GitStream) -> c_int {
-    // SAFETY: the stream `init` made.
-    let st = unsafe { this(s) };
+    // SAFETY: the stream `init` made (its `GitStream` first).
+    let st = unsafe { &mut *s.cast::<Nodelay>() };
     if let Some(tcp) = st.tcp.take() {
         let _ = tcp.shutdown(Shutdown::Both);
     }

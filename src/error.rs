@@ -125,14 +125,86 @@ pub enum Error {
     /// inner error's.
     #[error("step {step}: {error}")]
     AtStep { step: String, error: Box<Error> },
-    /// A failure outside the plan: git, I/O, configuration.
+    /// A failure outside the plan: git, I/O, configuration. `cause` sorts
+    /// it for code that branches on it (a retry, a hint); exit code and
+    /// `--json` kind are the same for every cause.
     #[error("{context}")]
     Other {
+        cause: Cause,
         context: String,
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
         hint: Option<String>,
     },
+}
+
+/// What an [`Error::Other`] is, for code that decides by it: never the
+/// words of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// Not sorted further (git's own errors carry their class as source).
+    General,
+    /// A bug: the engine called its own parts out of order.
+    Internal,
+    /// The network or a remote. `spurious`: trying again may work (the
+    /// server said 502/503/504, the connection broke or timed out).
+    Remote { spurious: bool },
+    /// A file of this machine could not be read or written.
+    Local,
+    /// A program git-steps runs (a decider, a hook, a signer, git) could
+    /// not be run or failed.
+    Program,
+    /// Data git-steps wrote or git keeps does not read back (a commit, a
+    /// journal, a cache line).
+    Corrupt,
+    /// A setting or the environment is not usable.
+    Config,
+}
+
+/// Whether a message from outside — git's stderr, libgit2's own message —
+/// says a transport failure worth trying again: the server said it is
+/// unavailable (HTTP 502, 503, 504) or the connection broke (reset, timed
+/// out, closed early). Not: refusals, authentication, a missing repository.
+/// Read once, where such a message comes in; code then asks
+/// [`Error::is_spurious`].
+pub fn spurious_text(message: &str) -> bool {
+    let m = message.to_lowercase();
+    [
+        "status code: 502",
+        "status code: 503",
+        "status code: 504",
+        "http 502",
+        "http 503",
+        "http 504",
+        "returned error: 502",
+        "returned error: 503",
+        "returned error: 504",
+        "service unavailable",
+        "bad gateway",
+        "gateway timeout",
+        "connection reset",
+        "timed out",
+        "early eof",
+        "unexpected disconnect",
+        "the remote end hung up unexpectedly",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
+}
+
+/// Whether libgit2 failed in a way trying again may cure: a timeout, or a
+/// network, HTTP or ssh failure whose message says so. libgit2 reports an
+/// HTTP status only in its message.
+pub fn spurious_git2(e: &git2::Error) -> bool {
+    e.code() == git2::ErrorCode::Timeout
+        || (matches!(
+            e.class(),
+            git2::ErrorClass::Net
+                | git2::ErrorClass::Http
+                | git2::ErrorClass::Ssh
+                | git2::ErrorClass::Ssl
+                | git2::ErrorClass::Os
+        ) && spurious_text(e.message()))
 }
 
 fn located(step: Option<&str>, line: Option<usize>, message: &str) -> String {
@@ -211,10 +283,73 @@ impl Error {
     }
 
     pub fn other(context: impl Into<String>) -> Self {
+        Error::caused(Cause::General, context)
+    }
+
+    /// An [`Error::Other`] of this cause.
+    pub fn caused(cause: Cause, context: impl Into<String>) -> Self {
         Error::Other {
+            cause,
             context: context.into(),
             source: None,
             hint: None,
+        }
+    }
+
+    /// A bug: the engine's parts called out of order.
+    pub fn internal(context: impl Into<String>) -> Self {
+        Error::caused(Cause::Internal, format!("internal: {}", context.into()))
+    }
+
+    /// A failure of the network or of a remote; `spurious` if trying again
+    /// may work.
+    pub fn remote(context: impl Into<String>, spurious: bool) -> Self {
+        Error::caused(Cause::Remote { spurious }, context)
+    }
+
+    /// A file of this machine could not be read or written.
+    pub fn local(context: impl Into<String>) -> Self {
+        Error::caused(Cause::Local, context)
+    }
+
+    /// A program git-steps runs could not be run or failed.
+    pub fn program(context: impl Into<String>) -> Self {
+        Error::caused(Cause::Program, context)
+    }
+
+    /// Data that does not read back.
+    pub fn corrupt(context: impl Into<String>) -> Self {
+        Error::caused(Cause::Corrupt, context)
+    }
+
+    /// A setting or the environment is not usable.
+    pub fn config(context: impl Into<String>) -> Self {
+        Error::caused(Cause::Config, context)
+    }
+
+    /// What an [`Error::Other`] is (None for the other variants).
+    pub fn cause(&self) -> Option<Cause> {
+        match self {
+            Error::Other { cause, .. } => Some(*cause),
+            Error::AtStep { error, .. } => error.cause(),
+            _ => None,
+        }
+    }
+
+    /// Whether trying the same remote operation again may work: a remote
+    /// failure said to be spurious where it came in, or libgit2's own
+    /// error of that kind.
+    pub fn is_spurious(&self) -> bool {
+        match self {
+            Error::Other {
+                cause: Cause::Remote { spurious },
+                ..
+            } => *spurious,
+            Error::Other {
+                source: Some(s), ..
+            } => s.downcast_ref::<git2::Error>().is_some_and(spurious_git2),
+            Error::AtStep { error, .. } => error.is_spurious(),
+            _ => false,
         }
     }
 
@@ -268,6 +403,11 @@ impl From<git2::Error> for Error {
             "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost".to_string()
         });
         Error::Other {
+            cause: if local_failure(&e) {
+                Cause::Local
+            } else {
+                Cause::General
+            },
             context: format!("git: {}", e.message()),
             source: Some(Box::new(e)),
             hint,
@@ -278,6 +418,7 @@ impl From<git2::Error> for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Other {
+            cause: Cause::Local,
             context: format!("I/O: {e}"),
             source: Some(Box::new(e)),
             hint: None,
@@ -293,6 +434,7 @@ pub trait Context<T> {
 impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
     fn context(self, what: impl FnOnce() -> String) -> Result<T> {
         self.map_err(|e| Error::Other {
+            cause: Cause::General,
             context: what(),
             source: Some(Box::new(e)),
             hint: None,

@@ -32,7 +32,46 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     pub commit: Oid,
+    pub kind: ProblemKind,
     pub what: String,
+}
+
+/// What is wrong with a commit of the run: code branches on this, never on
+/// the words of [`Problem::what`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// A commit with no receipt inside the run (`adopt` can take it in).
+    NoReceipt,
+    /// A receipt of another run inside this run.
+    OtherRun,
+    /// A receipt that does not parse.
+    Malformed,
+    /// A step whose commit has more than one parent.
+    StepIsMerge,
+    /// A step id a second time.
+    RepeatedId,
+    /// A `Step-Index` that is not the step's position.
+    WrongIndex,
+    /// A merge whose other parent holds a receipt the first-parent line
+    /// does not: its step would be applied again.
+    MergeHidesReceipt,
+    /// A merge whose other side a shallow boundary cuts.
+    MergeCut,
+}
+
+impl ProblemKind {
+    /// The refusal a ledger with this problem first gets.
+    pub fn refusal(self) -> RefusalKind {
+        match self {
+            ProblemKind::NoReceipt | ProblemKind::OtherRun => RefusalKind::ForeignCommit,
+            ProblemKind::MergeHidesReceipt => RefusalKind::Diverged,
+            ProblemKind::Malformed
+            | ProblemKind::StepIsMerge
+            | ProblemKind::RepeatedId
+            | ProblemKind::WrongIndex
+            | ProblemKind::MergeCut => RefusalKind::BrokenHistory,
+        }
+    }
 }
 
 /// The run as the history records it.
@@ -123,7 +162,7 @@ impl Ledger {
         if let Some(m) = self
             .problems
             .iter()
-            .find(|p| p.what.starts_with(MERGE_HIDES))
+            .find(|p| p.kind == ProblemKind::MergeHidesReceipt)
         {
             let parent = short(m.commit);
             return Err(Error::from(Refusal {
@@ -137,11 +176,7 @@ impl Ledger {
             }));
         }
         let p = first;
-        let kind = if p.what.contains("no receipt") || p.what.contains("another run") {
-            RefusalKind::ForeignCommit
-        } else {
-            RefusalKind::BrokenHistory
-        };
+        let kind = p.kind.refusal();
         Err(Error::from(Refusal {
             kind,
             step: None,
@@ -159,7 +194,7 @@ impl Ledger {
             hint: match kind {
                 // Only hints that work: a step cannot revert a commit the
                 // run refuses to build on, and git-steps never force-pushes.
-                RefusalKind::ForeignCommit if p.what.contains("no receipt") => format!(
+                RefusalKind::ForeignCommit if p.kind == ProblemKind::NoReceipt => format!(
                     "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} belongs in the run (a fix made with plain git), `git steps adopt --yes` takes it into the run with a receipted commit on top of it, rewriting nothing; then rerun. If it does not and is only on this box, keep it on a side branch and take it off the run's branch: `git branch keep-{c} {c} && git reset --keep {c}^` (steps after it, if any, are applied again by the rerun). If it does not and the durable branch has it, start a new run from here, `git steps init --branch <new branch> --run <new id>`, and apply the remaining steps there. `git steps verify` lists every problem",
                     c = short(p.commit)
                 ),
@@ -563,6 +598,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                 if s.parents > 1 {
                     ledger.problems.push(Problem {
                         commit: s.oid,
+                        kind: ProblemKind::StepIsMerge,
                         what: format!("step {} is a merge commit; a step has one parent", r.id),
                     });
                 }
@@ -576,6 +612,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                 if let Some(prev) = prev {
                     ledger.problems.push(Problem {
                         commit: s.oid,
+                        kind: ProblemKind::RepeatedId,
                         what: format!(
                             "step {} appears twice (first in {})",
                             r.id,
@@ -590,6 +627,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                     Some(n) if n != position as u64 && ledger.shallow.is_none() => {
                         ledger.problems.push(Problem {
                             commit: s.oid,
+                            kind: ProblemKind::WrongIndex,
                             what: format!(
                                 "step {} says Step-Index {n} but is step {position} of the run (a step is missing or out of order)",
                                 r.id
@@ -615,14 +653,17 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             }
             Kind::Other(other) => ledger.problems.push(Problem {
                 commit: s.oid,
+                kind: ProblemKind::OtherRun,
                 what: format!("a receipt of another run ({other}) inside this run"),
             }),
             Kind::NotAReceipt => ledger.problems.push(Problem {
                 commit: s.oid,
+                kind: ProblemKind::NoReceipt,
                 what: "a commit with no receipt inside the run".into(),
             }),
             Kind::Malformed(m) => ledger.problems.push(Problem {
                 commit: s.oid,
+                kind: ProblemKind::Malformed,
                 what: format!("a malformed receipt: {m}"),
             }),
         }
@@ -633,12 +674,14 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             ledger.merges_cut = true;
             ledger.problems.push(Problem {
                 commit: m,
+                kind: ProblemKind::MergeCut,
                 what: "a merge whose other side this shallow clone's boundary cuts: receipts behind it cannot be checked here (`git fetch --unshallow`)".into(),
             });
         }
         for h in hidden {
             ledger.problems.push(Problem {
                 commit: h.merge,
+                kind: ProblemKind::MergeHidesReceipt,
                 what: format!(
                     "{MERGE_HIDES} step {}'s receipt (commit {}), which the run's first-parent history does not: its step would be applied again",
                     h.id,
@@ -688,6 +731,7 @@ fn shallow_boundary(repo: &Repository) -> Result<std::collections::HashSet<Oid>>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
         Err(e) => {
             return Err(Error::Other {
+                cause: crate::error::Cause::Local,
                 context: format!("reading {}", path.display()),
                 source: Some(Box::new(e)),
                 hint: None,

@@ -148,11 +148,7 @@ pub fn adopt(
             continue;
         }
         let c = repo.find_commit(p.commit)?;
-        let is_plain = c
-            .message()
-            .ok()
-            .is_some_and(|m| matches!(receipt::parse(m), Err(receipt::ParseError::NotAReceipt)));
-        if !is_plain {
+        if p.kind != ledger::ProblemKind::NoReceipt {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::ForeignCommit,
                 step: None,

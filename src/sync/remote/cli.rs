@@ -126,11 +126,10 @@ impl Remote {
             let status = line.rsplit('\t').next().unwrap_or(line).trim();
             return Err(classify_rejection(status, &err));
         }
-        Err(PushError::Failed(Error::other(format!(
-            "git push {} failed: {}",
-            self.spec,
-            err.trim()
-        ))))
+        Err(PushError::Failed(Error::remote(
+            format!("git push {} failed: {}", self.spec, err.trim()),
+            crate::error::spurious_text(&err),
+        )))
     }
 }
 
@@ -143,7 +142,7 @@ fn git_cli(repo: &Repository) -> Result<Command> {
 
 fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
     let out = cmd.output().map_err(|e| {
-        Error::other(format!("cannot run git for {what}: {e}"))
+        Error::program(format!("cannot run git for {what}: {e}"))
             .with_hint("--transport git needs `git` on PATH")
     })?;
     Ok((
@@ -157,10 +156,10 @@ fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
 fn run_git_ok(cmd: Command, what: &str, spec: &str) -> Result<String> {
     let (ok, out, err) = run_git(cmd, what)?;
     if !ok {
-        return Err(Error::other(format!(
-            "git {what} {spec} failed: {}",
-            err.trim()
-        )));
+        return Err(Error::remote(
+            format!("git {what} {spec} failed: {}", err.trim()),
+            crate::error::spurious_text(&err),
+        ));
     }
     Ok(out)
 }

@@ -275,15 +275,15 @@ impl Remote {
     }
 
     fn net_error(&self, verb: &str, e: git2::Error) -> Error {
-        let err = Error::other(format!("cannot {verb} {}: {}", self.spec, e.message()));
+        let message = format!("cannot {verb} {}: {}", self.spec, e.message());
         if crate::error::local_failure(&e) {
             // A file that could not be written or read here (or, for a
             // remote that is a path, on its disk): not the URL's fault.
-            return err.with_hint(
+            return Error::local(message).with_hint(
                 "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost",
             );
         }
-        err.with_hint(
+        Error::remote(message, crate::error::spurious_git2(&e)).with_hint(
             "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",
         )
     }
@@ -315,7 +315,7 @@ impl Remote {
                     wait = (wait * 2).min(std::time::Duration::from_millis(500));
                 }
                 Err(PushError::Failed(e))
-                    if settle::transient(&e.to_string())
+                    if e.is_spurious()
                         && attempts < retry.attempts
                         && started.elapsed() + backoff <= retry.total =>
                 {
@@ -354,7 +354,7 @@ impl Remote {
 }
 
 /// Run a read of the remote (a ref, a fetch), retrying a transient failure
-/// (see [`settle::transient`]) with backoff within [`settle::RetryPolicy`],
+/// (see [`Error::is_spurious`]) with backoff within [`settle::RetryPolicy`],
 /// as a push is: a read changes nothing, so trying again is always safe.
 fn retrying<T>(mut read: impl FnMut() -> Result<T>) -> Result<T> {
     let retry = settle::RetryPolicy::from_env();
@@ -364,7 +364,7 @@ fn retrying<T>(mut read: impl FnMut() -> Result<T>) -> Result<T> {
     loop {
         match read() {
             Err(e)
-                if settle::transient(&e.to_string())
+                if e.is_spurious()
                     && attempts < retry.attempts
                     && started.elapsed() + backoff <= retry.total =>
             {

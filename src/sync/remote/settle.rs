@@ -42,11 +42,11 @@ impl Remote {
                 // The connection broke and the remote cannot be asked: the
                 // update may or may not have landed. Say exactly that.
                 PushError::Failed(first) => Err(PushError::Failed(
-                    Error::other(format!(
+                    Error::remote(format!(
                         "the push to {} broke off ({first}) and the remote cannot be asked now ({unreachable}): whether it accepted {} is unknown",
                         self.spec,
                         short(new)
-                    ))
+                    ), first.is_spurious() || unreachable.is_spurious())
                     .with_hint("rerun the same command when the remote answers: it asks the remote first, so a step it accepted is finished, not applied again"),
                 )),
                 other => Err(other),
@@ -141,34 +141,6 @@ impl RetryPolicy {
     }
 }
 
-/// Whether a transport failure is worth trying again: the server said it is
-/// unavailable (HTTP 502, 503, 504) or the connection broke (reset, timed
-/// out, closed early). Not: refusals, authentication, a missing repository.
-pub fn transient(message: &str) -> bool {
-    let m = message.to_lowercase();
-    [
-        "status code: 502",
-        "status code: 503",
-        "status code: 504",
-        "http 502",
-        "http 503",
-        "http 504",
-        "returned error: 502",
-        "returned error: 503",
-        "returned error: 504",
-        "service unavailable",
-        "bad gateway",
-        "gateway timeout",
-        "connection reset",
-        "timed out",
-        "early eof",
-        "unexpected disconnect",
-        "the remote end hung up unexpectedly",
-    ]
-    .iter()
-    .any(|p| m.contains(p))
-}
-
 /// The first line of a message.
 pub fn first_line(message: &str) -> &str {
     message.lines().next().unwrap_or("")
@@ -176,7 +148,7 @@ pub fn first_line(message: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::error::spurious_text;
 
     #[test]
     fn transient_failures_are_told_from_the_others() {
@@ -188,7 +160,7 @@ mod tests {
             "fatal: the remote end hung up unexpectedly",
             "operation timed out",
         ] {
-            assert!(transient(yes), "{yes}");
+            assert!(spurious_text(yes), "{yes}");
         }
         for no in [
             "unexpected http status code: 401",
@@ -196,7 +168,7 @@ mod tests {
             "the remote refused the update: hook declined",
             "commit a503f1e is not at the expected",
         ] {
-            assert!(!transient(no), "{no}");
+            assert!(!spurious_text(no), "{no}");
         }
     }
 }

@@ -318,7 +318,7 @@ pub fn identity(repo: &Repository) -> Result<Identity> {
             } else {
                 "a GIT_AUTHOR_DATE or GIT_COMMITTER_DATE git cannot read".to_string()
             };
-            Err(Error::other(format!("git's identity for a commit here is not usable: {why}"))
+            Err(Error::config(format!("git's identity for a commit here is not usable: {why}"))
                 .with_hint("fix GIT_AUTHOR_*/GIT_COMMITTER_* (names, emails, dates) or user.name/user.email, as git commit would ask"))
         }
         _ => {
@@ -520,7 +520,7 @@ pub fn blob_chunks(repo: &Repository, oid: Oid, f: &mut dyn FnMut(&[u8])) -> Res
                 f(&buf[..n]);
             }
             if seen != size || id.finalize()[..] != *oid.as_bytes() {
-                return Err(Error::other(format!(
+                return Err(Error::corrupt(format!(
                     "the object {oid} is damaged: its content does not hash to its id"
                 ))
                 .with_hint(

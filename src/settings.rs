@@ -126,7 +126,7 @@ pub fn refuse_shared_settings_in_linked_worktree(repo: &Repository, o: &Override
     if found.is_empty() {
         return Ok(());
     }
-    Err(Error::other(format!(
+    Err(Error::config(format!(
         "this is a linked worktree, and the repository's shared config sets {} for every worktree: a run's settings belong to its worktree",
         found.join(", ")
     ))
@@ -459,7 +459,7 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
             };
             let _ = lock.replace(&before, restored);
         }
-        return Err(Error::other(format!(
+        return Err(Error::config(format!(
             "git config reads back run {} on branch {}{}, not what init was asked for: another config file sets these keys and takes precedence; nothing was changed",
             now.run,
             now.branch,
@@ -474,7 +474,7 @@ use crate::workdir::lock::{OwnLock, ReplaceError};
 
 fn set(cfg: &mut git2::Config, key: &str, value: &str) -> Result<()> {
     cfg.set_str(key, value).map_err(|e| {
-        Error::other(format!("cannot set {key}: {}", e.message())).with_hint(format!(
+        Error::config(format!("cannot set {key}: {}", e.message())).with_hint(format!(
             "git config holds {key} more than once, or through an include; see `git config --show-origin --get-all {key}`, keep one in .git/config, then rerun init; nothing was changed"
         ))
     })
@@ -555,11 +555,11 @@ fn replace_config(
                 p.display()
             ),
         },
-        ReplaceError::Io(what, path, e) => Error::other(format!(
+        ReplaceError::Io(what, path, e) => Error::local(format!(
             "cannot write the run's settings: cannot {what} {}: {e}",
             path.display()
         )),
-        ReplaceError::Check(()) => Error::other(
+        ReplaceError::Check(()) => Error::config(
             "cannot write the run's settings: the config changed while they were being written",
         )
         .with_hint("rerun the same `git steps init`"),

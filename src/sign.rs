@@ -46,7 +46,7 @@ fn get_string(cfg: &git2::Config, key: &str) -> Result<Option<String>> {
 }
 
 fn no_key(what: &str) -> Error {
-    Error::other(format!(
+    Error::config(format!(
         "commit.gpgSign is on but {what}: git-steps would not make a commit git could not sign"
     ))
     .with_hint("set the key (`git config user.signingKey <key>`), or turn signing off for this repository (`git config commit.gpgSign false`); nothing was written")
@@ -107,7 +107,7 @@ pub fn signer(repo: &Repository, committer: &Signature<'_>) -> Result<Option<Sig
             };
             Ok(Some(Signer::Ssh { program, key }))
         }
-        other => Err(Error::other(format!(
+        other => Err(Error::config(format!(
             "gpg.format is {other:?}, which git does not know (openpgp, x509 or ssh)"
         ))
         .with_hint("fix gpg.format (`git config gpg.format ssh`); nothing was written")),
@@ -120,7 +120,9 @@ fn default_key(cmd: &str) -> Result<String> {
         .args(["-c", cmd])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| Error::other(format!("cannot run gpg.ssh.defaultKeyCommand {cmd:?}: {e}")))?;
+        .map_err(|e| {
+            Error::program(format!("cannot run gpg.ssh.defaultKeyCommand {cmd:?}: {e}"))
+        })?;
     let first = String::from_utf8_lossy(&out.stdout)
         .lines()
         .next()
@@ -144,7 +146,7 @@ fn expand_home(path: &str) -> PathBuf {
 }
 
 fn failed(program: &str, why: impl std::fmt::Display) -> Error {
-    Error::other(format!("signing the commit failed: {program}: {why}")).with_hint(
+    Error::program(format!("signing the commit failed: {program}: {why}")).with_hint(
         "check the signing setup with `git commit --allow-empty -S -m test` in this repository; nothing of this step was written",
     )
 }
@@ -228,7 +230,7 @@ pub fn commit(
     let buf = repo.commit_create_buffer(author, committer, message, tree, parents)?;
     let content = buf
         .as_str()
-        .map_err(|_| Error::other("the commit to sign is not UTF-8"))?;
+        .map_err(|_| Error::corrupt("the commit to sign is not UTF-8"))?;
     let signature = signer.sign(content.as_bytes())?;
     Ok(repo.commit_signed(content, &signature, None)?)
 }

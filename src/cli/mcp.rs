@@ -88,11 +88,11 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<(), Failure> {
         let service = server
             .serve(transport)
             .await
-            .map_err(|e| Error::other(format!("the MCP client did not initialise: {e}")))?;
+            .map_err(|e| Error::program(format!("the MCP client did not initialise: {e}")))?;
         let stopped = service
             .waiting()
             .await
-            .map_err(|e| Error::other(format!("the MCP server stopped: {e}")));
+            .map_err(|e| Error::program(format!("the MCP server stopped: {e}")));
         // The SDK's last answers may still be on their way to stdout (a
         // client that sent its requests and closed stdin): let them out.
         let _ = writer.await;
@@ -309,7 +309,7 @@ impl Server {
             Some(StepOutcome::Skip { commit, .. }) => ("already_recorded", commit.clone()),
             _ => {
                 return Err(fail(
-                    Error::other("apply_step: the step has no outcome").into(),
+                    Error::internal("apply_step: the step has no outcome").into(),
                 ))
             }
         };

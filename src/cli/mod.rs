@@ -312,7 +312,7 @@ pub fn emit_json<T: Serialize>(out: &mut dyn Write, kind: &str, data: &T) -> Res
         data: &'a T,
     }
     let text = serde_json::to_string(&Envelope { kind, data })
-        .map_err(|e| Error::other(format!("cannot write JSON: {e}")))?;
+        .map_err(|e| Error::local(format!("cannot write JSON: {e}")))?;
     // A password in a URL never reaches the output (JSON strings cannot
     // hold a raw quote or space, so the redaction stays inside one).
     writeln!(out, "{}", crate::git::redact(&text))?;

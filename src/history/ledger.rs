@@ -491,7 +491,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
             progress.set(seen.len() as u64);
         }
         if !seen.is_empty() && oid == mark {
-            return Err(Error::other(format!(
+            return Err(Error::corrupt(format!(
                 "commit {} is its own ancestor: the first-parent history of {} loops, which no git history can (the object store is corrupt or was tampered with)",
                 short(oid),
                 short(head)
@@ -742,7 +742,7 @@ fn shallow_boundary(repo: &Repository) -> Result<std::collections::HashSet<Oid>>
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             Oid::from_str(l.trim()).map_err(|_| {
-                Error::other(format!("{} has a malformed line: {l:?}", path.display()))
+                Error::corrupt(format!("{} has a malformed line: {l:?}", path.display()))
             })
         })
         .collect()
@@ -773,7 +773,9 @@ impl Drop for FastReads {
 fn read_scanned(odb: &git2::Odb<'_>, oid: Oid) -> Result<Scanned> {
     let obj = odb.read(oid)?;
     if obj.kind() != git2::ObjectType::Commit {
-        return Err(crate::error::Error::other(format!("{oid} is not a commit")));
+        return Err(crate::error::Error::corrupt(format!(
+            "{oid} is not a commit"
+        )));
     }
     Ok(Scanned::from_raw(RawCommit::parse(oid, obj.data())?))
 }

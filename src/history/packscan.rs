@@ -485,7 +485,7 @@ impl<'a> RawCommit<'a> {
         // anywhere else (after `author`, in an extra header) is no parent.
         let mut lines = header.split(|&b| b == b'\n');
         if !lines.next().is_some_and(|l| l.starts_with(b"tree ")) {
-            return Err(crate::error::Error::other(format!(
+            return Err(crate::error::Error::corrupt(format!(
                 "commit {oid} does not start with its tree"
             )));
         }
@@ -498,7 +498,9 @@ impl<'a> RawCommit<'a> {
                 .filter(|h| h.len() == 40)
                 .and_then(|h| Oid::from_str(h).ok())
                 .ok_or_else(|| {
-                    crate::error::Error::other(format!("commit {oid} has a malformed parent line"))
+                    crate::error::Error::corrupt(format!(
+                        "commit {oid} has a malformed parent line"
+                    ))
                 })?;
             first_parent.get_or_insert(id);
             parents += 1;

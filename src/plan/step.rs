@@ -560,7 +560,7 @@ impl Step {
     /// would let a step pass the duplicated-hunk check).
     pub fn undoing(value: Value, undone: Vec<String>) -> Result<Step> {
         if undone.is_empty() {
-            return Err(Error::other("internal: an undo step that undoes nothing"));
+            return Err(Error::internal("an undo step that undoes nothing"));
         }
         // The digest of the object with `undo`, then the step from the
         // object without it (moved, not copied: an undo of a large file

@@ -42,7 +42,7 @@ impl Session<'_> {
         }
         self.flush()?
             .pop()
-            .ok_or_else(|| Error::other("internal: a staged step was not flushed"))
+            .ok_or_else(|| Error::internal("a staged step was not flushed"))
     }
 
     /// How many steps are staged and not durable yet.
@@ -223,7 +223,7 @@ impl Session<'_> {
         let odb = repo.odb()?;
         for (what, id) in [("commit", commit), ("tree", applied.tree)] {
             if !odb.exists(id) {
-                return Err(Error::other(format!(
+                return Err(Error::corrupt(format!(
                     "step {}: the {what} {id} was written but is not in the object database",
                     step.id
                 ))
@@ -350,7 +350,7 @@ impl Session<'_> {
                 );
                 Error::Refused(r)
             }
-            (Some(remote), e) => Error::other(format!(
+            (Some(remote), e) => Error::local(format!(
                 "{which} durable on {} (commit {}); updating this box failed: {e}",
                 remote.spec,
                 short(commit)
@@ -495,20 +495,20 @@ pub(super) fn move_ref(
         let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
         if now == expected && e.code() != git2::ErrorCode::Locked {
             // Nobody moved it: the write itself failed. Say how.
-            Error::other(format!(
+            Error::local(format!(
                 "{step}: cannot update {refname} (still at {}): {}",
                 shown(now),
                 e.message()
             ))
             .with_hint("check the disk this repository is on (space, permissions), then rerun the same command")
         } else if now == expected {
-            Error::other(format!(
+            Error::local(format!(
                 "{step}: {refname} is locked by another process: {}",
                 e.message()
             ))
             .with_hint("another git command is writing this branch; let it finish, then rerun the same command")
         } else {
-            Error::other(format!(
+            Error::local(format!(
                 "{step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
                 shown(expected),
                 shown(now),

@@ -90,7 +90,7 @@ impl Decider {
             // Its own process group, so a timeout kills what it started too.
             .process_group(0)
             .spawn()
-            .map_err(|e| Error::other(format!("{who} cannot be started: {e}")))?;
+            .map_err(|e| Error::program(format!("{who} cannot be started: {e}")))?;
         let mut stdin = child.stdin.take().expect("piped");
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
@@ -125,14 +125,14 @@ impl Decider {
                     break None;
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => return Err(Error::other(format!("{who}: cannot wait for it: {e}"))),
+                Err(e) => return Err(Error::program(format!("{who}: cannot wait for it: {e}"))),
             }
         };
         let _ = feeder.join();
         let out = out_reader.join().unwrap_or_default();
         let err = err_reader.join().unwrap_or_default();
         let Some(status) = status else {
-            return Err(Error::other(format!(
+            return Err(Error::program(format!(
                 "{who} did not answer within {} s and was killed; nothing was recorded; {}",
                 self.timeout.as_secs_f64(),
                 tail(&err)
@@ -144,10 +144,11 @@ impl Decider {
                 Some(c) => format!("exited with status {c}"),
                 None => "was killed by a signal".into(),
             };
-            return Err(
-                Error::other(format!("{who} {how}; nothing was recorded; {}", tail(&err)))
-                    .with_hint("fix the decider; rerunning asks it again for this step"),
-            );
+            return Err(Error::program(format!(
+                "{who} {how}; nothing was recorded; {}",
+                tail(&err)
+            ))
+            .with_hint("fix the decider; rerunning asks it again for this step"));
         }
         let answer = parse_answer(&out).map_err(|m| {
             Error::input(format!(

@@ -142,7 +142,7 @@ fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std:
     // daemon) holds a pipe open until that process ends, and `git commit`
     // does not wait for it either.
     let fail =
-        |e: std::io::Error| Error::other(format!("cannot run the hook {}: {e}", hook.display()));
+        |e: std::io::Error| Error::program(format!("cannot run the hook {}: {e}", hook.display()));
     let (mut out, mut err) = (
         tempfile::tempfile().map_err(fail)?,
         tempfile::tempfile().map_err(fail)?,
@@ -175,12 +175,12 @@ impl Hooks {
         let parent = repo.path().join("steps").join("hook");
         let _ = std::fs::remove_dir_all(&parent);
         std::fs::create_dir_all(&parent)
-            .map_err(|e| Error::other(format!("cannot create {}: {e}", parent.display())))?;
+            .map_err(|e| Error::local(format!("cannot create {}: {e}", parent.display())))?;
         let dir = tempfile::Builder::new()
             .prefix("check-")
             .tempdir_in(&parent)
             .map_err(|e| {
-                Error::other(format!("cannot create a dir in {}: {e}", parent.display()))
+                Error::local(format!("cannot create a dir in {}: {e}", parent.display()))
             })?;
         let index_path = dir.path().join("index");
         let msg_path = dir.path().join("COMMIT_EDITMSG");
@@ -195,7 +195,7 @@ impl Hooks {
             }
             if let Some(hook) = &self.commit_msg {
                 std::fs::write(&msg_path, message).map_err(|e| {
-                    Error::other(format!("cannot write {}: {e}", msg_path.display()))
+                    Error::local(format!("cannot write {}: {e}", msg_path.display()))
                 })?;
                 passed(
                     step,

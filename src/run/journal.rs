@@ -69,7 +69,7 @@ impl Entry {
     /// tree: only the entry about to be applied needs it.
     pub fn text(&self, repo: &Repository) -> Result<String> {
         let bad = |what: &str| {
-            Error::other(format!(
+            Error::corrupt(format!(
                 "journal entry {} (step index {}): {what}",
                 short(self.commit),
                 self.index
@@ -90,14 +90,14 @@ impl Entry {
     pub fn step(&self, repo: &Repository) -> Result<(Step, String)> {
         let text = self.text(repo)?;
         let step = Step::parse(&text).map_err(|e| {
-            Error::other(format!(
+            Error::corrupt(format!(
                 "journal entry {} (step index {}): the recorded decision does not parse: {e}",
                 short(self.commit),
                 self.index
             ))
         })?;
         if step.digest != self.decision || step.id != self.step_id {
-            return Err(Error::other(format!(
+            return Err(Error::corrupt(format!(
                 "journal entry {} (step index {}): the recorded decision does not match its trailers ({} {} vs {} {})",
                 short(self.commit),
                 self.index,
@@ -224,7 +224,7 @@ fn parse(c: &git2::Commit<'_>) -> Result<Entry> {
 }
 
 fn not_an_entry(commit: Oid, what: &str) -> Error {
-    Error::other(format!(
+    Error::corrupt(format!(
         "journal commit {} is not a journal entry: {what}",
         short(commit)
     ))

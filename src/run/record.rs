@@ -108,11 +108,11 @@ pub fn record(
     // decision are kept (a large file is not held through the push).
     let Step { id, digest, .. } = { step };
     let Some(outcome) = session.flush()?.pop() else {
-        return Err(Error::other("internal: a recorded step has no outcome"));
+        return Err(Error::internal("a recorded step has no outcome"));
     };
     ui.step(&outcome, None);
     let StepOutcome::Applied { commit, files, .. } = outcome else {
-        return Err(Error::other("internal: a recorded step was not applied"));
+        return Err(Error::internal("a recorded step was not applied"));
     };
     let done = session.finish()?;
     Ok(RecordReport {
@@ -474,7 +474,7 @@ fn binary(workdir: &Path, path: &str, bytes: Vec<u8>, mode: &str, id: &str) -> R
         })
     };
     let mut file = std::fs::File::open(workdir.join(path))
-        .map_err(|e| Error::other(format!("cannot read {path}: {e}")))?;
+        .map_err(|e| Error::local(format!("cannot read {path}: {e}")))?;
     let engine = &base64::engine::general_purpose::STANDARD;
     let mut encoder = base64::write::EncoderStringWriter::from_consumer(
         String::with_capacity(len.div_ceil(3) * 4),
@@ -486,7 +486,7 @@ fn binary(workdir: &Path, path: &str, bytes: Vec<u8>, mode: &str, id: &str) -> R
     loop {
         let n = file
             .read(&mut buf)
-            .map_err(|e| Error::other(format!("cannot read {path}: {e}")))?;
+            .map_err(|e| Error::local(format!("cannot read {path}: {e}")))?;
         if n == 0 {
             break;
         }

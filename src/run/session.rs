@@ -298,8 +298,8 @@ impl<'r> Session<'r> {
     /// session, before any step is applied.
     pub fn load(&mut self, counts: bool) -> Result<&Ledger> {
         if self.loaded {
-            return Err(Error::other(
-                "internal: a session's receipts are read once, before its first step",
+            return Err(Error::internal(
+                "a session's receipts are read once, before its first step",
             ));
         }
         self.loaded = true;
@@ -397,8 +397,8 @@ impl<'r> Session<'r> {
     /// and compute the fingerprints the run reports.
     pub fn finish(self) -> Result<Finished> {
         if !self.staged.is_empty() {
-            return Err(Error::other(
-                "internal: a session finished with staged steps that were never made durable",
+            return Err(Error::internal(
+                "a session finished with staged steps that were never made durable",
             ));
         }
         let history = fingerprint::history(

@@ -153,11 +153,11 @@ pub fn undo(
     }
     session.stage(&step, Some(Source::Undo))?;
     let Some(outcome) = session.flush()?.pop() else {
-        return Err(Error::other("internal: an undo step has no outcome"));
+        return Err(Error::internal("an undo step has no outcome"));
     };
     ui.step(&outcome, None);
     let StepOutcome::Applied { commit, files, .. } = outcome else {
-        return Err(Error::other("internal: an undo step was not applied"));
+        return Err(Error::internal("an undo step was not applied"));
     };
     let fin = session.finish()?;
     Ok(UndoReport {
@@ -266,7 +266,7 @@ fn build(
                     // The `files` format takes the worktree's form.
                     let bytes = convert
                         .to_worktree(path, blob.content())
-                        .map_err(Error::other)?;
+                        .map_err(Error::program)?;
                     let mode = if e.mode == MODE_EXEC {
                         "100755"
                     } else {

@@ -38,7 +38,7 @@ fn open_lock_file(path: &Path) -> Result<File> {
         .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|e| Error::other(format!("cannot open the lock {}: {e}", path.display())))
+        .map_err(|e| Error::local(format!("cannot open the lock {}: {e}", path.display())))
 }
 
 /// Take the lock in `git_dir`, or fail at once naming the holder.
@@ -51,7 +51,7 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     // listed in /proc/locks as FLOCK (`holder` reads it there).
     if let Err(e) = file.try_lock() {
         if let std::fs::TryLockError::Error(e) = e {
-            return Err(Error::other(format!("cannot lock {}: {e}", path.display())));
+            return Err(Error::local(format!("cannot lock {}: {e}", path.display())));
         }
         let holder = previous.trim();
         return Err(Error::Busy {
@@ -117,7 +117,7 @@ pub fn wait(dir: &Path, name: &str) -> Result<File> {
     let path = dir.join(name);
     let file = open_lock_file(&path)?;
     if let Err(e) = file.lock() {
-        return Err(Error::other(format!("cannot lock {}: {e}", path.display())));
+        return Err(Error::local(format!("cannot lock {}: {e}", path.display())));
     }
     Ok(file)
 }

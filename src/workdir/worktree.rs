@@ -425,7 +425,7 @@ fn untracked_inside(
 
 pub fn workdir(repo: &Repository) -> Result<PathBuf> {
     repo.workdir().map(Path::to_path_buf).ok_or_else(|| {
-        Error::other("this repository is bare; git-steps needs a worktree")
+        Error::config("this repository is bare; git-steps needs a worktree")
             .with_hint("clone it (`git clone <bare> work`) and run git-steps in the clone")
     })
 }
@@ -762,7 +762,7 @@ pub fn update_keeping(
         let content = if new.mode != MODE_LINK
             && !convert
                 .converts_to_worktree(&c.path)
-                .map_err(Error::other)?
+                .map_err(Error::program)?
         {
             Content::Blob(repo, new.oid)
         } else {
@@ -772,7 +772,7 @@ pub fn update_keeping(
             } else {
                 convert
                     .to_worktree(&c.path, blob.content())
-                    .map_err(Error::other)?
+                    .map_err(Error::program)?
             })
         };
         let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
@@ -834,7 +834,7 @@ pub fn write_in_place(repo: &Repository, changes: &[Change]) -> Result<()> {
         } else {
             convert
                 .to_worktree(&c.path, blob.content())
-                .map_err(Error::other)?
+                .map_err(Error::program)?
         });
         write(&workdir, &staging, &c.path, &content, new.mode, &|_| true)?;
     }
@@ -868,7 +868,7 @@ fn parent_dir(workdir: &Path, path: &str) -> Result<PathBuf> {
         match fs::symlink_metadata(&dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
-                return Err(Error::other(format!(
+                return Err(Error::local(format!(
                     "{} is not a directory in the worktree; refusing to write {path} through it",
                     dir.display()
                 )))
@@ -926,7 +926,7 @@ fn write(
         // and `ensure_clean` saw no untracked file in it) may still hold
         // empty directories; git removes them too.
         if m.is_dir() && remove_empty_dirs(&target).is_err() {
-            return Err(Error::other(format!(
+            return Err(Error::local(format!(
                 "{} is a directory in the worktree; cannot write the file {path}",
                 target.display()
             )));
@@ -975,11 +975,11 @@ fn write(
             }
             Err(e) => {
                 let _ = fs::remove_file(&staged);
-                return Err(Error::other(format!("cannot write {path}: {e}")));
+                return Err(Error::local(format!("cannot write {path}: {e}")));
             }
         }
     }
-    Err(Error::other(format!("cannot write {path}")))
+    Err(Error::local(format!("cannot write {path}")))
 }
 
 /// renameat2(2), relative to the working directory as rename(2) is.
@@ -1144,7 +1144,7 @@ fn remove_if(workdir: &Path, staging: &Path, path: &str, replaces: Replaces<'_>)
                         fs::rename(&aside, &target).context(|| format!("cannot put {path} back"))?;
                         Ok(false)
                     }
-                    Err(e) => Err(Error::other(format!(
+                    Err(e) => Err(Error::local(format!(
                         "{path} changed while it was being removed and cannot be put back ({e}); it is at {}",
                         aside.display()
                     ))),

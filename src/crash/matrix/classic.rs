@@ -208,6 +208,6 @@ pub fn run(
         }
     }
     push_branch(&repo, remote, branch)
-        .map_err(|e| Error::other(format!("classic: final push failed: {e}")))?;
+        .map_err(|e| Error::remote(format!("classic: final push failed: {e}"), false))?;
     Ok(())
 }

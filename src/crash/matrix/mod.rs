@@ -348,7 +348,7 @@ impl Base {
         let tmp = tempfile::Builder::new()
             .prefix("git-steps-crashtest-base-")
             .tempdir_in(scratch_root())
-            .map_err(|e| Error::other(format!("cannot make a scratch dir: {e}")))?;
+            .map_err(|e| Error::local(format!("cannot make a scratch dir: {e}")))?;
         let mut opts = git2::RepositoryInitOptions::new();
         opts.bare(true).initial_head("main");
         let seed = Repository::init_opts(tmp.path(), &opts)?;
@@ -437,7 +437,7 @@ fn scratch(env: &Env) -> Result<Scratch> {
     let tmp = tempfile::Builder::new()
         .prefix("git-steps-crashtest-")
         .tempdir_in(scratch_root())
-        .map_err(|e| Error::other(format!("cannot make a scratch dir: {e}")))?;
+        .map_err(|e| Error::local(format!("cannot make a scratch dir: {e}")))?;
     let root = tmp.path().to_path_buf();
     let bare = root.join("remote.git");
     match &env.base {
@@ -590,7 +590,7 @@ fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| Error::other(format!("cannot run {}: {e}", env.exe.display())))?;
+        .map_err(|e| Error::program(format!("cannot run {}: {e}", env.exe.display())))?;
     Ok(Outcome {
         code: out.status.code(),
         killed: out.status.signal() == Some(libc::SIGKILL),

@@ -197,7 +197,7 @@ fn libgit2_remote<'r>(repo: &'r Repository, spec: &str, push: bool) -> Result<gi
         url
     };
     repo.remote_anonymous(&url).map_err(|e| {
-        Error::other(format!(
+        Error::config(format!(
             "{spec:?} is neither a configured remote nor a URL: {}",
             e.message()
         ))

@@ -84,7 +84,7 @@ impl Remote {
             ..
         } = *update;
         let fail = |what: &str, e: git2::Error| {
-            PushError::Failed(Error::other(format!(
+            PushError::Failed(Error::local(format!(
                 "cannot push to {}: {what}: {}",
                 path.display(),
                 e.message()
@@ -135,7 +135,7 @@ impl Remote {
 }
 
 fn io_failed(what: &str, path: &Path, e: std::io::Error) -> PushError {
-    PushError::Failed(Error::other(format!("cannot {what} {}: {e}", path.display())).with_hint(
+    PushError::Failed(Error::local(format!("cannot {what} {}: {e}", path.display())).with_hint(
         "nothing of this step became durable on the remote; fix the remote's disk or permissions, then rerun",
     ))
 }
@@ -189,10 +189,10 @@ fn local_ref_lock(
     }
     if let Some(other) = name_conflict(remote, refname) {
         return Err(PushError::Failed(
-            Error::other(format!(
+            Error::remote(format!(
                 "{refname} cannot be created on {}: the ref {other} is there, and git refuses a ref whose name is a directory of another (a clone of the remote would fail)",
                 remote.path().display()
-            ))
+            ), false)
             .with_hint("give the run another branch: `git steps init --branch <name>`"),
         ));
     }

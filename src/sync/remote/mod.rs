@@ -105,9 +105,9 @@ impl PushError {
             ),
             hint: "rerun the same command: it reconciles with the new durable head and applies what is still missing".into(),
         },
-        PushError::Rejected(msg) => Error::other(format!(
+        PushError::Rejected(msg) => Error::remote(format!(
             "{spec} refused the update of {branch}: {msg}"
-        ))
+        ), false)
         .with_hint("the remote's hooks or permissions said no; nothing of this step became durable"),
         PushError::Locked(why) => Error::RemoteMoved {
             message: format!(

@@ -95,9 +95,9 @@ pub(super) fn classify_rejection(status: &str, remote_said: &str) -> PushError {
         // push holding the lock, so wait and retry before saying so.
         PushError::Locked(detail)
     } else if lower.contains("failed to update ref") || lower.contains("unable to") {
-        PushError::Failed(Error::other(format!(
+        PushError::Failed(Error::remote(format!(
             "the remote could not record the branch update: {detail}"
-        )).with_hint("nothing of this step became durable; fix the remote (its disk, its permissions), then rerun"))
+        ), false).with_hint("nothing of this step became durable; fix the remote (its disk, its permissions), then rerun"))
     } else {
         PushError::Rejected(detail)
     }

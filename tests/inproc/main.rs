@@ -8,4 +8,6 @@ mod build;
 mod commit;
 mod ledger;
 mod packscan;
+mod reconcile;
 mod session;
+mod worktree;

@@ -103,7 +103,7 @@ fn a_failing_step_in_a_batch_comes_after_the_steps_before_it_are_durable() {
         ],
         &opts,
     );
-    let (e, done) = res.err().expect("s3 does not apply");
+    let (e, done) = res.expect_err("s3 does not apply");
     match &e {
         Error::Apply { step, .. } => assert_eq!(step, "s3"),
         other => panic!("{other:?}"),
@@ -127,8 +127,8 @@ fn a_duplicated_hunk_is_refused_unless_allowed() {
     let head = r.rev("HEAD");
     // The same append again, under another id: it still applies as a patch.
     let again = serde_json::json!({"id": "s2", "patch": APPEND_THREE});
-    let (res, _) = r.apply(&[again.clone()], &ApplyOptions::default());
-    let (e, done) = res.err().expect("refused");
+    let (res, _) = r.apply(std::slice::from_ref(&again), &ApplyOptions::default());
+    let (e, done) = res.expect_err("refused");
     let refusal = refusal(&e);
     assert_eq!(refusal.kind, RefusalKind::DuplicateHunk);
     assert_eq!(refusal.step.as_deref(), Some("s2"));
@@ -172,7 +172,7 @@ fn a_step_that_changes_nothing_is_refused() {
         &[files_step("s1", "log.txt", "one\ntwo\n")],
         &ApplyOptions::default(),
     );
-    let (e, _) = res.err().expect("refused");
+    let (e, _) = res.expect_err("refused");
     match &e {
         Error::Apply { step, message, .. } => {
             assert_eq!(step, "s1");
@@ -198,7 +198,7 @@ fn an_edit_to_a_file_the_step_writes_is_refused_other_edits_are_carried() {
         ],
         &ApplyOptions::default(),
     );
-    let (e, done) = res.err().expect("refused");
+    let (e, done) = res.expect_err("refused");
     let refusal = refusal(&e);
     assert_eq!(refusal.kind, RefusalKind::DirtyWorktree);
     assert!(refusal.saw.contains("a.txt"), "{}", refusal.saw);

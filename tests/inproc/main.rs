@@ -10,4 +10,5 @@ mod ledger;
 mod packscan;
 mod reconcile;
 mod session;
+mod snapshots;
 mod worktree;

@@ -220,7 +220,7 @@ fn messages(n: usize) -> Vec<Fake> {
     (0..n)
         .map(|i| {
             let message = match i % 9 {
-                0 | 1 | 2 => receipt_message(&format!("s{i}"), "r1", i + 1),
+                0..=2 => receipt_message(&format!("s{i}"), "r1", i + 1),
                 3 => receipt_message(&format!("o{i}"), "other", i + 1),
                 4 => format!("plain commit {i}\n\nSome text.\n"),
                 5 => format!(

@@ -185,7 +185,7 @@ fn a_diverged_box_is_refused_and_nothing_moves() {
         ],
         &Default::default(),
     );
-    let (e, done) = res.err().expect("refused");
+    let (e, done) = res.expect_err("refused");
     assert_eq!(refusal_kind(&e), RefusalKind::Diverged);
     assert!(done.is_empty() && ui.steps().is_empty());
     assert_eq!(r.rev("main"), local);

@@ -188,7 +188,7 @@ fn the_same_id_with_another_decision_is_refused_and_changes_nothing() {
         &[files_step("s1", "a.txt", "ONE\n")],
         &ApplyOptions::default(),
     );
-    let (e, done) = res.err().expect("refused");
+    let (e, done) = res.expect_err("refused");
     let refusal = refusal(&e);
     assert_eq!(refusal.kind, RefusalKind::DigestMismatch);
     assert_eq!(refusal.step.as_deref(), Some("s1"));

@@ -268,3 +268,45 @@ fn a_long_packed_run_is_read_as_git_reads_it() {
     assert_eq!(entries(&loose), entries(&packed));
     assert!(loose.problems.is_empty());
 }
+
+/// SPEC "Receipts": a receipt is what `git log --format='%(trailers:…)'`
+/// shows, for every message shape. A receipt committed with
+/// `i18n.commitEncoding=ISO-8859-1` (a non-UTF-8 message with an
+/// `encoding` header) is one to git log, which re-encodes it, and none to
+/// the scan, which reads a message that is not UTF-8 as no receipt
+/// (`packscan::RawCommit::message`): the run is refused as holding a
+/// foreign commit. Ignored until the engine decides which is right.
+#[test]
+#[ignore = "engine divergence from git: a receipt in a non-UTF-8 (encoding header) message is read as no receipt"]
+fn a_receipt_in_a_latin1_message_is_read_as_git_reads_it() {
+    let r = Repo::with_run();
+    hand_commit(&r, "a", &receipt_message("s1", "r1", 1));
+    r.write("b", "b\n");
+    r.git(&["add", "b"]);
+    let mut msg = b"step s2: caf\xe9\n\n".to_vec();
+    msg.extend_from_slice(
+        receipt_message("s2", "r1", 2)
+            .split_once("\n\n")
+            .unwrap()
+            .1
+            .as_bytes(),
+    );
+    let file = r.tmp.path().join("latin1-message");
+    std::fs::write(&file, &msg).unwrap();
+    r.git(&[
+        "-c",
+        "i18n.commitEncoding=ISO-8859-1",
+        "commit",
+        "-q",
+        "-F",
+        file.to_str().unwrap(),
+    ]);
+    let git = git_receipts(&r, "HEAD");
+    assert_eq!(
+        git.iter().map(|g| g.0.as_str()).collect::<Vec<_>>(),
+        ["s1", "s2"]
+    );
+    let l = ledger::scan(&r.open(), head(&r), "r1").unwrap();
+    assert!(l.problems.is_empty(), "{:?}", l.problems);
+    assert_eq!(entries(&l), git);
+}

@@ -492,6 +492,10 @@ fn a_truncated_index_is_not_read() {
     fast_import(&r, &messages(100));
     let entries = pack_entries(&r);
     let order = first_parents(&r);
+    assert!(
+        packscan::read(&r.open(), MIN_RUN).is_some(),
+        "read before the cut"
+    );
     let idx = entries[0].pack.with_extension("idx");
     let len = std::fs::metadata(&idx).unwrap().len();
     let mut perms = std::fs::metadata(&idx).unwrap().permissions();

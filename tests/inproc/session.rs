@@ -283,3 +283,36 @@ fn with_a_remote_every_reported_step_is_on_the_remote() {
     );
     assert_eq!(r.status(), "");
 }
+
+/// The runner's lock: one left by a runner that died is noted through the
+/// Ui (before anything else is reported); one held by a live session
+/// makes a second run busy, writing nothing.
+#[test]
+fn a_dead_runners_lock_is_noted_and_a_held_one_is_busy() {
+    let r = Repo::with_run();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    std::fs::write(r.path(".git/steps.lock"), format!("{pid}\n")).unwrap();
+    let (_, ui) = r.apply_ok(&plan3()[..1]);
+    let notes = ui.notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains(&format!("pid {pid}")), "{}", notes[0]);
+    assert!(matches!(ui.events[0], Event::Note(_)), "{:?}", ui.events);
+    // Released on the way out: the next run has nothing to note.
+    let (_, ui) = r.apply_ok(&plan3()[..2]);
+    assert!(ui.notes().is_empty(), "{:?}", ui.notes());
+    let head = r.rev("HEAD");
+    let repo = r.open();
+    let s = r.settings(&repo);
+    let mut held_ui = Recorder::default();
+    let held = Session::open(&repo, &s, None, ApplyOptions::default(), &mut held_ui).unwrap();
+    let (res, ui) = r.apply(&plan3(), &ApplyOptions::default());
+    let (e, done) = res.expect_err("busy");
+    assert_eq!(e.kind(), "busy", "{e:?}");
+    assert!(done.is_empty() && ui.events.is_empty(), "{:?}", ui.events);
+    assert_eq!(r.rev("HEAD"), head);
+    drop(held);
+    r.apply_ok(&plan3());
+    assert_eq!(r.step_ids("HEAD"), ["s1", "s2", "s3"]);
+}

@@ -18,7 +18,7 @@ use git_steps::workdir::repair::Repair;
 use git_steps::Error;
 
 static ENV: Once = Once::new();
-static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+static HOME: OnceLock<PathBuf> = OnceLock::new();
 
 /// Set the process's environment once, before anything reads it: no user
 /// or system git config, a scratch HOME, a fixed identity and dates (as
@@ -27,7 +27,13 @@ static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
 /// thread reads the environment while it is written.
 pub fn env() {
     ENV.call_once(|| {
-        let home = HOME.get_or_init(|| tempfile::tempdir().unwrap()).path();
+        // In cargo's scratch dir for tests: kept empty (no config is read
+        // from it), and not left behind in /tmp by every run.
+        let home = HOME.get_or_init(|| {
+            let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("inproc-home");
+            std::fs::create_dir_all(&home).unwrap();
+            home
+        });
         let vars: [(&str, &std::ffi::OsStr); 12] = [
             ("HOME", home.as_os_str()),
             ("XDG_CONFIG_HOME", home.as_os_str()),

@@ -54,21 +54,46 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_for_port(port: u16, child: &mut Child, what: &str, log: &Path) {
+/// Start a server on a free port: `start` writes whatever names the port
+/// and spawns the server. One server starts at a time in this process, so
+/// between picking a port and the server binding it no other test's
+/// server can take it; a port taken meanwhile by anything else (another
+/// process, a client's ephemeral port) makes the server exit, and the next
+/// try picks another port.
+fn listen(what: &str, log: &Path, mut start: impl FnMut(u16) -> Child) -> (u16, Child) {
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = String::new();
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child = start(port);
+        match wait_for_port(port, &mut child, log) {
+            Ok(()) => return (port, child),
+            Err(why) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                last = why;
+            }
+        }
+    }
+    panic!("{what} did not start on any of 5 free ports; the last try: {last}");
+}
+
+fn wait_for_port(port: u16, child: &mut Child, log: &Path) -> Result<(), String> {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "{what} exited with {status} before listening on {port}: {}",
+            return Err(format!(
+                "exited with {status} before listening on {port}: {}",
                 std::fs::read_to_string(log).unwrap_or_default()
-            );
+            ));
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    panic!("{what} did not listen on port {port} within 10 s");
+    Err(format!("did not listen on port {port} within 10 s"))
 }
 
 /// A self-signed certificate authority `dir/<name>.pem` with its key
@@ -132,29 +157,28 @@ impl Server {
             Kind::Path => (bare.to_str().unwrap().to_string(), None),
             Kind::FileUrl => (format!("file://{}", bare.display()), None),
             Kind::Daemon => {
-                let port = free_port();
                 let log = root.join("daemon.log");
-                // The daemon itself, not `git daemon`: git runs it as a child
-                // and waits, so killing `git` would leave the daemon running.
-                let mut cmd = Command::new(git_exec_path().join("git-daemon"));
-                cmd.args([
-                    "--reuseaddr",
-                    "--listen=127.0.0.1",
-                    &format!("--port={port}"),
-                    &format!("--base-path={}", root.display()),
-                    "--export-all",
-                    "--enable=receive-pack",
-                ])
-                .arg(root)
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap());
-                serverside(&mut cmd, root);
-                let mut child = cmd.spawn().expect("git daemon");
-                wait_for_port(port, &mut child, "git daemon", &log);
+                let (port, child) = listen("git daemon", &log, |port| {
+                    // The daemon itself, not `git daemon`: git runs it as a child
+                    // and waits, so killing `git` would leave the daemon running.
+                    let mut cmd = Command::new(git_exec_path().join("git-daemon"));
+                    cmd.args([
+                        "--reuseaddr",
+                        "--listen=127.0.0.1",
+                        &format!("--port={port}"),
+                        &format!("--base-path={}", root.display()),
+                        "--export-all",
+                        "--enable=receive-pack",
+                    ])
+                    .arg(root)
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(&log).unwrap());
+                    serverside(&mut cmd, root);
+                    cmd.spawn().expect("git daemon")
+                });
                 (format!("git://127.0.0.1:{port}/remote.git"), Some(child))
             }
             Kind::Ssh => {
-                let port = free_port();
                 let keygen = |name: &str| {
                     let st = Command::new("ssh-keygen")
                         .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
@@ -176,17 +200,19 @@ impl Server {
                     .take(2)
                     .collect::<Vec<_>>()
                     .join(" ");
-                std::fs::write(
-                    root.join("known_hosts"),
-                    format!("[127.0.0.1]:{port} {host_key}\n"),
-                )
-                .unwrap();
-                let user =
-                    String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
-                        .unwrap()
-                        .trim()
-                        .to_string();
-                std::fs::write(
+                let log = root.join("sshd.log");
+                let (_, child) = listen("sshd", &log, |port| {
+                    std::fs::write(
+                        root.join("known_hosts"),
+                        format!("[127.0.0.1]:{port} {host_key}\n"),
+                    )
+                    .unwrap();
+                    let user =
+                        String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+                            .unwrap()
+                            .trim()
+                            .to_string();
+                    std::fs::write(
                     root.join("sshd_config"),
                     format!(
                         "Port {port}\nListenAddress 127.0.0.1\nHostKey {root}/host_ed25519\nPidFile {root}/sshd.pid\nAuthorizedKeysFile {root}/authorized_keys\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\nAllowUsers {user}\nLogLevel ERROR\n",
@@ -194,7 +220,7 @@ impl Server {
                     ),
                 )
                 .unwrap();
-                std::fs::write(
+                    std::fs::write(
                     root.join("ssh_config"),
                     format!(
                         "Host steps-ssh\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {root}/client_ed25519\n  IdentitiesOnly yes\n  UserKnownHostsFile {root}/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
@@ -202,21 +228,20 @@ impl Server {
                     ),
                 )
                 .unwrap();
-                // sshd's privilege separation directory, when run as root.
-                let _ = std::fs::create_dir_all("/run/sshd");
-                let log = root.join("sshd.log");
-                let mut cmd = Command::new(
-                    ["/usr/sbin/sshd", "/usr/bin/sshd"]
-                        .into_iter()
-                        .find(|p| Path::new(p).exists())
-                        .expect("sshd (scripts/test.sh installs openssh-server)"),
-                );
-                cmd.args(["-D", "-e", "-f"])
-                    .arg(root.join("sshd_config"))
-                    .stdout(Stdio::null())
-                    .stderr(std::fs::File::create(&log).unwrap());
-                let mut child = cmd.spawn().expect("sshd");
-                wait_for_port(port, &mut child, "sshd", &log);
+                    // sshd's privilege separation directory, when run as root.
+                    let _ = std::fs::create_dir_all("/run/sshd");
+                    let mut cmd = Command::new(
+                        ["/usr/sbin/sshd", "/usr/bin/sshd"]
+                            .into_iter()
+                            .find(|p| Path::new(p).exists())
+                            .expect("sshd (scripts/test.sh installs openssh-server)"),
+                    );
+                    cmd.args(["-D", "-e", "-f"])
+                        .arg(root.join("sshd_config"))
+                        .stdout(Stdio::null())
+                        .stderr(std::fs::File::create(&log).unwrap());
+                    cmd.spawn().expect("sshd")
+                });
                 (format!("steps-ssh:{}", bare.display()), Some(child))
             }
             Kind::Http | Kind::Https => {
@@ -270,7 +295,6 @@ impl Server {
                         "server.ext",
                     ]);
                 }
-                let port = free_port();
                 let www = root.join("www");
                 std::fs::create_dir_all(&www).unwrap();
                 let log = root.join("lighttpd.log");
@@ -314,7 +338,8 @@ exec '{http_backend}'
                 .unwrap();
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&backend, std::fs::Permissions::from_mode(0o755)).unwrap();
-                std::fs::write(
+                let (port, child) = listen("lighttpd", &log, |port| {
+                    std::fs::write(
                     &conf,
                     format!(
                         r#"server.document-root = "{www}"
@@ -350,16 +375,16 @@ $HTTP["url"] =~ "^/git" {{
                     ),
                 )
                 .unwrap();
-                let mut cmd = Command::new("lighttpd");
-                cmd.arg("-D")
-                    .arg("-f")
-                    .arg(&conf)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null());
-                let mut child = cmd.spawn().unwrap_or_else(|e| {
+                    let mut cmd = Command::new("lighttpd");
+                    cmd.arg("-D")
+                        .arg("-f")
+                        .arg(&conf)
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null());
+                    cmd.spawn().unwrap_or_else(|e| {
                     panic!("cannot start lighttpd ({e}); scripts/test.sh installs it (apt-get install lighttpd)")
+                })
                 });
-                wait_for_port(port, &mut child, "lighttpd", &log);
                 (
                     format!(
                         "{}://127.0.0.1:{port}/git/remote.git",

@@ -17,9 +17,10 @@
 //! `ls src` shows the domains: `plan/` (what an agent decided), `tree/`
 //! (steps applied to trees in the object database), `history/` (receipts
 //! and the scan of them), `sync/` (the durable remote), `workdir/` (this
-//! box's locks, worktree and index), `run/` (sessions, the plan loop and the
-//! agent loop), `crash/` (crash points and the crash matrix), `cli/`, and at
-//! the top level [`error`], [`git`], [`sign`] and [`settings`].
+//! box's worktree and index), `run/` (sessions, the plan loop and the
+//! agent loop), `crash/` (crash points), `matrix/` (the crash matrix, which
+//! drives the binary), `cli/`, and at
+//! the top level [`error`], [`git`], [`sign`], [`lock`] and [`settings`].
 //!
 //! Every module uses only the modules listed before it here, and its own
 //! submodules; the test `layers_point_down` (below) reads this list and
@@ -31,7 +32,7 @@
 //! 3. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
 //! 4. [`crash`]: named crash points at every write boundary;
 //! 5. [`progress`]: long work reported to a front end (bars on a terminal);
-//! 6. [`workdir::lock`]: one runner per repository, git-style lock files;
+//! 6. [`lock`]: one runner per repository, git-style lock files;
 //! 7. [`plan::path`]: the path rules every edit format obeys;
 //! 8. [`plan::formats`]: the edit formats, unified diffs among them;
 //! 9. [`plan::canonical`]: a JSON value's canonical form (RFC 8785), as a stream;
@@ -48,28 +49,29 @@
 //! 20. [`history::receipt`]: the receipt trailer block, written and read;
 //! 21. [`history::packscan`]: a long run's commits read in bulk from the packs;
 //! 22. [`history::ledger`]: the history scan into the applied set;
-//! 23. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
-//! 24. [`history::cache`]: the receipt cache, a verified copy of the ledger;
-//! 25. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 26. [`settings`]: `steps.*` config and the run's durable domain;
-//! 27. [`sync::share`]: publishing and fetching the shared hunk cache;
-//! 28. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 29. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 30. [`sync::reconcile`]: bringing local and durable branches together;
-//! 31. [`run::decider`]: asking the external decider for the next step;
-//! 32. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 33. [`run::agreement`]: the plan against the history;
-//! 34. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 35. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 36. [`run::commit`]: one step's order of writes;
-//! 37. [`run::engine`]: the plan loop (`apply`);
-//! 38. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 39. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 40. [`run::undo`]: rewinding as a step (`undo`);
-//! 41. [`run::agent`]: the agent loop (`run --decider`);
-//! 42. [`run::inspect`]: status, log, verify, fingerprint;
-//! 43. [`crash::matrix`]: the resume-equivalence matrix and the classic runner;
-//! 44. [`cli`]: the command line and its rendering.
+//! 23. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
+//! 24. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
+//! 25. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 26. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
+//! 27. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 28. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 29. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 30. [`sync::share`]: publishing and fetching the shared hunk cache;
+//! 31. [`sync::reconcile`]: bringing local and durable branches together;
+//! 32. [`run::decider`]: asking the external decider for the next step;
+//! 33. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 34. [`run::agreement`]: the plan against the history;
+//! 35. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 36. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 37. [`run::commit`]: one step's order of writes;
+//! 38. [`run::engine`]: the plan loop (`apply`);
+//! 39. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 40. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 41. [`run::undo`]: rewinding as a step (`undo`);
+//! 42. [`run::agent`]: the agent loop (`run --decider`);
+//! 43. [`run::inspect`]: status, log, verify, fingerprint;
+//! 44. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 45. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).
@@ -83,6 +85,8 @@ pub mod crash;
 pub mod error;
 pub mod git;
 pub mod history;
+pub mod lock;
+pub mod matrix;
 pub mod plan;
 pub mod progress;
 pub mod run;
@@ -196,6 +200,12 @@ mod tests {
                         "self" => {
                             out.insert(segs.join("::"));
                         }
+                        // `crate::{lock, workdir::worktree}`: each item is
+                        // a path from the crate's root.
+                        _ if segs.is_empty() => {
+                            let path = item.trim().split(" as ").next().unwrap_or("");
+                            out.insert(path.trim().to_string());
+                        }
                         _ => {
                             out.insert(format!("{}::{first}", segs.join("::")));
                         }
@@ -217,6 +227,23 @@ mod tests {
             } else if p.extension().is_some_and(|x| x == "rs") {
                 out.push(p);
             }
+        }
+    }
+
+    /// A folder of `src/` holds one run of consecutive layers, so `ls src`
+    /// reads bottom to top: no folder has a layer of another between two
+    /// of its own.
+    #[test]
+    fn folders_hold_consecutive_layers() {
+        let layers = layers();
+        let top: Vec<&str> = layers.iter().map(|l| l.split("::").next().unwrap()).collect();
+        for (i, name) in top.iter().enumerate() {
+            let last = top.iter().rposition(|t| t == name).unwrap();
+            assert!(
+                top[i..=last].iter().all(|t| t == name),
+                "the layers of {name}/ are not consecutive: {:?}",
+                &layers[i..=last]
+            );
         }
     }
 
@@ -286,8 +313,17 @@ mod tests {
         let grouped = references(
             "run::commit",
             false,
-            "use crate::workdir::{lock, worktree};",
+            "use crate::workdir::{repair, worktree};",
         );
         assert!(grouped.contains("workdir::worktree"), "{grouped:?}");
+        let top = references(
+            "run::commit",
+            false,
+            "use crate::{lock, workdir::worktree};",
+        );
+        assert!(
+            top.contains("lock") && top.contains("workdir::worktree"),
+            "{top:?}"
+        );
     }
 }

@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use super::{Ctx, Failure};
-use crate::crash::matrix::classic::{self, Log};
 use crate::error::Error;
+use crate::matrix::classic::{self, Log};
 use crate::plan::reader::Plan;
 use crate::sync::remote::{Remote, Transport};
 

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use super::{emit_json, Ctx, Failure};
 use crate::crash;
-use crate::crash::matrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
 use crate::error::{Error, Refusal, RefusalKind};
+use crate::matrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
 
 /// Crash a plan at every step × crash point × box mode, resume, compare.
 ///

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use super::crashtest::{jobs, summary_line, Progress};
 use super::{emit_json, Ctx, Failure};
-use crate::crash::matrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
 use crate::error::Error;
+use crate::matrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
 
 /// The invariant's example: step i adds the line `line-i`.
 const PLAN: &str = include_str!("../../fixtures/eight-steps.jsonl");
@@ -64,7 +64,7 @@ fn legend(matrices: &[Matrix], out: &mut dyn Write) -> std::io::Result<()> {
             shown.push(&r.point);
             let state = match crate::crash::POINTS.iter().find(|p| p.name == r.point) {
                 Some(p) => p.state.to_string(),
-                None => crate::crash::matrix::classic::POINTS
+                None => crate::matrix::classic::POINTS
                     .iter()
                     .find(|p| p.name == r.point)
                     .map_or(String::new(), |p| {

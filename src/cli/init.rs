@@ -84,7 +84,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
         crate::sync::remote::check_spec(&repo, &r.spec)?;
     }
     // No run applies while its settings change.
-    let _lock = crate::workdir::lock::acquire(repo.path())?;
+    let _lock = crate::lock::acquire(repo.path())?;
     settings::store(&repo, &s)?;
     // A fresh clone checked out elsewhere than the box that started a run
     // would start another: name the runs the remotes hold.

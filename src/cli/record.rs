@@ -83,13 +83,13 @@ pub struct ReplayArgs {
 pub fn replay(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
     let (repo, s) = ctx.open_deepened(&a.run)?;
     let plan = crate::plan::reader::Plan::open(&a.plan, repo.path())?;
-    crate::crash::matrix::in_place::replay(&repo, &s, &plan)?;
+    crate::matrix::in_place::replay(&repo, &s, &plan)?;
     Ok(())
 }
 
-/// The `undo` runner's scenario (see `crash::matrix::in_place::replay_undo`).
+/// The `undo` runner's scenario (see `matrix::in_place::replay_undo`).
 pub fn replay_undo(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
     let (repo, s) = ctx.open_deepened(&a.run)?;
-    crate::crash::matrix::in_place::replay_undo(&repo, &s, std::path::Path::new(&a.plan))?;
+    crate::matrix::in_place::replay_undo(&repo, &s, std::path::Path::new(&a.plan))?;
     Ok(())
 }

@@ -124,15 +124,13 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
     // durable is written down, and fails the row.
     if let (Some(line), Some(bare), Some(late)) = (
         line,
-        std::env::var_os(crate::crash::matrix::ENV_REMOTE),
-        std::env::var_os(crate::crash::matrix::ENV_LATE),
+        std::env::var_os(crate::matrix::ENV_REMOTE),
+        std::env::var_os(crate::matrix::ENV_LATE),
     ) {
         let id = crate::plan::step::Step::parse(line)
             .map(|s| s.id)
             .unwrap_or_default();
-        if let Some(why) =
-            crate::crash::matrix::asked_late(std::path::Path::new(&bare), index, &id)?
-        {
+        if let Some(why) = crate::matrix::asked_late(std::path::Path::new(&bare), index, &id)? {
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

@@ -5,9 +5,8 @@
 //! buffered output flushed, exactly like a box that vanishes. Invariant: every
 //! write of durable or local state in the apply path sits between two points
 //! listed in [`POINTS`], so the crash matrix can stop the run on either side
-//! of it.
-
-pub mod matrix;
+//! of it. The matrix that uses them is [`crate::matrix`], near the top of
+//! the layers.
 
 use std::sync::OnceLock;
 

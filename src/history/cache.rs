@@ -22,6 +22,7 @@ use crate::error::Result;
 use crate::git::hex;
 use crate::history::ledger::{self, Entry, Ledger};
 use crate::history::receipt;
+use crate::history::replay;
 use crate::history::shared::{self, get_live, put_live};
 
 use crate::tree::hunks::LiveHunks;
@@ -219,8 +220,8 @@ pub fn load(
         .flatten()
         .and_then(|c| shared::read(repo, c, run, &ledger));
     let live = match from_shared {
-        Some((n, live)) => ledger::live_hunks_after(repo, &ledger.entries[n..], live)?,
-        None => ledger::live_hunks(repo, &ledger)?.0,
+        Some((n, live)) => replay::live_hunks_after(repo, &ledger.entries[n..], live)?,
+        None => replay::live_hunks(repo, &ledger)?.0,
     };
     if refresh {
         save(repo, run, &ledger, &live);
@@ -277,7 +278,7 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
         if want_counts {
             let tree = c.tree()?;
             let parent = c.parent(0)?.tree()?;
-            let files = ledger::tree_hunks(repo, Some(&parent), Some(&tree))?;
+            let files = replay::tree_hunks(repo, Some(&parent), Some(&tree))?;
             live.record(&r.id, &files);
             live.forget(&r.undoes);
         }

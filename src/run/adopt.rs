@@ -20,7 +20,7 @@ use crate::history::{ledger, receipt};
 use crate::plan::step::{decision_digest, validate_id};
 use crate::settings::Settings;
 use crate::sync::remote::RefUpdate;
-use crate::workdir::{lock, worktree};
+use crate::{lock, workdir::worktree};
 
 use super::session::Ui;
 

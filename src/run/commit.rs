@@ -21,14 +21,15 @@ use git2::{Oid, Repository};
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
-use crate::history::ledger::{self, Entry};
+use crate::history::ledger::Entry;
 use crate::history::receipt;
+use crate::history::replay;
 use crate::plan::step::Step;
 use crate::settings::Settings;
 use crate::sync::remote::RefUpdate;
 use crate::sync::share;
 use crate::tree::build;
-use crate::workdir::{lock, worktree};
+use crate::{lock, workdir::worktree};
 
 use super::session::{Session, Source, Staged, StepOutcome};
 
@@ -90,7 +91,7 @@ impl Session<'_> {
         }
         let new_tree = repo.find_tree(applied.tree)?;
         let hunks =
-            ledger::tree_hunks_measured(repo, base.as_ref(), Some(&new_tree), &applied.measured)?;
+            replay::tree_hunks_measured(repo, base.as_ref(), Some(&new_tree), &applied.measured)?;
         // An undo restores an earlier state: it is the inverse of what it
         // undoes, never a repetition.
         let allow =

@@ -281,7 +281,7 @@ pub fn load(repo: &Repository, s: &Settings) -> Result<Journal> {
         Some(remote) => {
             let head = remote.fetch(repo, &name, &name)?;
             if head.is_none() {
-                crate::workdir::lock::delete_ref(repo, &name)?;
+                crate::lock::delete_ref(repo, &name)?;
             }
             head
         }
@@ -366,17 +366,16 @@ pub fn append(
         crash::point("journal-pushed", &step.id);
     }
     let log = format!("git-steps: journal {label} {}", step.id);
-    let res =
-        crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, &name), || {
-            match journal.head {
-                Some(old) if s.remote.is_none() => {
-                    repo.reference_matching(&name, commit, true, old, &log)
-                }
-                // With a remote, the local ref is a copy of what the remote accepted.
-                _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
-                _ => repo.reference(&name, commit, false, &log),
+    let res = crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
+        match journal.head {
+            Some(old) if s.remote.is_none() => {
+                repo.reference_matching(&name, commit, true, old, &log)
             }
-        });
+            // With a remote, the local ref is a copy of what the remote accepted.
+            _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
+            _ => repo.reference(&name, commit, false, &log),
+        }
+    });
     res.map_err(|e| {
         Error::other(format!(
             "step {}: {name} moved while recording the decision: {}",

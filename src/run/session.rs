@@ -19,13 +19,13 @@ use crate::error::{Error, RefusalKind, Result};
 use crate::git::{default_identity_note, head_branch, identity, Identity};
 use crate::history::cache;
 use crate::history::ledger::{Entry, Ledger};
+use crate::lock::{self, Lock};
 use crate::plan::reader::Plan;
 use crate::settings::{self, Settings};
 use crate::sync::reconcile::{self, Reconciled};
 use crate::sync::share;
 use crate::tree::fingerprint;
 use crate::tree::hunks::LiveHunks;
-use crate::workdir::lock::{self, Lock};
 use crate::workdir::repair::{self, Repair};
 use crate::workdir::worktree;
 

@@ -15,9 +15,9 @@ use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
 use crate::history::{cache, ledger};
+use crate::lock;
 use crate::settings::Settings;
 use crate::sync::remote::RefUpdate;
-use crate::workdir::lock;
 use crate::workdir::worktree;
 
 /// What reconcile did (or, in a dry run, would do).

@@ -100,11 +100,9 @@ pub fn publish<'e>(
         match remote.push(repo, &update) {
             Ok(()) => {
                 crash::point("cache-pushed", step);
-                let _ = crate::workdir::lock::intending(
-                    repo,
-                    crate::workdir::lock::ref_locks(repo, &local),
-                    || repo.reference(&local, commit, true, "git-steps: shared hunk cache"),
-                );
+                let _ = crate::lock::intending(repo, crate::lock::ref_locks(repo, &local), || {
+                    repo.reference(&local, commit, true, "git-steps: shared hunk cache")
+                });
                 return true;
             }
             Err(PushError::Moved { .. }) => {

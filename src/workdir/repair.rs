@@ -77,7 +77,7 @@ pub fn switch_marker(run: &str) -> String {
 
 /// The switch is complete: the worktree is at the run's branch.
 pub fn clear_switch_marker(repo: &Repository, run: &str) -> Result<()> {
-    crate::workdir::lock::delete_ref(repo, &switch_marker(run))
+    crate::lock::delete_ref(repo, &switch_marker(run))
 }
 
 /// Every version `path` had in the run: at the head, at each step, at the

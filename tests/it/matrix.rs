@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use git_steps::crash::matrix::{self, Env, Runner, Verdict};
+use git_steps::matrix::{self, Env, Runner, Verdict};
 use proptest::prelude::*;
 
 use crate::harness::*;
@@ -46,7 +46,7 @@ fn the_eight_step_matrix_is_all_same() {
     };
     // The `apply` runner's boxes publish the shared hunk cache every
     // `CACHE_EVERY` (3) steps, so its points are crossed at s3 and s6.
-    assert_eq!(git_steps::crash::matrix::CACHE_EVERY, 3);
+    assert_eq!(git_steps::matrix::CACHE_EVERY, 3);
     let direct = count(Scope::Step) + count(Scope::RemoteStep);
     let resume = count(Scope::Resume);
     let cache = count(Scope::Cache);

@@ -45,7 +45,7 @@ impl Remote {
             ]);
             run_git_ok(cmd, "fetch", &self.spec)?;
         }
-        crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, into), || {
+        crate::lock::intending(repo, crate::lock::ref_locks(repo, into), || {
             repo.reference(into, oid, true, "git-steps: fetch")
         })?;
         Ok(Some(oid))

@@ -45,7 +45,7 @@ impl Remote {
         opts.remote_callbacks(cb)
             .download_tags(git2::AutotagOption::None)
             .update_fetchhead(false);
-        crate::workdir::lock::intending(repo, crate::workdir::lock::ref_locks(repo, into), || {
+        crate::lock::intending(repo, crate::lock::ref_locks(repo, into), || {
             remote.fetch(
                 &[refspec.as_str()],
                 Some(&mut opts),

@@ -14,7 +14,7 @@ use sha2::Digest;
 
 use super::{PushError, RefUpdate, Remote};
 use crate::error::{Error, Result};
-use crate::workdir::lock::sync_dir;
+use crate::lock::sync_dir;
 
 impl Remote {
     /// A path or file:// URL this remote resolves to, if it is local.
@@ -97,8 +97,8 @@ impl Remote {
                 *cached = Some((path.to_path_buf(), remote));
             }
             let remote = &cached.as_ref().expect("opened above").1;
-            let _guard = crate::workdir::lock::wait(remote.path(), "steps-push.lock")
-                .map_err(PushError::Failed)?;
+            let _guard =
+                crate::lock::wait(remote.path(), "steps-push.lock").map_err(PushError::Failed)?;
             let lock = local_ref_lock(remote, refname, expected)?;
             let mut copier = Copier::new(repo, remote).map_err(|e| fail("odb", e))?;
             // The commits the remote lacks: everything it has is complete
@@ -156,7 +156,7 @@ fn local_ref_lock(
     remote: &Repository,
     refname: &str,
     expected: Option<Oid>,
-) -> std::result::Result<crate::workdir::lock::OwnLock, PushError> {
+) -> std::result::Result<crate::lock::OwnLock, PushError> {
     // One pending file per ref: a pusher killed while it held another ref's
     // lock (a journal, the shared hunk cache) leaves a pair that only a
     // push of that ref can recognise and clear.
@@ -168,10 +168,8 @@ fn local_ref_lock(
             crate::git::hex(&sha2::Sha256::digest(refname.as_bytes())[..8])
         )
     };
-    let lock = crate::workdir::lock::OwnLock::new(
-        &remote.path().join(refname),
-        &remote.path().join(pending),
-    );
+    let lock =
+        crate::lock::OwnLock::new(&remote.path().join(refname), &remote.path().join(pending));
     lock.clear_own_leftover();
     if lock.held() {
         return Err(lock_held(lock.lock_path()));
@@ -227,12 +225,12 @@ fn name_conflict(repo: &Repository, refname: &str) -> Option<String> {
 /// Compare-and-swap `refname` from `expected` to `new` under `lock`.
 fn swap_local_ref(
     remote: &Repository,
-    lock: &crate::workdir::lock::OwnLock,
+    lock: &crate::lock::OwnLock,
     refname: &str,
     expected: Option<Oid>,
     new: Oid,
 ) -> std::result::Result<(), PushError> {
-    use crate::workdir::lock::ReplaceError;
+    use crate::lock::ReplaceError;
     let check = || {
         let current = remote.refname_to_id(refname).ok();
         if current == expected {

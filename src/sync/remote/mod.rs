@@ -9,8 +9,7 @@
 //! never a force, and a rejected or ambiguous update is never reported as
 //! success.
 
-use std::path::Path;
-
+pub use crate::settings::remote::{check_spec, is_ssh, ssh_url, Remote, Transport};
 use git2::{Oid, Repository};
 
 use crate::error::{Error, Result};
@@ -32,48 +31,6 @@ pub struct RefUpdate<'a> {
     /// `new` need not descend from `expected` (still only from `expected`):
     /// for the shared hunk cache, never for a branch or a journal.
     pub replace: bool,
-}
-
-/// How to talk to the remote. Unless `--transport` or `steps.transport`
-/// says otherwise, an ssh remote goes through git (its ssh: your keys,
-/// `~/.ssh/config`, `known_hosts`), every other through libgit2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// File paths, file://, git://, http(s)://, and ssh:// when asked for
-    /// (ssh-agent only), through libgit2.
-    Libgit2,
-    /// The user's `git` executable, for its credential helpers and ssh config.
-    Git,
-}
-
-impl Transport {
-    /// The name `steps.transport` and `--transport` use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Libgit2 => "libgit2",
-            Transport::Git => "git",
-        }
-    }
-
-    /// Parse a `steps.transport` value.
-    pub fn parse(s: &str) -> Result<Transport> {
-        match s {
-            "libgit2" => Ok(Transport::Libgit2),
-            "git" => Ok(Transport::Git),
-            other => Err(Error::input(format!(
-                "unknown transport {other:?}; use `libgit2` or `git`"
-            ))),
-        }
-    }
-}
-
-/// The durable remote of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Remote {
-    /// A configured remote name, or a URL or path.
-    pub spec: String,
-    pub transport: Transport,
 }
 
 /// The outcome of a push that did not land.
@@ -266,11 +223,9 @@ impl Remote {
     pub fn note_tracking(&self, repo: &Repository, refname: &str, id: Oid) {
         if let Some(name) = self.tracking_name(repo, refname) {
             let log = format!("git-steps: {} {refname}", self.spec);
-            let _ = crate::workdir::lock::intending(
-                repo,
-                crate::workdir::lock::ref_locks(repo, &name),
-                || repo.reference(&name, id, true, &log),
-            );
+            let _ = crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
+                repo.reference(&name, id, true, &log)
+            });
         }
     }
 
@@ -382,70 +337,6 @@ fn retrying<T>(mut read: impl FnMut() -> Result<T>) -> Result<T> {
             other => return other,
         }
     }
-}
-
-/// Whether `spec` (a configured remote's name, a URL or a path) reaches its
-/// remote over ssh: `ssh://`, `git+ssh://`, `ssh+git://`, or git's scp-like
-/// `[user@]host:path` (a colon before any slash, and not a local path).
-pub fn is_ssh(repo: &Repository, spec: &str) -> bool {
-    let url = match repo.find_remote(spec) {
-        Ok(r) => String::from_utf8_lossy(r.url_bytes()).into_owned(),
-        Err(_) => spec.to_string(),
-    };
-    !Path::new(&url).exists() && ssh_url(&url)
-}
-
-/// Whether a URL is an ssh one (see [`is_ssh`]), by its spelling alone.
-pub fn ssh_url(url: &str) -> bool {
-    let lower = url.to_ascii_lowercase();
-    if ["ssh://", "git+ssh://", "ssh+git://"]
-        .iter()
-        .any(|p| lower.starts_with(p))
-    {
-        return true;
-    }
-    if url.contains("://") {
-        return false;
-    }
-    match (url.find(':'), url.find('/')) {
-        (Some(c), Some(sl)) => c > 0 && c < sl,
-        (Some(c), None) => c > 0,
-        _ => false,
-    }
-}
-
-/// Whether `spec` names something that exists (a configured remote, or a
-/// local path); URLs are taken on trust until the first connection.
-pub fn check_spec(repo: &Repository, spec: &str) -> Result<()> {
-    if repo.find_remote(spec).is_ok()
-        || spec.contains("://")
-        || spec.contains('@')
-        || is_ssh(repo, spec)
-    {
-        return Ok(());
-    }
-    if Path::new(spec).exists() {
-        return Ok(());
-    }
-    let names = crate::git::remote_names(repo);
-    let near = names
-        .iter()
-        .filter(|n| strsim::jaro(spec, n) > 0.7)
-        .max_by(|a, b| strsim::jaro(spec, a).total_cmp(&strsim::jaro(spec, b)));
-    let have = if names.is_empty() {
-        "this repository has no remote".to_string()
-    } else {
-        format!("`git remote` lists: {}", names.join(", "))
-    };
-    Err(Error::Usage {
-        message: format!(
-            "--remote {spec}: not a configured remote, nor a URL, nor an existing path ({have})"
-        ),
-        hint: match near {
-            Some(n) => format!("did you mean `--remote {n}`? nothing was changed"),
-            None => "name a remote from `git remote -v`, a URL (https://, ssh://, host:path) or the path of a repository; nothing was changed".into(),
-        },
-    })
 }
 
 #[cfg(test)]

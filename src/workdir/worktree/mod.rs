@@ -1,0 +1,462 @@
+//! Bringing the worktree and index up to a step commit, and checking that
+//! nothing else is there.
+//!
+//! Owns the only writes git-steps makes outside `.git`. Invariant: only the
+//! paths a step changed are touched; files are replaced by rename (a reader
+//! sees the old or the new file, never half of one); nothing is written
+//! through a symlink or outside the worktree; and the user's uncommitted work
+//! is never overwritten — a dirty tracked file or an untracked file in the
+//! way is a refusal, decided before anything is written.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use git2::{IndexEntry, IndexTime, Repository};
+
+use crate::crash;
+use crate::error::{Context, Error, Refusal, RefusalKind, Result};
+use crate::git::{Change, Entry, MODE_LINK};
+
+mod check;
+mod place;
+use place::{remove_if, write, Content};
+
+pub use check::{
+    attributes_differ, attributes_refusal, dirty_among, dirty_paths, dirty_refusal, disk_is,
+    ensure_clean, ensure_unblocked, on_disk, same, words,
+};
+pub use place::through_non_dir;
+
+pub fn workdir(repo: &Repository) -> Result<PathBuf> {
+    repo.workdir().map(Path::to_path_buf).ok_or_else(|| {
+        Error::config("this repository is bare; git-steps needs a worktree")
+            .with_hint("clone it (`git clone <bare> work`) and run git-steps in the clone")
+    })
+}
+
+/// Where a worktree update goes: the run it is for (the rescue ref's name)
+/// and the commit whose tree it brings the changed paths to.
+#[derive(Debug, Clone, Copy)]
+pub struct Dest<'a> {
+    pub run: &'a str,
+    pub commit: git2::Oid,
+}
+
+/// Bring worktree and index from the previous step to this step's commit,
+/// touching only `changes`. Crash points mark each boundary.
+pub fn update(repo: &Repository, dest: Dest<'_>, changes: &[Change], step: &str) -> Result<()> {
+    update_keeping(repo, dest, changes, step, &|_| false)
+}
+
+/// What a path holds on disk just before an update replaces it.
+enum Found {
+    /// The version the update expects to replace (`old`): write it.
+    Old,
+    /// The update's own version already (a crashed update got that far):
+    /// nothing to write, only the index catches up.
+    New,
+    /// Anything else: an edit made since the update's caller checked the
+    /// worktree (the user's editor, the agent's own tool, a hook).
+    Other,
+}
+
+fn found(repo: &Repository, workdir: &Path, c: &Change) -> Result<Found> {
+    // The old version first: it is what a step almost always finds, and a
+    // mismatch costs a clean conversion of the file (`same`).
+    Ok(if disk_is(repo, workdir, &c.path, &c.old)? {
+        Found::Old
+    } else if disk_is(repo, workdir, &c.path, &c.new)? {
+        Found::New
+    } else {
+        Found::Other
+    })
+}
+
+/// The first of `changes` whose path holds neither the version the change
+/// replaces nor the one it writes: an edit the update would overwrite.
+pub fn first_changed(repo: &Repository, changes: &[Change]) -> Result<Option<String>> {
+    let workdir = workdir(repo)?;
+    for c in changes {
+        if matches!(found(repo, &workdir, c)?, Found::Other) {
+            return Ok(Some(c.path.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// Files changed under a worktree update: each is kept as it is (a
+/// directory put in its place included), all are saved under
+/// `refs/steps/rescue/` in one commit on top of the update's, and the
+/// update ends with a refusal that says, per file, how to finish.
+fn changed_under_update(repo: &Repository, dest: Dest<'_>, step: &str, kept: &[&Change]) -> Error {
+    let paths: Vec<&str> = kept.iter().map(|c| c.path.as_str()).collect();
+    let names = paths.join(", ");
+    let msg = format!(
+        "git-steps rescue: {names} changed during an update to step {step}\n\n\
+         The worktree of run {} held versions of these paths that were neither\n\
+         the ones the update expected to replace nor the step's when the update\n\
+         reached them (edits made while the step was being made durable). They\n\
+         are kept in the worktree and saved here, on top of the step's commit.\n",
+        dest.run
+    );
+    let saved = save_rescue(repo, dest.run, dest.commit, &paths, &msg);
+    crash::point("rescue-saved", step);
+    let saved_as = match &saved {
+        Ok(name) => format!("saved as {name} (`git show {name} -- {}`)", paths.join(" ")),
+        Err(e) => format!("not saved under refs/steps/rescue/ ({e})"),
+    };
+    let short = crate::git::short(dest.commit);
+    let workdir = repo.workdir().map(Path::to_path_buf).unwrap_or_default();
+    // Per file, what puts the update's version in place.
+    let finish: Vec<String> = kept
+        .iter()
+        .map(|c| {
+            let dir = fs::symlink_metadata(workdir.join(&c.path)).is_ok_and(|m| m.is_dir());
+            let p = &c.path;
+            match (dir, c.new.is_some()) {
+                (true, true) => format!("move the directory {p} aside, then `git checkout {short} -- {p}`"),
+                (true, false) => format!("move the directory {p} aside, then `git rm -q --cached --ignore-unmatch -- {p}`"),
+                (false, true) => format!("`git checkout {short} -- {p}`"),
+                (false, false) => format!("`git rm -q -f -- {p}` (the update removes it)"),
+            }
+        })
+        .collect();
+    Error::from(Refusal {
+        kind: RefusalKind::DirtyWorktree,
+        step: (step != "-").then(|| step.to_string()),
+        saw: format!(
+            "{names} changed while the worktree was being brought up to commit {short}: {} neither the version the update replaces nor the new one (every other file was brought up)",
+            if kept.len() == 1 { "it holds" } else { "they hold" }
+        ),
+        would: format!("overwrite your change to {names}"),
+        hint: format!(
+            "your version is kept as it is and {saved_as}; to finish: {}; then rerun the same command and make your change again",
+            finish.join("; ")
+        ),
+    })
+}
+
+/// Every file under the worktree directory `dir`, as blobs (bounded: at
+/// most 10,000 files are saved).
+fn files_under(
+    repo: &Repository,
+    workdir: &Path,
+    dir: &str,
+    out: &mut Vec<(String, Option<Entry>)>,
+) -> Result<()> {
+    for e in fs::read_dir(workdir.join(dir))? {
+        if out.len() >= 10_000 {
+            break;
+        }
+        let e = e?;
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let rel = format!("{dir}/{name}");
+        if e.file_type()?.is_dir() {
+            files_under(repo, workdir, &rel, out)?;
+        } else if let Some((bytes, mode)) = on_disk(workdir, &rel)? {
+            out.push((
+                rel,
+                Some(Entry {
+                    oid: repo.blob(&bytes)?,
+                    mode,
+                }),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Save what the worktree holds at `paths` as a commit on top of `on`
+/// under the next free `refs/steps/rescue/<run>/<n>`, and return its name.
+pub fn save_rescue(
+    repo: &Repository,
+    run: &str,
+    on: git2::Oid,
+    paths: &[&str],
+    message: &str,
+) -> Result<String> {
+    let workdir = workdir(repo)?;
+    let on_commit = repo.find_commit(on)?;
+    let on_tree = on_commit.tree()?;
+    // Built like a step's tree, so a path found as a file where `on` has a
+    // directory (or the reverse) is saved as found.
+    let mut found: Vec<(String, Option<Entry>)> = Vec::new();
+    for path in paths {
+        match on_disk(&workdir, path)? {
+            Some((bytes, mode)) => found.push((
+                path.to_string(),
+                Some(Entry {
+                    oid: repo.blob(&bytes)?,
+                    mode,
+                }),
+            )),
+            None => {
+                if on_tree.get_path(Path::new(path)).is_ok() {
+                    found.push((path.to_string(), None));
+                }
+                // A directory put where a file was: every file in it.
+                let full = workdir.join(path);
+                if !through_non_dir(&workdir, path)
+                    && fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir())
+                {
+                    files_under(repo, &workdir, path, &mut found)?;
+                }
+            }
+        }
+    }
+    let mut updates: Vec<(&str, Option<Entry>)> =
+        found.iter().map(|(p, e)| (p.as_str(), *e)).collect();
+    // A file found where `on` has a directory replaces it: its deletions
+    // must not reach into the file.
+    updates.sort_by_key(|(p, e)| (e.is_some(), *p));
+    let tree = match crate::tree::build::build_tree(repo, Some(on_tree), &updates)? {
+        Some(t) => repo.find_tree(t)?,
+        None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
+    };
+    let sig = repo
+        .signature()
+        .map(|s| s.to_owned())
+        .or_else(|_| git2::Signature::now("git-steps", "git-steps@localhost"))?;
+    let oid = repo.commit(None, &sig, &sig, message, &tree, &[&on_commit])?;
+    let prefix = format!("refs/steps/rescue/{run}/");
+    let mut n = 1;
+    while repo.find_reference(&format!("{prefix}{n}")).is_ok() {
+        n += 1;
+    }
+    let name = format!("{prefix}{n}");
+    crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
+        repo.reference(&name, oid, false, "git-steps: rescue")
+    })?;
+    Ok(name)
+}
+
+/// For an update that keeps what the worktree holds (an in-place agent's
+/// edits, see [`update_keeping`]): per change, whether the worktree holds
+/// its new version already (then only the index catches up) or its old one
+/// (then it is written); `Err(path)` for the first path where it holds
+/// neither — an edit of its own the update would overwrite. Untracked
+/// files in the way of a written path are refused as by [`ensure_unblocked`].
+pub fn keep_in_place(
+    repo: &Repository,
+    changes: &[Change],
+    step: Option<&str>,
+) -> Result<std::result::Result<Vec<bool>, String>> {
+    let workdir = workdir(repo)?;
+    let mut kept = Vec::with_capacity(changes.len());
+    for c in changes {
+        if disk_is(repo, &workdir, &c.path, &c.new)? {
+            kept.push(true);
+        } else if disk_is(repo, &workdir, &c.path, &c.old)? {
+            kept.push(false);
+        } else {
+            return Ok(Err(c.path.clone()));
+        }
+    }
+    let written: Vec<Change> = changes
+        .iter()
+        .zip(&kept)
+        .filter(|(_, k)| !**k)
+        .map(|(c, _)| c.clone())
+        .collect();
+    ensure_unblocked(repo, step, &written)?;
+    Ok(Ok(kept))
+}
+
+/// Whether the worktree holds `change`'s new version at its path already.
+pub fn holds_new(repo: &Repository, change: &Change) -> Result<bool> {
+    let workdir = workdir(repo)?;
+    disk_is(repo, &workdir, &change.path, &change.new)
+}
+
+/// As [`update`], but a change for which `kept` says so is not written:
+/// the worktree holds its new version already (an agent's in-place edit,
+/// recorded as a step), and only the index catches up. A kept file whose
+/// content moved on meanwhile gets an index entry that git hashes again
+/// (no stat data), so the newer edit shows as modified, never as clean.
+pub fn update_keeping(
+    repo: &Repository,
+    dest: Dest<'_>,
+    changes: &[Change],
+    step: &str,
+    kept: &dyn Fn(&Change) -> bool,
+) -> Result<()> {
+    // Every caller checked its tree (`guard`); this is the last line, for
+    // any path that reaches here by another way.
+    for c in changes {
+        crate::tree::guard::check_path(&c.path)
+            .map_err(|v| Error::other(format!("refusing to write {v} into the worktree")))?;
+    }
+    let workdir = workdir(repo)?;
+    let staging = crate::lock::tmp_dir(repo.path());
+    let convert = crate::tree::convert::Convert::new(repo);
+    let mut index = repo.index()?;
+    // Deletions first: a step may replace a file or symlink by a directory.
+    let mut written = 0usize;
+    // Each path is compared with what the update expects to replace
+    // immediately before it is replaced: a file changed since the caller
+    // checked the worktree is never overwritten.
+    // A file changed under the update is kept, and the update goes on with
+    // every other file; it ends with a refusal naming the kept ones.
+    let mut changed: Vec<&Change> = Vec::new();
+    for c in changes.iter().filter(|c| c.new.is_none() && !kept(c)) {
+        match found(repo, &workdir, c)? {
+            Found::New => continue,
+            Found::Old => {}
+            Found::Other => {
+                changed.push(c);
+                continue;
+            }
+        }
+        let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
+        if !remove_if(&workdir, &staging, &c.path, &replaces)? {
+            changed.push(c);
+            continue;
+        }
+        written += 1;
+        if written == 1 {
+            crash::point("worktree-partial", step);
+        }
+    }
+    for c in changes.iter() {
+        let Some(new) = c.new else { continue };
+        if kept(c) {
+            let target = workdir.join(&c.path);
+            let mut e = match fs::symlink_metadata(&target) {
+                Ok(meta) if holds_new(repo, c)? => entry(&c.path, new.oid, new.mode, &meta),
+                // Edited again since it was recorded (or gone): no stat
+                // data, so git compares the content.
+                _ => IndexEntry {
+                    ctime: IndexTime::new(0, 0),
+                    mtime: IndexTime::new(0, 0),
+                    dev: 0,
+                    ino: 0,
+                    mode: new.mode,
+                    uid: 0,
+                    gid: 0,
+                    file_size: 0,
+                    id: new.oid,
+                    flags: 0,
+                    flags_extended: 0,
+                    path: c.path.as_bytes().to_vec(),
+                },
+            };
+            e.flags = 0;
+            index.add(&e)?;
+            continue;
+        }
+        match found(repo, &workdir, c)? {
+            Found::New => {
+                // Written before (a crashed update got this far): the index
+                // catches up.
+                let meta = fs::symlink_metadata(workdir.join(&c.path))?;
+                index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
+                continue;
+            }
+            Found::Old => {}
+            Found::Other => {
+                changed.push(c);
+                continue;
+            }
+        }
+        // As `git checkout` writes it: line endings and filter drivers; a
+        // file no rule converts is streamed from its blob.
+        let blob;
+        let content = if new.mode != MODE_LINK
+            && !convert
+                .converts_to_worktree(&c.path)
+                .map_err(Error::program)?
+        {
+            Content::Blob(repo, new.oid)
+        } else {
+            blob = repo.find_blob(new.oid)?;
+            Content::Bytes(if new.mode == MODE_LINK {
+                std::borrow::Cow::Borrowed(blob.content())
+            } else {
+                convert
+                    .to_worktree(&c.path, blob.content())
+                    .map_err(Error::program)?
+            })
+        };
+        let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
+        let Some(target) = write(&workdir, &staging, &c.path, &content, new.mode, &replaces)?
+        else {
+            changed.push(c);
+            continue;
+        };
+        let meta = fs::symlink_metadata(&target)?;
+        index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
+        written += 1;
+        if written == 1 {
+            crash::point("worktree-partial", step);
+        }
+    }
+    if written == 0 {
+        // A batch whose steps cancel out writes nothing: its partial state
+        // is its whole one.
+        crash::point("worktree-partial", step);
+    }
+    crash::point("worktree-files", step);
+    let kept_as_found = |c: &Change| changed.iter().any(|k| k.path == c.path);
+    for c in changes
+        .iter()
+        .filter(|c| c.new.is_none() && !kept_as_found(c))
+    {
+        index.remove_path(Path::new(&c.path))?;
+    }
+    crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write())
+        .context(|| "cannot write the index".into())?;
+    if !changed.is_empty() {
+        return Err(changed_under_update(repo, dest, step, &changed));
+    }
+    crash::point("worktree-done", step);
+    Ok(())
+}
+
+/// Write `changes` into the worktree as an agent's own tools would, leaving
+/// the index alone (the crash matrix's in-place agent, replaying a plan
+/// through `record`). Paths are checked as for [`update`].
+pub fn write_in_place(repo: &Repository, changes: &[Change]) -> Result<()> {
+    for c in changes {
+        crate::tree::guard::check_path(&c.path)
+            .map_err(|v| Error::other(format!("refusing to write {v} into the worktree")))?;
+    }
+    let workdir = workdir(repo)?;
+    let staging = crate::lock::tmp_dir(repo.path());
+    let convert = crate::tree::convert::Convert::new(repo);
+    for c in changes.iter().filter(|c| c.new.is_none()) {
+        remove_if(&workdir, &staging, &c.path, &|_| true)?;
+    }
+    for c in changes {
+        let Some(new) = c.new else { continue };
+        let blob = repo.find_blob(new.oid)?;
+        let content = Content::Bytes(if new.mode == MODE_LINK {
+            std::borrow::Cow::Borrowed(blob.content())
+        } else {
+            convert
+                .to_worktree(&c.path, blob.content())
+                .map_err(Error::program)?
+        });
+        write(&workdir, &staging, &c.path, &content, new.mode, &|_| true)?;
+    }
+    Ok(())
+}
+
+fn entry(path: &str, oid: git2::Oid, mode: u32, meta: &fs::Metadata) -> IndexEntry {
+    IndexEntry {
+        ctime: IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32),
+        mtime: IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32),
+        dev: meta.dev() as u32,
+        ino: meta.ino() as u32,
+        mode,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        file_size: meta.len() as u32,
+        id: oid,
+        flags: 0,
+        flags_extended: 0,
+        path: path.as_bytes().to_vec(),
+    }
+}

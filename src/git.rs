@@ -35,7 +35,7 @@ pub fn enable_fsync() -> Result<()> {
             // (libgit2's default is to wait forever): a read or connect that
             // waits this long is a timeout, which the remote's retries
             // treat as transient. `GIT_STEPS_NET_TIMEOUT_SECS` overrides.
-            let secs = std::env::var("GIT_STEPS_NET_TIMEOUT_SECS")
+            let secs = std::env::var(crate::keys::NET_TIMEOUT_SECS.name)
                 .ok()
                 .and_then(|v| v.parse::<i32>().ok())
                 .filter(|&n| n > 0)

@@ -20,58 +20,60 @@
 //! box's worktree and index), `run/` (sessions, the plan loop and the
 //! agent loop), `crash/` (crash points), `matrix/` (the crash matrix, which
 //! drives the binary), `cli/`, and at
-//! the top level [`error`], [`git`], [`sign`], [`lock`] and [`settings`].
+//! the top level [`error`], [`keys`], [`git`], [`sign`], [`lock`] and
+//! [`settings`].
 //!
 //! Every module uses only the modules listed before it here, and its own
 //! submodules; the test `layers_point_down` (below) reads this list and
 //! every source file, and fails on an import that points up. Bottom to top:
 //!
 //! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
-//! 2. [`git`]: git primitives (open with fsync, certificates, signature,
+//! 2. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
+//! 3. [`git`]: git primitives (open with fsync, certificates, signature,
 //!    short ids, hex, tree modes and tree changes);
-//! 3. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
-//! 4. [`crash`]: named crash points at every write boundary;
-//! 5. [`progress`]: long work reported to a front end (bars on a terminal);
-//! 6. [`lock`]: one runner per repository, git-style lock files;
-//! 7. [`plan::path`]: the path rules every edit format obeys;
-//! 8. [`plan::formats`]: the edit formats, unified diffs among them;
-//! 9. [`plan::canonical`]: a JSON value's canonical form (RFC 8785), as a stream;
-//! 10. [`plan::inplace`]: a long plan line parsed inside its own buffer;
-//! 11. [`plan::step`]: one step object, validated, and its decision digest;
-//! 12. [`plan::reader`]: plans streamed from a file or stdin;
-//! 13. [`plan::schema`]: the step object's JSON schema, for programs that build steps;
-//! 14. [`tree::guard`]: the path rules applied to whole trees;
-//! 15. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
-//! 16. [`tree::fingerprint`]: artifact and history fingerprints;
-//! 17. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
-//! 18. [`tree::build`]: a step applied to a tree in the object database;
-//! 19. [`history::trailers`]: git's own trailer reader, ported;
-//! 20. [`history::receipt`]: the receipt trailer block, written and read;
-//! 21. [`history::packscan`]: a long run's commits read in bulk from the packs;
-//! 22. [`history::ledger`]: the history scan into the applied set;
-//! 23. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
-//! 24. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
-//! 25. [`history::cache`]: the receipt cache, a verified copy of the ledger;
-//! 26. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
-//! 27. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 28. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 29. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 30. [`sync::share`]: publishing and fetching the shared hunk cache;
-//! 31. [`sync::reconcile`]: bringing local and durable branches together;
-//! 32. [`run::decider`]: asking the external decider for the next step;
-//! 33. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 34. [`run::agreement`]: the plan against the history;
-//! 35. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 36. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 37. [`run::commit`]: one step's order of writes;
-//! 38. [`run::engine`]: the plan loop (`apply`);
-//! 39. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 40. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 41. [`run::undo`]: rewinding as a step (`undo`);
-//! 42. [`run::agent`]: the agent loop (`run --decider`);
-//! 43. [`run::inspect`]: status, log, verify, fingerprint;
-//! 44. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 45. [`cli`]: the command line and its rendering.
+//! 4. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
+//! 5. [`crash`]: named crash points at every write boundary;
+//! 6. [`progress`]: long work reported to a front end (bars on a terminal);
+//! 7. [`lock`]: one runner per repository, git-style lock files;
+//! 8. [`plan::path`]: the path rules every edit format obeys;
+//! 9. [`plan::formats`]: the edit formats, unified diffs among them;
+//! 10. [`plan::canonical`]: a JSON value's canonical form (RFC 8785), as a stream;
+//! 11. [`plan::inplace`]: a long plan line parsed inside its own buffer;
+//! 12. [`plan::step`]: one step object, validated, and its decision digest;
+//! 13. [`plan::reader`]: plans streamed from a file or stdin;
+//! 14. [`plan::schema`]: the step object's JSON schema, for programs that build steps;
+//! 15. [`tree::guard`]: the path rules applied to whole trees;
+//! 16. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
+//! 17. [`tree::fingerprint`]: artifact and history fingerprints;
+//! 18. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
+//! 19. [`tree::build`]: a step applied to a tree in the object database;
+//! 20. [`history::trailers`]: git's own trailer reader, ported;
+//! 21. [`history::receipt`]: the receipt trailer block, written and read;
+//! 22. [`history::packscan`]: a long run's commits read in bulk from the packs;
+//! 23. [`history::ledger`]: the history scan into the applied set;
+//! 24. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
+//! 25. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
+//! 26. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 27. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
+//! 28. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 29. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 30. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 31. [`sync::share`]: publishing and fetching the shared hunk cache;
+//! 32. [`sync::reconcile`]: bringing local and durable branches together;
+//! 33. [`run::decider`]: asking the external decider for the next step;
+//! 34. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 35. [`run::agreement`]: the plan against the history;
+//! 36. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 37. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 38. [`run::commit`]: one step's order of writes;
+//! 39. [`run::engine`]: the plan loop (`apply`);
+//! 40. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 41. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 42. [`run::undo`]: rewinding as a step (`undo`);
+//! 43. [`run::agent`]: the agent loop (`run --decider`);
+//! 44. [`run::inspect`]: status, log, verify, fingerprint;
+//! 45. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 46. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).
@@ -85,6 +87,7 @@ pub mod crash;
 pub mod error;
 pub mod git;
 pub mod history;
+pub mod keys;
 pub mod lock;
 pub mod matrix;
 pub mod plan;
@@ -236,7 +239,10 @@ mod tests {
     #[test]
     fn folders_hold_consecutive_layers() {
         let layers = layers();
-        let top: Vec<&str> = layers.iter().map(|l| l.split("::").next().unwrap()).collect();
+        let top: Vec<&str> = layers
+            .iter()
+            .map(|l| l.split("::").next().unwrap())
+            .collect();
         for (i, name) in top.iter().enumerate() {
             let last = top.iter().rposition(|t| t == name).unwrap();
             assert!(

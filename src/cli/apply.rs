@@ -51,16 +51,12 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         ctx.open_deepened(&a.run)?
     };
     let plan = Plan::open(&a.plan, repo.path())?;
-    let opts = ApplyOptions {
-        dry_run: a.dry_run,
-        allow_duplicate_hunks: a.allow_duplicate_hunks
-            || settings::config_bool(&repo, "steps.allowDuplicateHunks")?,
-        batch: match a.batch {
-            Some(n) => n as usize,
-            None => settings::config_count(&repo, "steps.batch", 1)?.unwrap_or(1),
-        },
-        in_place: false,
-    };
+    let mut opts = ApplyOptions::from_config(&settings::RunConfig::read(&repo)?);
+    opts.dry_run = a.dry_run;
+    opts.allow_duplicate_hunks |= a.allow_duplicate_hunks;
+    if let Some(n) = a.batch {
+        opts.batch = n as usize;
+    }
     let mut ui = Terminal {
         out: &mut *out,
         json: ctx.json,

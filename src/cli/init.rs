@@ -35,7 +35,7 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     let repo = crate::git::open(&ctx.repo)?;
-    let stored = settings::config_str(&repo, "steps.branch")?;
+    let stored = settings::config_str(&repo, crate::keys::BRANCH.name)?;
     match (&a.run.branch, &stored) {
         // Another branch is another run: its id is not the old run's.
         (Some(new), Some(old)) if a.run.run.is_none() && new != old => {
@@ -57,7 +57,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     // local one chosen with `--remote ''` included).
     if a.run.remote.is_none()
         && stored.is_none()
-        && settings::config_str(&repo, "steps.remote")?.is_none()
+        && settings::config_str(&repo, crate::keys::REMOTE.name)?.is_none()
     {
         let remotes = crate::git::remote_names(&repo);
         match remotes.as_slice() {

@@ -283,13 +283,11 @@ impl Server {
         let text = serde_json::to_string(&step).unwrap_or_default();
         let plan = Plan::from_text(&text, repo.path(), "the apply_step arguments")
             .map_err(|e| fail(e.into()))?;
+        let config = settings::RunConfig::read(&repo).map_err(|e| fail(e.into()))?;
         let opts = ApplyOptions {
             dry_run: false,
-            allow_duplicate_hunks: self.allow_duplicate_hunks
-                || settings::config_bool(&repo, "steps.allowDuplicateHunks")
-                    .map_err(|e| fail(e.into()))?,
+            allow_duplicate_hunks: self.allow_duplicate_hunks || config.allow_duplicate_hunks,
             batch: 1,
-            in_place: false,
         };
         let report = engine::apply_plan(&repo, &s, &plan, &opts, &mut Notes).map_err(|(error, _)| {
             let error = match &error {

@@ -282,7 +282,8 @@ impl Ctx {
         // Not set up here, in a clone that has remotes: the durable domain
         // is local by default, which a user who forgot `init` would not
         // guess; and a fresh clone may hold the run on a remote already.
-        let set_up = run.branch.is_some() || settings::config_str(&repo, "steps.branch")?.is_some();
+        let set_up = run.branch.is_some()
+            || settings::config_str(&repo, crate::keys::BRANCH.name)?.is_some();
         let remotes = crate::git::remote_names(&repo);
         if !set_up && run.remote.is_none() && s.remote.is_none() && !remotes.is_empty() {
             let held = settings::default_run(&repo).ok().and_then(|r| {

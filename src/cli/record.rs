@@ -45,7 +45,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             .intent
             .map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t))),
         allow_duplicate_hunks: a.allow_duplicate_hunks
-            || settings::config_bool(&repo, "steps.allowDuplicateHunks")?,
+            || settings::RunConfig::read(&repo)?.allow_duplicate_hunks,
     };
     let mut ui = Terminal {
         out: &mut *out,

@@ -50,7 +50,6 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         dry_run: a.dry_run,
         allow_duplicate_hunks: false,
         batch: 1,
-        in_place: false,
     };
     let mut ui = Terminal {
         out: &mut *out,

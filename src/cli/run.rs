@@ -55,12 +55,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     // With -v the decider's stderr is shown even when it answers.
     opts.decider.keep_stderr = ctx.verbose;
     opts.max_steps = a.max_steps;
-    opts.retries = match a.retries {
-        Some(n) => n as usize,
-        None => settings::config_count(&repo, "steps.retries", 0)?.unwrap_or(2),
-    };
-    opts.allow_duplicate_hunks =
-        a.allow_duplicate_hunks || settings::config_bool(&repo, "steps.allowDuplicateHunks")?;
+    let config = settings::RunConfig::read(&repo)?;
+    opts.retries = a.retries.map_or(config.retries, |n| n as usize);
+    opts.allow_duplicate_hunks = a.allow_duplicate_hunks || config.allow_duplicate_hunks;
     let mut ui = Terminal {
         out: &mut *out,
         json: ctx.json,

@@ -48,8 +48,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         (None, Some(n)) => Target::Last(n as usize),
         (None, None) => unreachable!("clap requires --to or --last"),
     };
-    let allow =
-        a.allow_duplicate_hunks || settings::config_bool(&repo, "steps.allowDuplicateHunks")?;
+    let allow = a.allow_duplicate_hunks || settings::RunConfig::read(&repo)?.allow_duplicate_hunks;
     let mut ui = Terminal {
         out: &mut *out,
         json: ctx.json,

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 /// The environment variable that arms a crash point.
-pub const ENV: &str = "GIT_STEPS_CRASH";
+pub const ENV: &str = crate::keys::CRASH.name;
 
 /// A crash point: a name, and the state the disk is in when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,7 +192,7 @@ pub fn validate_env() -> Result<(), String> {
 /// without ':'). At the point
 /// the process creates `<dir>/reached`, then waits (at most a minute) until
 /// `<dir>/go` exists.
-pub const ENV_PAUSE: &str = "GIT_STEPS_PAUSE";
+pub const ENV_PAUSE: &str = crate::keys::PAUSE.name;
 
 fn paused() -> Option<&'static (String, String, std::path::PathBuf)> {
     static PAUSED: OnceLock<Option<(String, String, std::path::PathBuf)>> = OnceLock::new();

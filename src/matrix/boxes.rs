@@ -58,7 +58,7 @@ pub(super) const POLICY: &[&str] = &[
     "gpg.ssh.program",
     "gpg.ssh.defaultkeycommand",
     "user.signingkey",
-    "steps.hooks",
+    crate::keys::HOOKS.name,
 ];
 
 /// The repository's policy config, for the boxes: [`POLICY`], filter
@@ -182,7 +182,7 @@ pub(super) struct Scratch {
 /// the matrix kills processes, it does not cut power, so fsync buys nothing
 /// there and costs most of the time), else the system temp dir.
 pub fn scratch_root() -> PathBuf {
-    if let Some(d) = std::env::var_os("GIT_STEPS_SCRATCH") {
+    if let Some(d) = std::env::var_os(crate::keys::SCRATCH.name) {
         return PathBuf::from(d);
     }
     let shm = Path::new("/dev/shm");
@@ -237,10 +237,13 @@ pub(super) fn new_box(s: &Scratch, env: &Env, n: usize, clone: bool) -> Result<P
         Repository::init_opts(&dir, &opts)?
     };
     let mut cfg = repo.config()?.open_level(git2::ConfigLevel::Local)?;
-    cfg.set_str("steps.remote", s.bare.to_str().unwrap_or_default())?;
+    cfg.set_str(
+        crate::keys::REMOTE.name,
+        s.bare.to_str().unwrap_or_default(),
+    )?;
     // As `git steps init --branch main` would: a clone of an empty remote
     // may name its unborn branch otherwise.
-    cfg.set_str("steps.branch", "main")?;
+    cfg.set_str(crate::keys::BRANCH.name, "main")?;
     cfg.set_str("user.name", "crashtest")?;
     cfg.set_str("user.email", "crashtest@localhost")?;
     // The `apply` runner's boxes publish the shared hunk cache every
@@ -248,7 +251,7 @@ pub(super) fn new_box(s: &Scratch, env: &Env, n: usize, clone: bool) -> Result<P
     // at its points and checks that a fresh box resuming from it ends the
     // same.
     if env.runner == Runner::GitSteps {
-        cfg.set_i64(crate::sync::share::CONFIG, CACHE_EVERY as i64)?;
+        cfg.set_i64(crate::keys::CACHE_EVERY.name, CACHE_EVERY as i64)?;
     }
     for (k, v) in env.base.iter().flat_map(|b| &b.policy) {
         cfg.set_str(k, v)?;

@@ -262,8 +262,8 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
 
 /// Where the matrix's replaying decider finds the durable domain of its box
 /// (the scratch bare remote) and where it writes a call that came too late.
-pub const ENV_REMOTE: &str = "GIT_STEPS_MATRIX_REMOTE";
-pub const ENV_LATE: &str = "GIT_STEPS_MATRIX_LATE";
+pub const ENV_REMOTE: &str = crate::keys::MATRIX_REMOTE.name;
+pub const ENV_LATE: &str = crate::keys::MATRIX_LATE.name;
 
 /// For `run`: the decider is asked for `index`, whose answer is step `id`;
 /// why that is too late (its receipt, or a recorded journal entry for the

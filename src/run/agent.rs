@@ -126,7 +126,6 @@ fn run_inner(
         dry_run: false,
         allow_duplicate_hunks: opts.allow_duplicate_hunks,
         batch: 1,
-        in_place: false,
     };
     let mut session = Session::open(repo, s, None, apply_opts, ui)?;
     let ledger = session.load(true)?;

@@ -26,6 +26,7 @@ use crate::history::receipt;
 use crate::history::replay;
 use crate::plan::step::Step;
 use crate::settings::Settings;
+use crate::sync::reconcile::Worktree;
 use crate::sync::remote::RefUpdate;
 use crate::sync::share;
 use crate::tree::build;
@@ -118,7 +119,7 @@ impl Session<'_> {
         // worktree is the last flush's: a step staged after others is
         // checked against what is really on disk (a path an earlier staged
         // step created is still absent there, and is no blocker).
-        if !self.opts.in_place {
+        if self.worktree == Worktree::Follows {
             let flushed = self
                 .durable
                 .map(|h| repo.find_commit(h)?.tree())
@@ -132,7 +133,7 @@ impl Session<'_> {
                 ));
             }
         }
-        if self.opts.in_place {
+        if self.worktree == Worktree::Holds {
             // The step is what the worktree holds.
         } else if self.staged.is_empty() {
             worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
@@ -290,7 +291,7 @@ impl Session<'_> {
             Some(c) => (c.as_slice(), "the batch"),
             None => (last.changes.as_slice(), "the step"),
         };
-        if !self.opts.in_place && !self.opts.dry_run {
+        if self.worktree == Worktree::Follows && !self.opts.dry_run {
             let checked = match worktree::first_changed(repo, changes) {
                 Ok(None) => Ok(()),
                 Ok(Some(path)) => Err(Error::from(Refusal {
@@ -374,7 +375,7 @@ impl Session<'_> {
             run: &s.run,
             commit,
         };
-        if self.opts.in_place {
+        if self.worktree == Worktree::Holds {
             worktree::update_keeping(repo, dest, changes, &id, &|_| true).map_err(local)?;
         } else {
             worktree::update(repo, dest, changes, &id).map_err(local)?;

@@ -34,8 +34,8 @@ pub struct Hooks {
 
 /// The hooks git-steps runs on each step: None unless `steps.hooks` is
 /// true and the repository has `pre-commit` or `commit-msg`.
-pub fn enabled(repo: &Repository) -> Result<Option<Hooks>> {
-    if !crate::settings::config_bool(repo, "steps.hooks")? {
+pub fn enabled(repo: &Repository, config: &crate::settings::RunConfig) -> Result<Option<Hooks>> {
+    if !config.hooks {
         return Ok(None);
     }
     let dir = crate::git::hooks_dir(repo);

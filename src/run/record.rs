@@ -71,10 +71,9 @@ pub fn record(
     })?;
     let apply = ApplyOptions {
         allow_duplicate_hunks: opts.allow_duplicate_hunks,
-        in_place: true,
         ..ApplyOptions::default()
     };
-    let mut session = Session::open(repo, s, None, apply, ui)?;
+    let mut session = Session::open_in_place(repo, s, apply, ui)?;
     session.load(false)?;
     if let Some(receipt) = session.receipt(&opts.id).cloned() {
         return rerun(repo, s, session, opts, &receipt);

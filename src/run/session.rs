@@ -22,7 +22,7 @@ use crate::history::ledger::{Entry, Ledger};
 use crate::lock::{self, Lock};
 use crate::plan::reader::Plan;
 use crate::settings::{self, Settings};
-use crate::sync::reconcile::{self, Reconciled};
+use crate::sync::reconcile::{self, Reconciled, Worktree};
 use crate::sync::share;
 use crate::tree::fingerprint;
 use crate::tree::hunks::LiveHunks;
@@ -39,10 +39,18 @@ pub struct ApplyOptions {
     /// Group commit: up to this many steps become durable in one push
     /// (0 and 1: each step on its own).
     pub batch: usize,
-    /// `record`: the steps are already in the worktree (made in place), so
-    /// the worktree is their source, not something to keep them off; only
-    /// the index catches up with each step.
-    pub in_place: bool,
+}
+
+impl ApplyOptions {
+    /// What the run's config says, before any flag: `steps.batch` and
+    /// `steps.allowDuplicateHunks` are read in [`settings::RunConfig`] only.
+    pub fn from_config(config: &settings::RunConfig) -> ApplyOptions {
+        ApplyOptions {
+            dry_run: false,
+            allow_duplicate_hunks: config.allow_duplicate_hunks,
+            batch: config.batch,
+        }
+    }
 }
 
 /// A step whose commit is written and whose receipt is not durable yet
@@ -161,6 +169,10 @@ pub struct Session<'r> {
     pub(super) repo: &'r Repository,
     pub(super) settings: &'r Settings,
     pub(super) opts: ApplyOptions,
+    /// Where the steps' content is: in the plan (the worktree follows the
+    /// branch), or already in the worktree (`record`, made in place: only
+    /// the index catches up with each step).
+    pub(super) worktree: Worktree,
     /// Held until the session is dropped; None in a dry run.
     _lock: Option<Lock>,
     repair: Repair,
@@ -205,13 +217,37 @@ impl<'r> Session<'r> {
         opts: ApplyOptions,
         ui: &mut dyn Ui,
     ) -> Result<Session<'r>> {
+        Session::open_over(repo, settings, plan, opts, Worktree::Follows, ui)
+    }
+
+    /// As [`Session::open`], for steps the worktree already holds
+    /// (`record`): repair has nothing to finish, and reconcile keeps the
+    /// worktree's changes.
+    pub fn open_in_place(
+        repo: &'r Repository,
+        settings: &'r Settings,
+        opts: ApplyOptions,
+        ui: &mut dyn Ui,
+    ) -> Result<Session<'r>> {
+        Session::open_over(repo, settings, None, opts, Worktree::Holds, ui)
+    }
+
+    fn open_over(
+        repo: &'r Repository,
+        settings: &'r Settings,
+        plan: Option<&Plan>,
+        opts: ApplyOptions,
+        worktree: Worktree,
+        ui: &mut dyn Ui,
+    ) -> Result<Session<'r>> {
         let s = settings;
         // One runner per branch: not this one if another worktree has it.
         crate::git::ensure_branch_is_ours(repo, &s.branch)?;
         // Who commits is settled before anything is written.
         let who = identity(repo)?;
         let signer = crate::sign::signer(repo, &who.committer)?;
-        let hooks = super::hooks::enabled(repo)?;
+        let config = settings::RunConfig::read(repo)?;
+        let hooks = super::hooks::enabled(repo, &config)?;
         let lock = if opts.dry_run {
             None
         } else {
@@ -232,7 +268,7 @@ impl<'r> Session<'r> {
         // First the local side: finish a worktree update a crash interrupted.
         // (`record` writes no worktree file, so it leaves no update to
         // finish; what another command left is refused by its own check.)
-        let repair = if opts.in_place {
+        let repair = if worktree == Worktree::Holds {
             Repair::Clean
         } else if head_branch(repo).as_deref() == Some(s.branch.as_str()) {
             let local = repo.refname_to_id(&s.refname()).ok();
@@ -263,16 +299,24 @@ impl<'r> Session<'r> {
         };
         ui.repaired(&repair);
         // Then local against durable.
-        let reconciled = reconcile::reconcile_with(repo, s, opts.dry_run, opts.in_place)?;
+        let reconciled = reconcile::reconcile(
+            repo,
+            s,
+            reconcile::Mode {
+                dry_run: opts.dry_run,
+                worktree,
+            },
+        )?;
         ui.reconciled(&reconciled);
         // In a dry run whose durable head is not fetched, the steps are
         // shown against the local head.
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
-        let share_every = share::every(repo)?;
+        let share_every = config.cache_every;
         Ok(Session {
             repo,
             settings,
             opts,
+            worktree,
             _lock: lock,
             repair,
             reconciled,

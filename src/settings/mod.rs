@@ -115,9 +115,9 @@ pub fn refuse_shared_settings_in_linked_worktree(repo: &Repository, o: &Override
         Err(e) => return Err(e.into()),
     };
     let given = [
-        ("steps.branch", o.branch.is_some()),
-        ("steps.run", o.run.is_some()),
-        ("steps.remote", o.remote.is_some()),
+        (crate::keys::BRANCH.name, o.branch.is_some()),
+        (crate::keys::RUN.name, o.run.is_some()),
+        (crate::keys::REMOTE.name, o.remote.is_some()),
     ];
     let mut found = Vec::new();
     for (key, flag) in given {
@@ -245,7 +245,7 @@ pub fn refuse_branch_clash(repo: &Repository, branch: &str) -> Result<()> {
 /// `steps.branch`) and without `--branch`, when HEAD is on the default
 /// branch: an agent's steps never land there by accident (SPEC, `init`).
 pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<()> {
-    if o.branch.is_some() || config_str(repo, "steps.branch")?.is_some() {
+    if o.branch.is_some() || config_str(repo, crate::keys::BRANCH.name)?.is_some() {
         return Ok(());
     }
     let Some(branch) = head_branch(repo) else {
@@ -290,17 +290,21 @@ pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<(
 
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     // `steps.maxFileSize` (git's integer syntax: 200m, 1g).
-    if let Ok(n) = repo.config().and_then(|c| c.get_i64("steps.maxFileSize")) {
+    if let Ok(n) = repo
+        .config()
+        .and_then(|c| c.get_i64(crate::keys::MAX_FILE_SIZE.name))
+    {
         if n <= 0 {
             return Err(Error::input(format!(
-                "steps.maxFileSize = {n}: a size in bytes (200m, 1g) is expected"
+                "{} = {n}: a size in bytes (200m, 1g) is expected",
+                crate::keys::MAX_FILE_SIZE.name
             )));
         }
         crate::tree::build::set_max_file_bytes(usize::try_from(n).unwrap_or(usize::MAX));
     }
     let branch = match &o.branch {
         Some(b) => b.clone(),
-        None => match config_str(repo, "steps.branch")? {
+        None => match config_str(repo, crate::keys::BRANCH.name)? {
             Some(b) => b,
             None => head_branch(repo).ok_or_else(|| {
                 // A detached HEAD names no branch to run on; making one
@@ -319,7 +323,7 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     }
     let run = match &o.run {
         Some(r) => r.clone(),
-        None => match config_str(repo, "steps.run")? {
+        None => match config_str(repo, crate::keys::RUN.name)? {
             Some(r) => r,
             None => run_of_branch(repo, &branch),
         },
@@ -331,12 +335,12 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     }
     let remote = match &o.remote {
         Some(r) => Some(r.clone()),
-        None => config_str(repo, "steps.remote")?,
+        None => config_str(repo, crate::keys::REMOTE.name)?,
     }
     .filter(|r| !r.is_empty());
     let transport = match &o.transport {
         Some(t) => *t,
-        None => match config_str(repo, "steps.transport")? {
+        None => match config_str(repo, crate::keys::TRANSPORT.name)? {
             Some(t) => Transport::parse(&t)?,
             // ssh as git does it (keys, ~/.ssh/config, known_hosts): through
             // git. libgit2's ssh knows only an ssh-agent.
@@ -352,8 +356,50 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     })
 }
 
+/// The `steps.*` keys that shape how a run applies, each read once, here:
+/// flags then override what they name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunConfig {
+    /// `steps.batch`: steps made durable per push by `apply` (at least 1).
+    pub batch: usize,
+    /// `steps.retries`: refused answers sent back to the decider per step.
+    pub retries: usize,
+    /// `steps.allowDuplicateHunks`.
+    pub allow_duplicate_hunks: bool,
+    /// `steps.hooks`: run `pre-commit` and `commit-msg` as checks.
+    pub hooks: bool,
+    /// `steps.cacheEvery`: publish the shared hunk cache every this many
+    /// steps (0: never).
+    pub cache_every: usize,
+}
+
+impl RunConfig {
+    /// The defaults when no key is set.
+    pub const DEFAULT: RunConfig = RunConfig {
+        batch: 1,
+        retries: 2,
+        allow_duplicate_hunks: false,
+        hooks: false,
+        cache_every: 1000,
+    };
+
+    /// The keys as git config holds them for `repo` (a bad value is an
+    /// input error naming its key).
+    pub fn read(repo: &Repository) -> Result<RunConfig> {
+        let d = RunConfig::DEFAULT;
+        Ok(RunConfig {
+            batch: config_count(repo, crate::keys::BATCH.name, 1)?.unwrap_or(d.batch),
+            retries: config_count(repo, crate::keys::RETRIES.name, 0)?.unwrap_or(d.retries),
+            allow_duplicate_hunks: config_bool(repo, crate::keys::ALLOW_DUPLICATE_HUNKS.name)?,
+            hooks: config_bool(repo, crate::keys::HOOKS.name)?,
+            cache_every: config_count(repo, crate::keys::CACHE_EVERY.name, 0)?
+                .unwrap_or(d.cache_every),
+        })
+    }
+}
+
 /// A boolean `steps.*` setting.
-pub fn config_bool(repo: &Repository, key: &str) -> Result<bool> {
+fn config_bool(repo: &Repository, key: &str) -> Result<bool> {
     match repo.config()?.get_bool(key) {
         Ok(v) => Ok(v),
         Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(false),
@@ -365,7 +411,7 @@ pub fn config_bool(repo: &Repository, key: &str) -> Result<bool> {
 /// unset; anything else (negative, too small, not a number — git's
 /// `k`/`m` suffixes are read as git reads them) is an input error naming
 /// the key.
-pub fn config_count(repo: &Repository, key: &str, min: i64) -> Result<Option<usize>> {
+fn config_count(repo: &Repository, key: &str, min: i64) -> Result<Option<usize>> {
     match repo.config()?.get_i64(key) {
         Ok(v) if v >= min => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
         Ok(v) => Err(Error::input(format!(
@@ -446,6 +492,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!((s.run.as_str(), s.remote), ("r-1", None));
+    }
+
+    #[test]
+    fn the_run_config_is_read_once_with_its_defaults() {
+        let (_d, repo) = repo();
+        assert_eq!(RunConfig::read(&repo).unwrap(), RunConfig::DEFAULT);
+        set(&repo, "steps.batch", "10");
+        set(&repo, "steps.retries", "0");
+        set(&repo, "steps.allowDuplicateHunks", "true");
+        set(&repo, "steps.hooks", "yes");
+        set(&repo, "steps.cacheEvery", "1k");
+        assert_eq!(
+            RunConfig::read(&repo).unwrap(),
+            RunConfig {
+                batch: 10,
+                retries: 0,
+                allow_duplicate_hunks: true,
+                hooks: true,
+                cache_every: 1024,
+            }
+        );
+        set(&repo, "steps.batch", "0");
+        let e = RunConfig::read(&repo).unwrap_err().to_string();
+        assert!(e.contains("steps.batch") && e.contains("1 or more"), "{e}");
     }
 
     #[test]

@@ -70,12 +70,12 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
         .and_then(|n| n.to_str())
         .expect("config file names are ours");
     let (before, edited) = replace_config(repo, dir, name, &mut |cfg| {
-        set(cfg, "steps.branch", &s.branch)?;
-        set(cfg, "steps.run", &s.run)?;
+        set(cfg, crate::keys::BRANCH.name, &s.branch)?;
+        set(cfg, crate::keys::RUN.name, &s.run)?;
         match &s.remote {
             Some(r) => {
-                set(cfg, "steps.remote", &r.spec)?;
-                set(cfg, "steps.transport", r.transport.as_str())?;
+                set(cfg, crate::keys::REMOTE.name, &r.spec)?;
+                set(cfg, crate::keys::TRANSPORT.name, r.transport.as_str())?;
                 // The run branch tracks its branch on a named remote, as
                 // `git push -u` sets it: `git status` and `git branch -vv`
                 // show ahead/behind. An upstream the user set is kept.
@@ -89,16 +89,17 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
                 // The upstream this key set goes with it (one the user set
                 // to another remote stays).
                 let upstream = format!("branch.{}.remote", s.branch);
-                if let (Ok(prev), Ok(up)) =
-                    (cfg.get_string("steps.remote"), cfg.get_string(&upstream))
-                {
+                if let (Ok(prev), Ok(up)) = (
+                    cfg.get_string(crate::keys::REMOTE.name),
+                    cfg.get_string(&upstream),
+                ) {
                     if prev == up {
                         let _ = cfg.remove(&upstream);
                         let _ = cfg.remove(&format!("branch.{}.merge", s.branch));
                     }
                 }
-                let _ = cfg.remove("steps.remote");
-                let _ = cfg.remove("steps.transport");
+                let _ = cfg.remove(crate::keys::REMOTE.name);
+                let _ = cfg.remove(crate::keys::TRANSPORT.name);
             }
         }
         Ok(())

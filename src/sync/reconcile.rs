@@ -262,27 +262,35 @@ pub fn deepen_for_run(path: &std::path::Path, s: &Settings) -> Result<u64> {
     Ok(total)
 }
 
-/// Reconcile local and durable branches (see the module doc).
-pub fn reconcile(repo: &Repository, s: &Settings, dry_run: bool) -> Result<Reconciled> {
-    reconcile_with(repo, s, dry_run, false)
+/// What the worktree is to the run being reconciled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Worktree {
+    /// It follows the branch: a fast-forward writes the files it changes.
+    #[default]
+    Follows,
+    /// It holds the run's next steps, made in place by the agent's own
+    /// tools (`record`): a fast-forward keeps its changes. A path the
+    /// durable head changes is written only where the worktree still holds
+    /// the local head's version, only indexed where it holds the durable
+    /// one already (the step a crash kept this box from catching up with),
+    /// and refused where it holds anything else; other changed files are
+    /// left as they are.
+    Holds,
 }
 
-/// As [`reconcile`]; with `in_place` (for `record`, whose steps are made in
-/// the worktree first) a fast-forward keeps the worktree's changes: a path
-/// the durable head changes is written only where the worktree still holds
-/// the local head's version, only indexed where it holds the durable one
-/// already (the step a crash kept this box from catching up with), and
-/// refused where it holds anything else; other changed files are left as
-/// they are.
-pub fn reconcile_with(
-    repo: &Repository,
-    s: &Settings,
-    dry_run: bool,
-    in_place: bool,
-) -> Result<Reconciled> {
+/// How to reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mode {
+    /// Say what would be done; change nothing.
+    pub dry_run: bool,
+    pub worktree: Worktree,
+}
+
+/// Reconcile local and durable branches (see the module doc).
+pub fn reconcile(repo: &Repository, s: &Settings, mode: Mode) -> Result<Reconciled> {
     let before = crate::git::head_branch(repo);
     let head = repo.head().ok().and_then(|h| h.target());
-    let mut r = reconcile_branch(repo, s, dry_run, in_place)?;
+    let mut r = reconcile_branch(repo, s, mode)?;
     if before.as_deref() != Some(s.branch.as_str()) {
         r.switched = Some(Switch {
             from: before,
@@ -293,12 +301,11 @@ pub fn reconcile_with(
     Ok(r)
 }
 
-fn reconcile_branch(
-    repo: &Repository,
-    s: &Settings,
-    dry_run: bool,
-    in_place: bool,
-) -> Result<Reconciled> {
+fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Reconciled> {
+    let Mode {
+        dry_run,
+        worktree: worktree_is,
+    } = mode;
     let Some(remote) = &s.remote else {
         let local = ensure_on_branch(repo, s, None, dry_run)?;
         return Ok(Reconciled {
@@ -421,7 +428,7 @@ fn reconcile_branch(
                 r,
                 &format!("the head of {} on {}", s.branch, remote.spec),
             )?;
-            let kept: Vec<bool> = if in_place {
+            let kept: Vec<bool> = if worktree_is == Worktree::Holds {
                 match worktree::keep_in_place(repo, &changes, None)? {
                     Ok(kept) => kept,
                     Err(path) => {
@@ -462,7 +469,7 @@ fn reconcile_branch(
                         .is_some_and(|i| kept[i])
                 })
             };
-            if in_place {
+            if worktree_is == Worktree::Holds {
                 // Worktree and index first, the branch last: the worktree
                 // holds the agent's edits, and a branch moved ahead of an
                 // index left behind would read, to `record`, as edits taking

@@ -18,17 +18,6 @@ use crate::settings::Settings;
 use crate::sync::remote::{PushError, RefUpdate};
 use crate::tree::hunks::LiveHunks;
 
-/// The git config key: publish the cache every N steps of the run (0: never).
-pub const CONFIG: &str = "steps.cacheEvery";
-
-/// The default interval: a fresh box replays at most about this many steps.
-pub const DEFAULT_EVERY: usize = 1000;
-
-/// `steps.cacheEvery`, or the default.
-pub fn every(repo: &Repository) -> crate::error::Result<usize> {
-    Ok(crate::settings::config_count(repo, CONFIG, 0)?.unwrap_or(DEFAULT_EVERY))
-}
-
 /// The cache commit for a run of `steps` steps, when it is long enough to
 /// want one (`every` steps or more): fetched from the remote, else this
 /// box's last copy (only that with `remote` false). None when there is

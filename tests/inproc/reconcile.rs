@@ -76,7 +76,15 @@ fn reconcile_alone_fast_forwards_branch_index_and_worktree() {
     let repo = r.open();
     let s = r.settings(&repo);
     // A dry run says what it would do and moves nothing.
-    let dry = reconcile::reconcile(&repo, &s, true).unwrap();
+    let dry = reconcile::reconcile(
+        &repo,
+        &s,
+        reconcile::Mode {
+            dry_run: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let expected = Action::FastForward {
         from: Some(base.clone()),
         to: s3.clone(),
@@ -86,7 +94,7 @@ fn reconcile_alone_fast_forwards_branch_index_and_worktree() {
     assert_eq!(dry.action, expected);
     assert_eq!(r.rev("main"), base);
     assert_eq!(r.status(), "");
-    let done = reconcile::reconcile(&repo, &s, false).unwrap();
+    let done = reconcile::reconcile(&repo, &s, Default::default()).unwrap();
     assert_eq!(done.action, expected);
     assert_eq!(done.local.as_deref(), Some(s3.as_str()));
     assert_eq!(done.durable.as_deref(), Some(s3.as_str()));
@@ -98,7 +106,9 @@ fn reconcile_alone_fast_forwards_branch_index_and_worktree() {
     assert_eq!(r.read("f1.txt"), "3\n");
     // Again: nothing to do.
     assert_eq!(
-        reconcile::reconcile(&repo, &s, false).unwrap().action,
+        reconcile::reconcile(&repo, &s, Default::default())
+            .unwrap()
+            .action,
         Action::InSync
     );
 }
@@ -116,7 +126,7 @@ fn local_receipts_the_remote_lacks_are_pushed() {
     r.git(&["config", "steps.remote", "origin"]);
     let repo = r.open();
     let s = r.settings(&repo);
-    let done = reconcile::reconcile(&repo, &s, false).unwrap();
+    let done = reconcile::reconcile(&repo, &s, Default::default()).unwrap();
     assert_eq!(
         done.action,
         Action::Push {
@@ -166,7 +176,7 @@ fn a_diverged_box_is_refused_and_nothing_moves() {
     let local = r.rev("HEAD");
     let repo = r.open();
     let s = r.settings(&repo);
-    let e = reconcile::reconcile(&repo, &s, false).unwrap_err();
+    let e = reconcile::reconcile(&repo, &s, Default::default()).unwrap_err();
     let refusal = refusal(&e);
     assert_eq!(refusal.kind, RefusalKind::Diverged);
     assert!(refusal.saw.contains(&local[..7]), "{}", refusal.saw);
@@ -207,7 +217,7 @@ fn an_edit_in_the_way_of_a_fast_forward_is_refused_before_the_branch_moves() {
     r.write("f1.txt", "untracked, mine\n");
     let repo = r.open();
     let s = r.settings(&repo);
-    let e = reconcile::reconcile(&repo, &s, false).unwrap_err();
+    let e = reconcile::reconcile(&repo, &s, Default::default()).unwrap_err();
     assert_eq!(refusal(&e).kind, RefusalKind::DirtyWorktree);
     assert!(refusal(&e).saw.contains("f1.txt"), "{}", refusal(&e).saw);
     assert_eq!(r.rev("main"), base);

@@ -287,7 +287,7 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
 
 /// The installed hooks git-steps runs as checks on each step.
 pub fn hooks_run(repo: &Repository) -> Result<Vec<String>> {
-    if !crate::settings::config_bool(repo, "steps.hooks")? {
+    if !crate::settings::RunConfig::read(repo)?.hooks {
         return Ok(Vec::new());
     }
     Ok(crate::git::installed_hooks(repo)

@@ -136,7 +136,7 @@ impl Remote {
 fn git_cli(repo: &Repository) -> Result<Command> {
     let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
     let mut cmd = Command::new("git");
-    cmd.current_dir(&dir).env_remove("GIT_STEPS_CRASH");
+    cmd.current_dir(&dir).env_remove(crate::keys::CRASH.name);
     Ok(cmd)
 }
 

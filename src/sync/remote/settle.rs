@@ -59,7 +59,7 @@ impl Remote {
 /// remote before it gives up with [`PushError::Locked`] (exit 4): 8 seconds,
 /// or `GIT_STEPS_LOCK_WAIT` seconds.
 pub(super) fn lock_patience() -> std::time::Duration {
-    let secs = std::env::var("GIT_STEPS_LOCK_WAIT")
+    let secs = std::env::var(crate::keys::LOCK_WAIT.name)
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
@@ -132,10 +132,12 @@ impl RetryPolicy {
                 .filter(|v| v.is_finite() && *v >= 0.0)
         };
         RetryPolicy {
-            attempts: 1 + num("GIT_STEPS_NET_RETRIES").unwrap_or(3.0).min(100.0) as u32,
+            attempts: 1 + num(crate::keys::NET_RETRIES.name).unwrap_or(3.0).min(100.0) as u32,
             first: std::time::Duration::from_millis(200),
             total: std::time::Duration::from_secs_f64(
-                num("GIT_STEPS_NET_RETRY_SECS").unwrap_or(30.0).min(3600.0),
+                num(crate::keys::NET_RETRY_SECS.name)
+                    .unwrap_or(30.0)
+                    .min(3600.0),
             ),
         }
     }

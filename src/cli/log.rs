@@ -17,15 +17,19 @@ pub struct Args {
     run: RunArgs,
 }
 
+/// The `--json` document's data (MCP's `log` answers it too).
+pub(super) fn document(
+    s: &crate::settings::Settings,
+    entries: &[inspect::LogEntry],
+) -> serde_json::Value {
+    serde_json::json!({"run": s.run, "branch": s.branch, "steps": entries})
+}
+
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open(&a.run)?;
     let entries = inspect::log(&repo, &s)?;
     if ctx.json {
-        return emit_json(
-            out,
-            "log",
-            &serde_json::json!({"run": s.run, "branch": s.branch, "steps": entries}),
-        );
+        return emit_json(out, "log", &document(&s, &entries));
     }
     for e in &entries {
         writeln!(

@@ -14,7 +14,6 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Parser;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -24,7 +23,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
-use super::{failure_json, failure_text, Cli, Ctx, Failure, RunArgs};
+use super::{failure_json, failure_text, json_data, Ctx, Failure, RunArgs};
 use crate::error::Error;
 use crate::plan::reader::Plan;
 use crate::run::engine;
@@ -246,25 +245,44 @@ impl Server {
     fn call(&self, name: &str, args: JsonObject) -> Option<Answer> {
         Some(match name {
             "apply_step" => self.apply_step(Value::Object(args)),
-            "status" | "log" | "verify" => self.command(name, &args, &[]),
-            "fingerprint" => {
-                let mut extra = Vec::new();
-                if args.get("history") == Some(&Value::Bool(true)) {
-                    extra.push("--history".to_string());
+            "status" | "log" | "verify" => self.read_only(name, None),
+            "fingerprint" => match args.get("rev").filter(|v| !v.is_null()) {
+                Some(Value::String(rev)) => self.read_only(name, Some(rev)),
+                None => self.read_only(name, None),
+                Some(_) => {
+                    let e = Failure::from(Error::input("fingerprint: `rev` must be a string"));
+                    Err((failure_json(&e), failure_text(&e.error)))
                 }
-                match args.get("rev").filter(|v| !v.is_null()) {
-                    // After `--`: a rev is never read as an option.
-                    Some(Value::String(rev)) => extra.extend(["--".to_string(), rev.clone()]),
-                    None => {}
-                    Some(_) => {
-                        let e = Failure::from(Error::input("fingerprint: `rev` must be a string"));
-                        return Some(Err((failure_json(&e), failure_text(&e.error))));
-                    }
-                }
-                self.command(name, &args, &extra)
-            }
+            },
             _ => return None,
         })
+    }
+
+    /// A read-only tool: the library call its command makes, answered with
+    /// the data of that command's `--json` document (`fingerprint`'s has
+    /// both fingerprints, so its `history` argument changes nothing here).
+    fn read_only(&self, name: &str, rev: Option<&String>) -> Answer {
+        let fail = |f: Failure| (failure_json(&f), failure_text(&f.error));
+        let ctx = self.ctx();
+        let (repo, s) = ctx.open(&self.run).map_err(|e| fail(e.into()))?;
+        if name == "verify" {
+            let v = inspect::verify(&repo, &s, None).map_err(|e| fail(e.into()))?;
+            let data = json_data(&v).map_err(|e| fail(e.into()))?;
+            if !v.ok {
+                // The document says what is wrong; the text is the CLI's error.
+                return Err((data, failure_text(&super::verify::refusal(&v, &s))));
+            }
+            return Ok(data);
+        }
+        let data = match name {
+            "status" => inspect::status(&repo, &s, None).and_then(|st| json_data(&st)),
+            "log" => inspect::log(&repo, &s).and_then(|l| json_data(&super::log::document(&s, &l))),
+            "fingerprint" => {
+                inspect::fingerprint(&repo, &s, rev.map(String::as_str)).and_then(|f| json_data(&f))
+            }
+            _ => unreachable!("a read-only tool: {name}"),
+        };
+        data.map_err(|e| fail(e.into()))
     }
 
     /// One step object, applied as `apply` applies a one-step plan.
@@ -329,67 +347,6 @@ impl Server {
             "branch": report.branch,
             "durable": report.durable,
         }))
-    }
-
-    /// A read-only command, run in this process with `--json`: its
-    /// document's `data` is the answer.
-    fn command(&self, name: &str, _args: &JsonObject, extra: &[String]) -> Answer {
-        let mut argv: Vec<std::ffi::OsString> = vec![
-            "git-steps".into(),
-            "-C".into(),
-            self.repo.clone().into(),
-            "--json".into(),
-            "--quiet".into(),
-            name.into(),
-        ];
-        let r = &self.run;
-        for (flag, value) in [
-            ("--branch", &r.branch),
-            ("--run", &r.run),
-            ("--remote", &r.remote),
-        ] {
-            if let Some(v) = value {
-                argv.push(flag.into());
-                argv.push(v.into());
-            }
-        }
-        if let Some(t) = r.transport {
-            argv.push("--transport".into());
-            argv.push(
-                clap::ValueEnum::to_possible_value(&t)
-                    .map(|v| v.get_name().to_string())
-                    .unwrap_or_default()
-                    .into(),
-            );
-        }
-        argv.extend(extra.iter().map(Into::into));
-        let cli = Cli::try_parse_from(argv).map_err(|e| {
-            // As the CLI answers a usage error: exit code 2.
-            let message = e.to_string();
-            (
-                json!({
-                    "code": crate::error::exit::USAGE,
-                    "kind": "usage",
-                    "message": message.trim_end(),
-                    "hint": null,
-                }),
-                format!("Error: {}\n", message.trim_end()),
-            )
-        })?;
-        let mut out = Vec::new();
-        let result = super::run(cli, &mut out);
-        let data = serde_json::from_slice::<Value>(&out)
-            .ok()
-            .map(|mut doc| doc["data"].take());
-        // Always an object, as the tools' output schema says.
-        match result {
-            Ok(()) => Ok(data.filter(Value::is_object).unwrap_or_else(|| json!({}))),
-            Err(f) => Err((
-                data.filter(|d| f.json_written && d.is_object())
-                    .unwrap_or_else(|| failure_json(&f)),
-                failure_text(&f.error),
-            )),
-        }
     }
 
     fn ctx(&self) -> Ctx {

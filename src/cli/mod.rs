@@ -304,6 +304,15 @@ impl Ctx {
     }
 }
 
+/// A `--json` document's data as a value, with any URL's password
+/// redacted, for a front end that does not print it (MCP).
+pub fn json_data<T: Serialize>(data: &T) -> Result<serde_json::Value> {
+    let text =
+        serde_json::to_string(data).map_err(|e| Error::local(format!("cannot write JSON: {e}")))?;
+    serde_json::from_str(&crate::git::redact(&text))
+        .map_err(|e| Error::internal(format!("redacted JSON does not parse: {e}")))
+}
+
 /// Write a `--json` document.
 pub fn emit_json<T: Serialize>(out: &mut dyn Write, kind: &str, data: &T) -> Result<()> {
     #[derive(Serialize)]

@@ -52,17 +52,24 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     Err(Failure {
         json_written: ctx.json,
         partial: None,
-        error: Error::from(Refusal {
-            kind: RefusalKind::BrokenHistory,
-            step: None,
-            saw: format!(
-                "{} problem(s) in the history of run {}: {}",
-                v.problems.len(),
-                s.run,
-                v.problems[0]
-            ),
-            would: "report the run as verified".into(),
-            hint: "each problem above says what it is and what to run; `git steps log` shows the steps".into(),
-        }),
+        error: refusal(&v, &s),
+    })
+}
+
+/// What a verification that found problems is: a refusal to call the run
+/// verified (MCP's `verify` answers it too).
+pub(super) fn refusal(v: &inspect::Verification, s: &crate::settings::Settings) -> Error {
+    Error::from(Refusal {
+        kind: RefusalKind::BrokenHistory,
+        step: None,
+        saw: format!(
+            "{} problem(s) in the history of run {}: {}",
+            v.problems.len(),
+            s.run,
+            v.problems[0]
+        ),
+        would: "report the run as verified".into(),
+        hint: "each problem above says what it is and what to run; `git steps log` shows the steps"
+            .into(),
     })
 }

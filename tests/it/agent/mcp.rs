@@ -668,3 +668,26 @@ fn a_real_mcp_client_in_strict_mode() {
     });
     assert_eq!(t.step_ids(), vec!["call-1".to_string()]);
 }
+
+/// `verify` over MCP, on a run whose history it refuses: a tool error whose
+/// structured content is the CLI's `--json` document and whose text is the
+/// CLI's error, from the same library call.
+#[test]
+fn a_failed_verify_answers_what_the_cli_answers() {
+    let t = TestRepo::new();
+    let mut c = Client::start(&t, &[], &[]);
+    c.initialize();
+    c.ok("apply_step", json!({"id": "s1", "files": {"a.txt": "a\n"}}));
+    t.write("hand.txt", "by hand\n");
+    t.commit_all("a commit with no receipt");
+    let cli = t.steps(&["--json", "verify"]).code_is(3);
+    let r = c.call("verify", json!({})).unwrap();
+    assert_eq!(r["isError"], json!(true), "{r}");
+    assert_eq!(r["structuredContent"], cli.json()["data"], "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("refused") && text.contains("no receipt"),
+        "{text}"
+    );
+    assert!(c.close().success());
+}

@@ -233,6 +233,30 @@ mod tests {
         }
     }
 
+    /// No source file holds more than 600 lines before its tests: a file
+    /// that grows past that has two concerns, and gets a submodule.
+    #[test]
+    fn no_file_holds_more_than_600_lines_of_code() {
+        let mut long = Vec::new();
+        let mut stack = vec![Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")).to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    let code = text.split("\n#[cfg(test)]").next().unwrap();
+                    let n = code.lines().count();
+                    if n > 600 {
+                        long.push(format!("{}: {n}", p.display()));
+                    }
+                }
+            }
+        }
+        assert!(long.is_empty(), "over 600 lines of code: {long:?}");
+    }
+
     /// A folder of `src/` holds one run of consecutive layers, so `ls src`
     /// reads bottom to top: no folder has a layer of another between two
     /// of its own.

@@ -185,7 +185,7 @@ pub fn adopt(
             ui,
         )?;
         let head = session.head();
-        session.finish()?;
+        drop(session);
         return Ok(report("nothing", Vec::new(), None, None, head));
     }
     // A merge made with `git pull` over a diverged run brings receipts in

@@ -127,10 +127,9 @@ fn run_inner(
         allow_duplicate_hunks: opts.allow_duplicate_hunks,
         batch: 1,
     };
-    let mut session = Session::open(repo, s, None, apply_opts, ui)?;
-    let ledger = session.load(true)?;
+    let mut session = Session::open(repo, s, None, apply_opts, ui)?.load(true)?;
     let mut journal = journal::load(repo, s)?;
-    journal.check(ledger, &s.branch)?;
+    journal.check(session.ledger(), &s.branch)?;
     let mut calls = 0;
     // Refused answers sent back to the decider for the current index.
     let mut retried = 0;

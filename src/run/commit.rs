@@ -58,12 +58,8 @@ impl Session<'_> {
     /// A dry run returns what it would apply instead (nothing to flush).
     /// `source` (the agent loop's) goes into the receipt. Uncommitted
     /// changes to the paths the step writes are refused; others are carried
-    /// along. The receipts are read first if [`Session::load`] was not
-    /// called.
+    /// along.
     pub fn stage(&mut self, step: &Step, source: Option<Source>) -> Result<Option<StepOutcome>> {
-        if !self.loaded {
-            self.load(false)?;
-        }
         let (repo, s, head) = (self.repo, self.settings, self.head);
         // The step's position in the run, from 1 (its Step-Index).
         let index = self.len() + 1;

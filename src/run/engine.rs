@@ -21,7 +21,7 @@ use crate::sync::reconcile::Reconciled;
 use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
 
-use super::agreement::{preflight, validate};
+use super::agreement::validate;
 use super::session::{ApplyOptions, Redelivery, Session, StepOutcome, Ui};
 
 /// The result of `apply`.
@@ -67,8 +67,7 @@ fn apply_inner(
     worktree::workdir(repo)?;
     // Every step parses before anything is written or fetched.
     let total = validate(plan)?;
-    let mut session = Session::open(repo, s, Some(plan), opts.clone(), ui)?;
-    preflight(repo, plan, session.load(false)?)?;
+    let mut session = Session::open(repo, s, Some(plan), opts.clone(), ui)?.load_for(plan)?;
     let progress = crate::progress::phase("applying the plan", Some(total as u64));
     let mut seen = 0u64;
     if opts.dry_run {

@@ -73,8 +73,7 @@ pub fn record(
         allow_duplicate_hunks: opts.allow_duplicate_hunks,
         ..ApplyOptions::default()
     };
-    let mut session = Session::open_in_place(repo, s, apply, ui)?;
-    session.load(false)?;
+    let mut session = Session::open_in_place(repo, s, apply, ui)?.load(false)?;
     if let Some(receipt) = session.receipt(&opts.id).cloned() {
         return rerun(repo, s, session, opts, &receipt);
     }

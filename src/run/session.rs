@@ -3,10 +3,13 @@
 //!
 //! Owns the session's state — repository, settings, the runner's lock, the
 //! ledger read at the start, the steps applied since, the hunk counts, the
-//! head and the receipt signature — and its two ends: [`Session::open`]
-//! (lock, repair, reconcile: everything a resume does before the first
-//! step) and [`Session::finish`] (the receipt cache saved, the artifact and
-//! history fingerprints). Progress goes to one [`Ui`], which the CLI
+//! head and the receipt signature — and its order, which the types keep:
+//! [`Session::open`] (lock, repair, reconcile: everything a resume does
+//! before the first step) gives an [`Opened`] run; [`Opened::load`] reads
+//! the receipts, once (reusing the ones repair read when the head did not
+//! move), and gives the [`Session`] that applies steps; [`Session::finish`]
+//! saves the receipt cache and computes the artifact and history
+//! fingerprints. Progress goes to one [`Ui`], which the CLI
 //! implements once. Invariant: the session's head only moves when a step's
 //! receipt is durable (see [`super::commit`]; in a dry run, to a commit in
 //! memory), and the receipt cache is written only for a head that really
@@ -164,6 +167,78 @@ pub struct Finished {
     pub history: String,
 }
 
+/// A run whose box is brought up (locked, repaired, reconciled) and whose
+/// receipts are not read yet: [`Opened::load`] reads them once and gives
+/// the [`Session`] that applies steps. Nothing can be applied before the
+/// receipts are read, and they cannot be read twice.
+pub struct Opened<'r> {
+    session: Session<'r>,
+    /// The receipts read for the repair, and the head they were read at.
+    read: Option<(Option<Oid>, Ledger)>,
+    /// Whether the plan was checked against those receipts.
+    plan_checked: bool,
+}
+
+impl<'r> Opened<'r> {
+    /// What finishing an interrupted worktree update did.
+    pub fn repair(&self) -> &Repair {
+        &self.session.repair
+    }
+
+    /// What bringing the local and durable branches together did.
+    pub fn reconciled(&self) -> &Reconciled {
+        &self.session.reconciled
+    }
+
+    /// The head the first step goes on.
+    pub fn head(&self) -> Option<Oid> {
+        self.session.head
+    }
+
+    /// Read the run's receipts at the head (from the receipt cache where it
+    /// is exact, or the ones the repair read when reconcile left the head
+    /// where it was), and with `counts` the hunk counts too (otherwise they
+    /// are read when a step is first applied: a rerun that skips everything
+    /// does not need them). Refuses a history that breaks an invariant.
+    pub fn load(self, counts: bool) -> Result<Session<'r>> {
+        Ok(self.load_reused(counts)?.0)
+    }
+
+    /// As [`Opened::load`] without counts, with `plan` checked against the
+    /// receipts (the check `open` made is not repeated when they are the
+    /// same).
+    pub fn load_for(self, plan: &Plan) -> Result<Session<'r>> {
+        let checked = self.plan_checked;
+        let (session, reused) = self.load_reused(false)?;
+        if !(reused && checked) {
+            preflight(session.repo, plan, &session.ledger)?;
+        }
+        Ok(session)
+    }
+
+    fn load_reused(self, counts: bool) -> Result<(Session<'r>, bool)> {
+        let Opened {
+            mut session, read, ..
+        } = self;
+        let s = session.settings;
+        let (ledger, reused) = match read {
+            Some((at, ledger)) if !counts && at == session.head => (ledger, true),
+            _ if counts => {
+                let indexed = session.load_indexed()?;
+                session.live = Some(indexed.live);
+                (indexed.ledger, false)
+            }
+            _ => (
+                cache::load_ledger(session.repo, session.head, &s.run)?,
+                false,
+            ),
+        };
+        ledger.ensure_sound(&s.branch)?;
+        session.ledger = ledger;
+        Ok((session, reused))
+    }
+}
+
 /// One run, from the lock to the closing fingerprints.
 pub struct Session<'r> {
     pub(super) repo: &'r Repository,
@@ -193,9 +268,6 @@ pub struct Session<'r> {
     pub(super) signer: Option<crate::sign::Signer>,
     /// The hooks each step must pass (`steps.hooks=true`).
     pub(super) hooks: Option<super::hooks::Hooks>,
-    /// Whether the worktree was found clean before the first step.
-    /// Whether the receipts were read ([`Session::load`]).
-    pub(super) loaded: bool,
     /// Whether [`Session::identity_note`] was given.
     identity_noted: bool,
     /// Publish the shared hunk cache every this many steps of the run
@@ -216,7 +288,7 @@ impl<'r> Session<'r> {
         plan: Option<&Plan>,
         opts: ApplyOptions,
         ui: &mut dyn Ui,
-    ) -> Result<Session<'r>> {
+    ) -> Result<Opened<'r>> {
         Session::open_over(repo, settings, plan, opts, Worktree::Follows, ui)
     }
 
@@ -228,7 +300,7 @@ impl<'r> Session<'r> {
         settings: &'r Settings,
         opts: ApplyOptions,
         ui: &mut dyn Ui,
-    ) -> Result<Session<'r>> {
+    ) -> Result<Opened<'r>> {
         Session::open_over(repo, settings, None, opts, Worktree::Holds, ui)
     }
 
@@ -239,7 +311,7 @@ impl<'r> Session<'r> {
         opts: ApplyOptions,
         worktree: Worktree,
         ui: &mut dyn Ui,
-    ) -> Result<Session<'r>> {
+    ) -> Result<Opened<'r>> {
         let s = settings;
         // One runner per branch: not this one if another worktree has it.
         crate::git::ensure_branch_is_ours(repo, &s.branch)?;
@@ -268,6 +340,8 @@ impl<'r> Session<'r> {
         // First the local side: finish a worktree update a crash interrupted.
         // (`record` writes no worktree file, so it leaves no update to
         // finish; what another command left is refused by its own check.)
+        let mut read = None;
+        let mut plan_checked = false;
         let repair = if worktree == Worktree::Holds {
             Repair::Clean
         } else if head_branch(repo).as_deref() == Some(s.branch.as_str()) {
@@ -282,10 +356,13 @@ impl<'r> Session<'r> {
                 }
             }
             let pending = match plan {
-                Some(p) => preflight(repo, p, &ledger)?,
+                Some(p) => {
+                    plan_checked = true;
+                    preflight(repo, p, &ledger)?
+                }
                 None => 1,
             };
-            match repair::repair(repo, s, &ledger, opts.dry_run) {
+            let repair = match repair::repair(repo, s, &ledger, opts.dry_run) {
                 // The user's own edits only matter when a step would land on them.
                 Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
                     Repair::LeftAlone {
@@ -293,7 +370,9 @@ impl<'r> Session<'r> {
                     }
                 }
                 other => other?,
-            }
+            };
+            read = Some((local, ledger));
+            repair
         } else {
             Repair::Clean
         };
@@ -312,7 +391,7 @@ impl<'r> Session<'r> {
         // shown against the local head.
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
         let share_every = config.cache_every;
-        Ok(Session {
+        let session = Session {
             repo,
             settings,
             opts,
@@ -329,35 +408,14 @@ impl<'r> Session<'r> {
             who,
             signer,
             hooks,
-            loaded: false,
             identity_noted: false,
             share_every,
-        })
-    }
-
-    /// Read the run's receipts at the head (from the receipt cache where it
-    /// is exact), and with `counts` the hunk counts too (otherwise they are
-    /// read when a step is first applied: a rerun that skips everything does
-    /// not need them). Refuses a history that breaks an invariant. Once per
-    /// session, before any step is applied.
-    pub fn load(&mut self, counts: bool) -> Result<&Ledger> {
-        if self.loaded {
-            return Err(Error::internal(
-                "a session's receipts are read once, before its first step",
-            ));
-        }
-        self.loaded = true;
-        let s = self.settings;
-        let ledger = if counts {
-            let indexed = self.load_indexed()?;
-            self.live = Some(indexed.live);
-            indexed.ledger
-        } else {
-            cache::load_ledger(self.repo, self.head, &s.run)?
         };
-        ledger.ensure_sound(&s.branch)?;
-        self.ledger = ledger;
-        Ok(&self.ledger)
+        Ok(Opened {
+            session,
+            read,
+            plan_checked,
+        })
     }
 
     /// The receipts and live hunks at the head: from this box's receipt

@@ -74,8 +74,7 @@ pub fn undo(
         allow_duplicate_hunks,
         ..ApplyOptions::default()
     };
-    let mut session = Session::open(repo, s, None, opts, ui)?;
-    session.load(false)?;
+    let mut session = Session::open(repo, s, None, opts, ui)?.load(false)?;
     let entries: Vec<Entry> = session.receipts().cloned().collect();
     let base = session.ledger().base;
     // A rerun: this undo, computed where it was made, is the run's last

@@ -38,8 +38,10 @@ fn staged_steps_move_nothing_until_the_flush_makes_them_durable() {
     let repo = r.open();
     let s = r.settings(&repo);
     let mut ui = Recorder::default();
-    let mut session = Session::open(&repo, &s, None, ApplyOptions::default(), &mut ui).unwrap();
-    session.load(true).unwrap();
+    let mut session = Session::open(&repo, &s, None, ApplyOptions::default(), &mut ui)
+        .unwrap()
+        .load(true)
+        .unwrap();
     for (i, f) in ["a.txt", "b.txt", "c.txt"].iter().enumerate() {
         let staged = session
             .stage(&step(files_step(&format!("s{}", i + 1), f, "x\n")), None)

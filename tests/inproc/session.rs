@@ -208,11 +208,12 @@ fn a_session_driven_by_hand_commits_each_step_and_finishes_at_the_head() {
     let repo = r.open();
     let s = r.settings(&repo);
     let mut ui = Recorder::default();
-    let mut session = Session::open(&repo, &s, None, ApplyOptions::default(), &mut ui).unwrap();
-    assert_eq!(session.head().map(|h| h.to_string()), Some(base.clone()));
-    assert!(session.load(true).unwrap().entries.is_empty());
-    // Receipts are read once.
-    assert!(session.load(false).is_err());
+    let opened = Session::open(&repo, &s, None, ApplyOptions::default(), &mut ui).unwrap();
+    assert_eq!(opened.head().map(|h| h.to_string()), Some(base.clone()));
+    // Receipts are read once: `load` takes the opened session and gives
+    // the one that applies steps (a second read does not compile).
+    let mut session = opened.load(true).unwrap();
+    assert!(session.ledger().entries.is_empty());
     let mut commits = Vec::new();
     for (i, step) in plan3().into_iter().enumerate() {
         let step = git_steps::plan::step::Step::parse(&step.to_string()).unwrap();

@@ -36,6 +36,16 @@ pub enum EditError {
     DoesNotApply(String),
 }
 
+impl EditError {
+    /// The same error with `what` (the format's name) in front of its text.
+    pub fn in_format(self, what: &str) -> EditError {
+        match self {
+            EditError::Malformed(m) => EditError::Malformed(format!("{what}: {m}")),
+            EditError::DoesNotApply(m) => EditError::DoesNotApply(format!("{what}: {m}")),
+        }
+    }
+}
+
 /// The files an edit reads or writes refused it: a directory where a file
 /// is expected, a path through a symlink.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE};
 use crate::plan::formats;
 use crate::plan::formats::patch;
-use crate::plan::formats::FileError;
+use crate::plan::formats::{EditError, FileError};
 use crate::plan::step::{Content, Step};
 
 mod overlay;
@@ -135,11 +135,13 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
         measured: BTreeMap::new(),
     };
     // A failure of the machine (the object database could not be read or
-    // written) is reported as such, not as a step that does not apply.
-    let fail = |m: String| match io.borrow_mut().take() {
-        Some(e) => e.at_step(&step.id),
-        None => Error::apply(&step.id, m),
+    // written) is reported as such, not as a step that does not apply. The
+    // step's own failure stays an EditError until here, its one conversion.
+    let fail = |e: EditError| match io.borrow_mut().take() {
+        Some(machine) => machine.at_step(&step.id),
+        None => Error::apply(&step.id, e.to_string()),
     };
+    let refused = |m: String| fail(EditError::DoesNotApply(m));
     enum Parsed {
         Patch(Vec<patch::FilePatch>),
         Edits(Vec<formats::edits::Op>),
@@ -153,7 +155,7 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
             // Deletions first, so a step can replace a directory by a file.
             let (deletes, writes): (Vec<_>, Vec<_>) = files.iter().partition(|(_, c)| c.is_none());
             for (path, content) in deletes.into_iter().chain(writes) {
-                let existing = o.file(path).map_err(fail)?;
+                let existing = o.file(path).map_err(refused)?;
                 match content {
                     Some(w) => {
                         let mode = match (w.mode, existing) {
@@ -163,42 +165,36 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
                         };
                         // The content is the worktree's form: stored as
                         // `git add` would store it (a link's target as is).
-                        o.store(path, &w.bytes, mode).map_err(fail)?;
+                        o.store(path, &w.bytes, mode).map_err(refused)?;
                     }
                     None if existing.is_none() => {
-                        return Err(fail(format!(
+                        return Err(refused(format!(
                             "files: cannot delete {path}: it does not exist"
                         )))
                     }
                     None => o.delete(path),
                 }
             }
-            return finish(repo, base.as_ref(), o, &fail);
+            return finish(repo, base.as_ref(), o, &refused);
         }
         Content::Patch(text) => {
-            Parsed::Patch(patch::parse(text).map_err(|m| fail(format!("patch: {m}")))?)
+            Parsed::Patch(patch::parse(text).map_err(|e| fail(e.in_format("patch")))?)
         }
-        Content::Edits(ops) => {
-            Parsed::Edits(formats::edits::parse(ops).map_err(|e| fail(e.to_string()))?)
-        }
+        Content::Edits(ops) => Parsed::Edits(formats::edits::parse(ops).map_err(fail)?),
         Content::ApplyPatch(text) => Parsed::ApplyPatch(
-            formats::apply_patch::parse(text).map_err(|m| fail(format!("apply_patch: {m}")))?,
+            formats::apply_patch::parse(text).map_err(|e| fail(e.in_format("apply_patch")))?,
         ),
         Content::SearchReplace(text) => Parsed::SearchReplace(
             formats::search_replace::parse(text)
-                .map_err(|m| fail(format!("search_replace: {m}")))?,
+                .map_err(|e| fail(e.in_format("search_replace")))?,
         ),
     };
-    let run = |o: &mut Overlay<'_>| -> Result<(), String> {
+    let run = |o: &mut Overlay<'_>| -> Result<(), EditError> {
         match &parsed {
-            Parsed::Patch(files) => apply_patch_files(o, files),
-            Parsed::Edits(ops) => formats::edits::apply(o, ops).map_err(|e| e.to_string()),
-            Parsed::ApplyPatch(ops) => {
-                formats::apply_patch::apply(o, ops).map_err(|e| e.to_string())
-            }
-            Parsed::SearchReplace(blocks) => {
-                formats::search_replace::apply(o, blocks).map_err(|e| e.to_string())
-            }
+            Parsed::Patch(files) => apply_patch_files(o, files).map_err(EditError::DoesNotApply),
+            Parsed::Edits(ops) => formats::edits::apply(o, ops),
+            Parsed::ApplyPatch(ops) => formats::apply_patch::apply(o, ops),
+            Parsed::SearchReplace(blocks) => formats::search_replace::apply(o, blocks),
         }
     };
     let first_form = !matches!(parsed, Parsed::Patch(_));
@@ -228,7 +224,7 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
             }));
         }
     }
-    finish(repo, base.as_ref(), o, &fail)
+    finish(repo, base.as_ref(), o, &refused)
 }
 
 /// The tree of a step's writes, with its links checked.

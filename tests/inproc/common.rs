@@ -105,6 +105,14 @@ impl Repo {
     /// repository's `main`, named `origin` and set as the run's durable
     /// domain (`steps.remote`).
     pub fn with_remote(&self) -> PathBuf {
+        let bare = self.with_origin();
+        self.git(&["config", "steps.remote", "origin"]);
+        bare
+    }
+
+    /// A bare repository `remote.git` in the scratch dir, holding this
+    /// repository's `main` and named `origin`; no run is set up on it.
+    pub fn with_origin(&self) -> PathBuf {
         let bare = self.tmp.path().join("remote.git");
         run_git(
             self.tmp.path(),
@@ -112,7 +120,6 @@ impl Repo {
         );
         self.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
         self.git(&["push", "-q", "origin", "main"]);
-        self.git(&["config", "steps.remote", "origin"]);
         bare
     }
 

@@ -69,13 +69,7 @@ fn box_with_run() -> Repo {
     r.write("README.md", "# project\n");
     r.write("log.txt", "one\ntwo\n");
     r.commit_all("project start");
-    let bare = r.tmp.path().join("remote.git");
-    run_git(
-        r.tmp.path(),
-        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
-    );
-    r.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
-    r.git(&["push", "-q", "origin", "main"]);
+    r.with_origin();
     r
 }
 

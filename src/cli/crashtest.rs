@@ -37,16 +37,12 @@ pub struct Args {
     /// `undo` (the plan applied, its second half undone by one `undo` step,
     /// then applied again under new ids); or the built-in classic runner
     /// (cursor checkpointed every 3 steps, receipts on the box).
-    #[arg(
-        long,
-        value_name = "git-steps|run|record|undo|classic",
-        default_value = "git-steps"
-    )]
-    runner: String,
+    #[arg(long, value_enum, default_value = "git-steps")]
+    runner: RunnerArg,
     /// The classic runner's durability switch: its artifact pushed every
     /// step (durable) or only at the end (volatile).
-    #[arg(long, value_name = "durable|volatile", default_value = "durable")]
-    classic_log: String,
+    #[arg(long, value_enum, default_value = "durable")]
+    classic_log: ClassicLog,
     /// Start every box from an empty repository, even inside one [default:
     /// inside a repository (or with -C), every box starts from its HEAD
     /// tree].
@@ -61,20 +57,32 @@ pub struct Args {
     batch: Option<u32>,
 }
 
-fn runner(a: &Args) -> Result<Runner, Error> {
-    match (a.runner.as_str(), a.classic_log.as_str()) {
-        ("git-steps", _) => Ok(Runner::GitSteps),
-        ("run", _) => Ok(Runner::GitStepsRun),
-        ("record", _) => Ok(Runner::GitStepsRecord),
-        ("undo", _) => Ok(Runner::GitStepsUndo),
-        ("classic", "durable") => Ok(Runner::ClassicDurableLog),
-        ("classic", "volatile") => Ok(Runner::ClassicVolatileLog),
-        ("classic", other) => Err(Error::input(format!(
-            "--classic-log {other:?}: use durable or volatile"
-        ))),
-        (other, _) => Err(Error::input(format!(
-            "--runner {other:?}: use git-steps, run, record, undo or classic"
-        ))),
+/// `--runner`: a bad value is clap's usage error (exit 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RunnerArg {
+    #[value(name = "git-steps")]
+    GitSteps,
+    Run,
+    Record,
+    Undo,
+    Classic,
+}
+
+/// `--classic-log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ClassicLog {
+    Durable,
+    Volatile,
+}
+
+fn runner(a: &Args) -> Runner {
+    match (a.runner, a.classic_log) {
+        (RunnerArg::GitSteps, _) => Runner::GitSteps,
+        (RunnerArg::Run, _) => Runner::GitStepsRun,
+        (RunnerArg::Record, _) => Runner::GitStepsRecord,
+        (RunnerArg::Undo, _) => Runner::GitStepsUndo,
+        (RunnerArg::Classic, ClassicLog::Durable) => Runner::ClassicDurableLog,
+        (RunnerArg::Classic, ClassicLog::Volatile) => Runner::ClassicVolatileLog,
     }
 }
 
@@ -168,11 +176,13 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let runner = runner(&a)?;
+    let runner = runner(&a);
     if a.batch.is_some_and(|n| n > 1) && runner != Runner::GitSteps {
         return Err(Error::input(format!(
             "--batch is `apply --batch`: it applies to --runner git-steps, not {}",
-            a.runner
+            clap::ValueEnum::to_possible_value(&a.runner)
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default()
         ))
         .into());
     }

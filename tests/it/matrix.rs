@@ -543,3 +543,25 @@ fn the_matrix_catches_a_decider_asked_too_late() {
         "{written}"
     );
 }
+
+/// A runner or classic log the matrix does not know is a usage error (exit
+/// 2) that lists the known ones; nothing runs.
+#[test]
+fn an_unknown_runner_is_a_usage_error() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let plan = plan.to_str().unwrap();
+    t.steps(&["crashtest", "--runner", "nope", plan])
+        .code_is(2)
+        .stderr_has("git-steps, run, record, undo, classic");
+    t.steps(&[
+        "crashtest",
+        "--runner",
+        "classic",
+        "--classic-log",
+        "nah",
+        plan,
+    ])
+    .code_is(2)
+    .stderr_has("durable, volatile");
+}

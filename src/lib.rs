@@ -257,6 +257,46 @@ mod tests {
         assert!(long.is_empty(), "over 600 lines of code: {long:?}");
     }
 
+    /// Only `cli::ui` writes to the process's stdout and stderr: the
+    /// library reports through its return values and the engine's `Ui`
+    /// trait, and every command speaks through `cli::Ui` (whose lines are
+    /// redacted and drawn out of a progress bar's way). The one exception is
+    /// the MCP framing, whose stdout is the protocol.
+    #[test]
+    fn only_the_ui_writes_to_the_terminal() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        let allowed = |f: &Path, what: &str| {
+            f.ends_with("cli/ui.rs")
+                || (f.ends_with("cli/mcp/frame.rs") && what == "io::stdout()")
+                || (f.ends_with("cli/progress.rs") && what == "io::stderr()")
+        };
+        let mut found = Vec::new();
+        for file in &all {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text.split("\n#[cfg(test)]").next().unwrap();
+            for what in [
+                "eprintln!",
+                "eprint!",
+                "println!",
+                "print!(",
+                "dbg!",
+                "io::stderr()",
+                "io::stdout()",
+            ] {
+                let hits = code
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//") && l.contains(what))
+                    .count();
+                if hits > 0 && !allowed(file, what) {
+                    found.push(format!("{}: {what} ×{hits}", file.display()));
+                }
+            }
+        }
+        assert!(found.is_empty(), "written around the Ui: {found:?}");
+    }
+
     /// A folder of `src/` holds one run of consecutive layers, so `ls src`
     /// reads bottom to top: no folder has a layer of another between two
     /// of its own.

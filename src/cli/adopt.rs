@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::ui::Terminal;
+use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::adopt::{self, AdoptOptions};
 
@@ -33,19 +33,14 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let (repo, s) = ctx.open_deepened(&a.run)?;
-    let confirmed = a.yes || (ctx.json && !a.dry_run);
+    let confirmed = a.yes || (ctx.ui.json && !a.dry_run);
     let opts = AdoptOptions {
         id: a.id,
         dry_run: !confirmed,
     };
-    let mut ui = Terminal {
-        out: &mut *out,
-        json: ctx.json,
-        quiet: ctx.quiet,
-        dry_run: !confirmed,
-    };
+    let mut ui = Terminal::new(ctx.ui, !confirmed);
     let report = adopt::adopt(&repo, &s, &opts, &mut ui)?;
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(out, "adopt", &report)?;
         return Ok(());
     }
@@ -53,13 +48,15 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         writeln!(out, "{} {}  ({})", &c.commit[..12], c.subject, c.author)?;
     }
     match report.status {
-        "nothing" => ctx.status("nothing to adopt: every commit of the run carries a receipt"),
-        "would-adopt" => ctx.status(&format!(
+        "nothing" => ctx
+            .ui
+            .status("nothing to adopt: every commit of the run carries a receipt"),
+        "would-adopt" => ctx.ui.status(&format!(
             "{} commit(s) without a receipt; `git steps adopt --yes` adopts them as step {}",
             report.commits.len(),
             report.step.as_deref().unwrap_or("?")
         )),
-        _ => ctx.status(&format!(
+        _ => ctx.ui.status(&format!(
             "adopted {} commit(s) as step {} ({})",
             report.commits.len(),
             report.step.as_deref().unwrap_or("?"),

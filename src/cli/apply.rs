@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::ui::Terminal;
+use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::error::Error;
 use crate::plan::reader::Plan;
@@ -57,15 +57,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     if let Some(n) = a.batch {
         opts.batch = n as usize;
     }
-    let mut ui = Terminal {
-        out: &mut *out,
-        json: ctx.json,
-        quiet: ctx.quiet,
-        dry_run: a.dry_run,
-    };
+    let mut ui = Terminal::new(ctx.ui, a.dry_run);
     match engine::apply_plan(&repo, &s, &plan, &opts, &mut ui) {
         Ok(report) => {
-            if ctx.json {
+            if ctx.ui.json {
                 emit_json(out, "apply", &report)?;
             } else {
                 let applied = report
@@ -79,7 +74,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                     })
                     .count();
                 let skipped = report.steps.len() - applied;
-                ctx.status(&format!(
+                ctx.ui.status(&format!(
                     "{} {applied} step(s), skipped {skipped}; artifact {}",
                     if a.dry_run { "would apply" } else { "applied" },
                     report.artifact

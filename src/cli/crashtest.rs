@@ -86,8 +86,6 @@ fn runner(a: &Args) -> Runner {
     }
 }
 
-pub(super) use super::progress::Progress;
-
 fn verdict(v: Verdict) -> &'static str {
     match v {
         Verdict::Same => "SAME",
@@ -163,7 +161,7 @@ pub(super) fn jobs(n: Option<usize>) -> usize {
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     if a.list_points {
-        if ctx.json {
+        if ctx.ui.json {
             let points: Vec<_> = crash::POINTS
                 .iter()
                 .map(|p| serde_json::json!({"name": p.name, "state": p.state, "scope": format!("{:?}", p.scope).to_lowercase()}))
@@ -206,12 +204,12 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         }
     };
     match &base {
-        Some(b) => ctx.status(&format!(
+        Some(b) => ctx.ui.status(&format!(
             "crashtest: every box starts from the tree of {} ({} file(s)); --empty-base for an empty repository",
             crate::git::short(b.from),
             b.files
         )),
-        None => ctx.status("crashtest: every box starts from an empty repository"),
+        None => ctx.ui.status("crashtest: every box starts from an empty repository"),
     }
     let env = Env {
         exe,
@@ -220,16 +218,16 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         base,
         batch: a.batch.unwrap_or(1) as usize,
     };
-    let progress = Progress::new("crashtest", ctx.quiet);
+    let progress = ctx.ui.matrix_progress("crashtest");
     let started = Instant::now();
     let m = matrix::run(&env, jobs(a.jobs), &|d, t| progress.tick(d, t))?;
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(out, "crashtest", &m)?;
     } else {
         table(&m, out)?;
         writeln!(out, "{}", summary_line(&m))?;
     }
-    ctx.status(&format!(
+    ctx.ui.status(&format!(
         "crashtest took {:.1} s",
         started.elapsed().as_secs_f64()
     ));
@@ -242,7 +240,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         .find(|r| r.verdict == Verdict::Diverged)
         .expect("counted");
     Err(Failure {
-        json_written: ctx.json,
+        json_written: ctx.ui.json,
         partial: None,
         error: Error::from(Refusal {
             kind: RefusalKind::Diverged,

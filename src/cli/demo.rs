@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Instant;
 
-use super::crashtest::{jobs, summary_line, Progress};
+use super::crashtest::{jobs, summary_line};
 use super::{emit_json, Ctx, Failure};
 use crate::error::Error;
 use crate::matrix::{self, BoxMode, Env, Matrix, Runner, Verdict};
@@ -136,7 +136,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         Runner::ClassicVolatileLog,
         Runner::GitSteps,
     ] {
-        let progress = Progress::new(runner.name(), ctx.quiet);
+        let progress = ctx.ui.matrix_progress(runner.name());
         let env = Env {
             exe: exe.clone(),
             plan: plan.clone(),
@@ -156,7 +156,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         ours.summary.same,
         ours.rows.len(),
     );
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(
             out,
             "demo",
@@ -179,7 +179,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         legend(&matrices, out)?;
         writeln!(out, "{verdict}")?;
     }
-    ctx.status(&format!(
+    ctx.ui.status(&format!(
         "demo took {:.1} s",
         started.elapsed().as_secs_f64()
     ));

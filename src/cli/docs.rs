@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 
-use super::{Cli, Failure};
+use super::{Cli, Ctx, Failure};
 use crate::error::Error;
 
 /// Print the git-steps(1) man page (roff), or write every page into a directory.
@@ -166,7 +166,7 @@ fn page(cmd: clap::Command, name: &str, main: bool, out: &mut dyn Write) -> std:
     Ok(())
 }
 
-pub fn man(a: ManArgs, out: &mut dyn Write) -> Result<(), Failure> {
+pub fn man(ctx: &Ctx, a: ManArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let cmd = command();
     let Some(dir) = a.dir else {
         page(cmd, "git-steps", true, out)?;
@@ -200,11 +200,11 @@ pub fn man(a: ManArgs, out: &mut dyn Write) -> Result<(), Failure> {
         .as_deref()
         .is_some_and(|m| m.trim().split(':').any(|p| std::path::Path::new(p) == root));
     if !found {
-        say!(
-            "note: `man` may not look in {}: add it to MANPATH (`export MANPATH=\"{}:$MANPATH\"`) for `git steps --help` and `man git-steps`",
+        ctx.ui.note(&format!(
+            "`man` may not look in {}: add it to MANPATH (`export MANPATH=\"{}:$MANPATH\"`) for `git steps --help` and `man git-steps`",
             root.display(),
             root.display()
-        );
+        ));
     }
     Ok(())
 }

@@ -26,7 +26,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open(&a.run)?;
     let f = inspect::fingerprint(&repo, &s, a.rev.as_deref())?;
-    if ctx.json {
+    if ctx.ui.json {
         return emit_json(out, "fingerprint", &f);
     }
     writeln!(out, "{}", if a.history { &f.history } else { &f.artifact })?;

@@ -66,7 +66,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
                 picked = Some(only.clone());
             }
             [] => {}
-            many => ctx.status(&format!(
+            many => ctx.ui.status(&format!(
                 "note: this clone has {} remotes ({}): the durable domain stays this local repository; name one with `git steps init --remote NAME`",
                 many.len(),
                 many.join(", ")
@@ -89,18 +89,18 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     // A fresh clone checked out elsewhere than the box that started a run
     // would start another: name the runs the remotes hold.
     if !others.is_empty() && stored.is_none() {
-        ctx.status(&format!(
+        ctx.ui.status(&format!(
             "note: the remote holds other runs: {}; to go on with one of them instead of starting run {}, `git steps init --run <id>`",
             others.join(", "),
             s.run
         ));
     }
     if let Some(r) = &picked {
-        ctx.status(&format!(
+        ctx.ui.status(&format!(
             "note: the durable domain is {r}, this clone's only remote (`git steps init --remote ''` keeps it local)"
         ));
     }
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(
             out,
             "init",
@@ -114,7 +114,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     } else {
         writeln!(out, "run {} on branch {}", s.run, s.branch)?;
         if crate::git::head_branch(&repo).as_deref() != Some(s.branch.as_str()) {
-            ctx.status(&format!(
+            ctx.ui.status(&format!(
                 "note: `git steps apply` (or `run`, `record`) switches this worktree to {}, carrying uncommitted changes along as `git switch` does",
                 s.branch
             ));
@@ -130,7 +130,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
         };
         let shown = crate::git::redact(&url);
         if shown != url {
-            ctx.status(&format!(
+            ctx.ui.status(&format!(
                 "warning: URL '{shown}' uses plaintext credentials; a credential helper keeps them out of the URL (`git config credential.helper`)"
             ));
         }
@@ -138,7 +138,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     let hooks = crate::git::installed_hooks(&repo);
     if !hooks.is_empty() {
         let run = crate::run::inspect::hooks_run(&repo)?;
-        ctx.status(&format!(
+        ctx.ui.status(&format!(
             "note: hooks: {}",
             crate::run::inspect::hooks_sentence(&hooks, &run)
         ));

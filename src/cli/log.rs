@@ -28,7 +28,7 @@ pub(super) fn document(
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open(&a.run)?;
     let entries = inspect::log(&repo, &s)?;
-    if ctx.json {
+    if ctx.ui.json {
         return emit_json(out, "log", &document(&s, &entries));
     }
     for e in &entries {
@@ -63,7 +63,8 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         }
     }
     if entries.is_empty() {
-        ctx.status(&format!("no steps of run {} on {}", s.run, s.branch));
+        ctx.ui
+            .status(&format!("no steps of run {} on {}", s.run, s.branch));
     }
     Ok(())
 }

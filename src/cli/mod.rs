@@ -6,20 +6,6 @@
 //! messages. Invariant: every command's failure reaches `main` as a typed
 //! [`Error`], which alone decides the exit code.
 
-/// One line on stderr, with any URL's password redacted. A full disk or a
-/// closed stderr (a CI log that went away) is not worth a panic: the line
-/// is dropped, and the exit code still says what happened.
-pub fn stderr_line(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", crate::git::redact(line));
-}
-
-/// `eprintln!` for the CLI: through [`stderr_line`].
-macro_rules! say {
-    ($($t:tt)*) => {
-        $crate::cli::stderr_line(&format!($($t)*))
-    };
-}
-
 mod adopt;
 mod apply;
 mod classic;
@@ -36,6 +22,7 @@ mod record;
 mod resume;
 mod run;
 mod status;
+mod terminal;
 mod ui;
 mod undo;
 mod verify;
@@ -49,6 +36,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::settings::{self, Overrides, Settings};
 use crate::sync::remote::Transport;
+pub use ui::{Captured, Ui};
 
 /// Resume-equivalent agent steps: every step is one git commit whose trailer is its receipt.
 ///
@@ -202,22 +190,14 @@ impl RunArgs {
     }
 }
 
-/// What a command hands back to `main`.
-pub struct Ctx {
-    pub json: bool,
-    pub quiet: bool,
-    pub verbose: bool,
+/// What every command is given: the Ui it speaks through and where the
+/// repository is.
+pub struct Ctx<'a> {
+    pub ui: &'a Ui,
     pub repo: PathBuf,
 }
 
-impl Ctx {
-    /// A status line on stderr (suppressed by `-q`).
-    pub fn status(&self, line: &str) {
-        if !self.quiet {
-            say!("{line}");
-        }
-    }
-
+impl Ctx<'_> {
     pub fn open(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
         let repo = crate::git::open(&self.repo)?;
         settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
@@ -247,9 +227,9 @@ impl Ctx {
         drop(repo);
         let deepened = crate::sync::reconcile::deepen_for_run(&path, &s)?;
         if deepened == u64::MAX {
-            self.status("note: this clone was shallow and cut a merge inside the run: fetched its whole history from the remote (`git fetch --unshallow`)");
+            self.ui.status("note: this clone was shallow and cut a merge inside the run: fetched its whole history from the remote (`git fetch --unshallow`)");
         } else if deepened > 0 {
-            self.status(&format!(
+            self.ui.status(&format!(
                 "note: this clone is shallow and its boundary cut the run: deepened it by {deepened} commit(s) from the remote (`git fetch --deepen`), to the run's first step and the commit it started from"
             ));
         }
@@ -276,8 +256,8 @@ impl Ctx {
             crate::sync::remote::check_spec(&repo, r)?;
         }
         let s = settings::resolve(&repo, &run.overrides())?;
-        if self.verbose || !self.json {
-            self.status(&s.durable_domain());
+        if self.ui.verbose || !self.ui.json {
+            self.ui.status(&s.durable_domain());
         }
         // Not set up here, in a clone that has remotes: the durable domain
         // is local by default, which a user who forgot `init` would not
@@ -294,7 +274,7 @@ impl Ctx {
                         .then(|| format!("; {tracking} holds run {r}: `git steps init` resumes it"))
                 })
             });
-            self.status(&format!(
+            self.ui.status(&format!(
                 "note: no run is set up here (`git steps init`), so the durable domain is this local repository, not {}{}",
                 remotes.join(" or "),
                 held.unwrap_or_default()
@@ -355,29 +335,20 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-/// Run a parsed command line, writing data to `out`.
 /// `git steps mcp` owns stdio: no progress bars there.
-fn is_mcp(command: &Command) -> bool {
+pub fn draws_bars(command: &Command) -> bool {
     #[cfg(feature = "mcp")]
     if matches!(command, Command::Mcp(_)) {
-        return true;
+        return false;
     }
     let _ = command;
-    false
+    true
 }
 
-pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
-    let ctx = Ctx {
-        json: cli.json,
-        quiet: cli.quiet,
-        verbose: cli.verbose,
-        repo: cli.repo,
-    };
-    // Long work draws bars on a terminal (not under `mcp`: its stdio is a
-    // protocol, and its calls run commands in this process).
-    if progress::enabled(ctx.quiet, ctx.json) && !is_mcp(&cli.command) {
-        crate::progress::set_sink(Box::new(progress::Bars::default()));
-    }
+/// Run a parsed command line, speaking through `ui`.
+pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
+    let ctx = Ctx { ui, repo: cli.repo };
+    let out = &mut ui.out();
     match cli.command {
         Command::Init(a) => init::run(&ctx, a, out).map_err(Failure::from),
         Command::Apply(a) => apply::run(&ctx, a, out),
@@ -397,29 +368,10 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> std::result::Result<(), Failure> {
         Command::Mcp(a) => mcp::run(&ctx, a),
         Command::Crashtest(a) => crashtest::run(&ctx, a, out),
         Command::Demo(a) => demo::run(&ctx, a, out),
-        Command::Man(a) => docs::man(a, out),
+        Command::Man(a) => docs::man(&ctx, a, out),
         Command::Completions(a) => docs::completions(a, out),
         Command::ClassicApply(a) => classic::run(&ctx, a, out),
     }
-}
-
-/// With `-v`: the process's peak resident memory, on stderr.
-pub fn report_peak_memory() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
-        let kib = line.split_whitespace().nth(1).unwrap_or("?");
-        say!("peak memory: {kib} KiB");
-    }
-}
-
-/// Render a failure: a JSON document on stdout with `--json`, and always the
-/// human message on stderr (`Error:` / `Would have:` / `Hint:` / `Caused by:`).
-pub fn report_failure(json: bool, verbose: bool, f: &Failure, out: &mut dyn Write) {
-    if json && !f.json_written {
-        let _ = emit_json(out, "error", &failure_json(f));
-    }
-    let text = failure_text_with(&f.error, verbose);
-    let _ = write!(std::io::stderr().lock(), "{}", crate::git::redact(&text));
 }
 
 /// The `--json` error document's `data`: code, kind, message, hint, and

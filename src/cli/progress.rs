@@ -136,9 +136,9 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    pub(crate) fn new(label: &str, quiet: bool) -> Progress {
+    pub(crate) fn new(label: &str, enabled: bool) -> Progress {
         Progress {
-            inner: enabled(quiet, false).then(|| Mutex::new(Delayed::new(label, None))),
+            inner: enabled.then(|| Mutex::new(Delayed::new(label, None))),
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::ui::Terminal;
+use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::record::{self, RecordOptions};
 use crate::settings;
@@ -47,14 +47,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         allow_duplicate_hunks: a.allow_duplicate_hunks
             || settings::RunConfig::read(&repo)?.allow_duplicate_hunks,
     };
-    let mut ui = Terminal {
-        out: &mut *out,
-        json: ctx.json,
-        quiet: ctx.quiet,
-        dry_run: false,
-    };
+    let mut ui = Terminal::new(ctx.ui, false);
     let report = record::record(&repo, &s, &opts, &mut ui)?;
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(out, "record", &report)?;
     } else if report.status == "already-recorded" {
         writeln!(
@@ -63,9 +58,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             report.step,
             &report.commit[..12]
         )?;
-        ctx.status(&format!("artifact {}", report.artifact));
+        ctx.ui.status(&format!("artifact {}", report.artifact));
     } else {
-        ctx.status(&format!("artifact {}", report.artifact));
+        ctx.ui.status(&format!("artifact {}", report.artifact));
     }
     Ok(())
 }

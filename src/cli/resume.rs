@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::ui::Terminal;
+use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::session::{ApplyOptions, Session};
 
@@ -51,15 +51,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         allow_duplicate_hunks: false,
         batch: 1,
     };
-    let mut ui = Terminal {
-        out: &mut *out,
-        json: ctx.json,
-        quiet: ctx.quiet,
-        dry_run: a.dry_run,
-    };
+    let mut ui = Terminal::new(ctx.ui, a.dry_run);
     let session = Session::open(&repo, &s, None, opts, &mut ui)?;
     let (repair, reconciled) = (session.repair(), session.reconciled());
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(
             out,
             "resume",

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use super::ui::Terminal;
+use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::agent::{self, RunOptions, Stop};
 use crate::settings;
@@ -53,20 +53,15 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         Duration::from_secs_f64(a.decider_timeout),
     );
     // With -v the decider's stderr is shown even when it answers.
-    opts.decider.keep_stderr = ctx.verbose;
+    opts.decider.keep_stderr = ctx.ui.verbose;
     opts.max_steps = a.max_steps;
     let config = settings::RunConfig::read(&repo)?;
     opts.retries = a.retries.map_or(config.retries, |n| n as usize);
     opts.allow_duplicate_hunks = a.allow_duplicate_hunks || config.allow_duplicate_hunks;
-    let mut ui = Terminal {
-        out: &mut *out,
-        json: ctx.json,
-        quiet: ctx.quiet,
-        dry_run: false,
-    };
+    let mut ui = Terminal::new(ctx.ui, false);
     match agent::run(&repo, &s, &opts, &mut ui) {
         Ok(report) => {
-            if ctx.json {
+            if ctx.ui.json {
                 emit_json(out, "run", &report)?;
             } else {
                 let replayed = report
@@ -74,7 +69,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                     .iter()
                     .filter(|r| r.source == agent::Source::Journal)
                     .count();
-                ctx.status(&format!(
+                ctx.ui.status(&format!(
                     "{}: applied {} step(s) ({replayed} of them recorded decisions replayed without asking), {} decider call(s); artifact {}",
                     match report.stopped {
                         Stop::Done => "done",

@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         .map(|p| Plan::open(p, repo.path()))
         .transpose()?;
     let st = inspect::status(&repo, &s, plan.as_ref())?;
-    if ctx.json {
+    if ctx.ui.json {
         return emit_json(out, "status", &st);
     }
     let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());

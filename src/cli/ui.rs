@@ -1,228 +1,264 @@
-//! The terminal's side of a run: the one [`Ui`] every run command reports
-//! through.
+//! The one [`Ui`] every command speaks through: it owns stdout (data),
+//! stderr (status, notes, warnings, hints and errors) and the progress
+//! bars, and knows `--json`, `--quiet` and `--verbose`.
 //!
-//! Owns the rendering of a session's progress: steps on stdout (one line
-//! each; nothing with `--json`, whose document comes at the end), repairs,
-//! reconcile and notes on stderr (nothing with `--quiet`). Invariant:
-//! stdout carries only data; each step's line is flushed as it happens, so
-//! a runner reading the pipe sees a step as soon as it is durable.
+//! Invariant: no command writes to the process's stdout or stderr but
+//! through its `Ui`, and every stderr line is redacted (no URL's password)
+//! and drawn out of a progress bar's way. `main` gives the process's
+//! streams ([`Ui::stdio`]); `git steps mcp` gives each call a capturing Ui
+//! ([`Ui::capture`]), whose stdout must stay empty (the protocol owns it)
+//! and whose stderr lines become the server's log.
 
-use std::io::Write;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
 
-use crate::run::session::{Origin, StepOutcome, Ui};
-use crate::sync::reconcile::{Action, Reconciled};
-use crate::workdir::repair::Repair;
+use super::progress;
+use super::Failure;
 
-/// How a run command reports: `apply`, `resume` and `run`.
-pub struct Terminal<'a> {
-    pub out: &'a mut dyn Write,
+/// How loud, and where: a command's streams and levels.
+#[derive(Clone)]
+pub struct Ui {
+    out: Stream,
+    err: Stream,
+    /// Machine output: one JSON document on stdout.
     pub json: bool,
+    /// Less status on stderr.
     pub quiet: bool,
-    pub dry_run: bool,
+    /// More status on stderr.
+    pub verbose: bool,
+    /// Progress bars are drawn (stderr is a terminal, neither `--quiet`
+    /// nor `--json`).
+    bars: bool,
 }
 
-impl Ui for Terminal<'_> {
-    fn note(&mut self, note: &str) {
-        if !self.quiet {
-            say!("note: {note}");
+/// One of a Ui's streams, shared by its clones (the MCP server's log is
+/// written from its tool calls' threads).
+type Stream = Arc<Mutex<Box<dyn Write + Send>>>;
+
+fn stream(w: impl Write + Send + 'static) -> Stream {
+    Arc::new(Mutex::new(Box::new(w)))
+}
+
+/// What a capturing [`Ui`] was told, shared with whoever made it.
+#[derive(Clone, Default)]
+pub struct Captured {
+    out: Arc<Mutex<Vec<u8>>>,
+    err: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Captured {
+    /// What went to stdout.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().expect("capture lock")).into_owned()
+    }
+
+    /// What went to stderr.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().expect("capture lock")).into_owned()
+    }
+}
+
+/// A [`Write`] into a shared buffer.
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().expect("capture lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The Ui's stdout, borrowed one write at a time, so that a command may
+/// hold it while it also says things on stderr.
+pub struct Out<'a>(&'a Stream);
+
+impl Write for Out<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        lock(self.0).write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        lock(self.0).write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        lock(self.0).flush()
+    }
+}
+
+/// A stream, locked. A thread that panicked while writing left at worst a
+/// torn line: the stream is still good.
+fn lock(s: &Stream) -> std::sync::MutexGuard<'_, Box<dyn Write + Send>> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Ui {
+    /// The process's own streams. Bars are drawn, and the library's long
+    /// work reports to them, when stderr is a terminal and neither
+    /// `--quiet` nor `--json` is given (and `with_bars` allows: not under
+    /// `mcp`, whose stdio is a protocol).
+    pub fn stdio(json: bool, quiet: bool, verbose: bool, with_bars: bool) -> Ui {
+        let bars = with_bars && progress::enabled(quiet, json);
+        if bars {
+            crate::progress::set_sink(Box::new(progress::Bars::default()));
+        }
+        Ui {
+            // Not locked for the whole run: `git steps mcp` writes its
+            // protocol messages to stdout from another thread.
+            out: stream(io::stdout()),
+            err: stream(io::stderr()),
+            json,
+            quiet,
+            verbose,
+            bars,
         }
     }
 
-    fn repaired(&mut self, repair: &Repair) {
-        if !self.quiet {
-            print_repair(repair)
-        }
+    /// A Ui whose streams are kept in memory, for a front end that is not
+    /// a terminal (MCP) and for tests. Never draws bars.
+    pub fn capture(json: bool, quiet: bool, verbose: bool) -> (Ui, Captured) {
+        let captured = Captured::default();
+        let ui = Ui {
+            out: stream(Shared(captured.out.clone())),
+            err: stream(Shared(captured.err.clone())),
+            json,
+            quiet,
+            verbose,
+            bars: false,
+        };
+        (ui, captured)
     }
 
-    fn reconciled(&mut self, reconciled: &Reconciled) {
-        if !self.quiet {
-            print_reconcile(reconciled, self.dry_run)
-        }
+    /// Stdout, where data goes: human lines, or the `--json` document.
+    pub fn out(&self) -> Out<'_> {
+        Out(&self.out)
     }
 
-    fn step(&mut self, outcome: &StepOutcome, origin: Option<Origin>) {
-        if self.json {
-            return;
-        }
-        let line = human(outcome, self.dry_run);
-        let out = &mut self.out;
+    /// One line on stderr, whatever the level: redacted, and out of the
+    /// bar's way. A full disk or a closed stderr (a CI log that went away)
+    /// is not worth a panic: the line is dropped, and the exit code still
+    /// says what happened.
+    pub fn line(&self, line: &str) {
+        let text = crate::git::redact(line);
+        let mut err = lock(&self.err);
         crate::progress::suspend(|| {
-            let _ = match origin {
-                Some(o) => writeln!(out, "{line} [{} #{}]", o.source.as_str(), o.index),
-                None => writeln!(out, "{line}"),
-            };
-            let _ = out.flush();
+            let _ = writeln!(err, "{text}");
         });
     }
-}
 
-/// One step's outcome as the line stdout shows.
-fn human(o: &StepOutcome, dry_run: bool) -> String {
-    let short = |c: &str| c[..c.len().min(12)].to_string();
-    match o {
-        StepOutcome::Applied {
-            step,
-            commit,
-            files,
-            added,
-            removed,
-        } => format!(
-            "applied {step} {} ({} file(s), +{added} -{removed})",
-            short(commit),
-            files.len()
-        ),
-        StepOutcome::WouldApply {
-            step,
-            files,
-            added,
-            removed,
-            diff,
-        } => {
-            let mut s = format!(
-                "apply {step} ({}, +{added} -{removed})",
-                if files.is_empty() {
-                    "no change".to_string()
-                } else {
-                    files.join(", ")
-                }
-            );
-            // The hunks as they would land, indented under the step.
-            for l in diff.lines() {
-                s.push_str("\n    ");
-                s.push_str(l);
-            }
-            s
+    /// A status line on stderr (not with `--quiet`).
+    pub fn status(&self, line: &str) {
+        if !self.quiet {
+            self.line(line);
         }
-        StepOutcome::Skip {
-            step,
-            commit,
-            redelivery: None,
-        } => format!(
-            "{} {step} (receipt {})",
-            if dry_run { "skip" } else { "skipped" },
-            short(commit)
-        ),
-        StepOutcome::Skip {
-            step,
-            commit,
-            redelivery: Some(r),
-        } => format!(
-            "{} {step} (receipt {}): plan line {} repeats line {} with the same decision, a redelivery",
-            if dry_run { "skip" } else { "skipped" },
-            short(commit),
-            r.line,
-            r.first_line
-        ),
+    }
+
+    /// `note: …` on stderr (not with `--quiet`).
+    pub fn note(&self, note: &str) {
+        self.status(&format!("note: {note}"));
+    }
+
+    /// Status only `--verbose` shows.
+    pub fn detail(&self, line: &str) {
+        if self.verbose {
+            self.line(line);
+        }
+    }
+
+    /// A failure: its `--json` document on stdout (unless the command
+    /// wrote one), and always the human message on stderr (`Error:` /
+    /// `Would have:` / `Hint:` / `Caused by:`).
+    pub fn failure(&self, f: &Failure) {
+        if self.json && !f.json_written {
+            let _ = super::emit_json(&mut self.out(), "error", &super::failure_json(f));
+        }
+        let text = super::failure_text_with(&f.error, self.verbose);
+        let text = crate::git::redact(&text);
+        let mut err = lock(&self.err);
+        crate::progress::suspend(|| {
+            let _ = write!(err, "{text}");
+        });
+    }
+
+    /// The crash matrix's bar (drawn only where this Ui draws bars).
+    pub(super) fn matrix_progress(&self, label: &str) -> progress::Progress {
+        progress::Progress::new(label, self.bars)
+    }
+
+    /// With `--verbose`: the process's peak resident memory.
+    pub fn peak_memory(&self) {
+        if !self.verbose {
+            return;
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
+            let kib = line.split_whitespace().nth(1).unwrap_or("?");
+            self.line(&format!("peak memory: {kib} KiB"));
+        }
+    }
+
+    /// Flush stdout (the end of a command).
+    pub fn flush(&self) {
+        let _ = lock(&self.out).flush();
     }
 }
 
-/// Say on stderr what a worktree repair did.
-fn print_repair(r: &Repair) {
-    match r {
-        Repair::Repaired {
-            step,
-            paths,
-            rescue: Some(rescue),
-        } => say!(
-            "repaired the worktree: an update to step {step} was interrupted ({}); what was there is saved under {rescue}",
-            paths.join(", ")
-        ),
-        Repair::Repaired { step, paths, rescue: None } => say!(
-            "would repair the worktree: an update to step {step} was interrupted ({})",
-            paths.join(", ")
-        ),
-        Repair::LeftAlone { paths } => say!(
-            "note: uncommitted changes no step explains are left alone (nothing to apply): {}",
-            paths.join(", ")
-        ),
-        Repair::Carried { paths } => say!(
-            "note: uncommitted changes are kept as they are (a step that writes one of them is refused): {}",
-            shown(paths)
-        ),
-        Repair::Clean => {}
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
 
-/// Say on stderr what reconcile did.
-/// "3 step(s)", or "3 step(s) and 661 commit(s) of the history the run
-/// started from".
-fn counted(steps: usize, commits: usize) -> String {
-    match commits.saturating_sub(steps) {
-        0 => format!("{steps} step(s)"),
-        base => format!("{steps} step(s) and {base} commit(s) of the history the run started from"),
+    #[test]
+    fn quiet_keeps_status_and_notes_but_not_lines_and_errors() {
+        let (ui, said) = Ui::capture(false, true, false);
+        ui.status("status");
+        ui.note("a note");
+        ui.detail("detail");
+        ui.line("always");
+        ui.failure(&Failure::from(Error::input("bad step")));
+        assert_eq!(said.stderr(), "always\nError: bad step\n");
+        assert_eq!(said.stdout(), "");
     }
-}
 
-fn print_reconcile(r: &Reconciled, dry_run: bool) {
-    let short = |o: &Option<String>| {
-        o.as_deref()
-            .map(|h| h[..12].to_string())
-            .unwrap_or_else(|| "nothing".into())
-    };
-    let verb = |now: &'static str, later: &'static str| if dry_run { later } else { now };
-    if let Some(sw) = &r.switched {
-        let (from, back) = match (&sw.from, &sw.from_commit) {
-            (Some(b), _) => (
-                b.clone(),
-                format!("git switch {}", crate::git::shell_word(b)),
-            ),
-            (None, Some(c)) => (
-                format!("a detached HEAD at {}", &c[..c.len().min(12)]),
-                format!("git switch --detach {}", &c[..c.len().min(12)]),
-            ),
-            (None, None) => ("a detached HEAD".to_string(), String::new()),
-        };
-        say!(
-            "{} from {from} to the run's branch {} (uncommitted changes come along, as with `git switch`{})",
-            if dry_run { "would switch" } else { "switched" },
-            sw.to,
-            if back.is_empty() {
-                String::new()
-            } else {
-                format!("; `{back}` goes back")
-            }
-        );
+    #[test]
+    fn every_stderr_line_is_redacted() {
+        let (ui, said) = Ui::capture(false, false, true);
+        ui.note("pushing to https://agent:s3cret@example.com/r.git");
+        ui.detail("detail");
+        assert!(!said.stderr().contains("s3cret"), "{}", said.stderr());
+        assert!(said.stderr().starts_with("note: pushing to https://"));
+        assert!(said.stderr().ends_with("detail\n"));
     }
-    match &r.action {
-        Action::LocalOnly | Action::InSync => {}
-        Action::FastForward {
-            from,
-            steps,
-            commits,
-            ..
-        } => say!(
-            "reconcile: {} the local branch from {} to the durable head {} ({})",
-            verb("fast-forwarded", "would fast-forward"),
-            short(from),
-            short(&r.durable),
-            counted(*steps, *commits)
-        ),
-        Action::Push {
-            from,
-            to,
-            steps,
-            commits,
-        } => say!(
-            "reconcile: {} what the remote lacked ({}): {}",
-            verb("pushed", "would push"),
-            counted(*steps, *commits),
-            match from {
-                None => format!("the remote had no such branch; it is now at {}", &to[..12]),
-                Some(f) => format!("the remote's branch moves from {} to {}", &f[..12], &to[..12]),
-            }
-        ),
-        Action::Fetch { durable } => say!(
-            "reconcile: the durable head {} is not fetched; apply would fetch it and fast-forward if it descends from the local head",
-            &durable[..12]
-        ),
-    }
-}
 
-/// Up to 5 paths, then how many more.
-fn shown(paths: &[String]) -> String {
-    let mut out = paths.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-    if paths.len() > 5 {
-        out.push_str(&format!(" and {} more", paths.len() - 5));
+    #[test]
+    fn a_json_failure_is_one_document_on_stdout_and_text_on_stderr() {
+        let (ui, said) = Ui::capture(true, false, false);
+        ui.failure(&Failure::from(Error::input("bad step")));
+        let doc: serde_json::Value = serde_json::from_str(&said.stdout()).unwrap();
+        assert_eq!(doc["type"], "error");
+        assert_eq!(doc["data"]["message"], "bad step");
+        assert_eq!(said.stderr(), "Error: bad step\n");
+        // A command that wrote its own document gets only the text.
+        let (ui, said) = Ui::capture(true, false, false);
+        let mut f = Failure::from(Error::input("bad step"));
+        f.json_written = true;
+        ui.failure(&f);
+        assert_eq!(said.stdout(), "");
     }
-    out
+
+    #[test]
+    fn clones_share_their_streams() {
+        let (ui, said) = Ui::capture(false, false, false);
+        let log = ui.clone();
+        std::thread::spawn(move || log.line("from a call's thread"))
+            .join()
+            .unwrap();
+        writeln!(ui.out(), "data").unwrap();
+        assert_eq!(said.stderr(), "from a call's thread\n");
+        assert_eq!(said.stdout(), "data\n");
+    }
 }

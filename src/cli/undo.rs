@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::ui::Terminal;
+use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::undo::{self, Target};
 use crate::settings;
@@ -49,14 +49,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         (None, None) => unreachable!("clap requires --to or --last"),
     };
     let allow = a.allow_duplicate_hunks || settings::RunConfig::read(&repo)?.allow_duplicate_hunks;
-    let mut ui = Terminal {
-        out: &mut *out,
-        json: ctx.json,
-        quiet: ctx.quiet,
-        dry_run: false,
-    };
+    let mut ui = Terminal::new(ctx.ui, false);
     let report = undo::undo(&repo, &s, &target, a.id.as_deref(), allow, &mut ui)?;
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(out, "undo", &report)?;
     } else {
         if report.status == "already-undone" {
@@ -67,7 +62,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                 &report.commit[..12]
             )?;
         }
-        ctx.status(&format!(
+        ctx.ui.status(&format!(
             "undid {} (back to {}); artifact {}",
             report.undone.join(", "),
             report.to.as_deref().unwrap_or("the run's start"),

@@ -29,11 +29,11 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         .map(|p| Plan::open(p, repo.path()))
         .transpose()?;
     let v = inspect::verify(&repo, &s, plan.as_ref())?;
-    if ctx.json {
+    if ctx.ui.json {
         emit_json(out, "verify", &v)?;
     } else {
         for n in &v.notes {
-            say!("note: {n}");
+            ctx.ui.note(n);
         }
         for p in &v.problems {
             writeln!(out, "problem: {p}")?;
@@ -50,7 +50,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         return Ok(());
     }
     Err(Failure {
-        json_written: ctx.json,
+        json_written: ctx.ui.json,
         partial: None,
         error: refusal(&v, &s),
     })

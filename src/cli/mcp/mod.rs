@@ -23,12 +23,13 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
-use super::{failure_json, failure_text, json_data, Ctx, Failure, RunArgs};
+use super::terminal::Terminal;
+use super::{failure_json, failure_text, json_data, Ctx, Failure, RunArgs, Ui};
 use crate::error::Error;
 use crate::plan::reader::Plan;
 use crate::run::engine;
 use crate::run::inspect;
-use crate::run::session::{ApplyOptions, StepOutcome, Ui};
+use crate::run::session::{ApplyOptions, StepOutcome};
 use crate::settings;
 
 mod frame;
@@ -60,6 +61,8 @@ struct Server {
     /// fair): calls are steps of one run, and a client may send the next
     /// before the last is answered.
     one: Arc<tokio::sync::Mutex<()>>,
+    /// The server's log: its stderr, which MCP clients keep.
+    log: Ui,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> Result<(), Failure> {
@@ -71,6 +74,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<(), Failure> {
         run: a.run,
         allow_duplicate_hunks: a.allow_duplicate_hunks,
         one: Arc::new(tokio::sync::Mutex::new(())),
+        log: ctx.ui.clone(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -244,13 +248,29 @@ impl Server {
         ]
     }
 
+    /// One tool call, through a capturing [`Ui`]: the protocol owns
+    /// stdout, and what the call says on stderr goes to the server's log.
     fn call(&self, name: &str, args: JsonObject) -> Option<Answer> {
+        let (ui, said) = Ui::capture(true, false, self.log.verbose);
+        let ctx = Ctx {
+            ui: &ui,
+            repo: self.repo.clone(),
+        };
+        let answer = self.answer(&ctx, name, args);
+        for line in said.stderr().lines() {
+            self.log.line(line);
+        }
+        debug_assert!(said.stdout().is_empty(), "an MCP call wrote to stdout");
+        answer
+    }
+
+    fn answer(&self, ctx: &Ctx, name: &str, args: JsonObject) -> Option<Answer> {
         Some(match name {
-            "apply_step" => self.apply_step(Value::Object(args)),
-            "status" | "log" | "verify" => self.read_only(name, None),
+            "apply_step" => self.apply_step(ctx, Value::Object(args)),
+            "status" | "log" | "verify" => self.read_only(ctx, name, None),
             "fingerprint" => match args.get("rev").filter(|v| !v.is_null()) {
-                Some(Value::String(rev)) => self.read_only(name, Some(rev)),
-                None => self.read_only(name, None),
+                Some(Value::String(rev)) => self.read_only(ctx, name, Some(rev)),
+                None => self.read_only(ctx, name, None),
                 Some(_) => {
                     let e = Failure::from(Error::input("fingerprint: `rev` must be a string"));
                     Err((failure_json(&e), failure_text(&e.error)))
@@ -263,9 +283,8 @@ impl Server {
     /// A read-only tool: the library call its command makes, answered with
     /// the data of that command's `--json` document (`fingerprint`'s has
     /// both fingerprints, so its `history` argument changes nothing here).
-    fn read_only(&self, name: &str, rev: Option<&String>) -> Answer {
+    fn read_only(&self, ctx: &Ctx, name: &str, rev: Option<&String>) -> Answer {
         let fail = |f: Failure| (failure_json(&f), failure_text(&f.error));
-        let ctx = self.ctx();
         let (repo, s) = ctx.open(&self.run).map_err(|e| fail(e.into()))?;
         if name == "verify" {
             let v = inspect::verify(&repo, &s, None).map_err(|e| fail(e.into()))?;
@@ -288,7 +307,7 @@ impl Server {
     }
 
     /// One step object, applied as `apply` applies a one-step plan.
-    fn apply_step(&self, mut step: Value) -> Answer {
+    fn apply_step(&self, ctx: &Ctx, mut step: Value) -> Answer {
         // There is no plan here: an error names the step, not a plan line.
         let fail = |mut f: Failure| {
             if let Error::Input { line, .. } = &mut f.error {
@@ -297,7 +316,6 @@ impl Server {
             (failure_json(&f), failure_text(&f.error))
         };
         strip_strict_nulls(&mut step);
-        let ctx = self.ctx();
         let (repo, s) = ctx.open_deepened(&self.run).map_err(|e| fail(e.into()))?;
         let id = step.get("id").and_then(Value::as_str).map(str::to_string);
         let text = serde_json::to_string(&step).unwrap_or_default();
@@ -309,7 +327,7 @@ impl Server {
             allow_duplicate_hunks: self.allow_duplicate_hunks || config.allow_duplicate_hunks,
             batch: 1,
         };
-        let report = engine::apply_plan(&repo, &s, &plan, &opts, &mut Notes).map_err(|(error, _)| {
+        let report = engine::apply_plan(&repo, &s, &plan, &opts, &mut Terminal::new(ctx.ui, false)).map_err(|(error, _)| {
             let error = match &error {
                 // As `apply` says it for a plan, for the one step there is.
                 Error::Apply { step, .. } => {
@@ -349,24 +367,6 @@ impl Server {
             "branch": report.branch,
             "durable": report.durable,
         }))
-    }
-
-    fn ctx(&self) -> Ctx {
-        Ctx {
-            json: true,
-            quiet: true,
-            verbose: false,
-            repo: self.repo.clone(),
-        }
-    }
-}
-
-/// A session's notes go to stderr, which MCP clients keep as the server's log.
-struct Notes;
-
-impl Ui for Notes {
-    fn note(&mut self, note: &str) {
-        say!("note: {note}");
     }
 }
 

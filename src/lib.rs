@@ -29,8 +29,9 @@
 //!
 //! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
 //! 2. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
-//! 3. [`git`]: git primitives (open with fsync, certificates, signature,
-//!    short ids, hex, tree modes and tree changes);
+//! 3. [`git`]: git primitives (libgit2 set up once with fsync and its TCP
+//!    stream, certificates, signature, short ids, hex, tree modes and tree
+//!    changes);
 //! 4. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
 //! 5. [`crash`]: named crash points at every write boundary;
 //! 6. [`progress`]: long work reported to a front end (bars on a terminal);
@@ -295,6 +296,42 @@ mod tests {
             }
         }
         assert!(found.is_empty(), "written around the Ui: {found:?}");
+    }
+
+    /// At most ten `unsafe` blocks, each with its `SAFETY:` argument: the
+    /// libgit2 options set once, the CA bundle, the TCP stream's callbacks
+    /// and a hook's parent-death signal. A new one needs a reason to be
+    /// here, and a bump of this number in review.
+    #[test]
+    fn at_most_ten_unsafe_blocks() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        let mut blocks = Vec::new();
+        for file in &all {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text.split("\n#[cfg(test)]").next().unwrap();
+            let lines: Vec<&str> = code.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let code = line.split("//").next().unwrap();
+                if code.contains("unsafe {") {
+                    let argued = lines[i.saturating_sub(6)..i]
+                        .iter()
+                        .any(|l| l.contains("SAFETY:"));
+                    blocks.push((format!("{}:{}", file.display(), i + 1), argued));
+                }
+            }
+        }
+        let unargued: Vec<_> = blocks.iter().filter(|(_, a)| !a).collect();
+        assert!(
+            unargued.is_empty(),
+            "unsafe without a SAFETY: comment: {unargued:?}"
+        );
+        assert!(
+            blocks.len() <= 10,
+            "{} unsafe blocks: {blocks:?}",
+            blocks.len()
+        );
     }
 
     /// A folder of `src/` holds one run of consecutive layers, so `ls src`

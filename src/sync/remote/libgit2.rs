@@ -185,7 +185,6 @@ fn libgit2_remote<'r>(repo: &'r Repository, spec: &str, push: bool) -> Result<gi
     if url.contains("http") {
         crate::git::load_system_certs(repo);
     }
-    super::stream::register();
     // A relative path is relative to the repository, not to our cwd.
     let url = if !url.contains("://") && !url.contains(':') && Path::new(&url).is_relative() {
         repo.workdir()

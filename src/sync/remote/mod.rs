@@ -19,7 +19,6 @@ mod cli;
 mod libgit2;
 mod local;
 mod settle;
-mod stream;
 
 /// A compare-and-swap of one remote ref: move `refname` from `expected`
 /// (None: it must not exist) to `new`.

@@ -1,11 +1,14 @@
-//! git primitives every layer shares: opening a repository with fsync on,
-//! the deferred CA bundle, the receipt signature, HEAD's branch, short ids,
-//! hex, tree entry modes and the net changes between two trees.
+//! git primitives every layer shares: libgit2 set up once (fsync on, its
+//! TCP stream registered), opening a repository, the deferred CA bundle,
+//! the receipt signature, HEAD's branch, short ids, hex, tree entry modes
+//! and the net changes between two trees.
 //!
 //! Owns nothing of git-steps' own meaning: the bottom layer, it imports only
 //! [`crate::error`]. Invariant: every repository git-steps opens is opened
 //! here, after libgit2 was told to fsync objects and refs, so a step
 //! reported done survives power loss.
+
+mod stream;
 
 use std::path::Path;
 
@@ -25,10 +28,16 @@ pub fn enable_fsync() -> Result<()> {
         // mapped; every page a long scan touches stays in the process's
         // memory. Smaller windows, fewer kept: a scan of 100,000 commits
         // holds what it is reading, not the whole pack.
+        let mut nodelay = stream::registration();
         // SAFETY: libgit2's global options, set once before any repository
         // is opened, from one thread; GIT_OPT_ENABLE_FSYNC_GITDIR (variadic
-        // git_libgit2_opts) takes exactly one int argument.
+        // git_libgit2_opts) takes exactly one int argument; libgit2 copies
+        // the stream registration, whose callbacks live as long as the
+        // process.
         unsafe {
+            // Our TCP stream (TCP_NODELAY) under every http:// and git://
+            // connection, and under TLS for https://.
+            stream::git_stream_register(stream::GIT_STREAM_STANDARD, &mut nodelay);
             let _ = git2::opts::set_mwindow_size(16 << 20);
             let _ = git2::opts::set_mwindow_mapped_limit(48 << 20);
             // A server that accepts and never answers must not hold a run

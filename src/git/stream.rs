@@ -18,7 +18,6 @@ use std::ffi::{CStr, CString};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::raw::{c_char, c_int, c_uint, c_void};
-use std::sync::Once;
 use std::time::Duration;
 
 /// `git_stream` (git2/sys/stream.h, `GIT_STREAM_VERSION` 1).
@@ -40,16 +39,16 @@ struct GitStream {
 
 /// `git_stream_registration`.
 #[repr(C)]
-struct Registration {
+pub(super) struct Registration {
     version: c_int,
     init: Option<extern "C" fn(*mut *mut GitStream, *const c_char, *const c_char) -> c_int>,
     wrap: Option<extern "C" fn(*mut *mut GitStream, *mut GitStream, *const c_char) -> c_int>,
 }
 
-const GIT_STREAM_STANDARD: c_int = 1;
+pub(super) const GIT_STREAM_STANDARD: c_int = 1;
 
 extern "C" {
-    fn git_stream_register(kind: c_int, registration: *mut Registration) -> c_int;
+    pub(super) fn git_stream_register(kind: c_int, registration: *mut Registration) -> c_int;
 }
 
 /// Our stream. Its head is laid out as libgit2's `git_socket_stream`
@@ -68,22 +67,14 @@ struct Nodelay {
     tcp: Option<TcpStream>,
 }
 
-/// Register the stream, once per process.
-pub fn register() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // libgit2 initialised as everywhere else (the CA bundle deferred).
-        let _ = crate::git::enable_fsync();
-        let mut reg = Registration {
-            version: 1,
-            init: Some(init),
-            wrap: None,
-        };
-        // SAFETY: libgit2 is initialised; it copies the registration.
-        unsafe {
-            git_stream_register(GIT_STREAM_STANDARD, &mut reg);
-        }
-    });
+/// The stream's registration, handed to [`git_stream_register`] as
+/// `GIT_STREAM_STANDARD` when libgit2 is set up ([`super::enable_fsync`]).
+pub(super) fn registration() -> Registration {
+    Registration {
+        version: 1,
+        init: Some(init),
+        wrap: None,
+    }
 }
 
 fn set_error(message: &str) {

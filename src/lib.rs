@@ -65,16 +65,17 @@
 //! 34. [`run::journal`]: recorded decisions, durable before they are applied;
 //! 35. [`run::agreement`]: the plan against the history;
 //! 36. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 37. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 38. [`run::commit`]: one step's order of writes;
-//! 39. [`run::engine`]: the plan loop (`apply`);
-//! 40. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 41. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 42. [`run::undo`]: rewinding as a step (`undo`);
-//! 43. [`run::agent`]: the agent loop (`run --decider`);
-//! 44. [`run::inspect`]: status, log, verify, fingerprint;
-//! 45. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 46. [`cli`]: the command line and its rendering.
+//! 37. [`run::staging`]: the steps staged and not durable yet;
+//! 38. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 39. [`run::commit`]: one step's order of writes;
+//! 40. [`run::engine`]: the plan loop (`apply`);
+//! 41. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 42. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 43. [`run::undo`]: rewinding as a step (`undo`);
+//! 44. [`run::agent`]: the agent loop (`run --decider`);
+//! 45. [`run::inspect`]: status, log, verify, fingerprint;
+//! 46. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 47. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).

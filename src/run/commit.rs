@@ -32,7 +32,8 @@ use crate::sync::share;
 use crate::tree::build;
 use crate::{lock, workdir::worktree};
 
-use super::session::{Session, Source, Staged, StepOutcome};
+use super::session::{Session, Source, StepOutcome};
+use super::staging::Staged;
 
 impl Session<'_> {
     /// Apply `step`, whose id has no receipt, on the session's head and
@@ -49,7 +50,7 @@ impl Session<'_> {
 
     /// How many steps are staged and not durable yet.
     pub fn staged(&self) -> usize {
-        self.staged.len()
+        self.staging.len()
     }
 
     /// Check `step`, whose id has no receipt, against the session's head,
@@ -117,7 +118,8 @@ impl Session<'_> {
         // step created is still absent there, and is no blocker).
         if self.worktree == Worktree::Follows {
             let flushed = self
-                .durable
+                .staging
+                .durable()
                 .map(|h| repo.find_commit(h)?.tree())
                 .transpose()?;
             let differ = worktree::attributes_differ(repo, flushed.as_ref(), &applied.changes)?;
@@ -131,7 +133,7 @@ impl Session<'_> {
         }
         if self.worktree == Worktree::Holds {
             // The step is what the worktree holds.
-        } else if self.staged.is_empty() {
+        } else if self.staging.is_empty() {
             worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
         } else {
             // Staged after others: the worktree and index are still the last
@@ -140,7 +142,8 @@ impl Session<'_> {
             // checked for the batch's first step and are checked again
             // before the batch's push.)
             let from = self
-                .durable
+                .staging
+                .durable()
                 .map(|h| repo.find_commit(h)?.tree())
                 .transpose()?;
             let combined = crate::git::tree_changes(repo, from.as_ref(), Some(&new_tree))?;
@@ -234,10 +237,7 @@ impl Session<'_> {
         // durable.
         live.record(&step.id, &hunks);
         live.forget(&step.undo);
-        if self.staged.is_empty() {
-            self.durable = head;
-        }
-        self.staged.push(Staged {
+        self.staging.push(Staged {
             step: step.id.clone(),
             commit,
             changes: applied.changes,
@@ -253,12 +253,12 @@ impl Session<'_> {
     /// own receipt), then move the local branch and bring worktree and
     /// index to it in one update. Returns the steps applied, in order.
     pub fn flush(&mut self) -> Result<Vec<StepOutcome>> {
-        let Some(last) = self.staged.last() else {
+        let Some(last) = self.staging.last() else {
             return Ok(Vec::new());
         };
         let (repo, s) = (self.repo, self.settings);
-        let (expected, commit, id) = (self.durable, last.commit, last.step.clone());
-        let combined = if self.staged.len() > 1 {
+        let (expected, commit, id) = (self.staging.durable(), last.commit, last.step.clone());
+        let combined = if self.staging.len() > 1 {
             let old = expected.map(|h| repo.find_commit(h)?.tree()).transpose()?;
             let new = repo.find_commit(commit)?.tree()?;
             let combined = crate::git::tree_changes(repo, old.as_ref(), Some(&new))?;
@@ -328,7 +328,7 @@ impl Session<'_> {
             crash::point("tracking-updated", &id);
         }
         // From here on the steps are durable: a failure is this box's only.
-        let staged = std::mem::take(&mut self.staged);
+        let staged = self.staging.flushed();
         let first = &staged[0].step;
         let which = if staged.len() == 1 {
             format!("step {id} is")
@@ -363,7 +363,6 @@ impl Session<'_> {
             format!("steps {first}..{id}")
         };
         move_ref(repo, s, expected, commit, &what).map_err(local)?;
-        self.durable = Some(commit);
         crash::point("ref-updated", &id);
         // One worktree update from the last flush's tree to this one's.
         let changes = combined.as_deref().unwrap_or(&staged[0].changes);
@@ -413,9 +412,9 @@ impl Session<'_> {
     /// nothing of them is reported, cached or pushed later. The live hunks
     /// are read again if another step is staged.
     fn discard_staged(&mut self) {
-        let n = std::mem::take(&mut self.staged).len();
+        let n = self.staging.discard();
         self.applied.truncate(self.applied.len() - n);
-        self.head = self.durable;
+        self.head = self.staging.durable();
         self.live = None;
     }
 

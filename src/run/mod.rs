@@ -1,7 +1,8 @@
 //! Runs: a plan applied, or the agent loop, and what they report.
 //!
 //! Owns the order of one step's writes ([`commit`]), one run session that
-//! `apply`, `resume` and `run` share ([`session`]), the plan loop
+//! `apply`, `resume` and `run` share ([`session`]) and the steps it has
+//! staged ([`staging`]), the plan loop
 //! ([`engine`]), the agent loop ([`agent`]) with its [`decider`] and
 //! [`journal`], the worktree's own changes recorded as a step ([`record`]),
 //! commits without a receipt joining the run ([`adopt`]), rewinding as a
@@ -20,4 +21,5 @@ pub mod inspect;
 pub mod journal;
 pub mod record;
 pub mod session;
+pub mod staging;
 pub mod undo;

@@ -33,6 +33,7 @@ use crate::workdir::repair::{self, Repair};
 use crate::workdir::worktree;
 
 use super::agreement::preflight;
+use super::staging::Staging;
 
 /// How to apply.
 #[derive(Debug, Clone, Default)]
@@ -54,18 +55,6 @@ impl ApplyOptions {
             batch: config.batch,
         }
     }
-}
-
-/// A step whose commit is written and whose receipt is not durable yet
-/// (see [`super::commit`]).
-#[derive(Debug)]
-pub struct Staged {
-    pub(super) step: String,
-    pub(super) commit: Oid,
-    /// The changes from the previous step's tree.
-    pub(super) changes: Vec<crate::git::Change>,
-    pub(super) added: usize,
-    pub(super) removed: usize,
 }
 
 /// What happened (or would happen) to one step.
@@ -259,10 +248,8 @@ pub struct Session<'r> {
     /// The live hunks at `head`, read when a step is first applied.
     pub(super) live: Option<LiveHunks>,
     pub(super) head: Option<Oid>,
-    /// The steps staged on `head` and not durable yet, oldest first.
-    pub(super) staged: Vec<Staged>,
-    /// The durable head the staged steps go on (the last flush's).
-    pub(super) durable: Option<Oid>,
+    /// The steps staged on the durable head and not durable yet.
+    pub(super) staging: Staging,
     pub(super) who: Identity,
     /// How commits are signed (`commit.gpgSign`), settled with `who`.
     pub(super) signer: Option<crate::sign::Signer>,
@@ -403,8 +390,7 @@ impl<'r> Session<'r> {
             applied: Vec::new(),
             live: None,
             head,
-            staged: Vec::new(),
-            durable: head,
+            staging: Staging::on(head),
             who,
             signer,
             hooks,
@@ -498,11 +484,6 @@ impl<'r> Session<'r> {
     /// (the next run starts from here without reading the history again),
     /// and compute the fingerprints the run reports.
     pub fn finish(self) -> Result<Finished> {
-        if !self.staged.is_empty() {
-            return Err(Error::internal(
-                "a session finished with staged steps that were never made durable",
-            ));
-        }
         let history = fingerprint::history(
             self.receipts()
                 .map(|e| (e.id.as_str(), e.decision.as_str())),
@@ -517,8 +498,10 @@ impl<'r> Session<'r> {
             head,
             repair,
             reconciled,
+            staging,
             ..
         } = self;
+        staging.close()?;
         if !opts.dry_run && !applied.is_empty() {
             if let Some(counts) = &live {
                 let mut entries = ledger.entries;

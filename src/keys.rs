@@ -1,11 +1,15 @@
 //! Every `steps.*` git config key and `GIT_STEPS_*` variable git-steps
 //! reads: one table.
 //!
-//! Owns their names and what each does; the code that reads one names it
-//! through a constant here, and the man page's ENVIRONMENT and
+//! Owns their names and what each does, and the network variables
+//! resolved once per process ([`Environment`]; the `steps.*` keys are
+//! resolved once per run into `settings::RunConfig`); the code that reads
+//! one names it through a constant here, and the man page's ENVIRONMENT and
 //! CONFIGURATION sections are these tables. Invariant: no other file of
 //! the engine spells a key or a variable (a test scans the source), so a
 //! key cannot be read under one name and documented under another.
+
+use std::time::Duration;
 
 /// A config key or an environment variable, and what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,9 +130,112 @@ pub const ENVIRONMENT: &[Key] = &[
     MATRIX_LATE,
 ];
 
+/// The variables that tune the network, resolved once per process from
+/// the table above ([`environment`]); the crash points, the matrix and
+/// the scratch folder read their own (they are test harness, not tuning).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Environment {
+    /// [`LOCK_WAIT`]: how long a push waits for a branch lock another
+    /// writer holds on the remote before it exits 4.
+    pub lock_wait: Duration,
+    /// [`NET_RETRIES`]: tries after the first for a transient failure.
+    pub net_retries: u32,
+    /// [`NET_RETRY_SECS`]: no retry starts this long after the first try.
+    pub net_retry_total: Duration,
+    /// [`NET_TIMEOUT_SECS`]: a connect or read that waits this long is a
+    /// timeout (libgit2 transport).
+    pub net_timeout: Duration,
+    /// Variables set to something that is not a value of theirs, kept at
+    /// their defaults: `NAME=value` and what was expected, for the command
+    /// line to warn about.
+    pub ignored: Vec<String>,
+}
+
+impl Environment {
+    pub const DEFAULT: Environment = Environment {
+        lock_wait: Duration::from_secs(8),
+        net_retries: 3,
+        net_retry_total: Duration::from_secs(30),
+        net_timeout: Duration::from_secs(60),
+        ignored: Vec::new(),
+    };
+
+    /// The variables as `var` gives them (the process's environment, or a
+    /// test's). A value out of range is clamped (a wait of at most an
+    /// hour, at most 100 retries); one that is not a number is ignored and
+    /// listed in [`Environment::ignored`].
+    pub fn read(var: impl Fn(&str) -> Option<String>) -> Environment {
+        let mut env = Environment::DEFAULT;
+        let seconds = |key: Key, min: f64, max: f64, ignored: &mut Vec<String>| {
+            let v = var(key.name)?;
+            match v.trim().parse::<f64>() {
+                Ok(n) if n.is_finite() && n >= min => Some(n.min(max)),
+                _ => {
+                    ignored.push(format!(
+                        "{}={v:?}: expected a number of {min} or more",
+                        key.name
+                    ));
+                    None
+                }
+            }
+        };
+        let mut ignored = Vec::new();
+        if let Some(n) = seconds(LOCK_WAIT, 0.0, 3600.0, &mut ignored) {
+            env.lock_wait = Duration::from_secs_f64(n);
+        }
+        if let Some(n) = seconds(NET_RETRIES, 0.0, 100.0, &mut ignored) {
+            env.net_retries = n as u32;
+        }
+        if let Some(n) = seconds(NET_RETRY_SECS, 0.0, 3600.0, &mut ignored) {
+            env.net_retry_total = Duration::from_secs_f64(n);
+        }
+        if let Some(n) = seconds(NET_TIMEOUT_SECS, 1.0, 86400.0, &mut ignored) {
+            env.net_timeout = Duration::from_secs(n as u64);
+        }
+        env.ignored = ignored;
+        env
+    }
+}
+
+/// The process's [`Environment`], read on first use.
+pub fn environment() -> &'static Environment {
+    static ENV: std::sync::OnceLock<Environment> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| Environment::read(|name| std::env::var(name).ok()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_is_read_with_defaults_clamps_and_warnings() {
+        let read = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Environment::read(move |name| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.clone())
+            })
+        };
+        assert_eq!(read(&[]), Environment::DEFAULT);
+        let env = read(&[
+            ("GIT_STEPS_LOCK_WAIT", "0.5"),
+            ("GIT_STEPS_NET_RETRIES", "1000"),
+            ("GIT_STEPS_NET_RETRY_SECS", "five"),
+            ("GIT_STEPS_NET_TIMEOUT_SECS", "0"),
+        ]);
+        assert_eq!(env.lock_wait, Duration::from_millis(500));
+        assert_eq!(env.net_retries, 100);
+        assert_eq!(env.net_retry_total, Duration::from_secs(30));
+        assert_eq!(env.net_timeout, Duration::from_secs(60));
+        assert_eq!(env.ignored.len(), 2, "{:?}", env.ignored);
+        assert!(env.ignored[0].starts_with("GIT_STEPS_NET_RETRY_SECS=\"five\""));
+        assert!(env.ignored[1].starts_with("GIT_STEPS_NET_TIMEOUT_SECS=\"0\""));
+    }
 
     /// Outside this file, the engine's code (tests aside) spells no
     /// `steps.*` key and no `GIT_STEPS_*` variable: it names a constant.

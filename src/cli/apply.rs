@@ -8,7 +8,6 @@ use crate::error::Error;
 use crate::plan::reader::Plan;
 use crate::run::engine;
 use crate::run::session::{ApplyOptions, StepOutcome};
-use crate::settings;
 
 /// Apply each step of PLAN that has no receipt, in order, one commit per step.
 ///
@@ -51,7 +50,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         ctx.open_deepened(&a.run)?
     };
     let plan = Plan::open(&a.plan, repo.path())?;
-    let mut opts = ApplyOptions::from_config(&settings::RunConfig::read(&repo)?);
+    let mut opts = ApplyOptions::from_config(&s.config);
     opts.dry_run = a.dry_run;
     opts.allow_duplicate_hunks |= a.allow_duplicate_hunks;
     if let Some(n) = a.batch {

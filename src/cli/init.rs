@@ -137,7 +137,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     }
     let hooks = crate::git::installed_hooks(&repo);
     if !hooks.is_empty() {
-        let run = crate::run::inspect::hooks_run(&repo)?;
+        let run = crate::run::inspect::hooks_run(&repo, &s);
         ctx.ui.status(&format!(
             "note: hooks: {}",
             crate::run::inspect::hooks_sentence(&hooks, &run)

@@ -348,6 +348,9 @@ pub fn draws_bars(command: &Command) -> bool {
 /// Run a parsed command line, speaking through `ui`.
 pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
     let ctx = Ctx { ui, repo: cli.repo };
+    for ignored in &crate::keys::environment().ignored {
+        ui.line(&format!("warning: {ignored}; the default is used"));
+    }
     let out = &mut ui.out();
     match cli.command {
         Command::Init(a) => init::run(&ctx, a, out).map_err(Failure::from),

@@ -5,7 +5,6 @@ use std::io::Write;
 use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::record::{self, RecordOptions};
-use crate::settings;
 
 /// Record what was changed in the worktree (by an agent's own tools, in
 /// place) as one step, idempotent by its id.
@@ -44,8 +43,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         intent: a
             .intent
             .map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t))),
-        allow_duplicate_hunks: a.allow_duplicate_hunks
-            || settings::RunConfig::read(&repo)?.allow_duplicate_hunks,
+        allow_duplicate_hunks: a.allow_duplicate_hunks || s.config.allow_duplicate_hunks,
     };
     let mut ui = Terminal::new(ctx.ui, false);
     let report = record::record(&repo, &s, &opts, &mut ui)?;

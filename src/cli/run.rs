@@ -6,7 +6,6 @@ use std::time::Duration;
 use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::agent::{self, RunOptions, Stop};
-use crate::settings;
 
 /// Run the agent loop: ask CMD for each next step and apply it.
 ///
@@ -55,7 +54,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     // With -v the decider's stderr is shown even when it answers.
     opts.decider.keep_stderr = ctx.ui.verbose;
     opts.max_steps = a.max_steps;
-    let config = settings::RunConfig::read(&repo)?;
+    let config = &s.config;
     opts.retries = a.retries.map_or(config.retries, |n| n as usize);
     opts.allow_duplicate_hunks = a.allow_duplicate_hunks || config.allow_duplicate_hunks;
     let mut ui = Terminal::new(ctx.ui, false);

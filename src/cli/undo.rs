@@ -5,7 +5,6 @@ use std::io::Write;
 use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
 use crate::run::undo::{self, Target};
-use crate::settings;
 
 /// Undo the run's last steps with one new step, never a reset.
 ///
@@ -48,7 +47,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         (None, Some(n)) => Target::Last(n as usize),
         (None, None) => unreachable!("clap requires --to or --last"),
     };
-    let allow = a.allow_duplicate_hunks || settings::RunConfig::read(&repo)?.allow_duplicate_hunks;
+    let allow = a.allow_duplicate_hunks || s.config.allow_duplicate_hunks;
     let mut ui = Terminal::new(ctx.ui, false);
     let report = undo::undo(&repo, &s, &target, a.id.as_deref(), allow, &mut ui)?;
     if ctx.ui.json {

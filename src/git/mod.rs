@@ -29,6 +29,8 @@ pub fn enable_fsync() -> Result<()> {
         // memory. Smaller windows, fewer kept: a scan of 100,000 commits
         // holds what it is reading, not the whole pack.
         let mut nodelay = stream::registration();
+        let ms =
+            i32::try_from(crate::keys::environment().net_timeout.as_millis()).unwrap_or(i32::MAX);
         // SAFETY: libgit2's global options, set once before any repository
         // is opened, from one thread; GIT_OPT_ENABLE_FSYNC_GITDIR (variadic
         // git_libgit2_opts) takes exactly one int argument; libgit2 copies
@@ -44,14 +46,8 @@ pub fn enable_fsync() -> Result<()> {
             // (libgit2's default is to wait forever): a read or connect that
             // waits this long is a timeout, which the remote's retries
             // treat as transient. `GIT_STEPS_NET_TIMEOUT_SECS` overrides.
-            let secs = std::env::var(crate::keys::NET_TIMEOUT_SECS.name)
-                .ok()
-                .and_then(|v| v.parse::<i32>().ok())
-                .filter(|&n| n > 0)
-                .unwrap_or(60);
-            let _ =
-                git2::opts::set_server_connect_timeout_in_milliseconds(secs.saturating_mul(1000));
-            let _ = git2::opts::set_server_timeout_in_milliseconds(secs.saturating_mul(1000));
+            let _ = git2::opts::set_server_connect_timeout_in_milliseconds(ms);
+            let _ = git2::opts::set_server_timeout_in_milliseconds(ms);
             libgit2_sys::git_libgit2_opts(
                 libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int,
                 1 as libc::c_int,

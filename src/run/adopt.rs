@@ -278,7 +278,7 @@ pub fn adopt(
     worktree::ensure_clean(repo, Some(&id), &changes)?;
     let who = crate::git::identity(repo)?;
     let signer = crate::sign::signer(repo, &who.committer)?;
-    if let Some(h) = super::hooks::enabled(repo, &crate::settings::RunConfig::read(repo)?)? {
+    if let Some(h) = super::hooks::enabled(repo, &s.config)? {
         h.check(repo, &id, tree.id(), &message)?;
     }
     crash::point("before-write", &id);

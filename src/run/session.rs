@@ -305,7 +305,7 @@ impl<'r> Session<'r> {
         // Who commits is settled before anything is written.
         let who = identity(repo)?;
         let signer = crate::sign::signer(repo, &who.committer)?;
-        let config = settings::RunConfig::read(repo)?;
+        let config = &s.config;
         let hooks = super::hooks::enabled(repo, &config)?;
         let lock = if opts.dry_run {
             None

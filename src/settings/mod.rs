@@ -33,6 +33,8 @@ pub struct Settings {
     pub run: String,
     /// None: the durable domain is the local repository.
     pub remote: Option<Remote>,
+    /// How the run applies (`steps.batch`, `steps.hooks`, …).
+    pub config: RunConfig,
 }
 
 impl Settings {
@@ -289,19 +291,8 @@ pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<(
 }
 
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
-    // `steps.maxFileSize` (git's integer syntax: 200m, 1g).
-    if let Ok(n) = repo
-        .config()
-        .and_then(|c| c.get_i64(crate::keys::MAX_FILE_SIZE.name))
-    {
-        if n <= 0 {
-            return Err(Error::input(format!(
-                "{} = {n}: a size in bytes (200m, 1g) is expected",
-                crate::keys::MAX_FILE_SIZE.name
-            )));
-        }
-        crate::tree::build::set_max_file_bytes(usize::try_from(n).unwrap_or(usize::MAX));
-    }
+    let config = RunConfig::read(repo)?;
+    crate::tree::build::set_max_file_bytes(config.max_file_bytes);
     let branch = match &o.branch {
         Some(b) => b.clone(),
         None => match config_str(repo, crate::keys::BRANCH.name)? {
@@ -353,11 +344,13 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
         branch,
         run,
         remote,
+        config,
     })
 }
 
-/// The `steps.*` keys that shape how a run applies, each read once, here:
-/// flags then override what they name.
+/// The `steps.*` keys that shape how a run applies, each read once, here,
+/// when the run's [`Settings`] are resolved: flags then override what they
+/// name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunConfig {
     /// `steps.batch`: steps made durable per push by `apply` (at least 1).
@@ -371,6 +364,9 @@ pub struct RunConfig {
     /// `steps.cacheEvery`: publish the shared hunk cache every this many
     /// steps (0: never).
     pub cache_every: usize,
+    /// `steps.maxFileSize`: the largest file a step may write, in bytes
+    /// (git's integer syntax: 200m, 1g).
+    pub max_file_bytes: usize,
 }
 
 impl RunConfig {
@@ -381,6 +377,7 @@ impl RunConfig {
         allow_duplicate_hunks: false,
         hooks: false,
         cache_every: 1000,
+        max_file_bytes: crate::tree::build::DEFAULT_MAX_FILE_BYTES,
     };
 
     /// The keys as git config holds them for `repo` (a bad value is an
@@ -394,6 +391,8 @@ impl RunConfig {
             hooks: config_bool(repo, crate::keys::HOOKS.name)?,
             cache_every: config_count(repo, crate::keys::CACHE_EVERY.name, 0)?
                 .unwrap_or(d.cache_every),
+            max_file_bytes: config_count(repo, crate::keys::MAX_FILE_SIZE.name, 1)?
+                .unwrap_or(d.max_file_bytes),
         })
     }
 }
@@ -503,6 +502,7 @@ mod tests {
         set(&repo, "steps.allowDuplicateHunks", "true");
         set(&repo, "steps.hooks", "yes");
         set(&repo, "steps.cacheEvery", "1k");
+        set(&repo, "steps.maxFileSize", "2m");
         assert_eq!(
             RunConfig::read(&repo).unwrap(),
             RunConfig {
@@ -511,6 +511,7 @@ mod tests {
                 allow_duplicate_hunks: true,
                 hooks: true,
                 cache_every: 1024,
+                max_file_bytes: 2 << 20,
             }
         );
         set(&repo, "steps.batch", "0");

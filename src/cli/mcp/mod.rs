@@ -30,7 +30,6 @@ use crate::plan::reader::Plan;
 use crate::run::engine;
 use crate::run::inspect;
 use crate::run::session::{ApplyOptions, StepOutcome};
-use crate::settings;
 
 mod frame;
 
@@ -321,7 +320,7 @@ impl Server {
         let text = serde_json::to_string(&step).unwrap_or_default();
         let plan = Plan::from_text(&text, repo.path(), "the apply_step arguments")
             .map_err(|e| fail(e.into()))?;
-        let config = settings::RunConfig::read(&repo).map_err(|e| fail(e.into()))?;
+        let config = &s.config;
         let opts = ApplyOptions {
             dry_run: false,
             allow_duplicate_hunks: self.allow_duplicate_hunks || config.allow_duplicate_hunks,

@@ -281,19 +281,19 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
         dirty: Vec::new(),
         problems,
         hooks: crate::git::installed_hooks(repo),
-        hooks_run: hooks_run(repo)?,
+        hooks_run: hooks_run(repo, s),
     })
 }
 
 /// The installed hooks git-steps runs as checks on each step.
-pub fn hooks_run(repo: &Repository) -> Result<Vec<String>> {
-    if !crate::settings::RunConfig::read(repo)?.hooks {
-        return Ok(Vec::new());
+pub fn hooks_run(repo: &Repository, s: &Settings) -> Vec<String> {
+    if !s.config.hooks {
+        return Vec::new();
     }
-    Ok(crate::git::installed_hooks(repo)
+    crate::git::installed_hooks(repo)
         .into_iter()
         .filter(|h| h == "pre-commit" || h == "commit-msg")
-        .collect())
+        .collect()
 }
 
 /// The sentence `init` and `status` say about the repository's hooks.

@@ -59,12 +59,7 @@ impl Remote {
 /// remote before it gives up with [`PushError::Locked`] (exit 4): 8 seconds,
 /// or `GIT_STEPS_LOCK_WAIT` seconds.
 pub(super) fn lock_patience() -> std::time::Duration {
-    let secs = std::env::var(crate::keys::LOCK_WAIT.name)
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(8.0);
-    std::time::Duration::from_secs_f64(secs.min(3600.0))
+    crate::keys::environment().lock_wait
 }
 
 /// Sort a ref update the remote did not make, by what it said: a hook or
@@ -125,20 +120,11 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     pub fn from_env() -> RetryPolicy {
-        let num = |name: &str| -> Option<f64> {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| v.is_finite() && *v >= 0.0)
-        };
+        let env = crate::keys::environment();
         RetryPolicy {
-            attempts: 1 + num(crate::keys::NET_RETRIES.name).unwrap_or(3.0).min(100.0) as u32,
+            attempts: 1 + env.net_retries,
             first: std::time::Duration::from_millis(200),
-            total: std::time::Duration::from_secs_f64(
-                num(crate::keys::NET_RETRY_SECS.name)
-                    .unwrap_or(30.0)
-                    .min(3600.0),
-            ),
+            total: env.net_retry_total,
         }
     }
 }

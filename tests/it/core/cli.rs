@@ -32,6 +32,38 @@ fn init_stores_settings_in_git_config_and_commands_use_them() {
     assert_eq!(st["data"]["problems"].as_array().unwrap().len(), 0);
 }
 
+/// A tuning variable set to something that is not a number is said, with
+/// its value, and its default used: the command still does its work, and a
+/// `--json` document stays the only thing on stdout.
+#[test]
+fn a_malformed_tuning_variable_is_warned_about_and_its_default_used() {
+    let t = TestRepo::new();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.steps(&["init", "--branch", "agent/run"]).ok();
+    let r = t
+        .steps_env(
+            &["--json", "status"],
+            &[
+                ("GIT_STEPS_NET_RETRIES", "three"),
+                ("GIT_STEPS_LOCK_WAIT", "2"),
+            ],
+        )
+        .ok();
+    assert_eq!(r.json()["type"], "status");
+    assert!(
+        r.stderr()
+            .contains("warning: GIT_STEPS_NET_RETRIES=\"three\": expected a number of 0 or more; the default is used"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        !r.stderr().contains("GIT_STEPS_LOCK_WAIT"),
+        "{}",
+        r.explain()
+    );
+}
+
 #[test]
 fn runs_as_a_git_subcommand() {
     let t = TestRepo::new();

@@ -306,7 +306,7 @@ impl<'r> Session<'r> {
         let who = identity(repo)?;
         let signer = crate::sign::signer(repo, &who.committer)?;
         let config = &s.config;
-        let hooks = super::hooks::enabled(repo, &config)?;
+        let hooks = super::hooks::enabled(repo, config)?;
         let lock = if opts.dry_run {
             None
         } else {

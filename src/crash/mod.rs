@@ -207,6 +207,56 @@ fn paused() -> Option<&'static (String, String, std::path::PathBuf)> {
         .as_ref()
 }
 
+/// Wait until `path` exists, at most `timeout`: woken by the kernel
+/// (inotify on its folder) when something is created, moved or written
+/// there, not by polling. True if it exists. Tests wait with it too, for
+/// a point's `reached` and for what a hook or a daemon writes.
+pub fn wait_for_file(path: &std::path::Path, timeout: std::time::Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::fs::inotify;
+    let deadline = std::time::Instant::now() + timeout;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    // The watch is set before the first look, so a file made in between
+    // still wakes the wait.
+    let watch = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+        .and_then(|fd| {
+            inotify::add_watch(
+                &fd,
+                dir,
+                inotify::WatchFlags::CREATE
+                    | inotify::WatchFlags::MOVED_TO
+                    | inotify::WatchFlags::CLOSE_WRITE
+                    | inotify::WatchFlags::ATTRIB,
+            )
+            .map(|_| fd)
+        });
+    loop {
+        if path.exists() {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        match &watch {
+            Ok(fd) => {
+                let until = Timespec::try_from(left).unwrap_or(Timespec {
+                    tv_sec: 60,
+                    tv_nsec: 0,
+                });
+                let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
+                let mut events = [0u8; 4096];
+                while matches!(rustix::io::read(fd, &mut events), Ok(n) if n > 0) {}
+            }
+            // No inotify (its limit reached): look again shortly.
+            Err(_) => std::thread::sleep(left.min(std::time::Duration::from_millis(10))),
+        }
+    }
+}
+
 /// Kill the process here if `GIT_STEPS_CRASH` names this point and step
 /// (or hold it, if `GIT_STEPS_PAUSE` does).
 pub fn point(name: &'static str, step_id: &str) {
@@ -214,10 +264,7 @@ pub fn point(name: &'static str, step_id: &str) {
     if let Some((point, step, dir)) = paused() {
         if point == name && step == step_id {
             let _ = std::fs::write(dir.join("reached"), b"");
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !dir.join("go").exists() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            wait_for_file(&dir.join("go"), std::time::Duration::from_secs(60));
         }
     }
     if let Some((point, step)) = armed() {
@@ -229,5 +276,34 @@ pub fn point(name: &'static str, step_id: &str) {
             // SIGKILL cannot be caught; this is never reached.
             std::process::abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_wait_for_a_file_wakes_when_it_is_made_and_gives_up_at_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let go = dir.path().join("go");
+        let maker = {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                std::fs::write(go, b"").unwrap();
+            })
+        };
+        assert!(wait_for_file(&go, Duration::from_secs(30)));
+        maker.join().unwrap();
+        // Already there: at once, whatever the timeout.
+        assert!(wait_for_file(&go, Duration::ZERO));
+        let start = Instant::now();
+        assert!(!wait_for_file(
+            &dir.path().join("never"),
+            Duration::from_millis(100)
+        ));
+        assert!(start.elapsed() >= Duration::from_millis(100));
     }
 }

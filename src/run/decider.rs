@@ -110,10 +110,16 @@ impl Decider {
             b
         });
         let start = Instant::now();
+        // Woken when the decider exits (a pidfd), not by polling: the agent
+        // loop waits no longer than the decider takes.
+        let exited = rustix::process::Pid::from_raw(child.id() as i32).and_then(|pid| {
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+        });
         let status = loop {
+            let left = self.timeout.saturating_sub(start.elapsed());
             match child.try_wait() {
                 Ok(Some(st)) => break Some(st),
-                Ok(None) if start.elapsed() >= self.timeout => {
+                Ok(None) if left.is_zero() => {
                     // The child leads its own process group: all of it goes.
                     if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
                         let _ = rustix::process::kill_process_group(
@@ -124,7 +130,17 @@ impl Decider {
                     let _ = child.wait();
                     break None;
                 }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) => match &exited {
+                    Some(fd) => {
+                        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+                        let until = Timespec::try_from(left).unwrap_or(Timespec {
+                            tv_sec: 1,
+                            tv_nsec: 0,
+                        });
+                        let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
+                    }
+                    None => std::thread::sleep(left.min(Duration::from_millis(5))),
+                },
                 Err(e) => return Err(Error::program(format!("{who}: cannot wait for it: {e}"))),
             }
         };

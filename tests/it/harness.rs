@@ -18,6 +18,46 @@ use crate::servers::{Kind, Server};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_git-steps");
 
+/// Wait at most `timeout` for `child` to exit: woken when it does (a
+/// pidfd), not by polling. None if it is still running.
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    timeout: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    wait_gone(child.id(), timeout);
+    child.try_wait().unwrap()
+}
+
+/// Wait at most `timeout` for the process `pid` (any process, not only a
+/// child) to end: woken when it does (a pidfd). True if it has ended (a
+/// zombie has).
+pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
+        return true;
+    };
+    match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => {
+            let until = Timespec::try_from(timeout).unwrap();
+            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+            matches!(poll(&mut fds, Some(&until)), Ok(n) if n > 0)
+        }
+        // No such process: it is gone (and reaped).
+        Err(e) if e == rustix::io::Errno::SRCH => true,
+        Err(e) => panic!("pidfd_open({pid:?}): {e}"),
+    }
+}
+
+/// Wait until `path` exists: woken when it is made (inotify), failing
+/// the test after a minute with `what`.
+pub fn wait_for(path: &std::path::Path, what: &str) {
+    assert!(
+        git_steps::crash::wait_for_file(path, std::time::Duration::from_secs(60)),
+        "{what}: {} never appeared within a minute",
+        path.display()
+    );
+}
+
 /// One plan line: a step as JSON on one line.
 pub fn line(step: serde_json::Value) -> String {
     serde_json::to_string(&step).unwrap()

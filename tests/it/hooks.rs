@@ -159,11 +159,11 @@ fn a_run_killed_during_a_hook_leaves_nothing_that_blocks_the_next() {
     );
     let plan = t.plan("p.jsonl", &[files("s1", "a.txt", "1\n")]);
     let mut child = t.spawn_steps(&["apply", plan.to_str().unwrap()]);
-    let start = std::time::Instant::now();
-    while std::fs::read_to_string(&pidfile).map_or(true, |s| s.trim().is_empty()) {
-        assert!(start.elapsed().as_secs() < 20, "the hook never ran");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // The hook touches `<pidfile>.done` once its pid is written.
+    crate::harness::wait_for(
+        &std::path::PathBuf::from(format!("{}.done", pidfile.display())),
+        "the hook",
+    );
     let hook_pid: i32 = std::fs::read_to_string(&pidfile)
         .unwrap()
         .trim()
@@ -172,17 +172,10 @@ fn a_run_killed_during_a_hook_leaves_nothing_that_blocks_the_next() {
     child.kill().unwrap();
     child.wait().unwrap();
     // The hook dies with its runner.
-    let start = std::time::Instant::now();
-    while std::path::Path::new(&format!("/proc/{hook_pid}")).exists()
-        && std::fs::read_to_string(format!("/proc/{hook_pid}/stat"))
-            .is_ok_and(|s| !s.contains(") Z "))
-    {
-        assert!(
-            start.elapsed().as_secs() < 10,
-            "the hook outlived its runner"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    assert!(
+        crate::harness::wait_gone(hook_pid as u32, std::time::Duration::from_secs(10)),
+        "the hook outlived its runner"
+    );
     // A lock a killed check left on its private index does not block.
     std::fs::create_dir_all(t.path(".git/steps/hook/check-stale")).unwrap();
     std::fs::write(t.path(".git/steps/hook/check-stale/index.lock"), "").unwrap();

@@ -668,13 +668,9 @@ fn a_commit_that_is_its_own_parent_ends_the_scan_with_an_error() {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let mut child = child.spawn().unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while child.try_wait().unwrap().is_none() {
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("{args:?} still running after 60 s: the walk loops");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        if crate::harness::wait_exit(&mut child, std::time::Duration::from_secs(60)).is_none() {
+            let _ = child.kill();
+            panic!("{args:?} still running after 60 s: the walk loops");
         }
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -241,19 +241,17 @@ fn a_lock_left_by_a_dead_process_does_not_block_and_a_live_one_does() {
     t.steps_stdin(&["apply", "-"], &one)
         .ok()
         .stderr_has("no longer running");
-    // A live holder: `flock` keeps the lock while `sleep` runs.
+    // A live holder: `flock` keeps the lock while its command runs, and
+    // the command says so (flock takes the lock before it starts it).
+    let held = t.tmp.path().join("held");
     let mut holder = std::process::Command::new("flock")
         .arg("--close")
         .arg(&lock)
-        .args(["sleep", "30"])
+        .args(["sh", "-c", "touch \"$0\"; exec sleep 30"])
+        .arg(&held)
         .spawn()
         .expect("flock(1) from util-linux");
-    let start = Instant::now();
-    while t.steps_stdin(&["apply", "-"], &one).code() == Some(0)
-        && start.elapsed() < Duration::from_secs(5)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&held, "flock's holder");
     let two = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
     // SPEC: exit 4, another writer; with --json the kind says so too.
     t.steps_stdin(&["apply", "-"], &two)
@@ -923,10 +921,7 @@ fn an_ssh_remote_through_libgit2_uses_the_agent_and_known_hosts() {
             .spawn()
             .expect("ssh-agent"),
     );
-    let start = Instant::now();
-    while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&sock, "ssh-agent's socket");
     let added = std::process::Command::new("ssh-add")
         .arg("-q")
         .arg(server.root.join("client_ed25519"))
@@ -1275,16 +1270,10 @@ fn a_token_in_the_remote_url_is_never_printed() {
 fn a_server_that_never_answers_times_out() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    // Every connection accepted and held open, never answered (the thread
+    // blocks in accept until the test process ends).
     let held = std::thread::spawn(move || {
-        let mut conns = Vec::new();
-        listener.set_nonblocking(true).unwrap();
-        let end = Instant::now() + Duration::from_secs(40);
-        while Instant::now() < end {
-            if let Ok((c, _)) = listener.accept() {
-                conns.push(c);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let _conns: Vec<_> = listener.incoming().collect();
     });
     let t = TestRepo::new();
     t.write("README", "x\n");

@@ -350,14 +350,7 @@ fn a_stalled_box_never_puts_an_older_cache_over_a_newer_one() {
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped());
     let stalled = cmd.spawn().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !gate.path().join("reached").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "box a never reached cache-written"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for(&gate.path().join("reached"), "box a at cache-written");
     // Box b takes the run to step 4 and publishes the cache of 4 steps.
     let b = fresh(&a, &bare, "box-b", "2");
     b.steps_stdin(&["apply", "-"], &plan()[..4].join("\n")).ok();

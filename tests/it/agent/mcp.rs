@@ -132,13 +132,7 @@ impl Drop for Client {
 }
 
 fn wait_for(child: &mut Child) -> std::process::ExitStatus {
-    for _ in 0..1200 {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("git-steps mcp did not exit within 60 s");
+    wait_exit(child, Duration::from_secs(60)).expect("git-steps mcp did not exit within 60 s")
 }
 
 /// One step of each format git-steps accepts, on files `a`..`e`.

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::harness::*;
 use crate::servers::Kind;
@@ -24,11 +24,7 @@ fn held_at(t: &TestRepo, args: &[&str], at: &str, gate: &Path, crash: Option<&st
         cmd.env("GIT_STEPS_CRASH", c);
     }
     let child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !gate.join("reached").exists() {
-        assert!(Instant::now() < deadline, "apply never reached {at}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for(&gate.join("reached"), &format!("apply at {at}"));
     child
 }
 
@@ -218,11 +214,7 @@ fn a_line_appended_during_a_run_is_never_lost() {
             .collect();
         let plan = t.plan("long.jsonl", &steps);
         let mut child = t.spawn_steps(&["-q", "apply", plan.to_str().unwrap()]);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !t.path("log.txt").exists() {
-            assert!(Instant::now() < deadline, "the run never started");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_for(&t.path("log.txt"), "the run's first step");
         std::thread::sleep(Duration::from_millis(rng.below(400)));
         let mut f = std::fs::OpenOptions::new()
             .append(true)

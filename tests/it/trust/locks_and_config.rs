@@ -204,11 +204,7 @@ fn a_live_local_lock_is_never_removed_a_killed_runs_own_lock_is() {
     hermetic(&mut cmd, &t.home());
     let mut user = cmd.spawn().unwrap();
     let lock = t.path(".git/index.lock");
-    let start = std::time::Instant::now();
-    while !lock.exists() && start.elapsed() < std::time::Duration::from_secs(5) {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert!(lock.exists());
+    wait_for(&lock, "the user's git's index.lock");
     t.steps_stdin(&["apply", "-"], &s1).ok();
     assert!(lock.exists(), "the user's live index.lock was removed");
     drop(user.stdin.take());

@@ -57,25 +57,26 @@
 //! 26. [`history::cache`]: the receipt cache, a verified copy of the ledger;
 //! 27. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
 //! 28. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 29. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 30. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 31. [`sync::share`]: publishing and fetching the shared hunk cache;
-//! 32. [`sync::reconcile`]: bringing local and durable branches together;
-//! 33. [`run::decider`]: asking the external decider for the next step;
-//! 34. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 35. [`run::agreement`]: the plan against the history;
-//! 36. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 37. [`run::staging`]: the steps staged and not durable yet;
-//! 38. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 39. [`run::commit`]: one step's order of writes;
-//! 40. [`run::engine`]: the plan loop (`apply`);
-//! 41. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 42. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 43. [`run::undo`]: rewinding as a step (`undo`);
-//! 44. [`run::agent`]: the agent loop (`run --decider`);
-//! 45. [`run::inspect`]: status, log, verify, fingerprint;
-//! 46. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 47. [`cli`]: the command line and its rendering.
+//! 29. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
+//! 30. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 31. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 32. [`sync::share`]: publishing and fetching the shared hunk cache;
+//! 33. [`sync::reconcile`]: bringing local and durable branches together;
+//! 34. [`run::decider`]: asking the external decider for the next step;
+//! 35. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 36. [`run::agreement`]: the plan against the history;
+//! 37. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 38. [`run::staging`]: the steps staged and not durable yet;
+//! 39. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 40. [`run::commit`]: one step's order of writes;
+//! 41. [`run::engine`]: the plan loop (`apply`);
+//! 42. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 43. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 44. [`run::undo`]: rewinding as a step (`undo`);
+//! 45. [`run::agent`]: the agent loop (`run --decider`);
+//! 46. [`run::inspect`]: status, log, verify, fingerprint;
+//! 47. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 48. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).

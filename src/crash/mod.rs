@@ -45,6 +45,10 @@ pub enum Scope {
     /// because its step could not be built yet (off the happy path: the
     /// matrix's replaying decider never gives one; the agent tests do).
     Journal,
+    /// Local state a power cut tore, mended when a run opens (off the happy
+    /// path: the power-loss tests tear it and arm these points). The step
+    /// id is what was torn: `index` or `branch`.
+    Torn,
 }
 
 /// Every point, in the order a step passes them.
@@ -113,6 +117,26 @@ pub const POINTS: &[Point] = &[
         name: "reconcile-pushed",
         state: "on resume: the remote accepted local receipted commits it lacked (and the remote-tracking ref shows them); nothing else written yet",
         scope: Scope::Resume,
+    },
+    Point {
+        name: "torn-kept",
+        state: "a torn index or run branch (a power cut) is copied under .git/steps/torn/; nothing is rebuilt yet",
+        scope: Scope::Torn,
+    },
+    Point {
+        name: "torn-restored",
+        state: "the torn run branch is set back to the last value recorded (its reflog, HEAD's, the remote's durable head); worktree and index not yet checked",
+        scope: Scope::Torn,
+    },
+    Point {
+        name: "torn-rescued",
+        state: "after a torn index: the worktree files that differ from the head are saved under refs/steps/rescue/; the index is not rebuilt yet",
+        scope: Scope::Torn,
+    },
+    Point {
+        name: "torn-rebuilt",
+        state: "after a torn index: the index is rebuilt from the head; the saved files are not put back yet",
+        scope: Scope::Torn,
     },
     Point {
         name: "repair-saved",

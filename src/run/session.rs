@@ -30,6 +30,7 @@ use crate::sync::share;
 use crate::tree::fingerprint;
 use crate::tree::hunks::LiveHunks;
 use crate::workdir::repair::{self, Repair};
+use crate::workdir::torn;
 use crate::workdir::worktree;
 
 use super::agreement::preflight;
@@ -321,6 +322,19 @@ impl<'r> Session<'r> {
                 ui.note(&format!(
                     "removed {f}, left by a git-steps that was killed mid-write"
                 ));
+            }
+            // What a power cut tore (the index, the run's branch) is mended
+            // before anything reads it.
+            let durable = || match &s.remote {
+                Some(r) => r.fetch(
+                    repo,
+                    &s.refname(),
+                    &crate::sync::remote::tracking_ref(&s.branch),
+                ),
+                None => Ok(None),
+            };
+            for mended in torn::mend(repo, s, &durable)? {
+                ui.note(&mended.note());
             }
             Some(lock)
         };

@@ -54,6 +54,11 @@ pub struct Remote {
     pub transport: Transport,
 }
 
+/// The private ref a fetch of `branch` lands in.
+pub fn tracking_ref(branch: &str) -> String {
+    format!("refs/steps/remote/{branch}")
+}
+
 /// Whether `spec` (a configured remote's name, a URL or a path) reaches its
 /// remote over ssh: `ssh://`, `git+ssh://`, `ssh+git://`, or git's scp-like
 /// `[user@]host:path` (a colon before any slash, and not a local path).

@@ -9,7 +9,7 @@
 //! never a force, and a rejected or ambiguous update is never reported as
 //! success.
 
-pub use crate::settings::remote::{check_spec, is_ssh, ssh_url, Remote, Transport};
+pub use crate::settings::remote::{check_spec, is_ssh, ssh_url, tracking_ref, Remote, Transport};
 use git2::{Oid, Repository};
 
 use crate::error::{Error, Result};
@@ -96,11 +96,6 @@ fn objects_size(repo: &Repository, commit: Oid) -> Option<usize> {
         total = total.checked_add(odb.read_header(e.id()).ok()?.0)?;
     }
     Some(total)
-}
-
-/// The private ref a fetch of `branch` lands in.
-pub fn tracking_ref(branch: &str) -> String {
-    format!("refs/steps/remote/{branch}")
 }
 
 impl Remote {

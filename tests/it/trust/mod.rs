@@ -16,6 +16,7 @@ mod hostile_trees;
 mod large_files;
 mod locks_and_config;
 mod plan_and_history;
+mod power_cut;
 mod remote_writes;
 mod type_changes;
 mod worktree;

@@ -1,0 +1,356 @@
+//! Local state a power cut tore: the index and the run's branch, mended
+//! before anything reads them.
+//!
+//! A power cut (unlike SIGKILL) loses what was written and not yet fsynced:
+//! git's index, rewritten by a rename whose data may not have reached the
+//! disk, can come back empty or cut short, and so can a ref file whose
+//! writer did not fsync (git's own, with `core.fsync` unset). libgit2 and
+//! git then refuse to read them, and the box could not resume.
+//!
+//! Owns that check and its mend. Invariant: only what neither libgit2 nor
+//! git can read (or an index that is missing) is touched; a copy is kept
+//! under `.git/steps/torn/` first, and it is rebuilt from what is durable.
+//! The branch is set back to the last value its reflog or HEAD's reflog
+//! recorded, else to the remote's durable head — reconcile then brings it
+//! up to the durable head — and is refused when none is known. The index
+//! is rebuilt from the run's head; the worktree files that differ from it
+//! (a cut tears those too, and without an index they can no longer be told
+//! from the user's edits) are saved under `refs/steps/rescue/` first, then
+//! put back to the head's versions. A kill at any instant leaves a state
+//! the next run mends the same way.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use git2::{Oid, Repository};
+
+use crate::crash;
+use crate::error::{Error, Result};
+use crate::git::{Change, Entry};
+use crate::settings::Settings;
+use crate::workdir::worktree;
+
+/// What a mend did, for the user to be told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mended {
+    /// The index could not be read (a copy is kept at `kept`) or was
+    /// missing; it is rebuilt from the head, and the worktree files that
+    /// differed from the head are saved under `rescue` and put back.
+    Index {
+        kept: Option<PathBuf>,
+        rescue: Option<(String, Vec<String>)>,
+    },
+    /// The run's branch could not be read; it is kept at `kept`, and set
+    /// back to `restored`, the last value `from` recorded.
+    Branch {
+        refname: String,
+        kept: PathBuf,
+        restored: Oid,
+        from: &'static str,
+    },
+}
+
+impl Mended {
+    /// The sentence that says what was done.
+    pub fn note(&self) -> String {
+        match self {
+            Mended::Index { kept, rescue } => format!(
+                "{}, and rebuilt from the run's head{}",
+                match kept {
+                    Some(k) => format!(
+                        "the index could not be read (torn by a power cut?): kept as {}",
+                        k.display()
+                    ),
+                    None => "the index was missing (lost in a power cut?)".to_string(),
+                },
+                match rescue {
+                    None => String::new(),
+                    Some((name, paths)) => format!(
+                        "; the files that differed from it ({}) are saved as {name} (`git show {name} --stat`) and put back to the head's versions",
+                        paths.join(", ")
+                    ),
+                }
+            ),
+            Mended::Branch {
+                refname,
+                kept,
+                restored,
+                from,
+            } => format!(
+                "{refname} could not be read (torn by a power cut?): kept as {}, and set back to {} from {from}",
+                kept.display(),
+                crate::git::short(*restored)
+            ),
+        }
+    }
+}
+
+/// Check the index and the run's branch; mend what neither libgit2 nor git
+/// can read. Takes the run's lock as given (the caller holds it).
+/// `durable` fetches the durable head when the box recorded the branch
+/// nowhere (None without a remote).
+pub fn mend(
+    repo: &Repository,
+    s: &Settings,
+    durable: &dyn Fn() -> Result<Option<Oid>>,
+) -> Result<Vec<Mended>> {
+    let mut done = Vec::new();
+    if let Some(m) = mend_branch(repo, s, durable)? {
+        done.push(m);
+    }
+    if let Some(m) = mend_index(repo, s)? {
+        done.push(m);
+    }
+    Ok(done)
+}
+
+fn mend_index(repo: &Repository, s: &Settings) -> Result<Option<Mended>> {
+    if repo.workdir().is_none() {
+        return Ok(None);
+    }
+    let path = repo.path().join("index");
+    let kept = if path.exists() {
+        if index_is_whole(&path) {
+            return Ok(None);
+        }
+        let kept = keep(repo, &path, "index")?;
+        crash::point("torn-kept", "index");
+        // (A kill from here on leaves no index, which is mended the same.)
+        std::fs::remove_file(&path)
+            .map_err(|e| Error::local(format!("cannot remove the torn {}: {e}", path.display())))?;
+        Some(kept)
+    } else if repo.head().and_then(|h| h.peel_to_commit()).is_ok() {
+        // No index under a branch with commits: lost (a cut undid the
+        // rename that wrote it), or removed by hand; git would show every
+        // file as deleted and untracked.
+        None
+    } else {
+        return Ok(None);
+    };
+    let rescue = rebuild_index(repo, s)?;
+    Ok(Some(Mended::Index { kept, rescue }))
+}
+
+/// The index from the head's tree; the files that differ from the head
+/// are saved under `refs/steps/rescue/` first, then put back. Nothing to do
+/// on an unborn branch.
+fn rebuild_index(repo: &Repository, s: &Settings) -> Result<Option<(String, Vec<String>)>> {
+    let Ok(head) = repo.head().and_then(|h| h.peel_to_commit()) else {
+        return Ok(None);
+    };
+    let tree = head.tree()?;
+    let workdir = worktree::workdir(repo)?;
+    let mut differ = Vec::new();
+    let mut failed = None;
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+        if e.kind() != Some(git2::ObjectType::Blob) {
+            return git2::TreeWalkResult::Ok;
+        }
+        let path = format!("{dir}{}", String::from_utf8_lossy(e.name_bytes()));
+        let want = Some(Entry {
+            oid: e.id(),
+            mode: e.filemode() as u32,
+        });
+        let disk = match worktree::on_disk(&workdir, &path) {
+            Ok(d) => d,
+            Err(err) => {
+                failed = Some(err);
+                return git2::TreeWalkResult::Abort;
+            }
+        };
+        match worktree::same(repo, &path, &disk, &want) {
+            Ok(true) => {}
+            Ok(false) => {
+                let old = disk.and_then(|(bytes, mode)| {
+                    git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)
+                        .ok()
+                        .map(|oid| Entry { oid, mode })
+                });
+                differ.push(Change {
+                    path,
+                    old,
+                    new: want,
+                });
+            }
+            Err(err) => {
+                failed = Some(err);
+                return git2::TreeWalkResult::Abort;
+            }
+        }
+        git2::TreeWalkResult::Ok
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let paths: Vec<String> = differ.iter().map(|c| c.path.clone()).collect();
+    let rescue = if paths.is_empty() {
+        None
+    } else {
+        let found: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let msg = format!(
+            "git-steps rescue: the worktree of run {} after a torn index\n\nThe index could not be read (a power cut tears what was not fsynced),\nso these files, which differ from the run's head, can no longer be told\napart from your own edits: they are saved here before the worktree is\nput back to the head.\n",
+            s.run
+        );
+        let name = worktree::save_rescue(repo, &s.run, head.id(), &found, &msg)?;
+        crash::point("torn-rescued", "index");
+        Some((name, paths))
+    };
+    let mut index = repo.index()?;
+    index.read_tree(&tree)?;
+    index.write()?;
+    crash::point("torn-rebuilt", "index");
+    if !differ.is_empty() {
+        let dest = worktree::Dest {
+            run: &s.run,
+            commit: head.id(),
+        };
+        worktree::update(repo, dest, &differ, "index")?;
+    }
+    Ok(rescue)
+}
+
+fn mend_branch(
+    repo: &Repository,
+    s: &Settings,
+    durable: &dyn Fn() -> Result<Option<Oid>>,
+) -> Result<Option<Mended>> {
+    let refname = s.refname();
+    let path = repo.commondir().join(&refname);
+    if !path.is_file() || repo.find_reference(&refname).is_ok() {
+        return Ok(None);
+    }
+    let dir = repo.workdir().unwrap_or_else(|| repo.path());
+    if git_reads(dir, &["rev-parse", "--verify", "-q", &refname]) {
+        return Ok(None);
+    }
+    // The last value recorded: the branch's reflog (the value the torn
+    // write was writing, or the one before it: a commit whose objects were
+    // fsynced first), HEAD's reflog when HEAD is on it; else the durable
+    // head itself, fetched.
+    let on_it = repo
+        .find_reference("HEAD")
+        .ok()
+        .and_then(|h| h.symbolic_target().ok().flatten().map(str::to_string))
+        .is_some_and(|t| t == refname);
+    let mut restored = last_logged(repo, &refname)
+        .map(|o| (o, "its reflog"))
+        .or_else(|| {
+            on_it
+                .then(|| last_logged(repo, "HEAD"))
+                .flatten()
+                .map(|o| (o, "HEAD's reflog"))
+        });
+    if restored.is_none() {
+        restored = durable()?.map(|o| (o, "the remote's durable head"));
+    }
+    let Some((restored, from)) = restored else {
+        return Err(Error::corrupt(format!(
+            "{refname} cannot be read ({} is torn), and neither its reflog, HEAD's nor the remote records where it was",
+            path.display()
+        ))
+        .with_hint(match &s.remote {
+            None => format!(
+                "this repository is the run's durable domain: restore {} from a backup, or point it at the run's last step (`git update-ref {refname} <commit>`, found with `git fsck --lost-found`); nothing was changed",
+                path.display()
+            ),
+            Some(r) => format!(
+                "take it from the remote: `git fetch {} {}` then `git update-ref {refname} FETCH_HEAD`, and rerun; nothing was changed",
+                r.spec, s.branch
+            ),
+        }));
+    };
+    let kept = keep(repo, &path, &refname.replace('/', "_"))?;
+    crash::point("torn-kept", "branch");
+    // Over the torn file in one rename, as git writes a ref (libgit2
+    // will not update a ref whose old value it cannot read).
+    let lock = path.with_file_name(format!(
+        "{}.lock",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let written = crate::lock::intending(repo, vec![lock.clone()], || {
+        let mut f = std::fs::File::create_new(&lock)?;
+        std::io::Write::write_all(&mut f, format!("{restored}\n").as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&lock, &path)?;
+        std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+    });
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&lock);
+        Error::local(format!("cannot set {refname} back: {e}"))
+    })?;
+    crash::point("torn-restored", "branch");
+    Ok(Some(Mended::Branch {
+        refname,
+        kept,
+        restored,
+        from,
+    }))
+}
+
+/// Whether the index file is whole, as `git fsck` checks it: the "DIRC"
+/// header and a trailing SHA-1 of everything before it (git itself reads a
+/// torn index without complaint, and so does libgit2 until it reaches the
+/// torn part). An all-zero trailer (`index.skipHash`) cannot be checked:
+/// then whole if libgit2 reads every entry.
+fn index_is_whole(path: &Path) -> bool {
+    use sha1::Digest;
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    if bytes.len() < 12 + 20 || &bytes[..4] != b"DIRC" {
+        return false;
+    }
+    let (body, trailer) = bytes.split_at(bytes.len() - 20);
+    if trailer.iter().all(|b| *b == 0) {
+        return git2::Index::open(path).is_ok_and(|i| i.iter().count() == i.len());
+    }
+    sha1::Sha1::digest(body).as_slice() == trailer
+}
+
+/// The last value the reflog of `refname` records, if its commit is here.
+fn last_logged(repo: &Repository, refname: &str) -> Option<Oid> {
+    let log = repo.reflog(refname).ok()?;
+    let last = log.get(0)?.id_new();
+    (!last.is_zero() && repo.find_commit(last).is_ok()).then_some(last)
+}
+
+/// Whether git itself reads what `args` ask (exit 0).
+fn git_reads(dir: &Path, args: &[&str]) -> bool {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .env_remove("GIT_INDEX_FILE")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Copy `path` under `.git/steps/torn/`, named `<what>.<nanoseconds>`,
+/// durably: the torn file itself is then replaced in one rename by its
+/// rebuilt version, so a kill at any instant leaves it torn (mended again)
+/// or whole, never missing.
+fn keep(repo: &Repository, path: &Path, what: &str) -> Result<PathBuf> {
+    let dir = repo.path().join("steps").join("torn");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let kept = dir.join(format!("{what}.{stamp}"));
+    let copied = std::fs::read(path).and_then(|bytes| {
+        let mut f = std::fs::File::create_new(&kept)?;
+        std::io::Write::write_all(&mut f, &bytes)?;
+        f.sync_all()?;
+        std::fs::File::open(&dir)?.sync_all()
+    });
+    copied.map_err(|e| {
+        Error::local(format!(
+            "cannot keep a copy of the torn {} in {}: {e}",
+            path.display(),
+            dir.display()
+        ))
+    })?;
+    Ok(kept)
+}

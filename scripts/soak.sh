@@ -17,6 +17,7 @@ tests=(
   agent::recorded_decisions::random_kills_never_re_ask_a_recorded_decision
   matrix::random_plan_random_crash_resumes_to_the_same_fingerprint
   faults::io_faults_end_with_a_clear_error_and_a_clean_rerun_finishes
+  network_faults::network_faults_never_double_a_step_never_hang_and_a_rerun_finishes
 )
 cargo test --locked --test it --no-run -q
 for seed in "${seeds[@]}"; do

@@ -112,6 +112,10 @@ pub const MATRIX_REMOTE: Key = key(
     "GIT_STEPS_MATRIX_REMOTE",
     "Internal: set by the crash matrix for its replaying decider.",
 );
+pub const NET_RELAY: Key = key(
+    "GIT_STEPS_NET_RELAY",
+    "Internal: set by --transport git for git's git:// proxy command, which is git-steps itself, run as <git-steps> <host> <port>.",
+);
 pub const MATRIX_LATE: Key = key(
     "GIT_STEPS_MATRIX_LATE",
     "Internal: set by the crash matrix for its replaying decider.",
@@ -128,6 +132,7 @@ pub const ENVIRONMENT: &[Key] = &[
     SCRATCH,
     MATRIX_REMOTE,
     MATRIX_LATE,
+    NET_RELAY,
 ];
 
 /// The variables that tune the network, resolved once per process from

@@ -102,6 +102,16 @@ pub enum Command {
     ReplayRecord(record::ReplayArgs),
     #[command(skip)]
     ReplayUndo(record::ReplayArgs),
+    #[command(skip)]
+    NetRelay(NetRelayArgs),
+}
+
+/// The `git://` relay the git CLI transport gives git as its proxy command
+/// (see [`crate::sync::remote::relay`]).
+#[derive(Debug, clap::Args)]
+pub struct NetRelayArgs {
+    host: String,
+    port: u16,
 }
 
 /// The crash matrix's own commands: what it runs in each box. Parsed apart
@@ -132,18 +142,40 @@ enum Internal {
     ReplayRecord(record::ReplayArgs),
     /// The crash matrix's undo scenario: a plan applied, its second half undone, then made again.
     ReplayUndo(record::ReplayArgs),
+    /// git's proxy command for `git://` under `--transport git`: stdin and stdout relayed to HOST:PORT.
+    NetRelay(NetRelayArgs),
 }
 
 /// Parse the process's arguments: the crash matrix's internal commands
 /// first, then the public command line (whose errors, help and
 /// suggestions know only public commands).
 pub fn parse() -> Cli {
-    const INTERNAL: [&str; 4] = [
+    const INTERNAL: [&str; 5] = [
         "classic-apply",
         "replay-decider",
         "replay-record",
         "replay-undo",
+        "net-relay",
     ];
+    // git's `git://` proxy command under `--transport git`: git-steps itself,
+    // run by git as `<git-steps> <host> <port>`.
+    if std::env::var_os(crate::keys::NET_RELAY.name).is_some() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if let [host, port] = args.as_slice() {
+            if let Ok(port) = port.parse() {
+                return Cli {
+                    repo: PathBuf::from("."),
+                    json: false,
+                    quiet: true,
+                    verbose: false,
+                    command: Command::NetRelay(NetRelayArgs {
+                        host: host.clone(),
+                        port,
+                    }),
+                };
+            }
+        }
+    }
     if std::env::args_os().any(|a| a.to_str().is_some_and(|a| INTERNAL.contains(&a))) {
         let i = InternalCli::parse();
         return Cli {
@@ -156,6 +188,7 @@ pub fn parse() -> Cli {
                 Internal::ReplayDecider(a) => Command::ReplayDecider(a),
                 Internal::ReplayRecord(a) => Command::ReplayRecord(a),
                 Internal::ReplayUndo(a) => Command::ReplayUndo(a),
+                Internal::NetRelay(a) => Command::NetRelay(a),
             },
         };
     }
@@ -374,6 +407,12 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::Man(a) => docs::man(&ctx, a, out),
         Command::Completions(a) => docs::completions(a, out),
         Command::ClassicApply(a) => classic::run(&ctx, a, out),
+        Command::NetRelay(a) => crate::sync::remote::relay::relay(
+            &a.host,
+            a.port,
+            crate::keys::environment().net_timeout,
+        )
+        .map_err(Failure::from),
     }
 }
 

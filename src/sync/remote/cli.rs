@@ -36,7 +36,7 @@ impl Remote {
             let mut cmd = git_cli(repo)?;
             cmd.args([
                 "fetch",
-                "--quiet",
+                "--progress",
                 "--no-tags",
                 "--no-write-fetch-head",
                 "--",
@@ -69,7 +69,7 @@ impl Remote {
         };
         cmd.args([
             "fetch",
-            "--quiet",
+            "--progress",
             "--no-tags",
             "--no-write-fetch-head",
             &how,
@@ -101,6 +101,7 @@ impl Remote {
         cmd.args([
             "push",
             "--porcelain",
+            "--progress",
             "--no-verify",
             &lease,
             "--",
@@ -133,23 +134,158 @@ impl Remote {
     }
 }
 
+/// `git` for a network command, with git-steps' network bound
+/// (`GIT_STEPS_NET_TIMEOUT_SECS`) where git has none by default: over
+/// http(s), a transfer that moves no byte for the timeout is aborted (as
+/// libgit2's read timeout does); over `git://`, the connection goes through
+/// git-steps' relay ([`super::relay`]), which gives up the same way. A
+/// user's own `http.lowSpeed*` settings or `git://` proxy command win.
 fn git_cli(repo: &Repository) -> Result<Command> {
     let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
     let mut cmd = Command::new("git");
     cmd.current_dir(&dir).env_remove(crate::keys::CRASH.name);
+    let secs = crate::keys::environment().net_timeout.as_secs().max(1);
+    let config = repo.config()?;
+    let set =
+        |key: &str, env: &str| config.get_entry(key).is_ok() || std::env::var_os(env).is_some();
+    if !set("http.lowSpeedLimit", "GIT_HTTP_LOW_SPEED_LIMIT")
+        && !set("http.lowSpeedTime", "GIT_HTTP_LOW_SPEED_TIME")
+    {
+        cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
+            .arg(format!("http.lowSpeedTime={secs}"));
+    }
+    if !set("core.gitProxy", "GIT_PROXY_COMMAND") {
+        // Only from the git-steps binary (a library user's process has no
+        // `net-relay`).
+        let exe = std::env::current_exe().ok().filter(|e| {
+            e.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("git-steps"))
+        });
+        if let Some(exe) = exe {
+            // git runs it as `<command> <host> <port>`, without a shell.
+            cmd.env("GIT_PROXY_COMMAND", exe)
+                .env(crate::keys::NET_RELAY.name, "1");
+        }
+    }
     Ok(cmd)
 }
 
+/// Run git (in its own process group) and return whether it succeeded,
+/// its stdout and its stderr without progress lines. Fetches and pushes
+/// run with `--progress`, so a transfer that moves says so; when git says
+/// nothing for `GIT_STEPS_NET_TIMEOUT_SECS` (a server that stops answering,
+/// a TLS handshake that stalls: git and curl wait minutes, or forever), the
+/// group is killed and the run told it timed out, which is retried as any
+/// timeout.
 fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
-    let out = cmd.output().map_err(|e| {
-        Error::program(format!("cannot run git for {what}: {e}"))
-            .with_hint("--transport git needs `git` on PATH")
-    })?;
-    Ok((
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let idle = crate::keys::environment().net_timeout;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            Error::program(format!("cannot run git for {what}: {e}"))
+                .with_hint("--transport git needs `git` on PATH")
+        })?;
+    let start = std::time::Instant::now();
+    let said = Arc::new(AtomicU64::new(0));
+    let read = |mut from: Box<dyn Read + Send>| {
+        let said = said.clone();
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let mut buf = [0u8; 8192];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                all.extend_from_slice(&buf[..n]);
+                said.store(start.elapsed().as_millis() as u64, Ordering::SeqCst);
+            }
+            all
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("piped")));
+    let err = read(Box::new(child.stderr.take().expect("piped")));
+    let group = rustix::process::Pid::from_raw(child.id() as i32);
+    let exited = group
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        let quiet = std::time::Duration::from_millis(
+            (start.elapsed().as_millis() as u64).saturating_sub(said.load(Ordering::SeqCst)),
+        );
+        let Some(left) = idle.checked_sub(quiet).filter(|l| !l.is_zero()) else {
+            if let Some(g) = group {
+                let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        };
+        match &exited {
+            Some(fd) => {
+                use rustix::event::{poll, PollFd, PollFlags, Timespec};
+                let until = Timespec::try_from(left).unwrap_or(Timespec {
+                    tv_sec: 1,
+                    tv_nsec: 0,
+                });
+                let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
+            }
+            None => std::thread::sleep(left.min(std::time::Duration::from_millis(50))),
+        }
+    };
+    let out = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
+    let err = without_progress(&String::from_utf8_lossy(&err.join().unwrap_or_default()));
+    match status {
+        Some(status) => Ok((status.success(), out, err)),
+        None => Ok((
+            false,
+            out,
+            format!(
+                "{err}timed out: git {what} said nothing for {} s (GIT_STEPS_NET_TIMEOUT_SECS) and was stopped",
+                idle.as_secs()
+            ),
+        )),
+    }
+}
+
+/// git's stderr without its progress meter (the lines `--progress` adds,
+/// each redrawn after `\r`); what the server or git says otherwise stays.
+fn without_progress(err: &str) -> String {
+    const PROGRESS: [&str; 10] = [
+        "Enumerating objects",
+        "Counting objects",
+        "Delta compression",
+        "Compressing objects",
+        "Writing objects",
+        "Receiving objects",
+        "Resolving deltas",
+        "Unpacking objects",
+        "Total ",
+        "Checking connectivity",
+    ];
+    let mut kept = String::new();
+    for line in err.split_inclusive('\n') {
+        // (ssh ends its lines with "\r\n".)
+        let last = line
+            .trim_end_matches(['\n', '\r'])
+            .rsplit('\r')
+            .next()
+            .unwrap_or("");
+        let text = last.strip_prefix("remote: ").unwrap_or(last).trim_start();
+        if last.trim().is_empty() || PROGRESS.iter().any(|p| text.starts_with(p)) {
+            continue;
+        }
+        kept.push_str(last);
+        kept.push('\n');
+    }
+    kept
 }
 
 /// Run git and return its stdout, or an error with its stderr.
@@ -179,6 +315,20 @@ pub(super) fn parse_ls_remote(out: &str, refname: &str) -> Result<Option<Oid>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_is_left_out_of_what_git_said() {
+        let err = "Enumerating objects: 5, done.\nCounting objects:  20% (1/5)\rCounting objects: 100% (5/5), done.\nWriting objects: 100% (3/3), 250 bytes | 250.00 KiB/s, done.\nTotal 3 (delta 0), reused 0 (delta 0), pack-reused 0\nremote: Resolving deltas: 100% (1/1)\nremote: hook says no\nerror: failed to push some refs\n";
+        assert_eq!(
+            without_progress(err),
+            "remote: hook says no\nerror: failed to push some refs\n"
+        );
+        assert_eq!(without_progress(""), "");
+        assert_eq!(
+            without_progress("Host key verification failed.\r\nfatal: Could not read\n"),
+            "Host key verification failed.\nfatal: Could not read\n"
+        );
+    }
 
     #[test]
     fn ls_remote_output_is_read_by_exact_ref_name() {

@@ -18,6 +18,7 @@ use crate::git::short;
 mod cli;
 mod libgit2;
 mod local;
+pub mod relay;
 mod settle;
 
 /// A compare-and-swap of one remote ref: move `refname` from `expected`

@@ -102,7 +102,7 @@ pub const NET_RETRY_SECS: Key = key(
 );
 pub const NET_TIMEOUT_SECS: Key = key(
     "GIT_STEPS_NET_TIMEOUT_SECS",
-    "A connect or read that waits this long is a timeout, retried as transient (libgit2 transport).",
+    "A connect, or a wait with no byte moving, this long is a timeout, retried as transient (both transports; default 60).",
 );
 pub const SCRATCH: Key = key(
     "GIT_STEPS_SCRATCH",

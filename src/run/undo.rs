@@ -150,10 +150,7 @@ pub fn undo(
     if let Some(note) = session.identity_note() {
         ui.note(&note);
     }
-    session.stage(&step, Some(Source::Undo))?;
-    let Some(outcome) = session.flush()?.pop() else {
-        return Err(Error::internal("an undo step has no outcome"));
-    };
+    let outcome = session.apply(&step, Some(Source::Undo))?;
     ui.step(&outcome, None);
     let StepOutcome::Applied { commit, files, .. } = outcome else {
         return Err(Error::internal("an undo step was not applied"));

@@ -8,7 +8,7 @@
 //! git then refuse to read them, and the box could not resume.
 //!
 //! Owns that check and its mend. Invariant: only what neither libgit2 nor
-//! git can read (or an index that is missing) is touched; a copy is kept
+//! git can read is touched; a copy is kept
 //! under `.git/steps/torn/` first, and it is rebuilt from what is durable.
 //! The branch is set back to the last value its reflog or HEAD's reflog
 //! recorded, else to the remote's durable head — reconcile then brings it
@@ -33,11 +33,11 @@ use crate::workdir::worktree;
 /// What a mend did, for the user to be told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mended {
-    /// The index could not be read (a copy is kept at `kept`) or was
-    /// missing; it is rebuilt from the head, and the worktree files that
-    /// differed from the head are saved under `rescue` and put back.
+    /// The index could not be read (a copy is kept at `kept`); it is
+    /// rebuilt from the head, and the worktree files that differed from the
+    /// head are saved under `rescue` and put back.
     Index {
-        kept: Option<PathBuf>,
+        kept: PathBuf,
         rescue: Option<(String, Vec<String>)>,
     },
     /// The run's branch could not be read; it is kept at `kept`, and set
@@ -55,14 +55,8 @@ impl Mended {
     pub fn note(&self) -> String {
         match self {
             Mended::Index { kept, rescue } => format!(
-                "{}, and rebuilt from the run's head{}",
-                match kept {
-                    Some(k) => format!(
-                        "the index could not be read (torn by a power cut?): kept as {}",
-                        k.display()
-                    ),
-                    None => "the index was missing (lost in a power cut?)".to_string(),
-                },
+                "the index could not be read (torn by a power cut?): kept as {}, and rebuilt from the run's head{}",
+                kept.display(),
                 match rescue {
                     None => String::new(),
                     Some((name, paths)) => format!(
@@ -108,33 +102,26 @@ fn mend_index(repo: &Repository, s: &Settings) -> Result<Option<Mended>> {
     if repo.workdir().is_none() {
         return Ok(None);
     }
+    // A missing index is no tear (a cut cannot undo a rename over an
+    // existing file): the repair finishes what a killed first step left.
     let path = repo.path().join("index");
-    let kept = if path.exists() {
-        if index_is_whole(&path) {
-            return Ok(None);
-        }
-        let kept = keep(repo, &path, "index")?;
-        crash::point("torn-kept", "index");
-        // (A kill from here on leaves no index, which is mended the same.)
-        std::fs::remove_file(&path)
-            .map_err(|e| Error::local(format!("cannot remove the torn {}: {e}", path.display())))?;
-        Some(kept)
-    } else if repo.head().and_then(|h| h.peel_to_commit()).is_ok() {
-        // No index under a branch with commits: lost (a cut undid the
-        // rename that wrote it), or removed by hand; git would show every
-        // file as deleted and untracked.
-        None
-    } else {
+    if !path.exists() || index_is_whole(&path) {
         return Ok(None);
-    };
-    let rescue = rebuild_index(repo, s)?;
+    }
+    let kept = keep(repo, &path, "index")?;
+    crash::point("torn-kept", "index");
+    let rescue = rebuild_index(repo, s, &path)?;
     Ok(Some(Mended::Index { kept, rescue }))
 }
 
 /// The index from the head's tree; the files that differ from the head
 /// are saved under `refs/steps/rescue/` first, then put back. Nothing to do
 /// on an unborn branch.
-fn rebuild_index(repo: &Repository, s: &Settings) -> Result<Option<(String, Vec<String>)>> {
+fn rebuild_index(
+    repo: &Repository,
+    s: &Settings,
+    path: &Path,
+) -> Result<Option<(String, Vec<String>)>> {
     let Ok(head) = repo.head().and_then(|h| h.peel_to_commit()) else {
         return Ok(None);
     };
@@ -195,9 +182,17 @@ fn rebuild_index(repo: &Repository, s: &Settings) -> Result<Option<(String, Vec<
         crash::point("torn-rescued", "index");
         Some((name, paths))
     };
-    let mut index = repo.index()?;
+    // Written beside the torn one, then over it in one rename: a kill at
+    // any instant leaves the torn index (mended again) or the whole one.
+    let fresh = repo.path().join("steps").join("torn").join("index.rebuilt");
+    let _ = std::fs::remove_file(&fresh);
+    let mut index = git2::Index::open(&fresh)?;
     index.read_tree(&tree)?;
     index.write()?;
+    drop(index);
+    std::fs::rename(&fresh, path)
+        .and_then(|()| std::fs::File::open(repo.path())?.sync_all())
+        .map_err(|e| Error::local(format!("cannot put the rebuilt index in place: {e}")))?;
     crash::point("torn-rebuilt", "index");
     if !differ.is_empty() {
         let dest = worktree::Dest {

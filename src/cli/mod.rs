@@ -159,10 +159,20 @@ pub fn parse() -> Cli {
     ];
     // git's `git://` proxy command under `--transport git`: git-steps itself,
     // run by git as `<git-steps> <host> <port>`.
-    if std::env::var_os(crate::keys::NET_RELAY.name).is_some() {
+    // The variable names the binary git runs; a git-steps a hook starts
+    // (with the variable inherited) has its own arguments, and is no relay
+    // when they name a command.
+    let relay_of = std::env::var_os(crate::keys::NET_RELAY.name);
+    let this = std::env::current_exe().ok();
+    if relay_of.is_some() && relay_of.as_deref() == this.as_deref().map(|p| p.as_os_str()) {
         let args: Vec<String> = std::env::args().skip(1).collect();
+        let command = |w: &str| {
+            <Cli as clap::CommandFactory>::command()
+                .get_subcommands()
+                .any(|c| c.get_name() == w)
+        };
         if let [host, port] = args.as_slice() {
-            if let Ok(port) = port.parse() {
+            if let (false, Ok(port)) = (command(host), port.parse()) {
                 return Cli {
                     repo: PathBuf::from("."),
                     json: false,

@@ -333,7 +333,7 @@ impl<'r> Session<'r> {
                 ),
                 None => Ok(None),
             };
-            for mended in torn::mend(repo, s, &durable)? {
+            for mended in torn::mend(repo, s, worktree == Worktree::Holds, &durable)? {
                 ui.note(&mended.note());
             }
             Some(lock)

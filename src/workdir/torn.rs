@@ -13,11 +13,14 @@
 //! The branch is set back to the last value its reflog or HEAD's reflog
 //! recorded, else to the remote's durable head — reconcile then brings it
 //! up to the durable head — and is refused when none is known. The index
-//! is rebuilt from the run's head; the worktree files that differ from it
-//! (a cut tears those too, and without an index they can no longer be told
-//! from the user's edits) are saved under `refs/steps/rescue/` first, then
-//! put back to the head's versions. A kill at any instant leaves a state
-//! the next run mends the same way.
+//! is rebuilt from HEAD; the worktree files that differ from it (a cut
+//! tears those too, and without an index they can no longer be told from
+//! the user's edits) are saved under `refs/steps/rescue/` first, then put
+//! back to HEAD's versions — except where the worktree holds the step
+//! (`record`): there only the index is rebuilt. A kill before the rebuilt
+//! index is in place is mended the same way by the next run; a kill after
+//! it and before the files are put back leaves them as edits, already
+//! saved in the rescue.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -55,12 +58,12 @@ impl Mended {
     pub fn note(&self) -> String {
         match self {
             Mended::Index { kept, rescue } => format!(
-                "the index could not be read (torn by a power cut?): kept as {}, and rebuilt from the run's head{}",
+                "the index could not be read (torn by a power cut?): kept as {}, and rebuilt from HEAD{}",
                 kept.display(),
                 match rescue {
                     None => String::new(),
                     Some((name, paths)) => format!(
-                        "; the files that differed from it ({}) are saved as {name} (`git show {name} --stat`) and put back to the head's versions",
+                        "; the files that differed from it ({}) are saved as {name} (`git show {name} --stat`) and put back to HEAD's versions",
                         paths.join(", ")
                     ),
                 }
@@ -86,19 +89,20 @@ impl Mended {
 pub fn mend(
     repo: &Repository,
     s: &Settings,
+    worktree_holds: bool,
     durable: &dyn Fn() -> Result<Option<Oid>>,
 ) -> Result<Vec<Mended>> {
     let mut done = Vec::new();
     if let Some(m) = mend_branch(repo, s, durable)? {
         done.push(m);
     }
-    if let Some(m) = mend_index(repo, s)? {
+    if let Some(m) = mend_index(repo, s, worktree_holds)? {
         done.push(m);
     }
     Ok(done)
 }
 
-fn mend_index(repo: &Repository, s: &Settings) -> Result<Option<Mended>> {
+fn mend_index(repo: &Repository, s: &Settings, worktree_holds: bool) -> Result<Option<Mended>> {
     if repo.workdir().is_none() {
         return Ok(None);
     }
@@ -110,7 +114,7 @@ fn mend_index(repo: &Repository, s: &Settings) -> Result<Option<Mended>> {
     }
     let kept = keep(repo, &path, "index")?;
     crash::point("torn-kept", "index");
-    let rescue = rebuild_index(repo, s, &path)?;
+    let rescue = rebuild_index(repo, s, &path, worktree_holds)?;
     Ok(Some(Mended::Index { kept, rescue }))
 }
 
@@ -121,53 +125,47 @@ fn rebuild_index(
     repo: &Repository,
     s: &Settings,
     path: &Path,
+    worktree_holds: bool,
 ) -> Result<Option<(String, Vec<String>)>> {
     let Ok(head) = repo.head().and_then(|h| h.peel_to_commit()) else {
         return Ok(None);
     };
     let tree = head.tree()?;
     let workdir = worktree::workdir(repo)?;
+    // In a sparse checkout a file outside the cone is absent on purpose:
+    // it stays so (skip-worktree), and is no difference.
+    let sparse = repo
+        .config()?
+        .get_bool("core.sparseCheckout")
+        .unwrap_or(false);
+    let mut files = Vec::new();
+    blobs(repo, &tree, "", &mut files)?;
     let mut differ = Vec::new();
-    let mut failed = None;
-    tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
-        if e.kind() != Some(git2::ObjectType::Blob) {
-            return git2::TreeWalkResult::Ok;
+    let mut skipped = Vec::new();
+    for (path, want) in files {
+        if sparse && std::fs::symlink_metadata(workdir.join(&path)).is_err() {
+            skipped.push(path);
+            continue;
         }
-        let path = format!("{dir}{}", String::from_utf8_lossy(e.name_bytes()));
-        let want = Some(Entry {
-            oid: e.id(),
-            mode: e.filemode() as u32,
+        if worktree_holds {
+            // The files are the agent's work: only the index is rebuilt.
+            continue;
+        }
+        let disk = worktree::on_disk(&workdir, &path)?;
+        let want = Some(want);
+        if worktree::same(repo, &path, &disk, &want)? {
+            continue;
+        }
+        let old = disk.and_then(|(bytes, mode)| {
+            git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)
+                .ok()
+                .map(|oid| Entry { oid, mode })
         });
-        let disk = match worktree::on_disk(&workdir, &path) {
-            Ok(d) => d,
-            Err(err) => {
-                failed = Some(err);
-                return git2::TreeWalkResult::Abort;
-            }
-        };
-        match worktree::same(repo, &path, &disk, &want) {
-            Ok(true) => {}
-            Ok(false) => {
-                let old = disk.and_then(|(bytes, mode)| {
-                    git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)
-                        .ok()
-                        .map(|oid| Entry { oid, mode })
-                });
-                differ.push(Change {
-                    path,
-                    old,
-                    new: want,
-                });
-            }
-            Err(err) => {
-                failed = Some(err);
-                return git2::TreeWalkResult::Abort;
-            }
-        }
-        git2::TreeWalkResult::Ok
-    })?;
-    if let Some(e) = failed {
-        return Err(e);
+        differ.push(Change {
+            path,
+            old,
+            new: want,
+        });
     }
     let paths: Vec<String> = differ.iter().map(|c| c.path.clone()).collect();
     let rescue = if paths.is_empty() {
@@ -188,6 +186,14 @@ fn rebuild_index(
     let _ = std::fs::remove_file(&fresh);
     let mut index = git2::Index::open(&fresh)?;
     index.read_tree(&tree)?;
+    for path in &skipped {
+        if let Some(mut e) = index.get_path(Path::new(path), 0) {
+            // GIT_INDEX_ENTRY_EXTENDED, GIT_INDEX_ENTRY_SKIP_WORKTREE.
+            e.flags |= 0x4000;
+            e.flags_extended |= 0x4000;
+            index.add(&e)?;
+        }
+    }
     index.write()?;
     drop(index);
     std::fs::rename(&fresh, path)
@@ -202,6 +208,37 @@ fn rebuild_index(
         worktree::update(repo, dest, &differ, "index")?;
     }
     Ok(rescue)
+}
+
+/// Every file of `tree` (blobs and links) with its path, walked by bytes:
+/// a name that is not UTF-8 is left out (no path of this crate can name it;
+/// the update would write another file), and so left as it is on disk.
+fn blobs(
+    repo: &Repository,
+    tree: &git2::Tree<'_>,
+    prefix: &str,
+    out: &mut Vec<(String, Entry)>,
+) -> Result<()> {
+    for e in tree.iter() {
+        let Ok(name) = std::str::from_utf8(e.name_bytes()) else {
+            continue;
+        };
+        let path = format!("{prefix}{name}");
+        match e.kind() {
+            Some(git2::ObjectType::Blob) => out.push((
+                path,
+                Entry {
+                    oid: e.id(),
+                    mode: e.filemode() as u32,
+                },
+            )),
+            Some(git2::ObjectType::Tree) => {
+                blobs(repo, &repo.find_tree(e.id())?, &format!("{path}/"), out)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn mend_branch(
@@ -263,15 +300,30 @@ fn mend_branch(
         path.file_name().unwrap_or_default().to_string_lossy()
     ));
     let written = crate::lock::intending(repo, vec![lock.clone()], || {
-        let mut f = std::fs::File::create_new(&lock)?;
-        std::io::Write::write_all(&mut f, format!("{restored}\n").as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&lock, &path)?;
-        std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+        let mut f = match std::fs::File::create_new(&lock) {
+            Ok(f) => f,
+            // Another writer's (git in another worktree): theirs to finish.
+            Err(e) => return Err((e, false)),
+        };
+        let mut ours = || -> std::io::Result<()> {
+            std::io::Write::write_all(&mut f, format!("{restored}\n").as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&lock, &path)?;
+            std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+        };
+        ours().map_err(|e| (e, true))
     });
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&lock);
-        Error::local(format!("cannot set {refname} back: {e}"))
+    written.map_err(|(e, ours)| {
+        if ours {
+            let _ = std::fs::remove_file(&lock);
+            Error::local(format!("cannot set {refname} back: {e}"))
+        } else {
+            Error::local(format!(
+                "cannot set {refname} back: {} is held by another writer ({e})",
+                lock.display()
+            ))
+            .with_hint("let the other git finish (or remove its lock if it died), then rerun")
+        }
     })?;
     crash::point("torn-restored", "branch");
     Ok(Some(Mended::Branch {

@@ -143,11 +143,24 @@ impl Remote {
 fn git_cli(repo: &Repository) -> Result<Command> {
     let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
     let mut cmd = Command::new("git");
-    cmd.current_dir(&dir).env_remove(crate::keys::CRASH.name);
+    // Its messages are read (`spurious_text`, progress): in git's own words.
+    cmd.current_dir(&dir)
+        .env_remove(crate::keys::CRASH.name)
+        .env("LC_ALL", "C");
     let secs = crate::keys::environment().net_timeout.as_secs().max(1);
     let config = repo.config()?;
-    let set =
-        |key: &str, env: &str| config.get_entry(key).is_ok() || std::env::var_os(env).is_some();
+    // The user's setting, from config files, `git -c` (which libgit2 does
+    // not read: `GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`) or git's own
+    // variable.
+    let given = |key: &str| {
+        let key = key.to_lowercase();
+        std::env::var("GIT_CONFIG_PARAMETERS").is_ok_and(|p| p.to_lowercase().contains(&key))
+            || std::env::vars()
+                .any(|(k, v)| k.starts_with("GIT_CONFIG_KEY_") && v.to_lowercase() == key)
+    };
+    let set = |key: &str, env: &str| {
+        config.get_entry(key).is_ok() || given(key) || std::env::var_os(env).is_some()
+    };
     if !set("http.lowSpeedLimit", "GIT_HTTP_LOW_SPEED_LIMIT")
         && !set("http.lowSpeedTime", "GIT_HTTP_LOW_SPEED_TIME")
     {
@@ -155,40 +168,47 @@ fn git_cli(repo: &Repository) -> Result<Command> {
             .arg(format!("http.lowSpeedTime={secs}"));
     }
     if !set("core.gitProxy", "GIT_PROXY_COMMAND") {
-        // Only from the git-steps binary (a library user's process has no
-        // `net-relay`).
+        // Only from the git-steps binary (a library user's process is no
+        // relay), and one still there (not replaced by an upgrade).
         let exe = std::env::current_exe().ok().filter(|e| {
-            e.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("git-steps"))
+            e.is_file()
+                && e.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("git-steps"))
         });
         if let Some(exe) = exe {
-            // git runs it as `<command> <host> <port>`, without a shell.
-            cmd.env("GIT_PROXY_COMMAND", exe)
-                .env(crate::keys::NET_RELAY.name, "1");
+            // git runs it as `<command> <host> <port>`, without a shell;
+            // the variable names the binary, so that a git-steps started
+            // by something git runs (a hook) is not taken for the relay.
+            cmd.env(crate::keys::NET_RELAY.name, &exe)
+                .env("GIT_PROXY_COMMAND", exe);
         }
     }
     Ok(cmd)
 }
 
-/// Run git (in its own process group) and return whether it succeeded,
-/// its stdout and its stderr without progress lines. Fetches and pushes
-/// run with `--progress`, so a transfer that moves says so; when git says
-/// nothing for `GIT_STEPS_NET_TIMEOUT_SECS` (a server that stops answering,
-/// a TLS handshake that stalls: git and curl wait minutes, or forever), the
-/// group is killed and the run told it timed out, which is retried as any
-/// timeout.
+/// Run git and return whether it succeeded, its stdout and its stderr
+/// without progress lines. Fetches and pushes run with `--progress`, so a
+/// transfer that moves says so. Unattended (stdin not a terminal: a
+/// runner, CI), when git says nothing for `GIT_STEPS_NET_TIMEOUT_SECS` (a
+/// server that stops answering, a TLS handshake that stalls: git and curl
+/// wait minutes, or forever) it is stopped and the run told it timed out,
+/// which is retried as any timeout; at a terminal a person may be typing a
+/// passphrase, and Ctrl-C is theirs.
 fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
     use std::io::Read;
-    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
     use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     let idle = crate::keys::environment().net_timeout;
+    let unattended = !std::io::IsTerminal::is_terminal(&std::io::stdin());
+    if unattended {
+        // Nobody could answer a prompt: fail at once instead.
+        cmd.env("GIT_TERMINAL_PROMPT", "0");
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn()
         .map_err(|e| {
             Error::program(format!("cannot run git for {what}: {e}"))
@@ -196,52 +216,69 @@ fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
         })?;
     let start = std::time::Instant::now();
     let said = Arc::new(AtomicU64::new(0));
+    // Read into buffers shared with this thread: a helper git started may
+    // outlive it with the pipe open, and is not waited for.
     let read = |mut from: Box<dyn Read + Send>| {
-        let said = said.clone();
-        std::thread::spawn(move || {
-            let mut all = Vec::new();
+        let (said, got) = (said.clone(), Arc::new(Mutex::new(Vec::new())));
+        let into = got.clone();
+        let done = std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             while let Ok(n @ 1..) = from.read(&mut buf) {
-                all.extend_from_slice(&buf[..n]);
+                into.lock()
+                    .expect("git output")
+                    .extend_from_slice(&buf[..n]);
                 said.store(start.elapsed().as_millis() as u64, Ordering::SeqCst);
             }
-            all
-        })
+        });
+        (got, done)
     };
-    let out = read(Box::new(child.stdout.take().expect("piped")));
-    let err = read(Box::new(child.stderr.take().expect("piped")));
-    let group = rustix::process::Pid::from_raw(child.id() as i32);
-    let exited = group
+    let (out, out_done) = read(Box::new(child.stdout.take().expect("piped")));
+    let (err, err_done) = read(Box::new(child.stderr.take().expect("piped")));
+    let exited = rustix::process::Pid::from_raw(child.id() as i32)
         .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+    let wait = |left: std::time::Duration| match &exited {
+        Some(fd) => {
+            use rustix::event::{poll, PollFd, PollFlags, Timespec};
+            let until = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            });
+            let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
+        }
+        None => std::thread::sleep(left.min(std::time::Duration::from_millis(50))),
+    };
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break Some(status);
         }
+        if !unattended {
+            wait(std::time::Duration::from_secs(3600));
+            continue;
+        }
         let quiet = std::time::Duration::from_millis(
             (start.elapsed().as_millis() as u64).saturating_sub(said.load(Ordering::SeqCst)),
         );
-        let Some(left) = idle.checked_sub(quiet).filter(|l| !l.is_zero()) else {
-            if let Some(g) = group {
-                let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
+        match idle.checked_sub(quiet).filter(|l| !l.is_zero()) {
+            Some(left) => wait(left),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
             }
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        };
-        match &exited {
-            Some(fd) => {
-                use rustix::event::{poll, PollFd, PollFlags, Timespec};
-                let until = Timespec::try_from(left).unwrap_or(Timespec {
-                    tv_sec: 1,
-                    tv_nsec: 0,
-                });
-                let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
-            }
-            None => std::thread::sleep(left.min(std::time::Duration::from_millis(50))),
         }
     };
-    let out = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
-    let err = without_progress(&String::from_utf8_lossy(&err.join().unwrap_or_default()));
+    // The pipes end with git, unless a helper it started holds them: then
+    // what git wrote is taken after a moment, without the helper.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    for done in [&out_done, &err_done] {
+        while !done.is_finished() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    let take = |b: &Arc<Mutex<Vec<u8>>>| {
+        String::from_utf8_lossy(&b.lock().expect("git output")).into_owned()
+    };
+    let (out, err) = (take(&out), without_progress(&take(&err)));
     match status {
         Some(status) => Ok((status.success(), out, err)),
         None => Ok((
@@ -267,8 +304,8 @@ fn without_progress(err: &str) -> String {
         "Receiving objects",
         "Resolving deltas",
         "Unpacking objects",
-        "Total ",
         "Checking connectivity",
+        "Total ",
     ];
     let mut kept = String::new();
     for line in err.split_inclusive('\n') {
@@ -279,7 +316,13 @@ fn without_progress(err: &str) -> String {
             .next()
             .unwrap_or("");
         let text = last.strip_prefix("remote: ").unwrap_or(last).trim_start();
-        if last.trim().is_empty() || PROGRESS.iter().any(|p| text.starts_with(p)) {
+        // ("Total 3 (delta 0), …", not "Total size exceeds the quota".)
+        let progress = PROGRESS.iter().any(|p| {
+            text.strip_prefix(p).is_some_and(|rest| {
+                *p != "Total " || rest.starts_with(|c: char| c.is_ascii_digit())
+            })
+        });
+        if last.trim().is_empty() || progress {
             continue;
         }
         kept.push_str(last);
@@ -324,6 +367,10 @@ mod tests {
             "remote: hook says no\nerror: failed to push some refs\n"
         );
         assert_eq!(without_progress(""), "");
+        assert_eq!(
+            without_progress("remote: Total size exceeds the quota\n"),
+            "remote: Total size exceeds the quota\n"
+        );
         assert_eq!(
             without_progress("Host key verification failed.\r\nfatal: Could not read\n"),
             "Host key verification failed.\nfatal: Could not read\n"

@@ -242,3 +242,45 @@ fn a_kill_inside_the_mend_resumes() {
         }
     }
 }
+
+/// `record` after a torn index: the worktree holds the agent's step, so
+/// only the index is rebuilt, and the edits are recorded as the step.
+#[test]
+fn record_after_a_torn_index_records_the_agents_edits() {
+    let t = TestRepo::new();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.steps(&["init", "--branch", "agent/run"]).ok();
+    let plan = plan(&t);
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    t.write("a.txt", "the agent's edit\n");
+    std::fs::write(t.path(".git/index"), b"DIRC").unwrap();
+    let r = t.steps(&["record", "--id", "r1"]);
+    assert_eq!(r.code(), Some(0), "{}", t.explain_with_log(&r));
+    assert!(r.stderr().contains("rebuilt from HEAD"), "{}", r.explain());
+    assert!(
+        !r.stderr().contains("saved as refs/steps/rescue"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(t.step_ids(), ["s1", "s2", "s3", "r1"]);
+    assert_eq!(t.git_out(&["show", "HEAD:a.txt"]), "the agent's edit");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+}
+
+/// The `git://` relay is git-steps itself, told so by a variable that git's
+/// children inherit (a hook): a git-steps started there with a command of
+/// its own runs that command.
+#[test]
+fn a_git_steps_a_hook_starts_under_the_relay_variable_is_no_relay() {
+    let t = TestRepo::new();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_git-steps")).unwrap();
+    let exe = exe.to_str().unwrap();
+    // `undo 2` has the shape of `<host> <port>`: still the command.
+    let r = t.steps_env(&["undo", "2"], &[("GIT_STEPS_NET_RELAY", exe)]);
+    assert_ne!(r.code(), Some(0), "{}", r.explain());
+    assert!(!r.stderr().contains("failed to connect"), "{}", r.explain());
+    assert!(!r.stderr().contains("resolve address"), "{}", r.explain());
+}

@@ -17,6 +17,20 @@ fn plan(t: &TestRepo) -> std::path::PathBuf {
     )
 }
 
+/// A box with a run set up: on a bare remote, or local (its branch the
+/// durable domain).
+fn a_box(remote: bool) -> (TestRepo, Option<crate::servers::Server>) {
+    if remote {
+        let (t, s) = TestRepo::with_server(Kind::Path, "libgit2");
+        return (t, Some(s));
+    }
+    let t = TestRepo::new();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    t.steps(&["init", "--branch", "agent/run"]).ok();
+    (t, None)
+}
+
 /// The run's branch, as a loose ref file (never packed here).
 fn branch_file(t: &TestRepo) -> std::path::PathBuf {
     let branch = t.git_out(&["config", "steps.branch"]);
@@ -67,16 +81,7 @@ fn a_box_whose_index_or_branch_a_power_cut_tore_resumes() {
         for (what, index_torn, tear) in tears {
             for edited in [false, true] {
                 let ctx = format!("{what}, remote {remote}, user's edit {edited}");
-                let (t, _server) = if remote {
-                    let (t, s) = TestRepo::with_server(Kind::Path, "libgit2");
-                    (t, Some(s))
-                } else {
-                    let t = TestRepo::new();
-                    t.write("base.txt", "base\n");
-                    t.commit_all("base");
-                    t.steps(&["init", "--branch", "agent/run"]).ok();
-                    (t, None)
-                };
+                let (t, _server) = a_box(remote);
                 let plan = plan(&t);
                 let plan = plan.to_str().unwrap();
                 t.steps(&["apply", plan]).ok();
@@ -142,16 +147,7 @@ fn a_torn_branch_without_its_reflog_is_set_back_from_what_else_recorded_it_or_re
     for remote in [true, false] {
         for lose_head_log in [false, true] {
             let ctx = format!("remote {remote}, HEAD's reflog lost too: {lose_head_log}");
-            let (t, _server) = if remote {
-                let (t, s) = TestRepo::with_server(Kind::Path, "libgit2");
-                (t, Some(s))
-            } else {
-                let t = TestRepo::new();
-                t.write("base.txt", "base\n");
-                t.commit_all("base");
-                t.steps(&["init", "--branch", "agent/run"]).ok();
-                (t, None)
-            };
+            let (t, _server) = a_box(remote);
             let plan = self::plan(&t);
             let plan = plan.to_str().unwrap();
             t.steps(&["apply", plan]).ok();
@@ -247,10 +243,7 @@ fn a_kill_inside_the_mend_resumes() {
 /// only the index is rebuilt, and the edits are recorded as the step.
 #[test]
 fn record_after_a_torn_index_records_the_agents_edits() {
-    let t = TestRepo::new();
-    t.write("base.txt", "base\n");
-    t.commit_all("base");
-    t.steps(&["init", "--branch", "agent/run"]).ok();
+    let (t, _) = a_box(false);
     let plan = plan(&t);
     t.steps(&["apply", plan.to_str().unwrap()]).ok();
     t.write("a.txt", "the agent's edit\n");

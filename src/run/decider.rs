@@ -92,23 +92,34 @@ impl Decider {
             .spawn()
             .map_err(|e| Error::program(format!("{who} cannot be started: {e}")))?;
         let mut stdin = child.stdin.take().expect("piped");
-        let mut stdout = child.stdout.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
         // Feed and drain on threads: a decider that writes a lot before
         // reading must not deadlock against us.
-        let feeder = std::thread::spawn(move || {
+        // Read into buffers shared with this thread, each reader saying when
+        // its pipe ended: a process the decider left running in the
+        // background (`server &`) may hold the pipes open after the decider
+        // exits, and is not waited for.
+        let (ended, pipes_ended) = std::sync::mpsc::channel::<()>();
+        let _feeder = std::thread::spawn(move || {
             let _ = stdin.write_all(&input);
         });
-        let out_reader = std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = stdout.read_to_end(&mut b);
-            b
-        });
-        let err_reader = std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = stderr.read_to_end(&mut b);
-            b
-        });
+        let read = |mut from: Box<dyn Read + Send>| {
+            let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (into, ended) = (got.clone(), ended.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n @ 1..) = from.read(&mut buf) {
+                    into.lock()
+                        .expect("decider output")
+                        .extend_from_slice(&buf[..n]);
+                }
+                let _ = ended.send(());
+            });
+            got
+        };
+        let out_buf = read(Box::new(stdout));
+        let err_buf = read(Box::new(stderr));
         let start = Instant::now();
         // Woken when the decider exits (a pidfd), not by polling: the agent
         // loop waits no longer than the decider takes.
@@ -144,9 +155,19 @@ impl Decider {
                 Err(e) => return Err(Error::program(format!("{who}: cannot wait for it: {e}"))),
             }
         };
-        let _ = feeder.join();
-        let out = out_reader.join().unwrap_or_default();
-        let err = err_reader.join().unwrap_or_default();
+        // Both pipes end with the decider, unless something it left running
+        // holds them: then what it wrote is taken after a moment.
+        let grace = Instant::now() + Duration::from_secs(2);
+        for _ in 0..2 {
+            let left = grace.saturating_duration_since(Instant::now());
+            if pipes_ended.recv_timeout(left).is_err() {
+                break;
+            }
+        }
+        let take = |b: &std::sync::Arc<std::sync::Mutex<Vec<u8>>>| {
+            b.lock().expect("decider output").clone()
+        };
+        let (out, err) = (take(&out_buf), take(&err_buf));
         let Some(status) = status else {
             return Err(Error::program(format!(
                 "{who} did not answer within {} s and was killed; nothing was recorded; {}",

@@ -413,3 +413,32 @@ esac
         .stderr_has("steps.retries");
     assert_eq!(journal(&[], &t).len(), 3, "a bad setting asks nothing");
 }
+
+/// Found by the outside review of issue 32: a decider that leaves a
+/// process running in the background (`server &`), which holds its stdout
+/// open, held the agent loop until that process ended. Its answer is taken
+/// once it exits (after a moment's grace), and the run goes on.
+#[test]
+fn a_decider_that_leaves_a_process_behind_is_not_waited_for() {
+    let t = TestRepo::new();
+    t.write("keep.txt", "user file\n");
+    t.commit_all("base");
+    let cmd = decider(
+        &t,
+        "d.sh",
+        r#"i=$(cat | sed -n 's/.*"step_index": *\([0-9]*\).*/\1/p')
+sleep 30 &
+if [ "$i" = 0 ]; then printf '%s\n' '{"id":"a","files":{"a.txt":"1\n"}}'; else echo '{"done": true}'; fi
+"#,
+    );
+    let started = Instant::now();
+    let r = t.steps(&["run", "--decider", cmd.as_str()]).ok();
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the run waited for the decider's background process: {:?}\n{}",
+        started.elapsed(),
+        r.explain()
+    );
+    assert_eq!(t.step_ids(), ["a"], "{}", r.explain());
+    assert_eq!(t.read("a.txt"), "1\n");
+}

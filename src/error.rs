@@ -395,13 +395,14 @@ pub fn local_failure(e: &git2::Error) -> bool {
     .any(|m| e.message().contains(m))
 }
 
+/// What a file-system error on this machine asks of the user.
+pub const LOCAL_FAILURE_HINT: &str = "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost";
+
 impl From<git2::Error> for Error {
     /// The message stays in the context; the error itself is kept as the
     /// source, so `Caused by:` shows git's class and code.
     fn from(e: git2::Error) -> Self {
-        let hint = local_failure(&e).then(|| {
-            "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost".to_string()
-        });
+        let hint = local_failure(&e).then(|| LOCAL_FAILURE_HINT.to_string());
         Error::Other {
             cause: if local_failure(&e) {
                 Cause::Local

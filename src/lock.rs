@@ -451,3 +451,52 @@ fn create_dirs(dir: &Path) -> std::io::Result<()> {
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
+
+/// When this machine last booted (`btime` in `/proc/stat`), if known.
+pub fn boot_time() -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let secs: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+/// Whether the lock file at `path` was last written before this machine
+/// booted: no process alive now can hold it (a power cut or a reset left
+/// it, with the write it guarded unfinished). A lock of the current boot
+/// is never stale by this rule, however old.
+///
+/// Never on a network file system: there a lock may be another machine's,
+/// taken before this one booted and held now.
+pub fn from_before_boot(path: &Path) -> bool {
+    let (Some(boot), Ok(meta)) = (boot_time(), std::fs::symlink_metadata(path)) else {
+        return false;
+    };
+    meta.modified().is_ok_and(|m| m < boot) && !on_network_fs(path)
+}
+
+/// Whether `path` is on a file system other machines may share (NFS, SMB,
+/// CIFS, FUSE, Ceph, 9p, AFS, Lustre, GPFS), or one that cannot be asked.
+fn on_network_fs(path: &Path) -> bool {
+    const SHARED: &[i64] = &[
+        0x6969,                 // NFS
+        0x517B,                 // SMB
+        0xFF53_4D42_u32 as i64, // CIFS
+        0xFE53_4D42_u32 as i64, // SMB2
+        0x6573_5546,            // FUSE
+        0x00C3_6400,            // Ceph
+        0x0102_1997,            // 9p
+        0x5346_414F,            // AFS
+        0x0BD0_0BD0,            // Lustre
+        0x4750_4653,            // GPFS
+    ];
+    match rustix::fs::statfs(path) {
+        // `f_type` is an i64 on x86_64, narrower elsewhere.
+        #[allow(clippy::unnecessary_cast)]
+        Ok(s) => SHARED.contains(&(s.f_type as i64)),
+        Err(_) => true,
+    }
+}

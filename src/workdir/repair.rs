@@ -119,7 +119,17 @@ fn run_versions(
 /// the run. `dry_run` only reports.
 pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -> Result<Repair> {
     let workdir = worktree::workdir(repo)?;
-    let dirty = worktree::dirty_paths(repo)?;
+    let mut dirty = worktree::dirty_paths(repo)?;
+    let index_missing = !repo.path().join("index").exists();
+    if let (true, Some(head)) = (index_missing, ledger.head) {
+        // Without an index, a file the run left behind where the head has
+        // none reads as untracked: it is looked at too.
+        for c in worktree::left_behind(repo, &repo.find_commit(head)?, &workdir)? {
+            if !dirty.contains(&c.path) {
+                dirty.push(c.path);
+            }
+        }
+    }
     let switched_from = repo.refname_to_id(&switch_marker(&s.run)).ok();
     if dirty.is_empty() {
         if !dry_run {
@@ -151,6 +161,30 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             }
         }
         let at_head = entry_at(repo, Some(&head_tree), p)?;
+        if index_missing {
+            // No index at all (a power cut undid its first write): nothing
+            // tells an interrupted update from an edit but the file itself.
+            // A file holding one of the run's versions, or no file, is
+            // brought to the head (a file the run left behind where the
+            // head has none is removed, saved first); other content at a
+            // path the run has is refused; a file at a path the run never
+            // had is the user's.
+            match (disk_version, &disk) {
+                (Some(found), _) => to_fix.push(Change {
+                    path: p.clone(),
+                    old: found,
+                    new: at_head,
+                }),
+                (None, None) => to_fix.push(Change {
+                    path: p.clone(),
+                    old: None,
+                    new: at_head,
+                }),
+                (None, Some(_)) if versions.iter().all(Option::is_none) => carried.push(p.clone()),
+                (None, Some(_)) => unexplained.push(p.clone()),
+            }
+            continue;
+        }
         // An update writes every file first and the index last, in one
         // write: a path whose index entry is already the head's was not
         // left by an interrupted update, whatever its file holds. It is
@@ -175,6 +209,44 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             // The user's own change (the index at the head's version, or
             // holding what they staged): carried along, untouched.
             carried.push(p.clone());
+        }
+    }
+    // Files the run left behind in the way of a path the update writes (a
+    // directory that became a file or link, a file that became a
+    // directory), which no index entry names, as when a power cut lost an
+    // index write and kept later worktree writes: each holding one of the
+    // run's versions is removed (saved first, with the rest); any other is
+    // refused.
+    let written: Vec<String> = to_fix
+        .iter()
+        .filter(|f| f.new.is_some())
+        .map(|f| f.path.clone())
+        .collect();
+    let writes_under = |p: &str| {
+        written
+            .iter()
+            .any(|w| p.starts_with(&format!("{w}/")) || w.starts_with(&format!("{p}/")))
+    };
+    let head_commit = repo.find_commit(head)?;
+    for c in worktree::left_behind(repo, &head_commit, &workdir)? {
+        if dirty.contains(&c.path) || !writes_under(&c.path) {
+            continue;
+        }
+        let disk = worktree::on_disk(&workdir, &c.path)?;
+        let mut found = None;
+        for v in run_versions(repo, ledger, head, switched_from, &c.path)? {
+            if v.is_some() && worktree::same(repo, &c.path, &disk, &v)? {
+                found = Some(v);
+                break;
+            }
+        }
+        match found {
+            Some(old) => to_fix.push(Change {
+                path: c.path,
+                old,
+                new: None,
+            }),
+            None => unexplained.push(c.path),
         }
     }
     let step = ledger

@@ -43,6 +43,10 @@ pub enum Mended {
         kept: PathBuf,
         rescue: Option<(String, Vec<String>)>,
     },
+    /// A lock file written before this machine booted, which no process
+    /// can hold (a cut stopped its writer before the rename): moved to
+    /// `kept`, so the write it guarded reads as not done, as it was not.
+    Lock { path: PathBuf, kept: PathBuf },
     /// The run's branch could not be read; it is kept at `kept`, and set
     /// back to `restored`, the last value `from` recorded.
     Branch {
@@ -68,6 +72,11 @@ impl Mended {
                     ),
                 }
             ),
+            Mended::Lock { path, kept } => format!(
+                "{} was left by a write a power cut or reset stopped (it predates this boot): moved to {}",
+                path.display(),
+                kept.display()
+            ),
             Mended::Branch {
                 refname,
                 kept,
@@ -92,7 +101,8 @@ pub fn mend(
     worktree_holds: bool,
     durable: &dyn Fn() -> Result<Option<Oid>>,
 ) -> Result<Vec<Mended>> {
-    let mut done = Vec::new();
+    fan_out(repo)?;
+    let mut done = mend_locks(repo, s)?;
     if let Some(m) = mend_branch(repo, s, durable)? {
         done.push(m);
     }
@@ -100,6 +110,102 @@ pub fn mend(
         done.push(m);
     }
     Ok(done)
+}
+
+/// Make the 256 fan-out directories of `objects/` exist, their names
+/// durable. libgit2 makes one when it first writes an object under it and
+/// fsyncs the object and that directory, never `objects/` itself: a cut may
+/// then lose the new directory, and with it an object a durable ref names
+/// (what the POSIX model of `crashtest --power-loss` found). Made here once,
+/// with one fsync of `objects/`; `git prune` removes empty ones again, and
+/// the next run makes them again.
+fn fan_out(repo: &Repository) -> Result<()> {
+    let objects = repo.commondir().join("objects");
+    let Ok(entries) = std::fs::read_dir(&objects) else {
+        return Ok(());
+    };
+    let mut have = [false; 256];
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.len() == 2 {
+            if let Ok(i) = u8::from_str_radix(&name, 16) {
+                have[i as usize] = true;
+            }
+        }
+    }
+    if have.iter().all(|h| *h) {
+        return Ok(());
+    }
+    let io = |what: &str, e: std::io::Error| {
+        Error::local(format!("cannot {what} {}: {e}", objects.display()))
+            .with_hint(crate::error::LOCAL_FAILURE_HINT)
+    };
+    for (i, _) in have.iter().enumerate().filter(|(_, h)| !**h) {
+        match std::fs::create_dir(objects.join(format!("{i:02x}"))) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("make the object directories in", e)),
+        }
+    }
+    crate::lock::sync_dir(&objects).map_err(|e| io("fsync", e))
+}
+
+/// Move aside the lock files of what a run writes (its branch, HEAD, the
+/// index, packed refs, config, git-steps' own refs) that predate this boot.
+fn mend_locks(repo: &Repository, s: &Settings) -> Result<Vec<Mended>> {
+    let common = repo.commondir();
+    let mut candidates = vec![
+        common.join(format!("{}.lock", s.refname())),
+        repo.path().join("HEAD.lock"),
+        repo.path().join("index.lock"),
+        common.join("packed-refs.lock"),
+        common.join("config.lock"),
+    ];
+    let mut dirs = vec![common.join("refs").join("steps")];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "lock") {
+                candidates.push(p);
+            }
+        }
+    }
+    let mut done = Vec::new();
+    for path in candidates {
+        if !crate::lock::from_before_boot(&path) {
+            continue;
+        }
+        let name = path
+            .strip_prefix(common)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .replace('/', "_");
+        let dir = repo.path().join("steps").join("torn");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
+        let kept = dir.join(format!("{name}.{}", stamp()));
+        std::fs::rename(&path, &kept).map_err(|e| {
+            Error::local(format!(
+                "cannot move the stale {} aside: {e}",
+                path.display()
+            ))
+        })?;
+        crash::point("torn-kept", "lock");
+        done.push(Mended::Lock { path, kept });
+    }
+    Ok(done)
+}
+
+fn stamp() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
 }
 
 fn mend_index(repo: &Repository, s: &Settings, worktree_holds: bool) -> Result<Option<Mended>> {
@@ -166,6 +272,9 @@ fn rebuild_index(
             old,
             new: want,
         });
+    }
+    if !worktree_holds {
+        differ.extend(worktree::left_behind(repo, &head, &workdir)?);
     }
     let paths: Vec<String> = differ.iter().map(|c| c.path.clone()).collect();
     let rescue = if paths.is_empty() {
@@ -382,10 +491,7 @@ fn keep(repo: &Repository, path: &Path, what: &str) -> Result<PathBuf> {
     let dir = repo.path().join("steps").join("torn");
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let kept = dir.join(format!("{what}.{stamp}"));
+    let kept = dir.join(format!("{what}.{}", stamp()));
     let copied = std::fs::read(path).and_then(|bytes| {
         let mut f = std::fs::File::create_new(&kept)?;
         std::io::Write::write_all(&mut f, &bytes)?;

@@ -4,7 +4,8 @@
 //! children after their parents and entries) and moving its ref with git's
 //! lock-file protocol. Invariant: the remote never holds a ref to an object
 //! it lacks, a ref is moved only by compare-and-swap under `<ref>.lock`, and
-//! a lock that anyone but a killed git-steps pusher holds is never removed.
+//! a lock that anyone but a killed git-steps pusher holds is never removed
+//! (one written before this machine booted is held by no one).
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -171,6 +172,12 @@ fn local_ref_lock(
     let lock =
         crate::lock::OwnLock::new(&remote.path().join(refname), &remote.path().join(pending));
     lock.clear_own_leftover();
+    // A lock written before this machine booted is held by nobody: a power
+    // cut stopped its writer before the rename (what it guarded did not
+    // happen).
+    if crate::lock::from_before_boot(lock.lock_path()) {
+        let _ = std::fs::remove_file(lock.lock_path());
+    }
     if lock.held() {
         return Err(lock_held(lock.lock_path()));
     }

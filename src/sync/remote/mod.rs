@@ -229,9 +229,7 @@ impl Remote {
         if crate::error::local_failure(&e) {
             // A file that could not be written or read here (or, for a
             // remote that is a path, on its disk): not the URL's fault.
-            return Error::local(message).with_hint(
-                "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost",
-            );
+            return Error::local(message).with_hint(crate::error::LOCAL_FAILURE_HINT);
         }
         Error::remote(message, crate::error::spurious_git2(&e)).with_hint(
             "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",

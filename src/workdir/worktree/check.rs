@@ -416,3 +416,40 @@ pub(super) fn untracked_inside(
     // Left empty (or holding only empty directories): git removes it.
     Ok(None)
 }
+
+/// How far back [`left_behind`] looks for an update the cut interrupted.
+const LEFT_BEHIND_DEPTH: usize = 32;
+
+/// Files an update the cut interrupted left on disk: paths that one of the
+/// head's last [`LEFT_BEHIND_DEPTH`] first-parent ancestors tracks and the
+/// head does not, still on disk (a file that became a directory, or a
+/// deleted one, whose removal the cut undid). Each is a removal, saved in
+/// the rescue first like every other difference.
+pub fn left_behind(
+    repo: &Repository,
+    head: &git2::Commit<'_>,
+    workdir: &Path,
+) -> Result<Vec<Change>> {
+    let tree = head.tree()?;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    let mut at = head.parent(0).ok();
+    for _ in 0..LEFT_BEHIND_DEPTH {
+        let Some(c) = at else { break };
+        for ch in crate::git::tree_changes(repo, Some(&c.tree()?), Some(&tree))? {
+            if ch.new.is_some() || !seen.insert(ch.path.clone()) {
+                continue;
+            }
+            if let Some((bytes, mode)) = on_disk(workdir, &ch.path)? {
+                let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)?;
+                out.push(Change {
+                    path: ch.path,
+                    old: Some(Entry { oid, mode }),
+                    new: None,
+                });
+            }
+        }
+        at = c.parent(0).ok();
+    }
+    Ok(out)
+}

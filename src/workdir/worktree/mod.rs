@@ -24,7 +24,7 @@ use place::{remove_if, write, Content};
 
 pub use check::{
     attributes_differ, attributes_refusal, dirty_among, dirty_paths, dirty_refusal, disk_is,
-    ensure_clean, ensure_unblocked, on_disk, same, words,
+    ensure_clean, ensure_unblocked, left_behind, on_disk, same, words,
 };
 pub use place::through_non_dir;
 
@@ -301,6 +301,14 @@ pub fn update_keeping(
     // A file changed under the update is kept, and the update goes on with
     // every other file; it ends with a refusal naming the kept ones.
     let mut changed: Vec<&Change> = Vec::new();
+    // The directories whose names the update changed: fsynced before the
+    // index that names the new versions is written (see below).
+    let mut touched: std::collections::BTreeSet<PathBuf> = Default::default();
+    let mut touch = |path: &str| {
+        if let Some(d) = workdir.join(path).parent() {
+            touched.insert(d.to_path_buf());
+        }
+    };
     for c in changes.iter().filter(|c| c.new.is_none() && !kept(c)) {
         match found(repo, &workdir, c)? {
             Found::New => continue,
@@ -315,6 +323,7 @@ pub fn update_keeping(
             changed.push(c);
             continue;
         }
+        touch(&c.path);
         written += 1;
         if written == 1 {
             crash::point("worktree-partial", step);
@@ -388,6 +397,7 @@ pub fn update_keeping(
         };
         let meta = fs::symlink_metadata(&target)?;
         index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
+        touch(&c.path);
         written += 1;
         if written == 1 {
             crash::point("worktree-partial", step);
@@ -405,6 +415,20 @@ pub fn update_keeping(
         .filter(|c| c.new.is_none() && !kept_as_found(c))
     {
         index.remove_path(Path::new(&c.path))?;
+    }
+    // A power cut may keep the index (fsynced) and lose a rename or an
+    // unlink in the worktree that no fsync of its directory covered (POSIX
+    // promises no order between them): the box would then hold old content
+    // under an index naming the new, which no resume can tell from a user's
+    // edit. The names first, then the index.
+    // A directory the update emptied and removed: its parent holds the
+    // change.
+    let touched: std::collections::BTreeSet<&Path> = touched
+        .iter()
+        .filter_map(|d| d.ancestors().find(|a| a.is_dir()))
+        .collect();
+    for d in touched {
+        crate::lock::sync_dir(d).context(|| format!("cannot flush {}", d.display()))?;
     }
     crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write())
         .context(|| "cannot write the index".into())?;

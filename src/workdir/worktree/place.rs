@@ -36,7 +36,12 @@ pub(super) fn parent_dir(workdir: &Path, path: &str) -> Result<PathBuf> {
                 )))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fs::create_dir(&dir).context(|| format!("cannot create {}", dir.display()))?
+                fs::create_dir(&dir).context(|| format!("cannot create {}", dir.display()))?;
+                // Its name durable before anything is named in it (the
+                // update flushes the directories it wrote in, not their
+                // parents).
+                crate::lock::sync_dir(dir.parent().unwrap_or(workdir))
+                    .context(|| format!("cannot create {}", dir.display()))?
             }
             Err(e) => return Err(e.into()),
         }
@@ -124,6 +129,10 @@ pub(super) fn write(
             .context(|| format!("cannot write {path}"))?;
             let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
             f.set_permissions(fs::Permissions::from_mode(perm))?;
+            // Its bytes durable before its name: a power cut after the
+            // swap must not leave the new name over lost data while the
+            // index (written after, and fsynced) names the new version.
+            f.sync_data().context(|| format!("cannot write {path}"))?;
             tmp.into_temp_path()
                 .keep()
                 .map_err(|e| e.error)

@@ -55,6 +55,45 @@ pub struct Args {
     /// points, the last step of each batch at every point.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     batch: Option<u32>,
+    /// Crash by power cut instead of SIGKILL: record one uninterrupted run
+    /// with strace(1) (box and remote, every process), build the states a
+    /// power cut may leave at each cut point under each file-system model,
+    /// resume each and compare. See docs/guide.md, "Power cuts".
+    #[arg(long)]
+    power_loss: bool,
+    /// With --power-loss: the file-system models (ext4 data=ordered; the
+    /// POSIX worst case, which also reorders).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "ext4,posix",
+        requires = "power_loss"
+    )]
+    model: Vec<ModelArg>,
+    /// With --power-loss: random states per cut point and model, besides
+    /// the least one a cut may leave.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "power_loss")]
+    states: usize,
+    /// With --power-loss: take N cut points, chosen with the seed [default:
+    /// every one: before each fsync, and the end].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "power_loss")]
+    cuts: Option<u32>,
+    /// With --power-loss: the seed of the sampled states and cuts.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "power_loss")]
+    seed: u64,
+    /// With --power-loss: leave the state of every row not SAME in scratch
+    /// space as the cut left it (before the resume), and name it in the row
+    /// (`kept`), to replay by hand.
+    #[arg(long, requires = "power_loss")]
+    keep_failed: bool,
+}
+
+/// `--model`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ModelArg {
+    Ext4,
+    Posix,
 }
 
 /// `--runner`: a bad value is clap's usage error (exit 2).
@@ -220,7 +259,44 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     };
     let progress = ctx.ui.matrix_progress("crashtest");
     let started = Instant::now();
-    let m = matrix::run(&env, jobs(a.jobs), &|d, t| progress.tick(d, t))?;
+    let m = if a.power_loss {
+        let opts = matrix::power::Options {
+            models: a
+                .model
+                .iter()
+                .map(|m| match m {
+                    ModelArg::Ext4 => matrix::power::Model::Ext4,
+                    ModelArg::Posix => matrix::power::Model::Posix,
+                })
+                .collect(),
+            samples: a.states,
+            cuts: a.cuts.map(|n| n as usize),
+            seed: a.seed,
+            keep_failed: a.keep_failed,
+        };
+        ctx.ui
+            .status("crashtest --power-loss: recording an uninterrupted run with strace");
+        matrix::power::run(&env, &opts, jobs(a.jobs), &|d, t| progress.tick(d, t))?
+    } else {
+        matrix::run(&env, jobs(a.jobs), &|d, t| progress.tick(d, t))?
+    };
+    if let Some(p) = &m.power {
+        let per: Vec<String> = p
+            .states
+            .iter()
+            .map(|(m, n)| format!("{} {n}", m.name()))
+            .collect();
+        ctx.ui.status(&format!(
+            "power loss: {} operations recorded on box and remote ({} fsyncs); {} of {} cut points taken; {} states resumed ({}); seed {}",
+            p.operations,
+            p.syncs,
+            p.cuts,
+            p.cut_points,
+            m.rows.len(),
+            per.join(", "),
+            p.seed
+        ));
+    }
     if ctx.ui.json {
         emit_json(out, "crashtest", &m)?;
     } else {

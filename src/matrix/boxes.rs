@@ -192,11 +192,18 @@ pub fn scratch_root() -> PathBuf {
     std::env::temp_dir()
 }
 
-pub(super) fn scratch(env: &Env) -> Result<Scratch> {
-    let tmp = tempfile::Builder::new()
+/// A scratch directory; every one has a name of the same length (the
+/// power-loss states replace the recorded root's path by their own).
+pub(super) fn scratch_dir() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
         .prefix("git-steps-crashtest-")
+        .rand_bytes(8)
         .tempdir_in(scratch_root())
-        .map_err(|e| Error::local(format!("cannot make a scratch dir: {e}")))?;
+        .map_err(|e| Error::local(format!("cannot make a scratch dir: {e}")))
+}
+
+pub(super) fn scratch(env: &Env) -> Result<Scratch> {
+    let tmp = scratch_dir()?;
     let root = tmp.path().to_path_buf();
     let bare = root.join("remote.git");
     match &env.base {
@@ -288,7 +295,27 @@ pub(super) struct Outcome {
 }
 
 pub(super) fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Result<Outcome> {
+    output(command(env, dir, bare, phase), &env.exe)
+}
+
+/// Run `cmd` (this binary, or a recorder around it) to its end.
+pub(super) fn output(mut cmd: Command, exe: &Path) -> Result<Outcome> {
     use std::os::unix::process::ExitStatusExt;
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| Error::program(format!("cannot run {}: {e}", exe.display())))?;
+    Ok(Outcome {
+        code: out.status.code(),
+        killed: out.status.signal() == Some(libc::SIGKILL),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// The command a row runs in `dir` against `bare`, in this phase.
+pub(super) fn command(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Command {
     let mut cmd = Command::new(&env.exe);
     cmd.arg("-C").arg(dir).arg("-q");
     match env.runner {
@@ -347,15 +374,5 @@ pub(super) fn run_once(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Res
         Some(c) => cmd.env(crash::ENV, c),
         None => cmd.env_remove(crash::ENV),
     };
-    let out = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| Error::program(format!("cannot run {}: {e}", env.exe.display())))?;
-    Ok(Outcome {
-        code: out.status.code(),
-        killed: out.status.signal() == Some(libc::SIGKILL),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
+    cmd
 }

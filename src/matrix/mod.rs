@@ -15,6 +15,7 @@
 
 pub mod classic;
 pub mod in_place;
+pub mod power;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -100,6 +101,20 @@ pub struct Row {
     pub reason: String,
     /// Step ids on the durable branch after the resume, oldest first.
     pub receipts: Vec<String>,
+    /// `--power-loss`: the cut came after this many recorded operations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<usize>,
+    /// `--power-loss`: the file-system model the state was built under.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<power::Model>,
+    /// `--power-loss`, a row not SAME: the operations the cut dropped
+    /// (the first few, then how many more).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+    /// `--power-loss --keep-failed`: where this row's state is kept, as it
+    /// was before the resume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -109,6 +124,20 @@ pub struct Summary {
     pub diverged: usize,
 }
 
+impl Summary {
+    pub fn of(rows: &[Row]) -> Summary {
+        let mut summary = Summary::default();
+        for r in rows {
+            match r.verdict {
+                Verdict::Same => summary.same += 1,
+                Verdict::Refused => summary.refused += 1,
+                Verdict::Diverged => summary.diverged += 1,
+            }
+        }
+        summary
+    }
+}
+
 /// The whole matrix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Matrix {
@@ -116,6 +145,9 @@ pub struct Matrix {
     pub reference: Fingerprints,
     pub rows: Vec<Row>,
     pub summary: Summary,
+    /// `--power-loss`: what was recorded and explored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<power::Explored>,
 }
 
 /// One crash of a row's scenario: arm this point at this step, with these
@@ -395,21 +427,50 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
         }
     }
     let o = run_once(env, &dir, &s.bare, &UNARMED)?;
-    let (fp, receipts) = durable_fingerprints(&s.bare)?;
-    let mut row = Row {
-        step: cell.step.clone(),
-        point: cell.point.clone(),
-        box_mode: cell.box_mode,
-        verdict: Verdict::Same,
-        artifact: Some(fp.artifact.clone()),
-        history: Some(fp.history.clone()),
-        reason: String::new(),
-        receipts,
-    };
+    let mut row = Row::new(&cell.step, &cell.point, cell.box_mode);
+    judge(env, &dir, &s.bare, &o, reference, &mut row)?;
     let armed = cell.phases.iter().filter(|p| p.crash.is_some()).count();
-    if fired < armed {
+    if fired < armed && row.verdict == Verdict::Same {
         row.reason = format!("{fired} of {armed} crash(es) fired");
     }
+    Ok(row)
+}
+
+impl Row {
+    fn new(step: &str, point: &str, box_mode: BoxMode) -> Row {
+        Row {
+            step: step.to_string(),
+            point: point.to_string(),
+            box_mode,
+            verdict: Verdict::Same,
+            artifact: None,
+            history: None,
+            reason: String::new(),
+            receipts: Vec::new(),
+            op: None,
+            model: None,
+            dropped: Vec::new(),
+            kept: None,
+        }
+    }
+}
+
+/// The verdict of a resume that ran in `dir` against `bare` and ended as
+/// `o`: SAME when both fingerprints are the reference's and the local
+/// branch is the durable one (and, for `run`, the decider was never asked
+/// late), REFUSED on exit 3, else DIVERGED.
+fn judge(
+    env: &Env,
+    dir: &Path,
+    bare: &Path,
+    o: &boxes::Outcome,
+    reference: &Fingerprints,
+    row: &mut Row,
+) -> Result<()> {
+    let (fp, receipts) = durable_fingerprints(bare)?;
+    row.artifact = Some(fp.artifact.clone());
+    row.history = Some(fp.history.clone());
+    row.receipts = receipts;
     match o.code {
         Some(0) => {
             let local_agrees = match env.runner {
@@ -417,9 +478,9 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
                 | Runner::GitStepsRun
                 | Runner::GitStepsRecord
                 | Runner::GitStepsUndo => {
-                    let repo = Repository::open(&dir)?;
+                    let repo = Repository::open(dir)?;
                     let local = repo.refname_to_id("refs/heads/main").ok();
-                    let durable = Repository::open_bare(&s.bare)?
+                    let durable = Repository::open_bare(bare)?
                         .refname_to_id("refs/heads/main")
                         .ok();
                     local == durable
@@ -427,11 +488,11 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
                 _ => true,
             };
             let asked_twice = if env.runner == Runner::GitStepsRun {
-                match std::fs::read_to_string(late_file(&s.bare)) {
+                match std::fs::read_to_string(late_file(bare)) {
                     Ok(late) if !late.trim().is_empty() => {
                         Some(late.lines().next().unwrap_or_default().to_string())
                     }
-                    _ => recorded_twice(&s.bare)?,
+                    _ => recorded_twice(bare)?,
                 }
             } else {
                 None
@@ -467,7 +528,7 @@ pub fn run_cell(env: &Env, cell: &Cell, reference: &Fingerprints) -> Result<Row>
             row.reason = format!("the resume exited {other:?}: {}", error_line(&o.stderr));
         }
     }
-    Ok(row)
+    Ok(())
 }
 
 /// Run the whole matrix on `jobs` threads; `progress(done, total)` after each row.
@@ -507,18 +568,11 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
     for r in results.into_inner().expect("workers are done") {
         rows.push(r.expect("every cell ran")?);
     }
-    let mut summary = Summary::default();
-    for r in &rows {
-        match r.verdict {
-            Verdict::Same => summary.same += 1,
-            Verdict::Refused => summary.refused += 1,
-            Verdict::Diverged => summary.diverged += 1,
-        }
-    }
     Ok(Matrix {
         runner: env.runner,
         reference,
+        summary: Summary::of(&rows),
         rows,
-        summary,
+        power: None,
     })
 }

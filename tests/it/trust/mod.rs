@@ -17,6 +17,7 @@ mod large_files;
 mod locks_and_config;
 mod plan_and_history;
 mod power_cut;
+mod power_loss;
 mod remote_writes;
 mod type_changes;
 mod worktree;

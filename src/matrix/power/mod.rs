@@ -1,0 +1,310 @@
+//! `crashtest --power-loss`: resume equivalence after a power cut, not
+//! only after SIGKILL.
+//!
+//! Owns the sweep: record one uninterrupted run (box and local bare
+//! remote) with strace(1), so that what libgit2 and every child process
+//! write is seen, not only what this crate thinks it writes; turn the
+//! record into logical operations ([`model::Record`]); at each cut point
+//! build the states a power cut may leave under each file-system model
+//! ([`model::Model`]), the least such state and seeded samples; resume each
+//! with the same command and judge it as the crash matrix does. Invariant:
+//! no state is built from a record that does not replay to the disk the
+//! run left (checked before any state is built), and a row not SAME names
+//! the operations its cut dropped.
+
+pub mod fs;
+pub mod model;
+mod record;
+pub mod trace;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+pub use model::{Model, Record, Rng};
+
+use super::boxes::{self, command, new_box, output, scratch, scratch_dir, Env, Scratch};
+use super::{
+    durable_fingerprints, error_line, judge, BoxMode, Fingerprints, Matrix, Row, Summary, Verdict,
+    UNARMED,
+};
+use crate::error::{Error, Result};
+
+/// How wide a sweep is.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub models: Vec<Model>,
+    /// Random states per cut point and model, besides the least one.
+    pub samples: usize,
+    /// Cut points to take, chosen with the seed (None: every one).
+    pub cuts: Option<usize>,
+    pub seed: u64,
+    /// Leave the state of every row not SAME in scratch space, as it was
+    /// before the resume, and name it in the row.
+    pub keep_failed: bool,
+}
+
+/// What a sweep recorded and explored.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explored {
+    /// Recorded operations on the box and the remote.
+    pub operations: usize,
+    /// Of them, fsync/fdatasync calls.
+    pub syncs: usize,
+    /// Cut points in the record (before each sync, and the end).
+    pub cut_points: usize,
+    /// Cut points taken.
+    pub cuts: usize,
+    /// Distinct states resumed, per model (the vanished-box states count
+    /// under the model their remote was built with).
+    pub states: Vec<(Model, usize)>,
+    pub seed: u64,
+}
+
+/// One state to resume.
+struct State {
+    cut: usize,
+    model: Model,
+    kept: Vec<bool>,
+    box_mode: BoxMode,
+}
+
+fn recorder_missing(e: std::io::Error) -> Error {
+    Error::program(format!(
+        "crashtest --power-loss records the run with strace(1), which could not be run ({e}); install it (Debian: apt-get install strace)"
+    ))
+}
+
+/// Run `env`'s command once under strace in a fresh scratch box; the
+/// scratch space and the record.
+fn record(env: &Env) -> Result<(Scratch, std::path::PathBuf, Record, Fingerprints)> {
+    Command::new("strace")
+        .arg("-V")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(recorder_missing)?;
+    let s = scratch(env)?;
+    let dir = new_box(&s, env, 0, env.base.is_some())?;
+    let before = fs::Fs::snapshot(&s.root)?;
+    let trace_dir = scratch_dir()?;
+    let trace_file = trace_dir.path().join("trace");
+    let inner = command(env, &dir, &s.bare, &UNARMED);
+    let mut cmd = Command::new("strace");
+    // `?name`: a call this kernel's strace does not know is no error.
+    let calls: Vec<String> = trace::CALLS.iter().map(|c| format!("?{c}")).collect();
+    cmd.args(["-f", "-qq", "-y", "-xx", "-s", "268435456", "-e"])
+        .arg(format!("trace={}", calls.join(",")))
+        .arg("-o")
+        .arg(&trace_file)
+        .arg("--")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let o = output(cmd, Path::new("strace"))?;
+    if o.code != Some(0) {
+        return Err(Error::other(format!(
+            "the recorded run failed (exit {:?}): {}",
+            o.code,
+            error_line(&o.stderr)
+        )));
+    }
+    let text = std::fs::read(&trace_file)
+        .map_err(|e| Error::local(format!("cannot read strace's record: {e}")))?;
+    let calls = trace::parse(&String::from_utf8_lossy(&text))?;
+    let rec = Record::build(&s.root, before, &calls)?;
+    if let Some(diff) = rec.after().differs_from_disk(&s.root)? {
+        return Err(Error::program(format!(
+            "the record of the run does not replay to the disk the run left ({diff}): no crash state built from it could be trusted"
+        )));
+    }
+    let (reference, _) = durable_fingerprints(&s.bare)?;
+    Ok((s, dir, rec, reference))
+}
+
+/// The states to resume: for each cut taken and model, the least state and
+/// `samples` random ones (distinct), each with the box kept; and per cut a
+/// vanished box over the least remote.
+fn states(rec: &Record, opts: &Options) -> (Vec<State>, usize) {
+    let mut rng = Rng(opts.seed);
+    let mut cuts = rec.cut_points();
+    if let Some(n) = opts.cuts {
+        if n < cuts.len() {
+            // Seeded choice, the end always in.
+            let last = cuts.pop().unwrap_or(0);
+            let mut chosen = HashSet::new();
+            while chosen.len() < n.saturating_sub(1).min(cuts.len()) {
+                chosen.insert(cuts[rng.below(cuts.len() as u64) as usize]);
+            }
+            cuts = chosen.into_iter().collect();
+            cuts.push(last);
+            cuts.sort();
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen: HashSet<Vec<bool>> = HashSet::new();
+    for &cut in &cuts {
+        for &m in &opts.models {
+            let mut candidates = vec![rec.minimal(cut, m)];
+            for _ in 0..opts.samples {
+                candidates.push(rec.sample(cut, m, &mut rng));
+            }
+            for kept in candidates {
+                if seen.insert(kept.clone()) {
+                    out.push(State {
+                        cut,
+                        model: m,
+                        kept,
+                        box_mode: BoxMode::Survive,
+                    });
+                }
+            }
+        }
+        let m = *opts.models.last().unwrap_or(&Model::Posix);
+        out.push(State {
+            cut,
+            model: m,
+            kept: rec.minimal(cut, m),
+            box_mode: BoxMode::Vanish,
+        });
+    }
+    (out, cuts.len())
+}
+
+/// Resume one state: write it to a fresh scratch root, resume, judge.
+fn resume(
+    env: &Env,
+    opts: &Options,
+    rec: &Record,
+    ids: &[String],
+    state: &State,
+    reference: &Fingerprints,
+) -> Result<Row> {
+    let tmp = scratch_dir()?;
+    let root = tmp.path().to_path_buf();
+    rec.state(&state.kept).materialize(&rec.root, &root)?;
+    let s = Scratch {
+        _tmp: tmp,
+        bare: root.join("remote.git"),
+        root: root.clone(),
+    };
+    let dir = match state.box_mode {
+        BoxMode::Survive => root.join("box0"),
+        BoxMode::Vanish => {
+            let _ = std::fs::remove_dir_all(root.join("box0"));
+            new_box(&s, env, 1, true)?
+        }
+    };
+    // The step in flight: the first not durable in the cut's remote.
+    let step = durable_fingerprints(&s.bare)
+        .ok()
+        .and_then(|(_, done)| ids.iter().find(|i| !done.contains(i)).cloned())
+        .unwrap_or_else(|| "-".into());
+    let point = format!("op {}/{}", state.cut, rec.ops.len());
+    let mut row = Row::new(&step, &point, state.box_mode);
+    row.op = Some(state.cut);
+    row.model = Some(state.model);
+    let o = boxes::run_once(env, &dir, &s.bare, &UNARMED)?;
+    if let Err(e) = judge(env, &dir, &s.bare, &o, reference, &mut row) {
+        row.verdict = Verdict::Diverged;
+        row.reason = format!("the durable branch cannot be read after the resume: {e}");
+    }
+    if row.verdict != Verdict::Same && opts.keep_failed {
+        let again = scratch_dir()?;
+        rec.state(&state.kept)
+            .materialize(&rec.root, again.path())?;
+        row.kept = Some(again.keep().display().to_string());
+    }
+    if row.verdict != Verdict::Same {
+        // The likeliest causes first: what the cut dropped in the box's
+        // worktree, then names (creates, renames, unlinks), then data.
+        let mut dropped: Vec<usize> = (0..state.cut).filter(|&i| !state.kept[i]).collect();
+        dropped.sort_by_key(|&i| (!rec.in_worktree(i), !rec.ops[i].is_name(), i));
+        row.dropped = dropped
+            .iter()
+            .take(8)
+            .map(|&i| format!("#{i} {}", rec.ops[i].describe(&rec.root, rec)))
+            .collect();
+        if dropped.len() > 8 {
+            row.dropped
+                .push(format!("… and {} more", dropped.len() - 8));
+        }
+    }
+    Ok(row)
+}
+
+/// The whole sweep on `jobs` threads; `progress(done, total)` after each
+/// state.
+pub fn run(
+    env: &Env,
+    opts: &Options,
+    jobs: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Matrix> {
+    crate::git::enable_fsync()?;
+    let plan = crate::plan::reader::Plan::open(
+        env.plan.to_str().unwrap_or_default(),
+        &std::env::temp_dir(),
+    )?;
+    let mut ids = Vec::new();
+    for s in plan.steps()? {
+        ids.push(s?.id);
+    }
+    if ids.is_empty() {
+        return Err(Error::input("the plan holds no steps"));
+    }
+    let (_scratch, _dir, rec, reference) = record(env)?;
+    let (states, cuts) = states(&rec, opts);
+    let total = states.len();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Row>>>> = Mutex::new((0..total).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= total {
+                    break;
+                }
+                let r = resume(env, opts, &rec, &ids, &states[i], &reference);
+                results.lock().expect("no worker panics while holding it")[i] = Some(r);
+                progress(done.fetch_add(1, Ordering::SeqCst) + 1, total);
+            });
+        }
+    });
+    let mut rows = Vec::with_capacity(total);
+    for r in results.into_inner().expect("workers are done") {
+        rows.push(r.expect("every state ran")?);
+    }
+    let per_model = opts
+        .models
+        .iter()
+        .map(|&m| (m, states.iter().filter(|s| s.model == m).count()))
+        .collect();
+    Ok(Matrix {
+        runner: env.runner,
+        reference,
+        summary: Summary::of(&rows),
+        rows,
+        power: Some(Explored {
+            operations: rec.ops.len(),
+            syncs: rec
+                .ops
+                .iter()
+                .filter(|o| matches!(o, model::Op::Sync { .. }))
+                .count(),
+            cut_points: rec.cut_points().len(),
+            cuts,
+            states: per_model,
+            seed: opts.seed,
+        }),
+    })
+}

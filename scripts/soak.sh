@@ -34,4 +34,23 @@ for seed in "${seeds[@]}"; do
     rm -f "$log"
   done
 done
+# The full power-loss sweep (crashtest --power-loss): every cut point of every
+# fixture, for apply, apply --batch 4 and the agent loop, each seed; CI and the
+# tests take a seeded sample of cut points. SOAK_POWER=0 skips it.
+if [ "${SOAK_POWER:-1}" != 0 ]; then
+  cargo build --locked -q
+  bin="$PWD/target/debug/git-steps"
+  for seed in "${seeds[@]}"; do
+    for plan in fixtures/*.jsonl; do
+      for runner in "" "--batch 4" "--runner run"; do
+        echo "== power loss: $plan ${runner:-apply}, seed $seed"
+        # shellcheck disable=SC2086
+        if ! "$bin" crashtest --empty-base --power-loss --seed $((seed)) $runner "$plan" 2>&1 | grep -E "^(power loss|git-steps|crashtest took)"; then
+          echo "FAILED: power loss over $plan ${runner:-apply}, seed $seed (rerun with --keep-failed --json)" >&2
+          exit 1
+        fi
+      done
+    done
+  done
+fi
 echo "soak: every randomized test passed ${#seeds[@]} seed(s) x $trials trials"

@@ -469,34 +469,53 @@ pub fn boot_time() -> Option<std::time::SystemTime> {
 /// it, with the write it guarded unfinished). A lock of the current boot
 /// is never stale by this rule, however old.
 ///
-/// Never on a network file system: there a lock may be another machine's,
-/// taken before this one booted and held now.
+/// Only on a file system known to be local to this machine (ext2/3/4, xfs,
+/// btrfs, f2fs, tmpfs, overlay, zfs): elsewhere a lock may be another
+/// machine's (NFS, SMB, a VM's shared folder), taken before this one booted
+/// and held now. And never while a process here has it open (a clock
+/// stepped forward after boot, on a machine without a real-time clock, can
+/// date a live lock before the boot).
 pub fn from_before_boot(path: &Path) -> bool {
     let (Some(boot), Ok(meta)) = (boot_time(), std::fs::symlink_metadata(path)) else {
         return false;
     };
-    meta.modified().is_ok_and(|m| m < boot) && !on_network_fs(path)
+    meta.modified().is_ok_and(|m| m < boot) && on_local_fs(path) && !open_here(path)
 }
 
-/// Whether `path` is on a file system other machines may share (NFS, SMB,
-/// CIFS, FUSE, Ceph, 9p, AFS, Lustre, GPFS), or one that cannot be asked.
-fn on_network_fs(path: &Path) -> bool {
-    const SHARED: &[i64] = &[
-        0x6969,                 // NFS
-        0x517B,                 // SMB
-        0xFF53_4D42_u32 as i64, // CIFS
-        0xFE53_4D42_u32 as i64, // SMB2
-        0x6573_5546,            // FUSE
-        0x00C3_6400,            // Ceph
-        0x0102_1997,            // 9p
-        0x5346_414F,            // AFS
-        0x0BD0_0BD0,            // Lustre
-        0x4750_4653,            // GPFS
+/// Whether `path` is on a file system only this machine writes.
+fn on_local_fs(path: &Path) -> bool {
+    const LOCAL: &[i64] = &[
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0xF2F5_2010, // f2fs
+        0x0102_1994, // tmpfs
+        0x794C_7630, // overlayfs
+        0x2FC1_2FC1, // zfs
     ];
     match rustix::fs::statfs(path) {
         // `f_type` is an i64 on x86_64, narrower elsewhere.
         #[allow(clippy::unnecessary_cast)]
-        Ok(s) => SHARED.contains(&(s.f_type as i64)),
-        Err(_) => true,
+        Ok(s) => LOCAL.contains(&(s.f_type as i64)),
+        Err(_) => false,
     }
+}
+
+/// Whether a process on this machine has `path` open (read through
+/// `/proc/*/fd`; a process this user cannot see counts as not).
+fn open_here(path: &Path) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    procs.flatten().any(|p| {
+        p.file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            && std::fs::read_dir(p.path().join("fd")).is_ok_and(|fds| {
+                fds.flatten()
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == target))
+            })
+    })
 }

@@ -143,6 +143,11 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
     };
     let head_tree = repo.find_commit(head)?.tree()?;
     let index = repo.index()?;
+    let sparse = index_missing
+        && repo
+            .config()?
+            .get_bool("core.sparseCheckout")
+            .unwrap_or(false);
     let mut unexplained = Vec::new();
     let mut carried = Vec::new();
     let mut to_fix = Vec::new();
@@ -175,6 +180,9 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
                     old: found,
                     new: at_head,
                 }),
+                // Outside a sparse checkout's cone a file is absent on
+                // purpose.
+                (None, None) if sparse => carried.push(p.clone()),
                 (None, None) => to_fix.push(Change {
                     path: p.clone(),
                     old: None,
@@ -227,8 +235,12 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             .iter()
             .any(|w| p.starts_with(&format!("{w}/")) || w.starts_with(&format!("{p}/")))
     };
-    let head_commit = repo.find_commit(head)?;
-    for c in worktree::left_behind(repo, &head_commit, &workdir)? {
+    let behind = if written.is_empty() {
+        Vec::new()
+    } else {
+        worktree::left_behind(repo, &repo.find_commit(head)?, &workdir)?
+    };
+    for c in behind {
         if dirty.contains(&c.path) || !writes_under(&c.path) {
             continue;
         }

@@ -1,5 +1,7 @@
-//! Local state a power cut tore: the index and the run's branch, mended
-//! before anything reads them.
+//! Local state a power cut tore: the index, the run's branch and the lock
+//! files of writes the cut stopped, mended before anything reads them; and
+//! the object fan-out directories, made durable so that a cut cannot lose
+//! an object with its directory.
 //!
 //! A power cut (unlike SIGKILL) loses what was written and not yet fsynced:
 //! git's index, rewritten by a rename whose data may not have reached the
@@ -141,9 +143,21 @@ fn fan_out(repo: &Repository) -> Result<()> {
         Error::local(format!("cannot {what} {}: {e}", objects.display()))
             .with_hint(crate::error::LOCAL_FAILURE_HINT)
     };
+    // As objects/ itself is (core.sharedRepository: group-writable, setgid).
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(&objects).map(|m| m.permissions().mode() & 0o7777)
+    };
     for (i, _) in have.iter().enumerate().filter(|(_, h)| !**h) {
-        match std::fs::create_dir(objects.join(format!("{i:02x}"))) {
-            Ok(()) => {}
+        let dir = objects.join(format!("{i:02x}"));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                if let Ok(mode) = mode {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+                        .map_err(|e| io("set the mode of a directory in", e))?;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io("make the object directories in", e)),
         }
@@ -190,12 +204,18 @@ fn mend_locks(repo: &Repository, s: &Settings) -> Result<Vec<Mended>> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
         let kept = dir.join(format!("{name}.{}", stamp()));
-        std::fs::rename(&path, &kept).map_err(|e| {
-            Error::local(format!(
-                "cannot move the stale {} aside: {e}",
-                path.display()
-            ))
-        })?;
+        match std::fs::rename(&path, &kept) {
+            Ok(()) => {}
+            // Another run (a linked worktree sharing the common dir) moved
+            // it first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(Error::local(format!(
+                    "cannot move the stale {} aside: {e}",
+                    path.display()
+                )))
+            }
+        }
         crash::point("torn-kept", "lock");
         done.push(Mended::Lock { path, kept });
     }

@@ -176,7 +176,13 @@ fn local_ref_lock(
     // cut stopped its writer before the rename (what it guarded did not
     // happen).
     if crate::lock::from_before_boot(lock.lock_path()) {
-        let _ = std::fs::remove_file(lock.lock_path());
+        // Kept, out of git's ref namespace (its content is the value the
+        // stopped write was setting).
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let aside = remote.path().join(format!("steps-stale-{stamp}.lock"));
+        let _ = std::fs::rename(lock.lock_path(), aside);
     }
     if lock.held() {
         return Err(lock_held(lock.lock_path()));

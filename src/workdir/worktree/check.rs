@@ -420,11 +420,14 @@ pub(super) fn untracked_inside(
 /// How far back [`left_behind`] looks for an update the cut interrupted.
 const LEFT_BEHIND_DEPTH: usize = 32;
 
-/// Files an update the cut interrupted left on disk: paths that one of the
-/// head's last [`LEFT_BEHIND_DEPTH`] first-parent ancestors tracks and the
-/// head does not, still on disk (a file that became a directory, or a
-/// deleted one, whose removal the cut undid). Each is a removal, saved in
-/// the rescue first like every other difference.
+/// Files an update the cut interrupted left on disk: a path that a commit
+/// the run moved from tracked (the parent of the head, and on up while the
+/// commit above is a step of a run, at most [`LEFT_BEHIND_DEPTH`]) and the
+/// head does not, whose file still holds that commit's version (a file
+/// that became a directory, or a deleted one, whose removal the cut
+/// undid). A file with any other content, or one a commit that is not a
+/// step stopped tracking (`git rm --cached`), is never listed: it is the
+/// user's. Each is a removal, saved in the rescue first by the caller.
 pub fn left_behind(
     repo: &Repository,
     head: &git2::Commit<'_>,
@@ -433,23 +436,32 @@ pub fn left_behind(
     let tree = head.tree()?;
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
-    let mut at = head.parent(0).ok();
+    let mut child = head.clone();
     for _ in 0..LEFT_BEHIND_DEPTH {
-        let Some(c) = at else { break };
+        let is_step = child
+            .message()
+            .is_ok_and(|m| crate::history::receipt::parse(m).is_ok());
+        let Some(c) = is_step.then(|| child.parent(0).ok()).flatten() else {
+            break;
+        };
         for ch in crate::git::tree_changes(repo, Some(&c.tree()?), Some(&tree))? {
-            if ch.new.is_some() || !seen.insert(ch.path.clone()) {
+            if ch.new.is_some() || ch.old.is_none() || !seen.insert(ch.path.clone()) {
                 continue;
             }
-            if let Some((bytes, mode)) = on_disk(workdir, &ch.path)? {
-                let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)?;
+            // Cheap first: nothing there, or a directory.
+            if disk_mode(workdir, &ch.path)?.is_none() {
+                continue;
+            }
+            let disk = on_disk(workdir, &ch.path)?;
+            if same(repo, &ch.path, &disk, &ch.old)? {
                 out.push(Change {
                     path: ch.path,
-                    old: Some(Entry { oid, mode }),
+                    old: ch.old,
                     new: None,
                 });
             }
         }
-        at = c.parent(0).ok();
+        child = c;
     }
     Ok(out)
 }

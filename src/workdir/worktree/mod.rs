@@ -311,7 +311,12 @@ pub fn update_keeping(
     };
     for c in changes.iter().filter(|c| c.new.is_none() && !kept(c)) {
         match found(repo, &workdir, c)? {
-            Found::New => continue,
+            Found::New => {
+                // Removed by a run the cut stopped: its directory still
+                // flushed before the index says so.
+                touch(&c.path);
+                continue;
+            }
             Found::Old => {}
             Found::Other => {
                 changed.push(c);
@@ -334,7 +339,28 @@ pub fn update_keeping(
         if kept(c) {
             let target = workdir.join(&c.path);
             let mut e = match fs::symlink_metadata(&target) {
-                Ok(meta) if holds_new(repo, c)? => entry(&c.path, new.oid, new.mode, &meta),
+                Ok(meta) if holds_new(repo, c)? => {
+                    // The agent wrote it, and may not have flushed it: its
+                    // bytes and name durable before the index says it is
+                    // clean (a cut would otherwise leave a torn file that
+                    // reads as an edit).
+                    if meta.is_file() {
+                        fs::File::open(&target)
+                            .and_then(|f| f.sync_all())
+                            .context(|| format!("cannot flush {}", target.display()))?;
+                    }
+                    touch(&c.path);
+                    if c.old.is_none() {
+                        // A new file, perhaps in directories the agent
+                        // made: their names too.
+                        let mut p = c.path.as_str();
+                        while let Some((up, _)) = p.rsplit_once('/') {
+                            touch(up);
+                            p = up;
+                        }
+                    }
+                    entry(&c.path, new.oid, new.mode, &meta)
+                }
                 // Edited again since it was recorded (or gone): no stat
                 // data, so git compares the content.
                 _ => IndexEntry {
@@ -360,7 +386,15 @@ pub fn update_keeping(
             Found::New => {
                 // Written before (a crashed update got this far): the index
                 // catches up.
-                let meta = fs::symlink_metadata(workdir.join(&c.path))?;
+                let target = workdir.join(&c.path);
+                let meta = fs::symlink_metadata(&target)?;
+                // Written by a run the cut stopped, perhaps never flushed.
+                if meta.is_file() {
+                    fs::File::open(&target)
+                        .and_then(|f| f.sync_all())
+                        .context(|| format!("cannot flush {}", target.display()))?;
+                }
+                touch(&c.path);
                 index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
                 continue;
             }

@@ -132,7 +132,7 @@ pub(super) fn write(
             // Its bytes durable before its name: a power cut after the
             // swap must not leave the new name over lost data while the
             // index (written after, and fsynced) names the new version.
-            f.sync_data().context(|| format!("cannot write {path}"))?;
+            f.sync_all().context(|| format!("cannot write {path}"))?;
             tmp.into_temp_path()
                 .keep()
                 .map_err(|e| e.error)

@@ -100,6 +100,7 @@ fn record(env: &Env) -> Result<(Scratch, std::path::PathBuf, Record, Fingerprint
         .arg(format!("trace={}", calls.join(",")))
         .arg("-o")
         .arg(&trace_file)
+        .current_dir(&s.root)
         .arg("--")
         .arg(inner.get_program())
         .args(inner.get_args());
@@ -120,7 +121,7 @@ fn record(env: &Env) -> Result<(Scratch, std::path::PathBuf, Record, Fingerprint
     let text = std::fs::read(&trace_file)
         .map_err(|e| Error::local(format!("cannot read strace's record: {e}")))?;
     let calls = trace::parse(&String::from_utf8_lossy(&text))?;
-    let rec = Record::build(&s.root, before, &calls)?;
+    let rec = Record::build(&s.root, &s.root, before, &calls)?;
     if let Some(diff) = rec.after().differs_from_disk(&s.root)? {
         return Err(Error::program(format!(
             "the record of the run does not replay to the disk the run left ({diff}): no crash state built from it could be trusted"
@@ -261,7 +262,11 @@ pub fn run(
     if ids.is_empty() {
         return Err(Error::input("the plan holds no steps"));
     }
-    let (_scratch, _dir, rec, reference) = record(env)?;
+    let (scratch, _dir, rec, reference) = record(env)?;
+    // The record is in memory: the recorded root goes now, so a state
+    // that still named it (a path the root's replacement missed) fails
+    // loudly instead of writing into it.
+    drop(scratch);
     let (states, cuts) = states(&rec, opts);
     let total = states.len();
     let next = AtomicUsize::new(0);
@@ -299,7 +304,7 @@ pub fn run(
             syncs: rec
                 .ops
                 .iter()
-                .filter(|o| matches!(o, model::Op::Sync { .. }))
+                .filter(|o| matches!(o, model::Op::Sync { .. } | model::Op::SyncAll))
                 .count(),
             cut_points: rec.cut_points().len(),
             cuts,

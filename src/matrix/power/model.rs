@@ -350,7 +350,7 @@ mod tests {
             .collect();
         let calls = trace::parse(&text).unwrap();
         let before = Fs::snapshot(&root).unwrap();
-        let rec = Record::build(&root, before, &calls).unwrap();
+        let rec = Record::build(&root, &root, before, &calls).unwrap();
         (dir, rec)
     }
 

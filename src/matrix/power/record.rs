@@ -25,8 +25,9 @@ struct Ofd {
 
 impl Record {
     /// Turn the calls of a run into operations on the files under `root`,
-    /// starting from `before` (the snapshot taken before the run).
-    pub fn build(root: &Path, before: Fs, calls: &[Call]) -> Result<Record> {
+    /// starting from `before` (the snapshot taken before the run); the run
+    /// started in the directory `start`.
+    pub fn build(root: &Path, start: &Path, before: Fs, calls: &[Call]) -> Result<Record> {
         let mut live = before.clone();
         let mut kinds: Vec<Node> = before
             .nodes
@@ -46,6 +47,8 @@ impl Record {
         let mut table_of: HashMap<u32, usize> = HashMap::new();
         let mut tables: Vec<HashMap<i32, usize>> = Vec::new();
         let mut ofds: Vec<Ofd> = Vec::new();
+        // Working directories, for paths given relative to them.
+        let mut cwds: HashMap<u32, PathBuf> = HashMap::new();
         let under = |p: &Path| p.starts_with(root);
         for c in calls {
             let bad = |why: &str| {
@@ -59,9 +62,54 @@ impl Record {
                 continue;
             }
             let a = |i: usize| c.args.get(i).map(String::as_str).unwrap_or("");
-            let fd_ofd = |tables: &Vec<HashMap<i32, usize>>, arg: &str| -> Option<usize> {
-                let (n, _) = trace::fd(arg)?;
-                tables[t].get(&n).copied()
+            let cwd = cwds
+                .get(&c.pid)
+                .cloned()
+                .unwrap_or_else(|| start.to_path_buf());
+            // The open file description a descriptor argument names. strace's
+            // annotation (the path the kernel has for it now) is the truth:
+            // a descriptor on something outside the root (a pipe reusing a
+            // closed file's number, say) is not ours; one on a file under
+            // the root that the tables do not know is an error, never a
+            // silent skip.
+            let fd_ofd = |tables: &Vec<HashMap<i32, usize>>,
+                          ofds: &Vec<Ofd>,
+                          live: &Fs,
+                          arg: &str|
+             -> Result<Option<usize>> {
+                let Some((n, annot)) = trace::fd(arg) else {
+                    return Ok(None);
+                };
+                let mine = tables[t].get(&n).copied();
+                let Some(p) = annot.map(|p| normal(&p)) else {
+                    // Deleted, or unnamed: the tables' word.
+                    return Ok(mine);
+                };
+                if !under(&p) {
+                    return Ok(None);
+                }
+                let Some(&ino) = live.names.get(&p) else {
+                    return Err(bad(&format!(
+                        "descriptor {n} names {}, which the record does not know",
+                        p.display()
+                    )));
+                };
+                if let Some(o) = mine.filter(|&o| ofds[o].ino == ino) {
+                    return Ok(Some(o));
+                }
+                // Inherited through a vfork whose lines strace printed
+                // before the parent's, or a thread's: any table's.
+                if let Some(o) = tables
+                    .iter()
+                    .filter_map(|tb| tb.get(&n).copied())
+                    .find(|&o| ofds[o].ino == ino)
+                {
+                    return Ok(Some(o));
+                }
+                Err(bad(&format!(
+                    "descriptor {n} names {}, but the record lost track of how it was opened",
+                    p.display()
+                )))
             };
             let new_ino = |kinds: &mut Vec<Node>, data: Data, mode: u32| -> usize {
                 kinds.push(Node { data, mode });
@@ -78,6 +126,17 @@ impl Record {
                         tables.len() - 1
                     };
                     table_of.insert(child, table);
+                    cwds.insert(child, cwd.clone());
+                }
+                "chdir" => {
+                    if let Some(p) = trace::path_at(&cwd, None, a(0)) {
+                        cwds.insert(c.pid, normal(&p));
+                    }
+                }
+                "fchdir" => {
+                    if let Some((_, Some(p))) = trace::fd(a(0)) {
+                        cwds.insert(c.pid, p);
+                    }
                 }
                 "open" | "openat" | "creat" => {
                     let (dirfd, p, flags) = match c.name.as_str() {
@@ -85,11 +144,18 @@ impl Record {
                         "open" => (None, a(0), a(1)),
                         _ => (None, a(0), "O_CREAT|O_WRONLY|O_TRUNC"),
                     };
-                    let Some(path) = trace::path_at(dirfd, p).map(|p| normal(&p)) else {
-                        continue;
-                    };
                     let fdn = c.ret as i32;
                     tables[t].remove(&fdn);
+                    // The kernel's resolution of the path (symlinks
+                    // followed), as strace names the new descriptor.
+                    let Some(path) = c
+                        .ret_path
+                        .clone()
+                        .or_else(|| trace::path_at(&cwd, dirfd, p))
+                        .map(|p| normal(&p))
+                    else {
+                        continue;
+                    };
                     if !under(&path) {
                         continue;
                     }
@@ -98,9 +164,12 @@ impl Record {
                         None if flags.contains("O_CREAT") => {
                             // The mode as a 022 umask leaves it: what a
                             // crash state needs of it is the x bit.
-                            let mode = trace::int(a(if dirfd.is_some() { 3 } else { 2 }))
-                                .unwrap_or(0o644) as u32
-                                & 0o755;
+                            let at = match c.name.as_str() {
+                                "openat" => 3,
+                                "open" => 2,
+                                _ => 1,
+                            };
+                            let mode = trace::int(a(at)).unwrap_or(0o644) as u32 & 0o755;
                             let i = new_ino(&mut kinds, Data::File(Vec::new()), mode);
                             names.insert(i, path.clone());
                             emit(
@@ -139,19 +208,19 @@ impl Record {
                     if c.name == "fcntl" && !a(1).starts_with("F_DUPFD") {
                         continue;
                     }
-                    if let Some(o) = fd_ofd(&tables, a(0)) {
+                    if let Some(o) = fd_ofd(&tables, &ofds, &live, a(0))? {
                         tables[t].insert(c.ret as i32, o);
                     } else {
                         tables[t].remove(&(c.ret as i32));
                     }
                 }
                 "lseek" => {
-                    if let Some(o) = fd_ofd(&tables, a(0)) {
+                    if let Some(o) = fd_ofd(&tables, &ofds, &live, a(0))? {
                         ofds[o].pos = c.ret as u64;
                     }
                 }
                 "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => {
-                    let Some(o) = fd_ofd(&tables, a(0)) else {
+                    let Some(o) = fd_ofd(&tables, &ofds, &live, a(0))? else {
                         continue;
                     };
                     let data = if c.name.contains('v') {
@@ -187,7 +256,7 @@ impl Record {
                     );
                 }
                 "ftruncate" => {
-                    if let Some(o) = fd_ofd(&tables, a(0)) {
+                    if let Some(o) = fd_ofd(&tables, &ofds, &live, a(0))? {
                         let len = trace::int(a(1)).ok_or_else(|| bad("no length"))? as u64;
                         emit(
                             Op::Truncate {
@@ -201,7 +270,7 @@ impl Record {
                     }
                 }
                 "truncate" => {
-                    if let Some(p) = trace::path_at(None, a(0))
+                    if let Some(p) = trace::path_at(&cwd, None, a(0))
                         .map(|p| normal(&p))
                         .filter(|p| under(p))
                     {
@@ -211,14 +280,14 @@ impl Record {
                     }
                 }
                 "fsync" | "fdatasync" => {
-                    if let Some(o) = fd_ofd(&tables, a(0)) {
+                    if let Some(o) = fd_ofd(&tables, &ofds, &live, a(0))? {
                         emit(Op::Sync { ino: ofds[o].ino }, &mut live, &mut ops, &kinds);
                     }
                 }
                 "sync" | "syncfs" => emit(Op::SyncAll, &mut live, &mut ops, &kinds),
                 "chmod" | "fchmodat" | "fchmod" => {
                     let (ino, mode) = if c.name == "fchmod" {
-                        let Some(o) = fd_ofd(&tables, a(0)) else {
+                        let Some(o) = fd_ofd(&tables, &ofds, &live, a(0))? else {
                             continue;
                         };
                         (ofds[o].ino, trace::int(a(1)))
@@ -228,7 +297,7 @@ impl Record {
                         } else {
                             (Some(a(0)), a(1), a(2))
                         };
-                        let Some(path) = trace::path_at(dirfd, p)
+                        let Some(path) = trace::path_at(&cwd, dirfd, p)
                             .map(|p| normal(&p))
                             .filter(|p| under(p))
                         else {
@@ -244,21 +313,23 @@ impl Record {
                 }
                 "mkdir" | "mkdirat" | "symlink" | "symlinkat" | "link" | "linkat" => {
                     let (path, node) = match c.name.as_str() {
-                        "mkdir" => (trace::path_at(None, a(0)), None),
-                        "mkdirat" => (trace::path_at(Some(a(0)), a(1)), None),
-                        "symlink" => (trace::path_at(None, a(1)), trace::string(a(0))),
-                        "symlinkat" => (trace::path_at(Some(a(1)), a(2)), trace::string(a(0))),
-                        "link" => (trace::path_at(None, a(1)), None),
-                        _ => (trace::path_at(Some(a(2)), a(3)), None),
+                        "mkdir" => (trace::path_at(&cwd, None, a(0)), None),
+                        "mkdirat" => (trace::path_at(&cwd, Some(a(0)), a(1)), None),
+                        "symlink" => (trace::path_at(&cwd, None, a(1)), trace::string(a(0))),
+                        "symlinkat" => {
+                            (trace::path_at(&cwd, Some(a(1)), a(2)), trace::string(a(0)))
+                        }
+                        "link" => (trace::path_at(&cwd, None, a(1)), None),
+                        _ => (trace::path_at(&cwd, Some(a(2)), a(3)), None),
                     };
                     let Some(path) = path.map(|p| normal(&p)).filter(|p| under(p)) else {
                         continue;
                     };
                     let ino = if c.name.starts_with("link") {
                         let src = if c.name == "link" {
-                            trace::path_at(None, a(0))
+                            trace::path_at(&cwd, None, a(0))
                         } else {
-                            trace::path_at(Some(a(0)), a(1))
+                            trace::path_at(&cwd, Some(a(0)), a(1))
                         }
                         .map(|p| normal(&p));
                         let src = src.ok_or_else(|| bad("no source"))?;
@@ -279,8 +350,8 @@ impl Record {
                 }
                 "unlink" | "unlinkat" | "rmdir" => {
                     let path = match c.name.as_str() {
-                        "unlinkat" => trace::path_at(Some(a(0)), a(1)),
-                        _ => trace::path_at(None, a(0)),
+                        "unlinkat" => trace::path_at(&cwd, Some(a(0)), a(1)),
+                        _ => trace::path_at(&cwd, None, a(0)),
                     };
                     let Some(path) = path.map(|p| normal(&p)).filter(|p| under(p)) else {
                         continue;
@@ -290,11 +361,14 @@ impl Record {
                 }
                 "rename" | "renameat" | "renameat2" => {
                     let (from, to) = if c.name == "rename" {
-                        (trace::path_at(None, a(0)), trace::path_at(None, a(1)))
+                        (
+                            trace::path_at(&cwd, None, a(0)),
+                            trace::path_at(&cwd, None, a(1)),
+                        )
                     } else {
                         (
-                            trace::path_at(Some(a(0)), a(1)),
-                            trace::path_at(Some(a(2)), a(3)),
+                            trace::path_at(&cwd, Some(a(0)), a(1)),
+                            trace::path_at(&cwd, Some(a(2)), a(3)),
                         )
                     };
                     let (Some(from), Some(to)) = (from.map(|p| normal(&p)), to.map(|p| normal(&p)))

@@ -53,6 +53,8 @@ pub const CALLS: &[&str] = &[
     "clone3",
     "fork",
     "vfork",
+    "chdir",
+    "fchdir",
     "mmap",
     "fallocate",
     "copy_file_range",
@@ -70,6 +72,9 @@ pub struct Call {
     pub args: Vec<String>,
     /// The return value (negative: failed).
     pub ret: i64,
+    /// A returned descriptor's path as strace names it (symlinks
+    /// followed), when it has one.
+    pub ret_path: Option<PathBuf>,
     /// The line, for errors.
     pub line: usize,
 }
@@ -109,10 +114,7 @@ pub fn parse(text: &str) -> Result<Vec<Call>> {
         } else {
             rest.to_string()
         };
-        // A call that never returned (the process was killed in it).
-        if text.ends_with("= ?") {
-            continue;
-        }
+
         let open = text.find('(').ok_or_else(|| bad("no call"))?;
         let name = text[..open].to_string();
         // strace pads before ` = ` to align return values.
@@ -122,6 +124,12 @@ pub fn parse(text: &str) -> Result<Vec<Call>> {
             return Err(bad("no return value"));
         }
         let ret_text = text[eq + 3..].split_whitespace().next().unwrap_or("");
+        // `= ?`, `= ? <unavailable>`, `= ? ERESTARTSYS …`: a call that never
+        // returned (its process was killed in it) or is restarted (and
+        // recorded again when it finishes).
+        if ret_text == "?" {
+            continue;
+        }
         // `= 3<\x2f…>`: the descriptor's path follows the number.
         let ret_num = ret_text.split('<').next().unwrap_or("");
         let ret = if let Some(hex) = ret_num.strip_prefix("0x") {
@@ -132,11 +140,16 @@ pub fn parse(text: &str) -> Result<Vec<Call>> {
                 .map_err(|_| bad("bad return value"))?
         };
         let args = split_args(&text[open + 1..close]);
+        let ret_path = ret_text
+            .split_once('<')
+            .and_then(|_| fd(ret_text))
+            .and_then(|(_, p)| p);
         out.push(Call {
             pid,
             name,
             args,
             ret,
+            ret_path,
             line,
         });
     }
@@ -230,14 +243,19 @@ pub fn fd(arg: &str) -> Option<(i32, Option<PathBuf>)> {
     Some((num, path))
 }
 
-/// A path argument relative to a directory descriptor argument.
-pub fn path_at(dirfd: Option<&str>, arg: &str) -> Option<PathBuf> {
+/// A path argument: absolute, relative to a directory descriptor argument
+/// (as strace names it), else relative to the process's working directory
+/// `cwd`.
+pub fn path_at(cwd: &std::path::Path, dirfd: Option<&str>, arg: &str) -> Option<PathBuf> {
     let p = os(string(arg)?);
     if p.is_absolute() {
         return Some(p);
     }
-    let base = fd(dirfd?)?.1?;
-    Some(base.join(p))
+    match dirfd.map(fd) {
+        Some(Some((_, Some(base)))) => Some(base.join(p)),
+        Some(Some((libc::AT_FDCWD, None))) | None => Some(cwd.join(p)),
+        _ => None,
+    }
 }
 
 /// An integer argument (decimal, octal `0644`, or hex).
@@ -284,6 +302,8 @@ mod tests {
              12  fsync(3<{}>) = 0\n\
              13  <... writev resumed>)      = 3\n\
              12  unlink(\"{}\") = -1 ENOENT (No such file or directory)\n\
+             14  exit_group(0 <unfinished ...>\n\
+             15  read(3, <unfinished ...>) = ? <unavailable>\n\
              12  +++ exited with 0 +++\n",
             hex("/r"),
             hex("/r/a"),
@@ -300,8 +320,14 @@ mod tests {
         let names: Vec<_> = calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["openat", "write", "fsync", "writev", "unlink"]);
         assert_eq!(calls[0].ret, 3);
+        assert_eq!(calls[0].ret_path, Some(PathBuf::from("/r/a")));
         assert_eq!(
-            path_at(Some(&calls[0].args[0]), &calls[0].args[1]).unwrap(),
+            path_at(
+                std::path::Path::new("/x"),
+                Some(&calls[0].args[0]),
+                &calls[0].args[1]
+            )
+            .unwrap(),
             PathBuf::from("/r/a")
         );
         assert_eq!(string(&calls[1].args[1]).unwrap(), b"a,b");
@@ -312,6 +338,12 @@ mod tests {
         assert_eq!(iovec(&calls[3].args[1]).unwrap(), b"xyz");
         assert_eq!(calls[4].ret, -1);
         assert_eq!(int("0666"), Some(0o666));
+        // Relative to the working directory without a directory argument.
+        let rel = format!("\"{}\"", hex("b/c"));
+        assert_eq!(
+            path_at(std::path::Path::new("/w"), None, &rel).unwrap(),
+            PathBuf::from("/w/b/c")
+        );
     }
 
     #[test]

@@ -180,3 +180,122 @@ fn power_loss_options_need_power_loss() {
     t.steps(&["crashtest", "--model", "posix", plan.to_str().unwrap()])
         .code_is(2);
 }
+
+/// The order a power cut needs, read from the system calls themselves: a
+/// worktree file's bytes are flushed before its rename into place, and its
+/// directory before the index that names the new version; for `record`,
+/// the agent's own file is flushed before the index says it is clean.
+/// (Without it the sweep finds a box holding an empty file under an index
+/// that names the step's version: refused as the user's edit.)
+/// A line of `strace -f -o` (`PID  call(…`) that is this call.
+trait Call {
+    fn starts_with_call(&self, call: &str) -> bool;
+}
+
+impl Call for str {
+    fn starts_with_call(&self, call: &str) -> bool {
+        self.split_once(char::is_whitespace)
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(call))
+    }
+}
+
+#[test]
+fn worktree_bytes_and_names_are_durable_before_the_index_names_them() {
+    use std::process::Command;
+    let calls = |t: &TestRepo, args: &[&str], stdin: Option<&str>| -> Vec<String> {
+        let log = t.tmp.path().join("strace.log");
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-qq", "-y", "-o"])
+            .arg(&log)
+            .args(["-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link"])
+            .arg(env!("CARGO_BIN_EXE_git-steps"))
+            .args(args)
+            .current_dir(&t.work);
+        hermetic(&mut cmd, &t.home());
+        t.run_cmd(
+            cmd,
+            format!("strace git-steps {args:?}"),
+            stdin.map(str::as_bytes),
+        )
+        .ok();
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    // The first call after `from` that `pred` matches.
+    let first = |calls: &[String], from: usize, pred: &dyn Fn(&str) -> bool, what: &str| -> usize {
+        calls
+            .iter()
+            .skip(from)
+            .position(|l| pred(l))
+            .map(|i| i + from)
+            .unwrap_or_else(|| panic!("no {what} in:\n{}", calls.join("\n")))
+    };
+    let work = |t: &TestRepo| t.work.canonicalize().unwrap().display().to_string();
+
+    // apply: the staged file's flush, its swap into place, the worktree
+    // directory's flush, then the index.
+    let t = TestRepo::new();
+    let calls_apply = calls(
+        &t,
+        &["apply", "-"],
+        Some(&line(
+            serde_json::json!({"id": "s1", "files": {"f.txt": "one\n"}}),
+        )),
+    );
+    let w = work(&t);
+    let data = first(
+        &calls_apply,
+        0,
+        &|l| l.starts_with_call("fsync(") && l.contains(".git-steps-"),
+        "flush of the staged file",
+    );
+    let swap = first(
+        &calls_apply,
+        data,
+        &|l| l.contains("renameat2(") && l.contains(&format!("{w}/f.txt")),
+        "swap into place",
+    );
+    let dir = first(
+        &calls_apply,
+        swap,
+        &|l| l.starts_with_call("fsync(") && l.contains(&format!("<{w}>")),
+        "flush of the worktree directory",
+    );
+    let index = first(
+        &calls_apply,
+        swap,
+        &|l| (l.contains("rename(") || l.contains("link(")) && l.contains("index.lock"),
+        "index write",
+    );
+    // The index written after the swap comes after the directory's flush.
+    assert!(dir < index, "{data} {swap} {dir} {index}");
+
+    // record: the agent's file, written without a flush, is flushed (and
+    // its directory) before the index names it.
+    let t = TestRepo::new();
+    t.write("g.txt", "the agent's\n");
+    let calls_record = calls(&t, &["record", "--id", "r1"], None);
+    let w = work(&t);
+    let file = first(
+        &calls_record,
+        0,
+        &|l| l.starts_with_call("fsync(") && l.contains(&format!("{w}/g.txt")),
+        "flush of the agent's file",
+    );
+    let dir = first(
+        &calls_record,
+        file,
+        &|l| l.starts_with_call("fsync(") && l.contains(&format!("<{w}>")),
+        "flush of the worktree directory",
+    );
+    let index = first(
+        &calls_record,
+        file,
+        &|l| (l.contains("rename(") || l.contains("link(")) && l.contains("index.lock"),
+        "index write",
+    );
+    assert!(dir < index, "{file} {dir} {index}");
+}

@@ -531,9 +531,8 @@ fn judge(
     Ok(())
 }
 
-/// Run the whole matrix on `jobs` threads; `progress(done, total)` after each row.
-pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Matrix> {
-    crate::git::enable_fsync()?;
+/// The step ids of `env`'s plan, refused when it holds none.
+fn plan_ids(env: &Env) -> Result<Vec<String>> {
     let plan = Plan::open(env.plan.to_str().unwrap_or_default(), &std::env::temp_dir())?;
     let mut ids = Vec::new();
     for s in plan.steps()? {
@@ -542,12 +541,17 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
     if ids.is_empty() {
         return Err(Error::input("the plan holds no steps"));
     }
-    let reference = reference(env)?;
-    if env.runner == Runner::GitStepsUndo {
-        ids = in_place::undo_ids(&ids);
-    }
-    let cells = cells(env.runner, &ids, env.batch);
-    let total = cells.len();
+    Ok(ids)
+}
+
+/// `row(i)` for every i below `total` on `jobs` threads, in order;
+/// `progress(done, total)` after each.
+fn rows_on_threads(
+    total: usize,
+    jobs: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    row: &(dyn Fn(usize) -> Result<Row> + Sync),
+) -> Result<Vec<Row>> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<Row>>>> = Mutex::new((0..total).map(|_| None).collect());
@@ -558,7 +562,7 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
                 if i >= total {
                     break;
                 }
-                let r = run_cell(env, &cells[i], &reference);
+                let r = row(i);
                 results.lock().expect("no worker panics while holding it")[i] = Some(r);
                 progress(done.fetch_add(1, Ordering::SeqCst) + 1, total);
             });
@@ -566,8 +570,23 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
     });
     let mut rows = Vec::with_capacity(total);
     for r in results.into_inner().expect("workers are done") {
-        rows.push(r.expect("every cell ran")?);
+        rows.push(r.expect("every row ran")?);
     }
+    Ok(rows)
+}
+
+/// Run the whole matrix on `jobs` threads; `progress(done, total)` after each row.
+pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Matrix> {
+    crate::git::enable_fsync()?;
+    let mut ids = plan_ids(env)?;
+    let reference = reference(env)?;
+    if env.runner == Runner::GitStepsUndo {
+        ids = in_place::undo_ids(&ids);
+    }
+    let cells = cells(env.runner, &ids, env.batch);
+    let rows = rows_on_threads(cells.len(), jobs, progress, &|i| {
+        run_cell(env, &cells[i], &reference)
+    })?;
     Ok(Matrix {
         runner: env.runner,
         reference,

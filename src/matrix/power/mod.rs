@@ -20,8 +20,6 @@ pub mod trace;
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use serde::Serialize;
 
@@ -29,8 +27,8 @@ pub use model::{Model, Record, Rng};
 
 use super::boxes::{self, command, new_box, output, scratch, scratch_dir, Env, Scratch};
 use super::{
-    durable_fingerprints, error_line, judge, BoxMode, Fingerprints, Matrix, Row, Summary, Verdict,
-    UNARMED,
+    durable_fingerprints, error_line, judge, plan_ids, rows_on_threads, BoxMode, Fingerprints,
+    Matrix, Row, Summary, Verdict, UNARMED,
 };
 use crate::error::{Error, Result};
 
@@ -251,44 +249,16 @@ pub fn run(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Matrix> {
     crate::git::enable_fsync()?;
-    let plan = crate::plan::reader::Plan::open(
-        env.plan.to_str().unwrap_or_default(),
-        &std::env::temp_dir(),
-    )?;
-    let mut ids = Vec::new();
-    for s in plan.steps()? {
-        ids.push(s?.id);
-    }
-    if ids.is_empty() {
-        return Err(Error::input("the plan holds no steps"));
-    }
+    let ids = plan_ids(env)?;
     let (scratch, _dir, rec, reference) = record(env)?;
     // The record is in memory: the recorded root goes now, so a state
     // that still named it (a path the root's replacement missed) fails
     // loudly instead of writing into it.
     drop(scratch);
     let (states, cuts) = states(&rec, opts);
-    let total = states.len();
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Row>>>> = Mutex::new((0..total).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= total {
-                    break;
-                }
-                let r = resume(env, opts, &rec, &ids, &states[i], &reference);
-                results.lock().expect("no worker panics while holding it")[i] = Some(r);
-                progress(done.fetch_add(1, Ordering::SeqCst) + 1, total);
-            });
-        }
-    });
-    let mut rows = Vec::with_capacity(total);
-    for r in results.into_inner().expect("workers are done") {
-        rows.push(r.expect("every state ran")?);
-    }
+    let rows = rows_on_threads(states.len(), jobs, progress, &|i| {
+        resume(env, opts, &rec, &ids, &states[i], &reference)
+    })?;
     let per_model = opts
         .models
         .iter()

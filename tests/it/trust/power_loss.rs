@@ -299,3 +299,51 @@ fn worktree_bytes_and_names_are_durable_before_the_index_names_them() {
     );
     assert!(dir < index, "{file} {dir} {index}");
 }
+
+/// A ref lock a cut left (dated before this boot) is moved aside and the
+/// run goes on; the same lock dated now is another writer's and is never
+/// touched.
+#[test]
+fn a_lock_from_before_this_boot_is_moved_aside_and_one_from_now_is_not() {
+    let t = TestRepo::new();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}})),
+    )
+    .ok();
+    let lock = t.work.join(".git/refs/heads/main.lock");
+    let step2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    // Now: another writer's.
+    std::fs::write(&lock, "0000000000000000000000000000000000000000\n").unwrap();
+    let r = t.steps_stdin(&["apply", "-"], &step2);
+    assert_ne!(r.code(), Some(0), "{}", r.stderr());
+    assert!(lock.exists());
+    // Before the boot (as every file is after a power cut).
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let btime: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let before = std::time::UNIX_EPOCH + std::time::Duration::from_secs(btime - 60);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(before)
+        .unwrap();
+    let r = t.steps_stdin(&["apply", "-"], &step2).ok();
+    assert!(r.stderr().contains("predates this boot"), "{}", r.stderr());
+    assert!(!lock.exists());
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+    let kept: Vec<_> = std::fs::read_dir(t.work.join(".git/steps/torn"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        kept.iter().any(|k| k.starts_with("refs_heads_main.lock.")),
+        "{kept:?}"
+    );
+}

@@ -7,8 +7,10 @@
 #      ratio to the file's size, next to `git add` of it.
 #   1. pushed steps: a 200-step unified-diff plan pushed step by step to a
 #      local bare remote, vs a git CLI loop (git apply --index, git commit
-#      with the Step-Id trailer, git push); the fsync floor of this disk and
-#      the fsyncs git-steps spends per step; and `apply --batch 10`.
+#      with the Step-Id trailer, git push), as git runs it and at equal
+#      durability (core.fsync=all, core.fsyncMethod=fsync); the fsync floor
+#      of this disk; the flushes and system calls git-steps spends per step
+#      (strace -c); and `apply --batch 10`.
 #   2. resume on a long run (STEPS_HISTORY, default 100000 receipts, made
 #      with git fast-import, on a bare remote): `status` and a one-step
 #      `apply` vs `git log --format='%(trailers:key=Step-Id,valueonly)'`;
@@ -123,10 +125,22 @@ for i in range(1, 201):
     open(f"{work}/p{i}.diff", "w").write(p)
 open(f"{work}/plan200.jsonl", "w").write("\n".join(lines) + "\n")
 PY
-# Five alternating rounds of git-steps and the git CLI loop, each on a new
-# box and remote: the loop's own time varies a lot on a shared machine, so
-# the figure is the median of the rounds' ratios, with their spread.
-ours_runs=(); loop_runs=(); ratios=()
+# Five alternating rounds of git-steps and two git CLI loops, each on a new
+# box and remote: the loop as git runs it by default (it flushes nothing)
+# and the same loop at equal durability (`core.fsync=all`,
+# `core.fsyncMethod=fsync`: every object, ref and index flushed, as a
+# pushed step must be). The loops' own time varies a lot on a shared
+# machine, so each figure is the median of the rounds' ratios, with their
+# spread.
+loop() { # loop <dir> <git options...>
+  local d=$1; shift
+  for i in $(seq 1 200); do
+    git "$@" -C "$d" apply --index "$work/p$i.diff"
+    git "$@" -C "$d" commit -q -m "step s$i" --trailer "Step-Id: s$i"
+    git "$@" -C "$d" push -q origin main
+  done
+}
+ours_runs=(); loop_runs=(); dloop_runs=(); ratios=(); dratios=()
 for r in 1 2 3 4 5; do
   git init -q --bare -b main "$work/r1-$r.git"
   git init -q -b main "$work/w1-$r"
@@ -136,20 +150,23 @@ for r in 1 2 3 4 5; do
   git init -q --bare -b main "$work/r2-$r.git"
   git init -q -b main "$work/w2-$r"
   git -C "$work/w2-$r" remote add origin "$work/r2-$r.git"
-  t0=$(now_ns)
-  for i in $(seq 1 200); do
-    git -C "$work/w2-$r" apply --index "$work/p$i.diff"
-    git -C "$work/w2-$r" commit -q -m "step s$i" --trailer "Step-Id: s$i"
-    git -C "$work/w2-$r" push -q origin main
-  done
-  t1=$(now_ns)
+  t0=$(now_ns); loop "$work/w2-$r"; t1=$(now_ns)
   l=$(ms "$t0" "$t1")
-  ours_runs+=("$o"); loop_runs+=("$l"); ratios+=("$(ratio "$l" "$o")")
+  git init -q --bare -b main "$work/r5-$r.git"
+  git -C "$work/r5-$r.git" config core.fsync all
+  git -C "$work/r5-$r.git" config core.fsyncMethod fsync
+  git init -q -b main "$work/w5-$r"
+  git -C "$work/w5-$r" remote add origin "$work/r5-$r.git"
+  t0=$(now_ns); loop "$work/w5-$r" -c core.fsync=all -c core.fsyncMethod=fsync; t1=$(now_ns)
+  dl=$(ms "$t0" "$t1")
+  ours_runs+=("$o"); loop_runs+=("$l"); dloop_runs+=("$dl")
+  ratios+=("$(ratio "$l" "$o")"); dratios+=("$(ratio "$dl" "$o")")
 done
 med5() { printf '%s\n' "$@" | sort -g | sed -n 3p; }
-ours=$(med5 "${ours_runs[@]}"); loop=$(med5 "${loop_runs[@]}")
-speedup=$(med5 "${ratios[@]}")
-spread="$(printf '%s\n' "${ratios[@]}" | sort -g | head -1)-$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)"
+spread5() { echo "$(printf '%s\n' "$@" | sort -g | head -1)-$(printf '%s\n' "$@" | sort -g | tail -1)"; }
+ours=$(med5 "${ours_runs[@]}"); loop=$(med5 "${loop_runs[@]}"); dloop=$(med5 "${dloop_runs[@]}")
+speedup=$(med5 "${ratios[@]}"); spread=$(spread5 "${ratios[@]}")
+dspeedup=$(med5 "${dratios[@]}"); dspread=$(spread5 "${dratios[@]}")
 
 # The same plan with group commit (issue 16): ten steps per push.
 git init -q --bare -b main "$work/r1b.git"
@@ -194,20 +211,28 @@ fi
 git init -q --bare -b main "$work/r3.git"
 git init -q -b main "$work/w3"
 "$bin" -q -C "$work/w3" init --branch main --remote "$work/r3.git" >/dev/null
-fsyncs="n/a (strace not installed)"
+# Every system call of the 200 steps, counted by strace (-f: libgit2's and
+# any child's too), per step; flushes are fsync, fdatasync, syncfs and sync.
+fsyncs="n/a (strace not installed)"; calls="n/a"; top=""
 if command -v strace >/dev/null; then
-  strace -f -c -e trace=fsync,fdatasync -o "$work/strace.txt" "$bin" -q -C "$work/w3" apply "$work/plan200.jsonl" >/dev/null
-  fsyncs=$(awk '/fsync|fdatasync/{n+=$4} END{printf "%.1f", n/200}' "$work/strace.txt")
+  strace -f -c -o "$work/strace.txt" "$bin" -q -C "$work/w3" apply "$work/plan200.jsonl" >/dev/null
+  fsyncs=$(awk '$NF ~ /^(fsync|fdatasync|syncfs|sync)$/ {n+=$4} END{printf "%.2f", n/200}' "$work/strace.txt")
+  calls=$(awk '$4 ~ /^[0-9]+$/ && $NF != "total" {n+=$4} END{printf "%.0f", n/200}' "$work/strace.txt")
+  top=$(awk '$4 ~ /^[0-9]+$/ && $NF != "total" {printf "%s %.1f\n", $NF, $4/200}' "$work/strace.txt" | sort -k2 -g -r | head -12 | awk '{printf "%s%s %s", (NR>1?", ":""), $1, $2}')
 fi
 echo
 echo "1. pushed steps (200-step unified-diff plan, local bare remote)"
 echo "   git-steps (median of 5):   $(per "$ours" 200) ms/step  (rounds: ${ours_runs[*]} ms)"
-echo "   git CLI loop (median of 5): $(per "$loop" 200) ms/step  (rounds: ${loop_runs[*]} ms)"
-echo "   speed-up, median of the 5 rounds' ratios: ${speedup}x, spread ${spread}x   (target: >= 10x)"
-echo "   git-steps apply --batch 10: $(per "$batched" 200) ms/step  ($(ratio "$loop" "$batched")x the loop; group commit, not the one-push-per-step figure)"
+echo "   git CLI loop, core.fsync=all core.fsyncMethod=fsync (median of 5): $(per "$dloop" 200) ms/step  (rounds: ${dloop_runs[*]} ms)"
+echo "   git CLI loop as git runs it, no flushes (median of 5): $(per "$loop" 200) ms/step  (rounds: ${loop_runs[*]} ms)"
+echo "   speed-up vs the loop at equal durability, median of the 5 rounds' ratios: ${dspeedup}x, spread ${dspread}x   (target: >= 10x)"
+echo "   speed-up vs the loop without flushes: ${speedup}x, spread ${spread}x"
+echo "   git-steps apply --batch 10: $(per "$batched" 200) ms/step  ($(ratio "$dloop" "$batched")x the equal-durability loop; group commit, not the one-push-per-step figure)"
 echo "   fsync floor on this disk:  one fsync $(echo "$floor" | cut -d' ' -f1) ms; write+fsync+rename+dir fsync $(echo "$floor" | cut -d' ' -f2) ms"
-echo "   fsyncs per step:           $fsyncs"
-echo "   git-steps, fsync a no-op:   $nofsync ms/step (median of 3; the floor under the flushes, not a mode git-steps has)"
+echo "   flushes per step:          $fsyncs   (target: <= 4)"
+echo "   system calls per step:     $calls   (target: <= 150)"
+echo "   per step, most frequent:   $top"
+echo "   git-steps, fsync a no-op:   $nofsync ms/step (median of 3; fsync and fdatasync shimmed away, the step's one syncfs is a raw system call and stays; not a mode git-steps has)"
 # BENCH_ONLY_PUSH=1: this section alone (a minute, for a quiet moment).
 [ -z "${BENCH_ONLY_PUSH:-}" ] || exit 0
 

@@ -121,6 +121,11 @@ pub const MATRIX_LATE: Key = key(
     "Internal: set by the crash matrix for its replaying decider.",
 );
 
+pub const BOOT_ID: Key = key(
+    "GIT_STEPS_BOOT_ID",
+    "Internal: this boot's identity instead of the kernel's boot id; crashtest --power-loss resumes its states as after a reboot.",
+);
+
 /// The ENVIRONMENT section.
 pub const ENVIRONMENT: &[Key] = &[
     CRASH,
@@ -133,6 +138,7 @@ pub const ENVIRONMENT: &[Key] = &[
     MATRIX_REMOTE,
     MATRIX_LATE,
     NET_RELAY,
+    BOOT_ID,
 ];
 
 /// The variables that tune the network, resolved once per process from

@@ -20,7 +20,7 @@
 //! box's worktree and index), `run/` (sessions, the plan loop and the
 //! agent loop), `crash/` (crash points), `matrix/` (the crash matrix, which
 //! drives the binary), `cli/`, and at
-//! the top level [`error`], [`keys`], [`git`], [`sign`], [`lock`] and
+//! the top level [`error`], [`keys`], [`git`], [`sign`], [`lock`], [`flush`] and
 //! [`settings`].
 //!
 //! Every module uses only the modules listed before it here, and its own
@@ -29,54 +29,55 @@
 //!
 //! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
 //! 2. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
-//! 3. [`git`]: git primitives (libgit2 set up once with fsync and its TCP
+//! 3. [`git`]: git primitives (libgit2 set up once with its TCP
 //!    stream, certificates, signature, short ids, hex, tree modes and tree
 //!    changes);
 //! 4. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
 //! 5. [`crash`]: named crash points at every write boundary;
 //! 6. [`progress`]: long work reported to a front end (bars on a terminal);
 //! 7. [`lock`]: one runner per repository, git-style lock files;
-//! 8. [`plan::path`]: the path rules every edit format obeys;
-//! 9. [`plan::formats`]: the edit formats, unified diffs among them;
-//! 10. [`plan::canonical`]: a JSON value's canonical form (RFC 8785), as a stream;
-//! 11. [`plan::inplace`]: a long plan line parsed inside its own buffer;
-//! 12. [`plan::step`]: one step object, validated, and its decision digest;
-//! 13. [`plan::reader`]: plans streamed from a file or stdin;
-//! 14. [`plan::schema`]: the step object's JSON schema, for programs that build steps;
-//! 15. [`tree::guard`]: the path rules applied to whole trees;
-//! 16. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
-//! 17. [`tree::fingerprint`]: artifact and history fingerprints;
-//! 18. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
-//! 19. [`tree::build`]: a step applied to a tree in the object database;
-//! 20. [`history::trailers`]: git's own trailer reader, ported;
-//! 21. [`history::receipt`]: the receipt trailer block, written and read;
-//! 22. [`history::packscan`]: a long run's commits read in bulk from the packs;
-//! 23. [`history::ledger`]: the history scan into the applied set;
-//! 24. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
-//! 25. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
-//! 26. [`history::cache`]: the receipt cache, a verified copy of the ledger;
-//! 27. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
-//! 28. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 29. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
-//! 30. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 31. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 32. [`sync::share`]: publishing and fetching the shared hunk cache;
-//! 33. [`sync::reconcile`]: bringing local and durable branches together;
-//! 34. [`run::decider`]: asking the external decider for the next step;
-//! 35. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 36. [`run::agreement`]: the plan against the history;
-//! 37. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 38. [`run::staging`]: the steps staged and not durable yet;
-//! 39. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 40. [`run::commit`]: one step's order of writes;
-//! 41. [`run::engine`]: the plan loop (`apply`);
-//! 42. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 43. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 44. [`run::undo`]: rewinding as a step (`undo`);
-//! 45. [`run::agent`]: the agent loop (`run --decider`);
-//! 46. [`run::inspect`]: status, log, verify, fingerprint;
-//! 47. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 48. [`cli`]: the command line and its rendering.
+//! 8. [`flush`]: what reaches the disk when: one syncfs per commit point, the boot epoch;
+//! 9. [`plan::path`]: the path rules every edit format obeys;
+//! 10. [`plan::formats`]: the edit formats, unified diffs among them;
+//! 11. [`plan::canonical`]: a JSON value's canonical form (RFC 8785), as a stream;
+//! 12. [`plan::inplace`]: a long plan line parsed inside its own buffer;
+//! 13. [`plan::step`]: one step object, validated, and its decision digest;
+//! 14. [`plan::reader`]: plans streamed from a file or stdin;
+//! 15. [`plan::schema`]: the step object's JSON schema, for programs that build steps;
+//! 16. [`tree::guard`]: the path rules applied to whole trees;
+//! 17. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
+//! 18. [`tree::fingerprint`]: artifact and history fingerprints;
+//! 19. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
+//! 20. [`tree::build`]: a step applied to a tree in the object database;
+//! 21. [`history::trailers`]: git's own trailer reader, ported;
+//! 22. [`history::receipt`]: the receipt trailer block, written and read;
+//! 23. [`history::packscan`]: a long run's commits read in bulk from the packs;
+//! 24. [`history::ledger`]: the history scan into the applied set;
+//! 25. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
+//! 26. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
+//! 27. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 28. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
+//! 29. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 30. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
+//! 31. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 32. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 33. [`sync::share`]: publishing and fetching the shared hunk cache;
+//! 34. [`sync::reconcile`]: bringing local and durable branches together;
+//! 35. [`run::decider`]: asking the external decider for the next step;
+//! 36. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 37. [`run::agreement`]: the plan against the history;
+//! 38. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 39. [`run::staging`]: the steps staged and not durable yet;
+//! 40. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 41. [`run::commit`]: one step's order of writes;
+//! 42. [`run::engine`]: the plan loop (`apply`);
+//! 43. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 44. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 45. [`run::undo`]: rewinding as a step (`undo`);
+//! 46. [`run::agent`]: the agent loop (`run --decider`);
+//! 47. [`run::inspect`]: status, log, verify, fingerprint;
+//! 48. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 49. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).
@@ -88,6 +89,7 @@ compile_error!(
 pub mod cli;
 pub mod crash;
 pub mod error;
+pub mod flush;
 pub mod git;
 pub mod history;
 pub mod keys;
@@ -301,12 +303,14 @@ mod tests {
         assert!(found.is_empty(), "written around the Ui: {found:?}");
     }
 
-    /// At most ten `unsafe` blocks, each with its `SAFETY:` argument: the
-    /// libgit2 options set once, the CA bundle, the TCP stream's callbacks
-    /// and a hook's parent-death signal. A new one needs a reason to be
-    /// here, and a bump of this number in review.
+    /// At most twelve `unsafe` blocks, each with its `SAFETY:` argument:
+    /// the libgit2 options set once, the CA bundle, the TCP stream's
+    /// callbacks, a hook's parent-death signal, the object lookup without a
+    /// pack rescan (libgit2's `git_odb_exists_ext`, which git2 does not
+    /// wrap) and the allocator's trim threshold in `main`. A new one needs
+    /// a reason to be here, and a bump of this number in review.
     #[test]
-    fn at_most_ten_unsafe_blocks() {
+    fn at_most_twelve_unsafe_blocks() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut all = Vec::new();
         files(&src, &mut all);
@@ -331,7 +335,7 @@ mod tests {
             "unsafe without a SAFETY: comment: {unargued:?}"
         );
         assert!(
-            blocks.len() <= 10,
+            blocks.len() <= 12,
             "{} unsafe blocks: {blocks:?}",
             blocks.len()
         );

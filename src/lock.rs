@@ -150,35 +150,42 @@ fn intent_path(git_dir: &Path) -> PathBuf {
 }
 
 thread_local! {
-    /// `<git dir>/steps-intent`, kept open for the process.
-    static INTENT: std::cell::RefCell<Option<(PathBuf, File)>> = const { std::cell::RefCell::new(None) };
+    /// `<git dir>/steps-intent`, kept open for the process, and whether it
+    /// may hold anything (it is emptied after every write).
+    static INTENT: std::cell::RefCell<Option<(PathBuf, File, bool)>> = const { std::cell::RefCell::new(None) };
 }
 
 fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
+    use std::os::unix::fs::FileExt;
     let path = intent_path(git_dir);
     INTENT.with(|cell| {
         let mut cell = cell.borrow_mut();
-        if cell.as_ref().is_none_or(|(p, _)| *p != path) {
+        if cell.as_ref().is_none_or(|(p, _, _)| *p != path) {
             *cell = OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(false)
                 .open(&path)
                 .ok()
-                .map(|f| (path.clone(), f));
+                .map(|f| (path.clone(), f, true));
         }
-        if let Some((_, f)) = cell.as_mut() {
-            let mut text = String::new();
-            for l in locks {
-                text.push_str(&l.to_string_lossy());
-                text.push('\n');
-            }
+        if let Some((_, f, full)) = cell.as_mut() {
             // In place: no new file, no fsync (it only has to outlive a
             // killed process, not the machine; after a power loss a lock
             // is reported, as git reports it).
-            let _ = f.set_len(0);
-            let _ = f.seek(SeekFrom::Start(0));
-            let _ = f.write_all(text.as_bytes());
+            if *full {
+                let _ = f.set_len(0);
+                *full = false;
+            }
+            if !locks.is_empty() {
+                let mut text = String::new();
+                for l in locks {
+                    text.push_str(&l.to_string_lossy());
+                    text.push('\n');
+                }
+                let _ = f.write_all_at(text.as_bytes(), 0);
+                *full = true;
+            }
         }
     });
 }
@@ -189,7 +196,11 @@ fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
 /// them named there and knows a lock among them made since is its own
 /// leftover; any other lock file belongs to another writer and is left
 /// alone. The caller holds the repository lock.
-pub fn intending<T>(repo: &git2::Repository, locks: Vec<PathBuf>, write: impl FnOnce() -> T) -> T {
+pub fn intending<T, E>(
+    repo: &git2::Repository,
+    locks: Vec<PathBuf>,
+    write: impl FnOnce() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
     let before: Vec<bool> = locks
         .iter()
         .map(|p| std::fs::symlink_metadata(p).is_ok())
@@ -198,13 +209,16 @@ pub fn intending<T>(repo: &git2::Repository, locks: Vec<PathBuf>, write: impl Fn
     let out = write();
     // A write that failed may leave its lock file behind (a full disk or an
     // I/O error that also failed its removal): the intent stays, and the
-    // next run clears the lock as a killed run's.
-    let left = locks
-        .iter()
-        .zip(&before)
-        .any(|(p, was)| !was && std::fs::symlink_metadata(p).is_ok());
-    if left {
-        note_leftover(repo.path(), &locks);
+    // next run clears the lock as a killed run's. (One that succeeded
+    // renamed or removed its locks.)
+    if out.is_err() {
+        let left = locks
+            .iter()
+            .zip(&before)
+            .any(|(p, was)| !was && std::fs::symlink_metadata(p).is_ok());
+        if left {
+            note_leftover(repo.path(), &locks);
+        }
     }
     note_intent(repo.path(), &[]);
     out
@@ -386,6 +400,28 @@ impl OwnLock {
         content: &[u8],
         check: impl FnOnce() -> std::result::Result<(), E>,
     ) -> std::result::Result<(), ReplaceError<E>> {
+        self.replace_then(content, check, None)
+    }
+
+    /// [`OwnLock::replace`], where the new content is not fsynced on its
+    /// own: `flush` runs after the check, before the rename, and must make
+    /// it durable with everything written before it (one syncfs of the
+    /// file system).
+    pub fn replace_flushed<E>(
+        &self,
+        content: &[u8],
+        check: impl FnOnce() -> std::result::Result<(), E>,
+        flush: &dyn Fn() -> std::io::Result<()>,
+    ) -> std::result::Result<(), ReplaceError<E>> {
+        self.replace_then(content, check, Some(flush))
+    }
+
+    fn replace_then<E>(
+        &self,
+        content: &[u8],
+        check: impl FnOnce() -> std::result::Result<(), E>,
+        flush: Option<&dyn Fn() -> std::io::Result<()>>,
+    ) -> std::result::Result<(), ReplaceError<E>> {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let io = |what: &str, path: &Path, e| ReplaceError::Io(what.into(), path.to_path_buf(), e);
         let mode = std::fs::metadata(&self.target)
@@ -400,7 +436,10 @@ impl OwnLock {
             .map_err(|e| io("create", &self.pending, e))?;
         f.set_permissions(std::fs::Permissions::from_mode(mode))
             .and_then(|()| f.write_all(content))
-            .and_then(|()| f.sync_all())
+            .and_then(|()| match flush {
+                Some(_) => Ok(()),
+                None => f.sync_all(),
+            })
             .map_err(|e| io("write", &self.pending, e))?;
         drop(f);
         let done = |r| {
@@ -421,6 +460,12 @@ impl OwnLock {
         if let Err(e) = check() {
             let _ = std::fs::remove_file(&self.lock);
             return done(Err(ReplaceError::Check(e)));
+        }
+        if let Some(flush) = flush {
+            if let Err(e) = flush() {
+                let _ = std::fs::remove_file(&self.lock);
+                return done(Err(io("flush", dir, e)));
+            }
         }
         if let Err(e) = std::fs::rename(&self.lock, &self.target) {
             let _ = std::fs::remove_file(&self.lock);
@@ -454,6 +499,11 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// When this machine last booted (`btime` in `/proc/stat`), if known.
 pub fn boot_time() -> Option<std::time::SystemTime> {
+    static BOOT: std::sync::OnceLock<Option<std::time::SystemTime>> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(read_boot_time)
+}
+
+fn read_boot_time() -> Option<std::time::SystemTime> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let secs: u64 = stat
         .lines()
@@ -476,7 +526,10 @@ pub fn boot_time() -> Option<std::time::SystemTime> {
 /// stepped forward after boot, on a machine without a real-time clock, can
 /// date a live lock before the boot).
 pub fn from_before_boot(path: &Path) -> bool {
-    let (Some(boot), Ok(meta)) = (boot_time(), std::fs::symlink_metadata(path)) else {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    let Some(boot) = boot_time() else {
         return false;
     };
     meta.modified().is_ok_and(|m| m < boot) && on_local_fs(path) && !open_here(path)

@@ -95,7 +95,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "ref-updated",
-        state: "the local branch points at the step commit (fsynced; without a remote, the commit point); worktree and index still show the previous step",
+        state: "the local branch points at the step commit (flushed with the step's files staged in `.git`; without a remote, the commit point); worktree and index still show the previous step",
         scope: Scope::Step,
     },
     Point {

@@ -1,12 +1,13 @@
-//! git primitives every layer shares: libgit2 set up once (fsync on, its
-//! TCP stream registered), opening a repository, the deferred CA bundle,
+//! git primitives every layer shares: libgit2 set up once (its TCP stream
+//! registered), opening a repository, the deferred CA bundle,
 //! the receipt signature, HEAD's branch, short ids, hex, tree entry modes
 //! and the net changes between two trees.
 //!
 //! Owns nothing of git-steps' own meaning: the bottom layer, it imports only
 //! [`crate::error`]. Invariant: every repository git-steps opens is opened
-//! here, after libgit2 was told to fsync objects and refs, so a step
-//! reported done survives power loss.
+//! here, after libgit2 was set up. libgit2 flushes nothing itself: what
+//! must survive a power cut is flushed at its commit point ([`crate::flush`]
+//! names the order).
 
 mod stream;
 
@@ -16,11 +17,12 @@ use git2::{Oid, Repository, Signature, Tree};
 
 use crate::error::{Context, Error, Result};
 
-/// Durability switches libgit2 leaves off by default. Objects and refs are
-/// fsynced (file and directory) so a step reported done survives power loss.
-/// Must run before a repository is opened: libgit2 reads it when it sets up
-/// the ref database.
-pub fn enable_fsync() -> Result<()> {
+/// libgit2's global options, set once before any repository is opened.
+/// Its own fsync of every object and ref (`GIT_OPT_ENABLE_FSYNC_GITDIR`) is
+/// left off: two flushes per object, where one flush of the file system at
+/// the commit point makes the same writes durable in the same order
+/// ([`crate::flush`]).
+pub fn setup() -> Result<()> {
     static ONCE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
     let rc = *ONCE.get_or_init(|| {
         init_libgit2();
@@ -32,32 +34,47 @@ pub fn enable_fsync() -> Result<()> {
         let ms =
             i32::try_from(crate::keys::environment().net_timeout.as_millis()).unwrap_or(i32::MAX);
         // SAFETY: libgit2's global options, set once before any repository
-        // is opened, from one thread; GIT_OPT_ENABLE_FSYNC_GITDIR (variadic
-        // git_libgit2_opts) takes exactly one int argument; libgit2 copies
-        // the stream registration, whose callbacks live as long as the
-        // process.
+        // is opened, from one thread; libgit2 copies the stream
+        // registration, whose callbacks live as long as the process.
         unsafe {
             // Our TCP stream (TCP_NODELAY) under every http:// and git://
             // connection, and under TLS for https://.
             stream::git_stream_register(stream::GIT_STREAM_STANDARD, &mut nodelay);
             let _ = git2::opts::set_mwindow_size(16 << 20);
             let _ = git2::opts::set_mwindow_mapped_limit(48 << 20);
+            // Blobs are read several times a step (the build, the checks,
+            // the worktree update); libgit2 caches none by default.
+            let _ = git2::opts::set_cache_object_limit(git2::ObjectType::Blob, 256 << 10);
             // A server that accepts and never answers must not hold a run
             // (libgit2's default is to wait forever): a read or connect that
             // waits this long is a timeout, which the remote's retries
             // treat as transient. `GIT_STEPS_NET_TIMEOUT_SECS` overrides.
             let _ = git2::opts::set_server_connect_timeout_in_milliseconds(ms);
             let _ = git2::opts::set_server_timeout_in_milliseconds(ms);
-            libgit2_sys::git_libgit2_opts(
-                libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int,
-                1 as libc::c_int,
-            )
         }
+        0
     });
     if rc < 0 {
-        return Err(Error::other("cannot enable fsync in libgit2"));
+        return Err(Error::other("cannot set up libgit2"));
     }
     Ok(())
+}
+
+/// Whether `odb` has `id`, looked up in the loose objects and the packs it
+/// knows, without rescanning the pack directory on a miss (libgit2 does on
+/// every miss). For a push's "does the remote have it": a pack that
+/// appeared since is missed, and the object is copied once more, harmless.
+pub fn has_object_known(odb: &git2::Odb<'_>, id: Oid) -> bool {
+    use git2::Binding;
+    // SAFETY: both pointers come from live git2 objects borrowed for the
+    // call; git_odb_exists_ext only reads them.
+    unsafe {
+        libgit2_sys::git_odb_exists_ext(
+            odb.raw(),
+            id.raw(),
+            libgit2_sys::GIT_ODB_LOOKUP_NO_REFRESH as libc::c_uint,
+        ) == 1
+    }
 }
 
 /// The CA locations to hand libgit2 when an https remote is first used:
@@ -133,10 +150,10 @@ pub fn load_system_certs(repo: &Repository) {
     }
 }
 
-/// Open the repository at or above `path`, with fsync enabled, reading
+/// Open the repository at or above `path`, libgit2 set up, reading
 /// config as git would ([`follow_git_config_env`]).
 pub fn open(path: &Path) -> Result<Repository> {
-    enable_fsync()?;
+    setup()?;
     let repo = Repository::discover(path)
         .context(|| format!("{} is not in a git repository", path.display()))
         .map_err(|e| {

@@ -68,7 +68,7 @@ struct Nodelay {
 }
 
 /// The stream's registration, handed to [`git_stream_register`] as
-/// `GIT_STREAM_STANDARD` when libgit2 is set up ([`super::enable_fsync`]).
+/// `GIT_STREAM_STANDARD` when libgit2 is set up ([`super::setup`]).
 pub(super) fn registration() -> Registration {
     Registration {
         version: 1,

@@ -370,6 +370,11 @@ pub(super) fn command(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Comm
         }
     }
     git_env(&mut cmd);
+    if phase.after_reboot {
+        cmd.env(crate::keys::BOOT_ID.name, "after-a-power-cut");
+    } else {
+        cmd.env_remove(crate::keys::BOOT_ID.name);
+    }
     match &phase.crash {
         Some(c) => cmd.env(crash::ENV, c),
         None => cmd.env_remove(crash::ENV),

@@ -139,7 +139,7 @@ pub fn run(
     run_id: &str,
     log: Log,
 ) -> Result<()> {
-    crate::git::enable_fsync()?;
+    crate::git::setup()?;
     let repo = Repository::open(dir)?;
     let refname = format!("refs/heads/{branch}");
     // Catch up with the remote's artifact if the box is new (no trailer check:

@@ -156,6 +156,8 @@ pub struct Matrix {
 struct Phase {
     crash: Option<String>,
     local_only: bool,
+    /// Run as after a reboot (another boot id): a power-loss state.
+    after_reboot: bool,
 }
 
 /// What to run: a scenario of crashes, then the final resume.
@@ -171,12 +173,13 @@ pub struct Cell {
 const UNARMED: Phase = Phase {
     crash: None,
     local_only: false,
+    after_reboot: false,
 };
 
 fn crash_at(point: &str, step: &str) -> Phase {
     Phase {
         crash: Some(format!("{point}@{step}")),
-        local_only: false,
+        ..UNARMED
     }
 }
 
@@ -242,8 +245,8 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
                             let mut first = match ids.get(i + 1) {
                                 Some(next) => crash_at("before-write", next),
                                 None => Phase {
-                                    crash: None,
                                     local_only: true,
+                                    ..UNARMED
                                 },
                             };
                             first.local_only = true;
@@ -304,7 +307,7 @@ pub const ENV_LATE: &str = crate::keys::MATRIX_LATE.name;
 pub fn asked_late(bare: &Path, index: usize, id: &str) -> Result<Option<String>> {
     // libgit2 set up as everywhere else (no CA bundle parsed at start: it
     // would cost each decider call ~30 ms).
-    crate::git::enable_fsync()?;
+    crate::git::setup()?;
     let repo = Repository::open(bare)?;
     if let Ok(head) = repo.refname_to_id("refs/heads/main") {
         let mut walk = repo.revwalk()?;
@@ -359,7 +362,7 @@ fn late_file(bare: &Path) -> PathBuf {
 /// Fingerprints of the durable branch (and every receipt on it, duplicates
 /// included, oldest first).
 fn durable_fingerprints(bare: &Path) -> Result<(Fingerprints, Vec<String>)> {
-    crate::git::enable_fsync()?;
+    crate::git::setup()?;
     let repo = Repository::open_bare(bare)?;
     let head = repo.refname_to_id("refs/heads/main").ok();
     let tree = head.map(|h| repo.find_commit(h)?.tree()).transpose()?;
@@ -577,7 +580,7 @@ fn rows_on_threads(
 
 /// Run the whole matrix on `jobs` threads; `progress(done, total)` after each row.
 pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Matrix> {
-    crate::git::enable_fsync()?;
+    crate::git::setup()?;
     let mut ids = plan_ids(env)?;
     let reference = reference(env)?;
     if env.runner == Runner::GitStepsUndo {

@@ -362,10 +362,20 @@ impl Session<'_> {
         } else {
             format!("steps {first}..{id}")
         };
-        move_ref(repo, s, expected, commit, &what).map_err(local)?;
-        crash::point("ref-updated", &id);
-        // One worktree update from the last flush's tree to this one's.
+        // One worktree update from the last flush's tree to this one's, its
+        // files staged now: the flush after the branch's move makes them
+        // durable with it, before the worktree changes (`crate::flush`).
         let changes = combined.as_deref().unwrap_or(&staged[0].changes);
+        if self.worktree == Worktree::Follows {
+            worktree::prestage(repo, changes).map_err(local)?;
+        }
+        move_ref(repo, s, expected, commit, &what).map_err(local)?;
+        if s.remote.is_some() {
+            // The local branch durable before the worktree moves past it
+            // (without a remote, `move_ref` flushed it).
+            crate::flush::repository(repo).map_err(local)?;
+        }
+        crash::point("ref-updated", &id);
         let dest = worktree::Dest {
             run: &s.run,
             commit,
@@ -472,8 +482,10 @@ pub(super) fn resolved_diff(
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// Compare-and-swap the branch from `expected` to `new`; libgit2 fsyncs the
-/// ref file and its directory (see `crate::git::enable_fsync`).
+/// Compare-and-swap the branch from `expected` to `new`. Without a remote
+/// this is the commit point: the box is flushed before (the step's
+/// objects) and after (the ref), see [`crate::flush`]; with one, the local
+/// branch is a copy of the durable head and needs no flush of its own.
 pub(super) fn move_ref(
     repo: &Repository,
     s: &Settings,
@@ -483,11 +495,14 @@ pub(super) fn move_ref(
 ) -> Result<()> {
     let refname = s.refname();
     let log = format!("git-steps: {step}");
+    if s.remote.is_none() {
+        crate::flush::repository(repo)?;
+    }
     let res = lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
         Some(old) => repo.reference_matching(&refname, new, true, old, &log),
         None => repo.reference(&refname, new, false, &log),
     });
-    res.map(|_| ()).map_err(|e| {
+    res.map_err(|e| {
         let now = repo.refname_to_id(&refname).ok();
         let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
         if now == expected && e.code() != git2::ErrorCode::Locked {
@@ -513,5 +528,9 @@ pub(super) fn move_ref(
             ))
             .with_hint("another process is writing this branch; stop it, then rerun the same command")
         }
-    })
+    })?;
+    if s.remote.is_none() {
+        crate::flush::repository(repo)?;
+    }
+    Ok(())
 }

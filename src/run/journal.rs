@@ -366,6 +366,11 @@ pub fn append(
         crash::point("journal-pushed", &step.id);
     }
     let log = format!("git-steps: journal {label} {}", step.id);
+    // Without a remote the local ref is the commit point: its objects
+    // flushed before it moves, and its move after.
+    if s.remote.is_none() {
+        crate::flush::repository(repo)?;
+    }
     let res = crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
         match journal.head {
             Some(old) if s.remote.is_none() => {
@@ -384,6 +389,9 @@ pub fn append(
         ))
         .with_hint("another process is running this run; stop it, then rerun the same command")
     })?;
+    if s.remote.is_none() {
+        crate::flush::repository(repo)?;
+    }
     journal.head = Some(commit);
     journal.push(Entry {
         index,

@@ -301,6 +301,9 @@ impl<'r> Session<'r> {
         ui: &mut dyn Ui,
     ) -> Result<Opened<'r>> {
         let s = settings;
+        // Attributes and config as they are now (a long-lived process, the
+        // MCP server, opens a session per call).
+        crate::tree::convert::forget();
         // One runner per branch: not this one if another worktree has it.
         crate::git::ensure_branch_is_ours(repo, &s.branch)?;
         // Who commits is settled before anything is written.

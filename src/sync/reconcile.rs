@@ -445,8 +445,23 @@ fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Recon
                     }
                 }
             } else {
-                worktree::ensure_clean(repo, None, &changes)?;
-                vec![false; changes.len()]
+                // A file that holds the durable head's version already
+                // needs only its index entry: a power cut can keep the
+                // worktree's write (flushed) and lose the branch's move and
+                // the index (not flushed: rebuilt from the durable head).
+                // Every other path must be clean, as for any update.
+                let kept = changes
+                    .iter()
+                    .map(|c| worktree::holds_new(repo, c))
+                    .collect::<Result<Vec<bool>>>()?;
+                let rest: Vec<_> = changes
+                    .iter()
+                    .zip(&kept)
+                    .filter(|(_, k)| !**k)
+                    .map(|(c, _)| c.clone())
+                    .collect();
+                worktree::ensure_clean(repo, None, &rest)?;
+                kept
             };
             let refname = s.refname();
             let log = "git-steps: fast-forward to the durable head";

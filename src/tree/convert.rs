@@ -11,6 +11,10 @@
 //! whose conversion git-steps cannot perform (`ident`,
 //! `working-tree-encoding`, a driver with only a long-running `process`
 //! command) is an error before anything is written, never raw bytes.
+//!
+//! The rules are read once per path and session, as git reads attributes
+//! and config once per command ([`forget`] starts over: a session's start,
+//! and a step that changes a `.gitattributes`).
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -47,6 +51,46 @@ pub struct Convert<'r> {
     repo: &'r Repository,
     autocrlf: String,
     core_eol: String,
+}
+
+/// The rules read so far, for one repository (its git dir).
+struct Memo {
+    git_dir: std::path::PathBuf,
+    autocrlf: String,
+    core_eol: String,
+    rules: std::collections::HashMap<String, Rules>,
+}
+
+thread_local! {
+    static MEMO: std::cell::RefCell<Option<Memo>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Read the rules again from here on: the attributes or the config may
+/// have changed (a new session; a step changed a `.gitattributes`).
+pub fn forget() {
+    MEMO.with(|m| *m.borrow_mut() = None);
+}
+
+/// Held while files are written: if any of `paths` is a `.gitattributes`,
+/// the rules are read again after (and, to be sure, before).
+pub struct Rewriting(bool);
+
+impl Rewriting {
+    pub fn paths<'a>(mut paths: impl Iterator<Item = &'a str>) -> Rewriting {
+        let any = paths.any(|p| p.rsplit('/').next() == Some(".gitattributes"));
+        if any {
+            forget();
+        }
+        Rewriting(any)
+    }
+}
+
+impl Drop for Rewriting {
+    fn drop(&mut self) {
+        if self.0 {
+            forget();
+        }
+    }
 }
 
 fn attr<'a>(repo: &'a Repository, path: &str, name: &str) -> Result<AttrValue<'a>, String> {
@@ -115,18 +159,53 @@ fn lf_to_crlf(data: &[u8]) -> Vec<u8> {
 
 impl<'r> Convert<'r> {
     pub fn new(repo: &'r Repository) -> Convert<'r> {
+        let known = MEMO.with(|m| {
+            m.borrow()
+                .as_ref()
+                .filter(|m| m.git_dir == repo.path())
+                .map(|m| (m.autocrlf.clone(), m.core_eol.clone()))
+        });
+        let (autocrlf, core_eol) = known.unwrap_or_else(|| {
+            let read = |k| config(repo, k).unwrap_or_default().to_ascii_lowercase();
+            let (a, e) = (read("core.autocrlf"), read("core.eol"));
+            MEMO.with(|m| {
+                *m.borrow_mut() = Some(Memo {
+                    git_dir: repo.path().to_path_buf(),
+                    autocrlf: a.clone(),
+                    core_eol: e.clone(),
+                    rules: Default::default(),
+                })
+            });
+            (a, e)
+        });
         Convert {
             repo,
-            autocrlf: config(repo, "core.autocrlf")
-                .unwrap_or_default()
-                .to_ascii_lowercase(),
-            core_eol: config(repo, "core.eol")
-                .unwrap_or_default()
-                .to_ascii_lowercase(),
+            autocrlf,
+            core_eol,
         }
     }
 
     fn rules(&self, path: &str) -> Result<Rules, String> {
+        let memo = |m: &Option<Memo>| {
+            m.as_ref()
+                .filter(|m| m.git_dir == self.repo.path())
+                .and_then(|m| m.rules.get(path).cloned())
+        };
+        if let Some(r) = MEMO.with(|m| memo(&m.borrow())) {
+            return Ok(r);
+        }
+        let rules = self.read_rules(path)?;
+        MEMO.with(|m| {
+            if let Some(m) = m.borrow_mut().as_mut() {
+                if m.git_dir == self.repo.path() {
+                    m.rules.insert(path.to_string(), rules.clone());
+                }
+            }
+        });
+        Ok(rules)
+    }
+
+    fn read_rules(&self, path: &str) -> Result<Rules, String> {
         let repo = self.repo;
         // What git-steps cannot do as git does is refused, not skipped.
         for unsupported in ["ident", "working-tree-encoding"] {

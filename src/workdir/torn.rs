@@ -49,6 +49,9 @@ pub enum Mended {
     /// can hold (a cut stopped its writer before the rename): moved to
     /// `kept`, so the write it guarded reads as not done, as it was not.
     Lock { path: PathBuf, kept: PathBuf },
+    /// Loose objects or refs a boot that ended unflushed left torn, moved
+    /// aside (the sentence says which and where).
+    Scrubbed(String),
     /// The run's branch could not be read; it is kept at `kept`, and set
     /// back to `restored`, the last value `from` recorded.
     Branch {
@@ -79,6 +82,7 @@ impl Mended {
                 path.display(),
                 kept.display()
             ),
+            Mended::Scrubbed(note) => note.clone(),
             Mended::Branch {
                 refname,
                 kept,
@@ -105,6 +109,24 @@ pub fn mend(
 ) -> Result<Vec<Mended>> {
     fan_out(repo)?;
     let mut done = mend_locks(repo, s)?;
+    // Objects and refs an earlier boot wrote and never flushed.
+    let refname = s.refname();
+    let scrubbed = crate::flush::scrub(
+        repo.commondir(),
+        "steps-epoch",
+        &repo.commondir().join("steps").join("torn"),
+        &[refname.as_str()],
+    )
+    .map_err(|e| {
+        Error::local(format!(
+            "cannot check {} after a reboot: {e}",
+            repo.commondir().display()
+        ))
+        .with_hint(crate::error::LOCAL_FAILURE_HINT)
+    })?;
+    if let Some(note) = scrubbed.note(repo.commondir()) {
+        done.push(Mended::Scrubbed(note));
+    }
     if let Some(m) = mend_branch(repo, s, durable)? {
         done.push(m);
     }
@@ -245,8 +267,10 @@ fn mend_index(repo: &Repository, s: &Settings, worktree_holds: bool) -> Result<O
 }
 
 /// The index from the head's tree; the files that differ from the head
-/// are saved under `refs/steps/rescue/` first, then put back. Nothing to do
-/// on an unborn branch.
+/// are saved under `refs/steps/rescue/` first, then put back. On an unborn
+/// branch (a cut can lose the branch's creation too) the index is empty:
+/// the worktree's files are untracked, and reconcile takes each that holds
+/// the durable head's version.
 fn rebuild_index(
     repo: &Repository,
     s: &Settings,
@@ -254,6 +278,11 @@ fn rebuild_index(
     worktree_holds: bool,
 ) -> Result<Option<(String, Vec<String>)>> {
     let Ok(head) = repo.head().and_then(|h| h.peel_to_commit()) else {
+        let fresh = repo.path().join("steps").join("torn").join("index.rebuilt");
+        let _ = std::fs::remove_file(&fresh);
+        git2::Index::open(&fresh)?.write()?;
+        std::fs::rename(&fresh, path)
+            .map_err(|e| Error::local(format!("cannot put the rebuilt index in place: {e}")))?;
         return Ok(None);
     };
     let tree = head.tree()?;

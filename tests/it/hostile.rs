@@ -452,24 +452,38 @@ fn a_long_plan_is_streamed() {
 // crafted messages is tests/it/trailers.rs, a table of every message shape
 // against `git log --format=%(trailers)`.
 
-/// `git-steps apply PLAN` under strace: the fsync calls, with the paths of
+/// `git-steps apply PLAN` under strace: the flushes (fsync, fdatasync,
+/// syncfs) and the names made (links, renames), in order, with the paths of
 /// their file descriptors.
-fn fsync_log(t: &TestRepo, plan: &std::path::Path) -> String {
+fn flush_log(t: &TestRepo, plan: &std::path::Path) -> String {
     let out = t.tmp.path().join("strace.log");
     let mut cmd = std::process::Command::new("strace");
-    cmd.args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
-        .arg(&out)
-        .arg(BIN)
-        .args(["apply", plan.to_str().unwrap()])
-        .current_dir(&t.work);
+    cmd.args([
+        "-f",
+        "-y",
+        "-e",
+        "trace=fsync,fdatasync,syncfs,link,linkat,rename,renameat,renameat2",
+        "-o",
+    ])
+    .arg(&out)
+    .arg(BIN)
+    .args(["apply", plan.to_str().unwrap()])
+    .current_dir(&t.work);
     hermetic(&mut cmd, &t.home());
     t.run_cmd(cmd, "strace git-steps apply".into(), None).ok();
     std::fs::read_to_string(out).unwrap()
 }
 
-/// Local mode must not lose a step it reported done: the ref update and its
-/// directory are fsynced (libgit2 does neither by default). Observed with
-/// strace, the way an auditor would check it.
+/// The index of the first line of `log` after `from` that contains every
+/// one of `what`.
+fn find(log: &[&str], from: usize, what: &[&str]) -> Option<usize> {
+    (from..log.len()).find(|&i| what.iter().all(|w| log[i].contains(w)))
+}
+
+/// Local mode must not lose a step it reported done (issue 33's order):
+/// the file system is flushed after the step's objects are named and
+/// before the branch's rename, and again after the rename, before the step
+/// is reported. Observed with strace, the way an auditor would check it.
 #[test]
 fn reported_steps_are_fsynced() {
     let t = TestRepo::new();
@@ -477,26 +491,38 @@ fn reported_steps_are_fsynced() {
         "p.jsonl",
         &[line(json!({"id": "s1", "files": {"f": "1\n"}}))],
     );
-    let log = fsync_log(&t, &plan);
-    let fsyncs: Vec<&str> = log.lines().filter(|l| l.contains("fsync(")).collect();
+    let log = flush_log(&t, &plan);
+    let lines: Vec<&str> = log.lines().collect();
+    // A new branch is linked from its lock, an existing one renamed.
+    let rename = find(
+        &lines,
+        0,
+        &["/refs/heads/main.lock\", ", "/refs/heads/main\")", "= 0"],
+    )
+    .unwrap_or_else(|| panic!("no move of the branch's lock:\n{log}"));
+    let last_object = (0..rename)
+        .rev()
+        .find(|&i| {
+            lines[i].starts_with(|c: char| c.is_ascii_digit())
+                && lines[i].contains("link(")
+                && lines[i].contains("/objects/")
+        })
+        .unwrap_or_else(|| panic!("no object named before the branch moved:\n{log}"));
     assert!(
-        fsyncs.iter().any(|l| l.contains("refs/heads/main.lock")),
-        "the ref file is not fsynced:\n{log}"
+        find(&lines, last_object, &["syncfs("]).is_some_and(|i| i < rename),
+        "the objects are not flushed before the branch names them:\n{log}"
     );
     assert!(
-        fsyncs.iter().any(|l| l.contains("/refs/heads>")),
-        "the ref's directory is not fsynced:\n{log}"
-    );
-    assert!(
-        fsyncs.iter().any(|l| l.contains("/objects/")),
-        "objects are not fsynced:\n{log}"
+        find(&lines, rename, &["syncfs("]).is_some(),
+        "the branch's move is not flushed before the step is reported:\n{log}"
     );
 }
 
 /// With a remote, the commit point is the remote's ref: in a bare repository
-/// on this machine, its ref file and directory and the pushed pack are
-/// fsynced before the step is reported (a guard for any future speed-up
-/// that relaxes fsync on the local side).
+/// on this machine, the objects linked into it and the ref's new value
+/// (`steps-push.pending`, whose hard link becomes the lock) are flushed
+/// before the rename, and the ref's directory after it (a guard for any
+/// future speed-up that relaxes the order).
 #[test]
 fn the_remote_commit_point_is_fsynced() {
     let t = TestRepo::new();
@@ -508,27 +534,33 @@ fn the_remote_commit_point_is_fsynced() {
         "p.jsonl",
         &[line(json!({"id": "s1", "files": {"f": "1\n"}}))],
     );
-    let log = fsync_log(&t, &plan);
-    let remote_fsyncs: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("fsync(") && l.contains("remote.git"))
-        .collect();
-    // The new ref's content is written and fsynced as `steps-push.pending`,
-    // whose hard link becomes the lock, renamed over the ref.
+    let log = flush_log(&t, &plan);
+    let lines: Vec<&str> = log.lines().collect();
+    let rename = find(
+        &lines,
+        0,
+        &[
+            "rename(",
+            "remote.git/refs/heads/main.lock",
+            "remote.git/refs/heads/main\"",
+        ],
+    )
+    .unwrap_or_else(|| panic!("no rename of the remote's lock:\n{log}"));
+    let lock = find(
+        &lines,
+        0,
+        &["link", "steps-push.pending", "refs/heads/main.lock"],
+    )
+    .filter(|&i| i < rename)
+    .unwrap_or_else(|| panic!("the remote's lock is not the pending file's link:\n{log}"));
+    let flushed = find(&lines, lock, &["syncfs("])
+        .filter(|&i| i < rename)
+        .unwrap_or_else(|| panic!("nothing flushed between the lock and the rename:\n{log}"));
     assert!(
-        remote_fsyncs
-            .iter()
-            .any(|l| l.contains("remote.git/steps-push.pending>")),
-        "the remote's ref is not fsynced:\n{log}"
+        find(&lines, rename, &["fsync(", "remote.git/refs/heads>"]).is_some(),
+        "the remote's ref directory is not fsynced after the rename:\n{log}"
     );
-    assert!(
-        remote_fsyncs
-            .iter()
-            .any(|l| l.contains("remote.git/refs/heads>")),
-        "the remote's ref directory is not fsynced:\n{log}"
-    );
-    // Every pushed object's directory entry in the remote is fsynced (the
-    // objects are hard-linked from loose objects fsynced locally).
+    // Every pushed object is named in the remote before that flush.
     let objects = t.git_out(&[
         "--git-dir",
         bare.to_str().unwrap(),
@@ -542,18 +574,25 @@ fn the_remote_commit_point_is_fsynced() {
         .collect();
     assert_eq!(ids.len(), 3, "commit, tree, blob: {objects}");
     for id in ids {
-        let dir = format!("remote.git/objects/{}>", &id[..2]);
+        let name = format!("remote.git/objects/{}/{}", &id[..2], &id[2..]);
         assert!(
-            remote_fsyncs.iter().any(|l| l.contains(&dir)),
-            "the remote's entry for object {id} is not fsynced:\n{log}"
-        );
-        let local = format!("/.git/objects/{}>", &id[..2]);
-        assert!(
-            log.lines()
-                .any(|l| l.contains("fsync(") && !l.contains("remote.git") && l.contains(&local)),
-            "object {id} is not fsynced locally:\n{log}"
+            find(&lines, 0, &["link", &name]).is_some_and(|i| i < flushed),
+            "object {id} is not linked into the remote before the flush:\n{log}"
         );
     }
+    // The local branch is flushed before the worktree moves past it.
+    let local = find(
+        &lines,
+        rename,
+        &["/work/.git/refs/heads/main.lock\", ", "= 0"],
+    )
+    .unwrap_or_else(|| panic!("no local branch move:\n{log}"));
+    let worktree = find(&lines, local, &["renameat2(", "/work/f"])
+        .unwrap_or_else(|| panic!("no worktree write:\n{log}"));
+    assert!(
+        find(&lines, local, &["syncfs("]).is_some_and(|i| i < worktree),
+        "the local branch is not flushed before the worktree is written:\n{log}"
+    );
 }
 
 /// The user's untracked file in the way of a step (issue 15: a dry run said

@@ -28,7 +28,7 @@ pub use model::{Model, Record, Rng};
 use super::boxes::{self, command, new_box, output, scratch, scratch_dir, Env, Scratch};
 use super::{
     durable_fingerprints, error_line, judge, plan_ids, rows_on_threads, BoxMode, Fingerprints,
-    Matrix, Row, Summary, Verdict, UNARMED,
+    Matrix, Phase, Row, Summary, Verdict, UNARMED,
 };
 use crate::error::{Error, Result};
 
@@ -76,6 +76,12 @@ fn recorder_missing(e: std::io::Error) -> Error {
         "crashtest --power-loss records the run with strace(1), which could not be run ({e}); install it (Debian: apt-get install strace)"
     ))
 }
+
+/// The resume of a power-loss state: uninterrupted, in a new boot.
+const REBOOTED: Phase = Phase {
+    after_reboot: true,
+    ..UNARMED
+};
 
 /// Run `env`'s command once under strace in a fresh scratch box; the
 /// scratch space and the record.
@@ -211,7 +217,7 @@ fn resume(
     let mut row = Row::new(&step, &point, state.box_mode);
     row.op = Some(state.cut);
     row.model = Some(state.model);
-    let o = boxes::run_once(env, &dir, &s.bare, &UNARMED)?;
+    let o = boxes::run_once(env, &dir, &s.bare, &REBOOTED)?;
     if let Err(e) = judge(env, &dir, &s.bare, &o, reference, &mut row) {
         row.verdict = Verdict::Diverged;
         row.reason = format!("the durable branch cannot be read after the resume: {e}");
@@ -248,7 +254,7 @@ pub fn run(
     jobs: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Matrix> {
-    crate::git::enable_fsync()?;
+    crate::git::setup()?;
     let ids = plan_ids(env)?;
     let (scratch, _dir, rec, reference) = record(env)?;
     // The record is in memory: the recorded root goes now, so a state

@@ -15,7 +15,6 @@ use sha2::Digest;
 
 use super::{PushError, RefUpdate, Remote};
 use crate::error::{Error, Result};
-use crate::lock::sync_dir;
 
 impl Remote {
     /// A path or file:// URL this remote resolves to, if it is local.
@@ -109,7 +108,7 @@ impl Remote {
             let mut missing = std::collections::HashSet::new();
             let mut todo = vec![new];
             while let Some(id) = todo.pop() {
-                if missing.contains(&id) || copier.dst.exists(id) {
+                if missing.contains(&id) || crate::git::has_object_known(&copier.dst, id) {
                     continue;
                 }
                 missing.insert(id);
@@ -123,14 +122,18 @@ impl Remote {
                 let known = c
                     .parents()
                     .next()
-                    .filter(|p| copier.dst.exists(p.id()))
+                    .filter(|p| crate::git::has_object_known(&copier.dst, p.id()))
                     .and_then(|p| p.tree().ok());
                 copier
                     .tree(c.tree_id(), known.as_ref())
                     .map_err(|e| fail("copy objects", e))?;
                 copier.object(commit).map_err(|e| fail("copy objects", e))?;
             }
-            swap_local_ref(remote, &lock, refname, expected, new)
+            // One flush for everything this step wrote before its commit
+            // point: its objects in the box and here, the ref's new value.
+            let box_dir = repo.commondir().to_path_buf();
+            let flush = || crate::flush::file_systems(&[&box_dir, remote.path()]);
+            swap_local_ref(remote, &lock, refname, expected, new, &flush)
         })
     }
 }
@@ -172,6 +175,24 @@ fn local_ref_lock(
     let lock =
         crate::lock::OwnLock::new(&remote.path().join(refname), &remote.path().join(pending));
     lock.clear_own_leftover();
+    // Objects a boot that ended unflushed left torn are moved aside before
+    // any is taken as present (the next push links them again).
+    // (Once per remote and process: a boot's epoch, once written, stays.)
+    let first = SCRUBBED.with(|c| {
+        let mut c = c.borrow_mut();
+        let new = !c.iter().any(|p| p == remote.path());
+        if new {
+            c.push(remote.path().to_path_buf());
+        }
+        new
+    });
+    if first {
+        let keep = remote.path().join("steps-torn");
+        if let Err(e) = crate::flush::scrub(remote.path(), "steps-epoch", &keep, &[]) {
+            SCRUBBED.with(|c| c.borrow_mut().retain(|p| p != remote.path()));
+            return Err(io_failed("check the objects of", remote.path(), e));
+        }
+    }
     // A lock written before this machine booted is held by nobody: a power
     // cut stopped its writer before the rename (what it guarded did not
     // happen).
@@ -242,6 +263,7 @@ fn swap_local_ref(
     refname: &str,
     expected: Option<Oid>,
     new: Oid,
+    flush: &dyn Fn() -> std::io::Result<()>,
 ) -> std::result::Result<(), PushError> {
     use crate::lock::ReplaceError;
     let check = || {
@@ -252,7 +274,7 @@ fn swap_local_ref(
             Err(current)
         }
     };
-    lock.replace(format!("{new}\n").as_bytes(), check)
+    lock.replace_flushed(format!("{new}\n").as_bytes(), check, flush)
         .map_err(|e| match e {
             ReplaceError::Held(p) => lock_held(&p),
             ReplaceError::Io(what, path, e) => io_failed(&what, &path, e),
@@ -266,6 +288,8 @@ type LocalPathKey = (PathBuf, String);
 thread_local! {
     /// The local bare remote this process pushes to, kept open between steps.
     static OPEN_REMOTE: RefCell<Option<(PathBuf, Repository)>> = const { RefCell::new(None) };
+    /// The local remotes whose boot epoch this process checked.
+    static SCRUBBED: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
     /// `Remote::local_path` answers, keyed by repository and spec.
     static LOCAL_PATHS: RefCell<Vec<(LocalPathKey, Option<PathBuf>)>> = const { RefCell::new(Vec::new()) };
 }
@@ -299,13 +323,12 @@ fn parents_first(
 
 /// Copies objects from the local repository into a local bare remote.
 ///
-/// A loose object is hard-linked, as `git clone --local` does: loose
-/// objects are immutable, so once the file is fsynced only the remote's
-/// directory entry needs an fsync, done right after the link so that an
-/// object never becomes durable before the objects it names. Creating files
-/// is what a step spends most on, and this avoids three per step.
-/// Anything else (a packed object, another filesystem) is read and written
-/// through libgit2, which fsyncs it the same way.
+/// A loose object is hard-linked, as `git clone --local` does (loose
+/// objects are immutable). Creating files is what a step spends most on,
+/// and this avoids three per step. Anything else (a packed object, another
+/// file system) is read and written through libgit2. Nothing is flushed
+/// here: the flush before the ref's rename makes every object durable
+/// before the ref names it ([`crate::flush`]).
 struct Copier<'a> {
     repo: &'a Repository,
     src: git2::Odb<'a>,
@@ -341,19 +364,20 @@ impl<'a> Copier<'a> {
         let hex = id.to_string();
         let (fan, rest) = hex.split_at(2);
         let dir = self.dst_dir.join(fan);
-        if !dir.is_dir() {
-            match std::fs::create_dir(&dir) {
-                Ok(()) => sync_dir(&self.dst_dir)?,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
-        }
-        // Our own objects are fsynced when written, but one written by a
-        // git that does not fsync loose objects (its default) may not be:
-        // make sure (cheap when there is nothing left to flush).
         let from = self.src_dir.join(fan).join(rest);
-        std::fs::File::open(&from)?.sync_all()?;
-        match std::fs::hard_link(&from, dir.join(rest)) {
+        let to = dir.join(rest);
+        let linked = match std::fs::hard_link(&from, &to) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() => {
+                match std::fs::create_dir(&dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                std::fs::hard_link(&from, &to)
+            }
+            other => other,
+        };
+        match linked {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -363,7 +387,7 @@ impl<'a> Copier<'a> {
                 return Err(e);
             }
         }
-        sync_dir(&dir)
+        Ok(())
     }
 
     /// Copy a tree and everything under it that the remote lacks, entries
@@ -375,7 +399,7 @@ impl<'a> Copier<'a> {
         id: Oid,
         known: Option<&git2::Tree<'_>>,
     ) -> std::result::Result<(), git2::Error> {
-        if self.dst.exists(id) {
+        if crate::git::has_object_known(&self.dst, id) {
             return Ok(());
         }
         let tree = self.repo.find_tree(id)?;
@@ -391,7 +415,9 @@ impl<'a> Copier<'a> {
                         .and_then(|b| self.repo.find_tree(b.id()).ok());
                     self.tree(entry.id(), sub.as_ref())?
                 }
-                Some(git2::ObjectType::Blob) if !self.dst.exists(entry.id()) => {
+                Some(git2::ObjectType::Blob)
+                    if !crate::git::has_object_known(&self.dst, entry.id()) =>
+                {
                     self.object(entry.id())?
                 }
                 // Blobs it has; gitlinks name commits of other repositories.

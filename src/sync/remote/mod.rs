@@ -285,13 +285,27 @@ impl Remote {
     }
 
     fn push_once(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
+        // What the push sends is read from this box: flushed first, so the
+        // local branch, moved after the push, never names a torn object.
+        // (A local push flushes box and remote together, before its rename.)
+        let flush_box = || {
+            crate::flush::file_systems(&[repo.commondir()]).map_err(|e| {
+                PushError::Failed(
+                    Error::local(format!(
+                        "cannot flush {} before the push: {e}",
+                        repo.commondir().display()
+                    ))
+                    .with_hint(crate::error::LOCAL_FAILURE_HINT),
+                )
+            })
+        };
         let first = match self.transport {
             Transport::Libgit2 => match self.local_path(repo) {
                 // A bare repository on this machine gets a real compare-and-swap.
                 Some(path) => self.push_local(repo, &path, update),
-                None => self.push_libgit2(repo, update),
+                None => flush_box().and_then(|()| self.push_libgit2(repo, update)),
             },
-            Transport::Git => self.push_git(repo, update),
+            Transport::Git => flush_box().and_then(|()| self.push_git(repo, update)),
         };
         match first {
             Ok(()) => Ok(()),

@@ -230,6 +230,8 @@ pub fn save_rescue(
     crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
         repo.reference(&name, oid, false, "git-steps: rescue")
     })?;
+    // Durable before any file it saves is written over.
+    crate::flush::repository(repo)?;
     Ok(name)
 }
 
@@ -291,6 +293,8 @@ pub fn update_keeping(
     }
     let workdir = workdir(repo)?;
     let staging = crate::lock::tmp_dir(repo.path());
+    let _rules = crate::tree::convert::Rewriting::paths(changes.iter().map(|c| c.path.as_str()));
+    let _prestaged = Prestaged;
     let convert = crate::tree::convert::Convert::new(repo);
     let mut index = repo.index()?;
     // Deletions first: a step may replace a file or symlink by a directory.
@@ -404,25 +408,7 @@ pub fn update_keeping(
                 continue;
             }
         }
-        // As `git checkout` writes it: line endings and filter drivers; a
-        // file no rule converts is streamed from its blob.
-        let blob;
-        let content = if new.mode != MODE_LINK
-            && !convert
-                .converts_to_worktree(&c.path)
-                .map_err(Error::program)?
-        {
-            Content::Blob(repo, new.oid)
-        } else {
-            blob = repo.find_blob(new.oid)?;
-            Content::Bytes(if new.mode == MODE_LINK {
-                std::borrow::Cow::Borrowed(blob.content())
-            } else {
-                convert
-                    .to_worktree(&c.path, blob.content())
-                    .map_err(Error::program)?
-            })
-        };
+        let content = content_for(repo, &convert, &c.path, new)?;
         let replaces = |v: &Option<(Vec<u8>, u32)>| same(repo, &c.path, v, &c.old).unwrap_or(false);
         let Some(target) = write(&workdir, &staging, &c.path, &content, new.mode, &replaces)?
         else {
@@ -473,6 +459,59 @@ pub fn update_keeping(
     Ok(())
 }
 
+/// What `git checkout` writes for `new` at `path`: line endings and
+/// filter drivers applied; a file no rule converts is streamed from its
+/// blob.
+fn content_for<'r>(
+    repo: &'r Repository,
+    convert: &crate::tree::convert::Convert<'_>,
+    path: &str,
+    new: Entry,
+) -> Result<Content<'r>> {
+    if new.mode != MODE_LINK && !convert.converts_to_worktree(path).map_err(Error::program)? {
+        return Ok(Content::Blob(repo, new.oid));
+    }
+    let blob = repo.find_blob(new.oid)?;
+    Ok(Content::Bytes(if new.mode == MODE_LINK {
+        std::borrow::Cow::Owned(blob.content().to_vec())
+    } else {
+        std::borrow::Cow::Owned(
+            convert
+                .to_worktree(path, blob.content())
+                .map_err(Error::program)?
+                .into_owned(),
+        )
+    }))
+}
+
+/// Stage the new files of `changes` in `.git` now, unflushed, for the
+/// [`update`] that follows: the flush that makes the branch's move durable
+/// makes their bytes durable too, so the update swaps them in without an
+/// fsync per file (`crate::flush` names the order). What the update does
+/// not take is removed when it ends.
+pub fn prestage(repo: &Repository, changes: &[Change]) -> Result<()> {
+    let staging = crate::lock::tmp_dir(repo.path());
+    let convert = crate::tree::convert::Convert::new(repo);
+    for c in changes {
+        if let Some(new) = c.new {
+            if crate::tree::guard::check_path(&c.path).is_ok() {
+                let content = content_for(repo, &convert, &c.path, new)?;
+                place::prestage(&staging, &c.path, &content, new.mode)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes what [`prestage`] staged and the update did not take.
+struct Prestaged;
+
+impl Drop for Prestaged {
+    fn drop(&mut self) {
+        place::drop_prestaged();
+    }
+}
+
 /// Write `changes` into the worktree as an agent's own tools would, leaving
 /// the index alone (the crash matrix's in-place agent, replaying a plan
 /// through `record`). Paths are checked as for [`update`].
@@ -483,6 +522,7 @@ pub fn write_in_place(repo: &Repository, changes: &[Change]) -> Result<()> {
     }
     let workdir = workdir(repo)?;
     let staging = crate::lock::tmp_dir(repo.path());
+    let _rules = crate::tree::convert::Rewriting::paths(changes.iter().map(|c| c.path.as_str()));
     let convert = crate::tree::convert::Convert::new(repo);
     for c in changes.iter().filter(|c| c.new.is_none()) {
         remove_if(&workdir, &staging, &c.path, &|_| true)?;

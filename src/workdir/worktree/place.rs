@@ -72,6 +72,77 @@ impl Content<'_> {
     }
 }
 
+thread_local! {
+    /// Files staged ahead of their swap by [`prestage`]: (path, content
+    /// id, mode, staged file).
+    static PRESTAGED: std::cell::RefCell<Vec<(String, git2::Oid, u32, PathBuf)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Stage the file `path` will get in `staging` now, not flushed: the
+/// caller's flush of the file system (the one that makes the branch's move
+/// durable) makes its bytes durable before [`write`] swaps it in, so the
+/// swap needs no fsync of its own. Links are not staged ahead.
+pub(super) fn prestage(staging: &Path, path: &str, content: &Content<'_>, mode: u32) -> Result<()> {
+    if mode == MODE_LINK {
+        return Ok(());
+    }
+    let _ = fs::create_dir(staging);
+    let tmp = tempfile::Builder::new()
+        .prefix(".git-steps-")
+        .tempfile_in(staging)
+        .context(|| format!("cannot write {path}"))?;
+    write_content(tmp.as_file(), content, mode).context(|| format!("cannot write {path}"))?;
+    let staged = tmp
+        .into_temp_path()
+        .keep()
+        .map_err(|e| e.error)
+        .context(|| format!("cannot write {path}"))?;
+    let id = content.id()?;
+    PRESTAGED.with(|p| p.borrow_mut().push((path.to_string(), id, mode, staged)));
+    Ok(())
+}
+
+/// Remove what [`prestage`] staged and no write took.
+pub(super) fn drop_prestaged() {
+    for (_, _, _, f) in PRESTAGED.with(|p| std::mem::take(&mut *p.borrow_mut())) {
+        let _ = fs::remove_file(f);
+    }
+}
+
+fn take_prestaged(path: &str, id: git2::Oid, mode: u32) -> Option<PathBuf> {
+    PRESTAGED.with(|p| {
+        let mut p = p.borrow_mut();
+        let i = p
+            .iter()
+            .position(|(q, i, m, _)| q == path && *i == id && *m == mode)?;
+        let (_, _, _, f) = p.remove(i);
+        // Still ours, whole (a kill between stage and swap leaves it for
+        // the stale-file sweep, not for this process).
+        fs::symlink_metadata(&f).is_ok().then_some(f)
+    })
+}
+
+fn write_content(mut f: &fs::File, content: &Content<'_>, mode: u32) -> std::io::Result<()> {
+    match content {
+        Content::Bytes(b) => f.write_all(b)?,
+        Content::Blob(repo, oid) => {
+            let mut failed = None;
+            crate::git::blob_chunks(repo, *oid, &mut |chunk| {
+                if failed.is_none() {
+                    failed = f.write_all(chunk).err();
+                }
+            })
+            .map_err(std::io::Error::other)?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+    }
+    let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
+    f.set_permissions(fs::Permissions::from_mode(perm))
+}
+
 /// Write one file: staged in `staging` (inside `.git`, so an interrupted
 /// write leaves nothing in the worktree) and swapped into place; staged next
 /// to the target instead when `.git` is on another filesystem. None (and
@@ -100,8 +171,11 @@ pub(super) fn write(
         }
     }
     let _ = fs::create_dir(staging);
+    let mut ahead = take_prestaged(path, ours, mode);
     for (attempt, place_in) in [staging, dir.as_path()].into_iter().enumerate() {
-        let staged = if let (MODE_LINK, Content::Bytes(target)) = (mode, content) {
+        let staged = if let Some(f) = ahead.take().filter(|_| attempt == 0) {
+            f
+        } else if let (MODE_LINK, Content::Bytes(target)) = (mode, content) {
             let link_target = std::ffi::OsStr::from_bytes(target);
             let tmp = place_in.join(format!(".git-steps-link-{}", std::process::id()));
             let _ = fs::remove_file(&tmp);
@@ -113,25 +187,12 @@ pub(super) fn write(
                 .prefix(".git-steps-")
                 .tempfile_in(place_in)
                 .context(|| format!("cannot write {path}"))?;
-            let mut f = tmp.as_file();
-            match content {
-                Content::Bytes(b) => f.write_all(b),
-                Content::Blob(repo, oid) => {
-                    let mut failed = None;
-                    crate::git::blob_chunks(repo, *oid, &mut |chunk| {
-                        if failed.is_none() {
-                            failed = f.write_all(chunk).err();
-                        }
-                    })?;
-                    failed.map_or(Ok(()), Err)
-                }
-            }
-            .context(|| format!("cannot write {path}"))?;
-            let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
-            f.set_permissions(fs::Permissions::from_mode(perm))?;
+            let f = tmp.as_file();
+            write_content(f, content, mode).context(|| format!("cannot write {path}"))?;
             // Its bytes durable before its name: a power cut after the
             // swap must not leave the new name over lost data while the
-            // index (written after, and fsynced) names the new version.
+            // index (written after) names the new version. (A file staged
+            // ahead was flushed with the branch's move.)
             f.sync_all().context(|| format!("cannot write {path}"))?;
             tmp.into_temp_path()
                 .keep()

@@ -207,7 +207,10 @@ fn worktree_bytes_and_names_are_durable_before_the_index_names_them() {
         let mut cmd = Command::new("strace");
         cmd.args(["-f", "-qq", "-y", "-o"])
             .arg(&log)
-            .args(["-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link"])
+            .args([
+                "-e",
+                "trace=fsync,fdatasync,syncfs,rename,renameat,renameat2,link,openat",
+            ])
             .arg(env!("CARGO_BIN_EXE_git-steps"))
             .args(args)
             .current_dir(&t.work);
@@ -235,8 +238,10 @@ fn worktree_bytes_and_names_are_durable_before_the_index_names_them() {
     };
     let work = |t: &TestRepo| t.work.canonicalize().unwrap().display().to_string();
 
-    // apply: the staged file's flush, its swap into place, the worktree
-    // directory's flush, then the index.
+    // apply (issue 33's order): the file staged in `.git`, the branch
+    // moved, one flush of the file system (the branch and the staged
+    // bytes), the swap into place, the worktree directory's flush, then
+    // the index.
     let t = TestRepo::new();
     let calls_apply = calls(
         &t,
@@ -246,11 +251,23 @@ fn worktree_bytes_and_names_are_durable_before_the_index_names_them() {
         )),
     );
     let w = work(&t);
-    let data = first(
+    let staged = first(
         &calls_apply,
         0,
-        &|l| l.starts_with_call("fsync(") && l.contains(".git-steps-"),
-        "flush of the staged file",
+        &|l| l.contains("openat(") && l.contains("O_CREAT") && l.contains("steps-tmp/.git-steps-"),
+        "the staged file",
+    );
+    let branch = first(
+        &calls_apply,
+        staged,
+        &|l| l.contains("refs/heads/main.lock\", ") && l.contains("= 0"),
+        "the branch's move",
+    );
+    let data = first(
+        &calls_apply,
+        branch,
+        &|l| l.starts_with_call("syncfs("),
+        "flush of the branch and the staged file",
     );
     let swap = first(
         &calls_apply,

@@ -1,0 +1,424 @@
+//! When what git-steps writes reaches the disk: one flush of a file system
+//! (syncfs) at a commit point, in place of an fsync per object, ref and
+//! directory; and the boot epoch, which tells a process whether writes an
+//! earlier boot left unflushed may be torn.
+//!
+//! libgit2 writes objects and refs without flushing them (a box holds
+//! nothing the durable domain cannot rebuild). What is durable is flushed
+//! in order by its commit point: everything written before it — the step's
+//! objects in the box, the objects and the ref's new value linked into a
+//! local remote — is flushed by [`file_systems`] before the ref is renamed,
+//! and the rename by an fsync of its directory.
+//!
+//! Invariant: nothing durable (a remote's ref, the local branch of a run
+//! without a remote, a rescue) names an object whose bytes were not flushed
+//! first. A repository written in a boot that ended before its writes were
+//! flushed is checked ([`scrub`]: every loose object against its id, every
+//! loose ref readable) before anything trusts it: a torn object is moved
+//! aside (libgit2 would otherwise keep it, as the object it names, when the
+//! same object is written again), a torn ref too. Each repository records
+//! the boot that writes it (`epoch`, written and flushed before that boot's
+//! first unflushed write).
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Flush the file systems holding `paths`: one syncfs each (two paths on
+/// one file system cost one).
+pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
+    let mut done = HashSet::new();
+    for p in paths {
+        let dir = std::fs::File::open(p)?;
+        if done.insert(dir.metadata()?.dev()) {
+            rustix::fs::syncfs(&dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// Flush the file system of `repo`'s git dir: everything written there so
+/// far is durable when this returns.
+pub fn repository(repo: &git2::Repository) -> crate::error::Result<()> {
+    file_systems(&[repo.commondir()]).map_err(|e| {
+        crate::error::Error::local(format!("cannot flush {}: {e}", repo.commondir().display()))
+            .with_hint(crate::error::LOCAL_FAILURE_HINT)
+    })
+}
+
+/// This boot's identity: the kernel's boot id (`GIT_STEPS_BOOT_ID` stands
+/// for it in `crashtest --power-loss`, whose states resume as if after a
+/// reboot).
+pub fn boot_id() -> String {
+    if let Some(id) = std::env::var_os(crate::keys::BOOT_ID.name) {
+        return id.to_string_lossy().into_owned();
+    }
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .or_else(|| {
+            crate::lock::boot_time().and_then(|t| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .ok()
+                    .map(|d| format!("btime-{}", d.as_secs()))
+            })
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// What [`scrub`] found torn and moved aside.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Scrubbed {
+    pub objects: Vec<String>,
+    pub refs: Vec<String>,
+    /// Where they were moved.
+    pub kept: Option<PathBuf>,
+}
+
+impl Scrubbed {
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty() && self.refs.is_empty()
+    }
+
+    /// The sentence that says what was done, if anything was.
+    pub fn note(&self, repo: &Path) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if !self.objects.is_empty() {
+            parts.push(format!("{} loose object(s)", self.objects.len()));
+        }
+        if !self.refs.is_empty() {
+            parts.push(format!("ref(s) {}", self.refs.join(", ")));
+        }
+        Some(format!(
+            "{}: {} written before the last power cut or reset were torn (not flushed when it came): moved to {}; they are fetched or written again",
+            repo.display(),
+            parts.join(" and "),
+            self.kept.as_deref().unwrap_or(Path::new("?")).display()
+        ))
+    }
+}
+
+/// If the repository at `git_dir` (a git dir: objects/ and refs/ under
+/// it) was last written in another boot, check it ([`Scrubbed`]); then
+/// record this boot in `git_dir/<epoch>`, flushed, so this boot's writes
+/// need no flush of their own. `skip` names refs another mend owns (the
+/// run's branch, set back to its last value rather than moved aside).
+/// Cheap when the epoch is this boot's: one read.
+pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io::Result<Scrubbed> {
+    let marker = git_dir.join(epoch);
+    let now = boot_id();
+    let recorded = std::fs::read_to_string(&marker).ok();
+    if recorded.as_deref() == Some(now.as_str()) {
+        return Ok(Scrubbed::default());
+    }
+    let mut found = Scrubbed::default();
+    // No epoch: written by a git-steps that flushed everything, or never.
+    if recorded.is_some() {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let aside = keep.join(format!("scrub.{stamp}"));
+        // Another process of this clone (a run in a linked worktree) may
+        // be checking too: what it moved first is gone, and no error.
+        let move_aside = |from: &Path, name: &str| -> std::io::Result<()> {
+            std::fs::create_dir_all(&aside)?;
+            match std::fs::rename(from, aside.join(name.replace('/', "_"))) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            }
+        };
+        let objects = git_dir.join("objects");
+        for (path, hex) in loose_objects(&objects) {
+            if !object_is_whole(&path, &hex) {
+                move_aside(&path, &hex)?;
+                found.objects.push(hex);
+            }
+        }
+        // A whole tree or commit whose entry is torn or missing goes too:
+        // the cut kept a parent and lost its child (written first, flushed
+        // by nobody; names in two directories reach the disk in any
+        // order), and a push takes an object it finds as complete.
+        // Not in a partial clone, where a missing blob is normal; and a
+        // shallow commit's parents are not looked for.
+        let partial = std::fs::read_dir(objects.join("pack")).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".promisor"))
+        });
+        let shallow = std::fs::read_to_string(git_dir.join("shallow")).unwrap_or_default();
+        if !partial {
+            let odb = git2::Odb::new().map_err(std::io::Error::other)?;
+            odb.add_disk_alternate(&objects.to_string_lossy())
+                .map_err(std::io::Error::other)?;
+            loop {
+                let mut more = Vec::new();
+                for (path, hex) in loose_objects(&objects) {
+                    if shallow.contains(&hex) {
+                        continue;
+                    }
+                    let lacks = inflate(&path)
+                        .map(|raw| referents(&raw))
+                        .unwrap_or_default()
+                        .into_iter()
+                        .any(|id| !odb.exists(id));
+                    if lacks {
+                        move_aside(&path, &hex)?;
+                        more.push(hex);
+                    }
+                }
+                if more.is_empty() {
+                    break;
+                }
+                found.objects.extend(more);
+            }
+        }
+        let mut refs = Vec::new();
+        loose_refs(&git_dir.join("refs"), "refs", &mut refs);
+        for (path, name) in refs {
+            if skip.contains(&name.as_str()) || ref_is_whole(&path) {
+                continue;
+            }
+            move_aside(&path, &name)?;
+            found.refs.push(name);
+        }
+        if !found.is_empty() {
+            found.kept = Some(aside.clone());
+            crate::lock::sync_dir(&aside)?;
+            crate::lock::sync_dir(keep)?;
+        }
+    }
+    // The epoch, durable before this boot's first unflushed write (a name
+    // of this process's own: two runs of one clone may write it at once).
+    let tmp = git_dir.join(format!("{epoch}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, &now)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, &marker)?;
+    crate::lock::sync_dir(git_dir)?;
+    Ok(found)
+}
+
+/// Every loose object file under `objects`: (path, hex id).
+fn loose_objects(objects: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(objects) else {
+        return out;
+    };
+    for d in dirs.flatten() {
+        let fan = d.file_name().to_string_lossy().into_owned();
+        if fan.len() != 2 || !fan.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let Ok(files) = std::fs::read_dir(d.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let rest = f.file_name().to_string_lossy().into_owned();
+            if rest.len() == 38 && rest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                out.push((f.path(), format!("{fan}{rest}")));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a loose object file inflates whole to an object hashing to
+/// `hex` (SHA-1 repositories; another length is not checked).
+fn object_is_whole(path: &Path, hex: &str) -> bool {
+    use sha1::Digest;
+    let Some(inflated) = inflate(path) else {
+        return false;
+    };
+    // The header's size must match what follows it.
+    let Some(nul) = inflated.iter().position(|b| *b == 0) else {
+        return false;
+    };
+    let header = String::from_utf8_lossy(&inflated[..nul]);
+    let size_ok = header
+        .split_once(' ')
+        .and_then(|(_, n)| n.parse::<usize>().ok())
+        .is_some_and(|n| n == inflated.len() - nul - 1);
+    size_ok && crate::git::hex(&sha1::Sha1::digest(&inflated)) == hex
+}
+
+/// The objects a loose object (inflated, header first) names: a commit's
+/// tree and parents, a tree's entries (not gitlinks), a tag's object.
+fn referents(raw: &[u8]) -> Vec<git2::Oid> {
+    let Some(nul) = raw.iter().position(|b| *b == 0) else {
+        return Vec::new();
+    };
+    let (header, body) = (&raw[..nul], &raw[nul + 1..]);
+    let hex_after = |line: &[u8], key: &[u8]| {
+        line.strip_prefix(key)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| git2::Oid::from_str(h.trim()).ok())
+    };
+    let mut out = Vec::new();
+    if header.starts_with(b"tree ") {
+        let mut rest = body;
+        while let Some(sp) = rest.iter().position(|b| *b == b' ') {
+            let mode = &rest[..sp];
+            let Some(nul) = rest[sp..].iter().position(|b| *b == 0) else {
+                break;
+            };
+            let at = sp + nul + 1;
+            let Some(id) = rest.get(at..at + 20) else {
+                break;
+            };
+            if mode != b"160000" {
+                if let Ok(id) = git2::Oid::from_bytes(id) {
+                    out.push(id);
+                }
+            }
+            rest = &rest[at + 20..];
+        }
+    } else if header.starts_with(b"commit ") || header.starts_with(b"tag ") {
+        for line in body.split(|b| *b == b'\n') {
+            if line.is_empty() {
+                break;
+            }
+            out.extend(
+                hex_after(line, b"tree ")
+                    .or_else(|| hex_after(line, b"parent "))
+                    .or_else(|| hex_after(line, b"object ")),
+            );
+        }
+    }
+    out
+}
+
+/// A loose object file, inflated (None when it does not inflate whole).
+fn inflate(path: &Path) -> Option<Vec<u8>> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return None;
+    };
+    // libdeflate inflates whole streams only: grow the buffer until the
+    // object fits (a torn stream fails at any size).
+    let mut z = libdeflater::Decompressor::new();
+    let mut inflated = vec![0u8; (bytes.len() * 4).max(64)];
+    loop {
+        match z.zlib_decompress(&bytes, &mut inflated) {
+            Ok(n) => {
+                inflated.truncate(n);
+                break;
+            }
+            Err(libdeflater::DecompressionError::InsufficientSpace)
+                if inflated.len() < (1 << 34) =>
+            {
+                let more = inflated.len() * 4;
+                inflated.resize(more, 0);
+            }
+            Err(_) => return None,
+        }
+    }
+    Some(inflated)
+}
+
+/// Every loose ref file under `dir` (named `prefix/...`).
+fn loose_refs(dir: &Path, prefix: &str, out: &mut Vec<(PathBuf, String)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = format!("{prefix}/{}", e.file_name().to_string_lossy());
+        match e.file_type() {
+            Ok(t) if t.is_dir() => loose_refs(&e.path(), &name, out),
+            Ok(t) if t.is_file() && !name.ends_with(".lock") => out.push((e.path(), name)),
+            _ => {}
+        }
+    }
+}
+
+/// Whether a loose ref file holds a whole value: an id and a newline, or
+/// `ref: ` and a name.
+fn ref_is_whole(path: &Path) -> bool {
+    let Ok(text) = std::fs::read(path) else {
+        return false;
+    };
+    let Some(body) = text.strip_suffix(b"\n") else {
+        return false;
+    };
+    if let Some(target) = body.strip_prefix(b"ref: ") {
+        return target.starts_with(b"refs/") && !target.contains(&0);
+    }
+    matches!(body.len(), 40 | 64) && body.iter().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loose(dir: &Path, content: &[u8]) -> (PathBuf, String) {
+        loose_kind(dir, "blob", content)
+    }
+
+    fn loose_kind(dir: &Path, kind: &str, content: &[u8]) -> (PathBuf, String) {
+        use sha1::Digest;
+        let mut raw = format!("{kind} {}\0", content.len()).into_bytes();
+        raw.extend_from_slice(content);
+        let hex = crate::git::hex(&sha1::Sha1::digest(&raw));
+        let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::default());
+        let mut z = vec![0u8; c.zlib_compress_bound(raw.len())];
+        let n = c.zlib_compress(&raw, &mut z).unwrap();
+        z.truncate(n);
+        let p = dir.join("objects").join(&hex[..2]).join(&hex[2..]);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, z).unwrap();
+        (p, hex)
+    }
+
+    #[test]
+    fn torn_objects_and_refs_are_moved_aside_once_per_boot() {
+        let t = tempfile::tempdir().unwrap();
+        let g = t.path();
+        let (whole, _) = loose(g, b"whole\n");
+        let (torn, torn_hex) = loose(g, b"a longer object, cut short by the power cut\n");
+        let bytes = std::fs::read(&torn).unwrap();
+        std::fs::write(&torn, &bytes[..bytes.len() / 2]).unwrap();
+        let (empty, empty_hex) = loose(g, b"empty after the cut\n");
+        std::fs::write(&empty, b"").unwrap();
+        // A whole tree naming the torn blob, and a commit naming the tree:
+        // both go (a push would take them as complete).
+        let mut entries = b"100644 f\0".to_vec();
+        entries.extend(git2::Oid::from_str(&empty_hex).unwrap().as_bytes());
+        let (tree, tree_hex) = loose_kind(g, "tree", &entries);
+        let commit_body =
+            format!("tree {tree_hex}\nauthor a <a> 0 +0000\ncommitter a <a> 0 +0000\n\nm\n");
+        let (commit, commit_hex) = loose_kind(g, "commit", commit_body.as_bytes());
+        std::fs::create_dir_all(g.join("refs/heads")).unwrap();
+        std::fs::write(g.join("refs/heads/ok"), format!("{}\n", "a".repeat(40))).unwrap();
+        std::fs::write(g.join("refs/heads/torn"), b"").unwrap();
+        std::fs::write(g.join("refs/heads/run"), b"").unwrap();
+        let keep = g.join("steps/torn");
+        std::fs::create_dir_all(&keep).unwrap();
+        // No epoch yet: nothing is checked (no unflushed writes are known).
+        let first = scrub(g, "epoch", &keep, &[]).unwrap();
+        assert!(first.is_empty());
+        assert!(torn.exists());
+        // This boot's epoch: nothing is checked either.
+        assert!(scrub(g, "epoch", &keep, &[]).unwrap().is_empty());
+        // Another boot wrote last.
+        std::fs::write(g.join("epoch"), "an earlier boot").unwrap();
+        let found = scrub(g, "epoch", &keep, &["refs/heads/run"]).unwrap();
+        let mut objects = found.objects.clone();
+        objects.sort();
+        let mut want = vec![torn_hex, empty_hex, tree_hex, commit_hex];
+        want.sort();
+        assert_eq!(objects, want);
+        assert_eq!(found.refs, ["refs/heads/torn"]);
+        assert!(whole.exists() && !torn.exists() && !empty.exists());
+        assert!(!tree.exists() && !commit.exists());
+        assert!(g.join("refs/heads/ok").exists() && g.join("refs/heads/run").exists());
+        let kept = found.kept.unwrap();
+        assert_eq!(std::fs::read_dir(&kept).unwrap().count(), 5);
+        assert_eq!(std::fs::read_to_string(g.join("epoch")).unwrap(), boot_id());
+    }
+
+    #[test]
+    fn one_flush_per_file_system() {
+        let t = tempfile::tempdir().unwrap();
+        file_systems(&[t.path(), t.path()]).unwrap();
+        assert!(file_systems(&[&t.path().join("missing")]).is_err());
+    }
+}

@@ -72,8 +72,9 @@ pub struct Args {
     )]
     model: Vec<ModelArg>,
     /// With --power-loss: random states per cut point and model, besides
-    /// the least one a cut may leave.
-    #[arg(long, value_name = "N", default_value_t = 2, requires = "power_loss")]
+    /// the least one a cut may leave (a step flushes four times, so much
+    /// is unflushed at each cut: several samples of it).
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "power_loss")]
     states: usize,
     /// With --power-loss: take N cut points, chosen with the seed [default:
     /// every one: before each fsync, and the end].

@@ -12,13 +12,16 @@
 //!
 //! Invariant: nothing durable (a remote's ref, the local branch of a run
 //! without a remote, a rescue) names an object whose bytes were not flushed
-//! first. A repository written in a boot that ended before its writes were
-//! flushed is checked ([`scrub`]: every loose object against its id, every
-//! loose ref readable) before anything trusts it: a torn object is moved
-//! aside (libgit2 would otherwise keep it, as the object it names, when the
-//! same object is written again), a torn ref too. Each repository records
-//! the boot that writes it (`epoch`, written and flushed before that boot's
-//! first unflushed write).
+//! first, and no loose object goes into a local remote unchecked unless this
+//! process created it ([`loose_is_whole`]). A repository written in a boot
+//! that ended before its writes were flushed is checked ([`scrub`]: every
+//! loose object that boot wrote against its id, every loose ref readable)
+//! before anything trusts it: a torn object is moved aside (libgit2 would
+//! otherwise keep it, as the object it names, when the same object is
+//! written again), a tree or commit naming a missing object too, a torn
+//! branch is set back to its reflog's last value, another torn ref moved
+//! aside. Each repository records the boot that writes it (`epoch`, written
+//! and flushed before that boot's first unflushed write).
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -124,17 +127,38 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
         // Another process of this clone (a run in a linked worktree) may
         // be checking too: what it moved first is gone, and no error.
         let move_aside = |from: &Path, name: &str| -> std::io::Result<()> {
-            std::fs::create_dir_all(&aside)?;
-            match std::fs::rename(from, aside.join(name.replace('/', "_"))) {
+            let to = aside.join(name);
+            std::fs::create_dir_all(to.parent().unwrap_or(&aside))?;
+            match std::fs::rename(from, to) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 other => other,
             }
         };
         let objects = git_dir.join("objects");
-        for (path, hex) in loose_objects(&objects) {
-            if !object_is_whole(&path, &hex) {
-                move_aside(&path, &hex)?;
-                found.objects.push(hex);
+        // Only what the recorded boot wrote (or freshened): created or
+        // changed since its epoch was written, a minute's slack for the
+        // clock. Older objects were checked, or flushed, before it.
+        let since = std::fs::metadata(&marker)
+            .and_then(|m| m.modified())
+            .ok()
+            .map(|t| t - std::time::Duration::from_secs(60));
+        let recent = |p: &Path| {
+            since.is_none_or(|since| {
+                std::fs::symlink_metadata(p).is_ok_and(|m| {
+                    let ctime = std::time::UNIX_EPOCH
+                        + std::time::Duration::new(m.ctime().max(0) as u64, m.ctime_nsec() as u32);
+                    ctime >= since
+                })
+            })
+        };
+        let candidates: Vec<(PathBuf, String)> = loose_objects(&objects)
+            .into_iter()
+            .filter(|(p, _)| recent(p))
+            .collect();
+        for (path, hex) in &candidates {
+            if object_is_torn(path, hex) {
+                move_aside(path, hex)?;
+                found.objects.push(hex.clone());
             }
         }
         // A whole tree or commit whose entry is torn or missing goes too:
@@ -146,7 +170,7 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
         let partial = std::fs::read_dir(objects.join("pack")).is_ok_and(|d| {
             d.flatten()
                 .any(|e| e.file_name().to_string_lossy().ends_with(".promisor"))
-        });
+        }) || objects.join("info").join("alternates").exists();
         let shallow = std::fs::read_to_string(git_dir.join("shallow")).unwrap_or_default();
         if !partial {
             let odb = git2::Odb::new().map_err(std::io::Error::other)?;
@@ -154,18 +178,18 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
                 .map_err(std::io::Error::other)?;
             loop {
                 let mut more = Vec::new();
-                for (path, hex) in loose_objects(&objects) {
-                    if shallow.contains(&hex) {
+                for (path, hex) in &candidates {
+                    if shallow.contains(hex.as_str()) || !path.exists() {
                         continue;
                     }
-                    let lacks = inflate(&path)
+                    let lacks = inflate(path)
                         .map(|raw| referents(&raw))
                         .unwrap_or_default()
                         .into_iter()
                         .any(|id| !odb.exists(id));
                     if lacks {
-                        move_aside(&path, &hex)?;
-                        more.push(hex);
+                        move_aside(path, hex)?;
+                        more.push(hex.clone());
                     }
                 }
                 if more.is_empty() {
@@ -180,8 +204,29 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
             if skip.contains(&name.as_str()) || ref_is_whole(&path) {
                 continue;
             }
-            move_aside(&path, &name)?;
-            found.refs.push(name);
+            // A branch goes back to the last value its reflog recorded
+            // (another run's, whose own mend would find it gone); anything
+            // else, or a branch with no such value, is moved aside.
+            let restored = name
+                .starts_with("refs/heads/")
+                .then(|| last_logged(git_dir, &name))
+                .flatten();
+            match restored {
+                Some(id) => {
+                    let tmp = path.with_extension(format!("steps-{}.tmp", std::process::id()));
+                    std::fs::write(&tmp, format!("{id}\n"))?;
+                    std::fs::File::open(&tmp)?.sync_all()?;
+                    std::fs::rename(&tmp, &path)?;
+                    crate::lock::sync_dir(path.parent().unwrap_or(git_dir))?;
+                    found
+                        .refs
+                        .push(format!("{name} (set back to {id} from its reflog)"));
+                }
+                None => {
+                    move_aside(&path, &name)?;
+                    found.refs.push(name);
+                }
+            }
         }
         if !found.is_empty() {
             found.kept = Some(aside.clone());
@@ -197,6 +242,27 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
     std::fs::rename(&tmp, &marker)?;
     crate::lock::sync_dir(git_dir)?;
     Ok(found)
+}
+
+/// The values a reflog's text records, newest first: the new id of each
+/// whole line (a cut can leave the last line short or zeroed).
+pub fn reflog_values(text: &[u8]) -> impl Iterator<Item = git2::Oid> + '_ {
+    text.split(|b| *b == b'\n').rev().filter_map(|line| {
+        // "<old> <new> <who> <when>\t<message>"
+        let new = line.get(41..81)?;
+        let id = git2::Oid::from_str(std::str::from_utf8(new).ok()?).ok()?;
+        (line.get(40) == Some(&b' ') && !id.is_zero()).then_some(id)
+    })
+}
+
+/// The last value `refname`'s reflog records whose object is here.
+fn last_logged(git_dir: &Path, refname: &str) -> Option<git2::Oid> {
+    let text = std::fs::read(git_dir.join("logs").join(refname)).ok()?;
+    let odb = git2::Odb::new().ok()?;
+    odb.add_disk_alternate(&git_dir.join("objects").to_string_lossy())
+        .ok()?;
+    let found = reflog_values(&text).find(|id| odb.exists(*id));
+    found
 }
 
 /// Every loose object file under `objects`: (path, hex id).
@@ -221,6 +287,34 @@ fn loose_objects(objects: &Path) -> Vec<(PathBuf, String)> {
         }
     }
     out
+}
+
+/// When this process started (the first call), for [`written_here`].
+fn started() -> std::time::SystemTime {
+    static START: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+    *START.get_or_init(std::time::SystemTime::now)
+}
+
+/// Note the process's start (call before its first write).
+pub fn mark_start() {
+    let _ = started();
+}
+
+/// Whether the loose object at `path` is whole before it is copied to a
+/// remote: one this process created (birth time after its start) is
+/// trusted; any other, which a cut in an earlier boot may have torn while
+/// libgit2 took it as present ("freshened" it), is inflated and hashed.
+pub fn loose_is_whole(path: &Path, hex: &str) -> bool {
+    let fresh = std::fs::metadata(path)
+        .and_then(|m| m.created())
+        .is_ok_and(|born| born >= started());
+    fresh || object_is_whole(path, hex)
+}
+
+/// Whether a loose object file was read and is not whole (a file that
+/// cannot be read — permissions, an I/O error — is not called torn).
+fn object_is_torn(path: &Path, hex: &str) -> bool {
+    std::fs::File::open(path).is_ok() && !object_is_whole(path, hex)
 }
 
 /// Whether a loose object file inflates whole to an object hashing to
@@ -336,9 +430,8 @@ fn ref_is_whole(path: &Path) -> bool {
     let Ok(text) = std::fs::read(path) else {
         return false;
     };
-    let Some(body) = text.strip_suffix(b"\n") else {
-        return false;
-    };
+    // git reads a value without its newline too.
+    let body = text.strip_suffix(b"\n").unwrap_or(&text);
     if let Some(target) = body.strip_prefix(b"ref: ") {
         return target.starts_with(b"refs/") && !target.contains(&0);
     }
@@ -372,7 +465,7 @@ mod tests {
     fn torn_objects_and_refs_are_moved_aside_once_per_boot() {
         let t = tempfile::tempdir().unwrap();
         let g = t.path();
-        let (whole, _) = loose(g, b"whole\n");
+        let (whole, whole_hex) = loose(g, b"whole\n");
         let (torn, torn_hex) = loose(g, b"a longer object, cut short by the power cut\n");
         let bytes = std::fs::read(&torn).unwrap();
         std::fs::write(&torn, &bytes[..bytes.len() / 2]).unwrap();
@@ -390,6 +483,21 @@ mod tests {
         std::fs::write(g.join("refs/heads/ok"), format!("{}\n", "a".repeat(40))).unwrap();
         std::fs::write(g.join("refs/heads/torn"), b"").unwrap();
         std::fs::write(g.join("refs/heads/run"), b"").unwrap();
+        // Git reads a value without its newline.
+        std::fs::write(g.join("refs/heads/nonl"), "b".repeat(40)).unwrap();
+        // Another run's branch, torn, with a reflog whose last line the cut
+        // cut short: set back to the line before it.
+        std::fs::write(g.join("refs/heads/other"), b"\0\0\0").unwrap();
+        std::fs::create_dir_all(g.join("logs/refs/heads")).unwrap();
+        let zero = "0".repeat(40);
+        std::fs::write(
+            g.join("logs/refs/heads/other"),
+            format!(
+                "{zero} {whole_hex} a <a> 0 +0000\tone\n{whole_hex} {}",
+                "c".repeat(20)
+            ),
+        )
+        .unwrap();
         let keep = g.join("steps/torn");
         std::fs::create_dir_all(&keep).unwrap();
         // No epoch yet: nothing is checked (no unflushed writes are known).
@@ -406,13 +514,43 @@ mod tests {
         let mut want = vec![torn_hex, empty_hex, tree_hex, commit_hex];
         want.sort();
         assert_eq!(objects, want);
-        assert_eq!(found.refs, ["refs/heads/torn"]);
+        let mut refs = found.refs.clone();
+        refs.sort();
+        assert_eq!(
+            refs,
+            [
+                format!("refs/heads/other (set back to {whole_hex} from its reflog)"),
+                "refs/heads/torn".to_string()
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(g.join("refs/heads/other")).unwrap(),
+            format!("{whole_hex}\n")
+        );
+        assert!(g.join("refs/heads/nonl").exists());
         assert!(whole.exists() && !torn.exists() && !empty.exists());
         assert!(!tree.exists() && !commit.exists());
         assert!(g.join("refs/heads/ok").exists() && g.join("refs/heads/run").exists());
         let kept = found.kept.unwrap();
-        assert_eq!(std::fs::read_dir(&kept).unwrap().count(), 5);
+        // Kept by name: four objects' and refs/heads/torn's.
+        let mut kept_names = Vec::new();
+        for e in walk(&kept) {
+            kept_names.push(e);
+        }
+        assert_eq!(kept_names.len(), 5, "{kept_names:?}");
         assert_eq!(std::fs::read_to_string(g.join("epoch")).unwrap(), boot_id());
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                out.extend(walk(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+        out
     }
 
     #[test]

@@ -464,7 +464,11 @@ impl OwnLock {
         if let Some(flush) = flush {
             if let Err(e) = flush() {
                 let _ = std::fs::remove_file(&self.lock);
-                return done(Err(io("flush", dir, e)));
+                return done(Err(io(
+                    "flush (syncfs) what was written before the rename of",
+                    &self.target,
+                    e,
+                )));
             }
         }
         if let Err(e) = std::fs::rename(&self.lock, &self.target) {

@@ -1,5 +1,7 @@
 //! The `git-steps` binary: parse arguments, call the library, map the typed
-//! error to the SPEC's exit code. Nothing else lives here.
+//! error to the SPEC's exit code. Nothing else lives here but two
+//! process-wide settings: the allocator's trim threshold and the instant
+//! the process started (`flush::mark_start`).
 
 use std::process::ExitCode;
 
@@ -15,6 +17,7 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
         libc::mallopt(libc::M_TOP_PAD, 16 << 20);
     }
+    git_steps::flush::mark_start();
     let cli = cli::parse();
     let ui = Ui::stdio(
         cli.json,

@@ -309,6 +309,11 @@ pub fn adopt(
         crash::point("tracking-updated", &id);
     }
     super::commit::move_ref(repo, s, local, commit, &id)?;
+    if s.remote.is_some() {
+        // The local branch durable before the worktree moves past it
+        // (without a remote, `move_ref` flushed it).
+        crate::flush::repository(repo)?;
+    }
     crash::point("ref-updated", &id);
     let dest = worktree::Dest {
         run: &s.run,

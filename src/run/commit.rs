@@ -366,9 +366,10 @@ impl Session<'_> {
         // files staged now: the flush after the branch's move makes them
         // durable with it, before the worktree changes (`crate::flush`).
         let changes = combined.as_deref().unwrap_or(&staged[0].changes);
-        if self.worktree == Worktree::Follows {
-            worktree::prestage(repo, changes).map_err(local)?;
-        }
+        let _staged = match self.worktree {
+            Worktree::Follows => Some(worktree::prestage(repo, changes).map_err(local)?),
+            Worktree::Holds => None,
+        };
         move_ref(repo, s, expected, commit, &what).map_err(local)?;
         if s.remote.is_some() {
             // The local branch durable before the worktree moves past it

@@ -304,6 +304,7 @@ impl<'r> Session<'r> {
         // Attributes and config as they are now (a long-lived process, the
         // MCP server, opens a session per call).
         crate::tree::convert::forget();
+        crate::flush::mark_start();
         // One runner per branch: not this one if another worktree has it.
         crate::git::ensure_branch_is_ours(repo, &s.branch)?;
         // Who commits is settled before anything is written.

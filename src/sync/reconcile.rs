@@ -153,6 +153,9 @@ pub fn ensure_on_branch(
     lock::intending(repo, lock::ref_locks(repo, "HEAD"), || {
         repo.set_head(&refname)
     })?;
+    // The marker, the branch and HEAD durable before the worktree moves
+    // (once a run: a cut must not keep a HEAD on a branch it lost).
+    crate::flush::repository(repo)?;
     if let (false, Some(to)) = (changes.is_empty(), start) {
         let dest = worktree::Dest {
             run: &s.run,

@@ -512,11 +512,20 @@ fn index_is_whole(path: &Path) -> bool {
     sha1::Sha1::digest(body).as_slice() == trailer
 }
 
-/// The last value the reflog of `refname` records, if its commit is here.
+/// The last value the reflog of `refname` records whose commit is here.
+/// Read line by line, not through libgit2 (which refuses the whole log):
+/// a cut can leave the last line cut short or zeroed, and the line before
+/// it is then the last value that reached the disk.
 fn last_logged(repo: &Repository, refname: &str) -> Option<Oid> {
-    let log = repo.reflog(refname).ok()?;
-    let last = log.get(0)?.id_new();
-    (!last.is_zero() && repo.find_commit(last).is_ok()).then_some(last)
+    // HEAD's log is the worktree's own (a linked worktree has one each).
+    let dir = if refname == "HEAD" {
+        repo.path()
+    } else {
+        repo.commondir()
+    };
+    let text = std::fs::read(dir.join("logs").join(refname)).ok()?;
+    let found = crate::flush::reflog_values(&text).find(|id| repo.find_commit(*id).is_ok());
+    found
 }
 
 /// Whether git itself reads what `args` ask (exit 0).

@@ -365,6 +365,12 @@ impl<'a> Copier<'a> {
         let (fan, rest) = hex.split_at(2);
         let dir = self.dst_dir.join(fan);
         let from = self.src_dir.join(fan).join(rest);
+        // Never a torn object into the remote (libgit2 takes one a cut left
+        // as present): refused here, it is read through libgit2 below,
+        // which fails on it, and the push with it.
+        if !crate::flush::loose_is_whole(&from, &hex) {
+            return Err(std::io::Error::other(format!("{} is torn", from.display())));
+        }
         let to = dir.join(rest);
         let linked = match std::fs::hard_link(&from, &to) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() => {

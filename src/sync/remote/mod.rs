@@ -146,6 +146,9 @@ impl Remote {
             Transport::Libgit2 | Transport::Git => self.fetch_git(repo, refname, into),
         })?;
         if let Some(id) = got {
+            // What was fetched (a pack, written unflushed) reaches the disk
+            // before any local ref names it.
+            crate::flush::repository(repo)?;
             self.note_tracking(repo, refname, id);
         }
         Ok(got)
@@ -185,6 +188,7 @@ impl Remote {
                 Err(_) => return Ok(None),
             };
             if let Some(id) = got {
+                crate::flush::repository(repo)?;
                 self.note_tracking(repo, refname, id);
             }
             return Ok(got);

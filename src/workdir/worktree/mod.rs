@@ -488,8 +488,10 @@ fn content_for<'r>(
 /// [`update`] that follows: the flush that makes the branch's move durable
 /// makes their bytes durable too, so the update swaps them in without an
 /// fsync per file (`crate::flush` names the order). What the update does
-/// not take is removed when it ends.
-pub fn prestage(repo: &Repository, changes: &[Change]) -> Result<()> {
+/// not take is removed when it ends, and what is left when the returned
+/// guard drops (the update never came: a failure before it).
+pub fn prestage(repo: &Repository, changes: &[Change]) -> Result<Prestaged> {
+    let guard = Prestaged;
     let staging = crate::lock::tmp_dir(repo.path());
     let convert = crate::tree::convert::Convert::new(repo);
     for c in changes {
@@ -500,11 +502,11 @@ pub fn prestage(repo: &Repository, changes: &[Change]) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(guard)
 }
 
-/// Removes what [`prestage`] staged and the update did not take.
-struct Prestaged;
+/// Removes what [`prestage`] staged and no update took.
+pub struct Prestaged;
 
 impl Drop for Prestaged {
     fn drop(&mut self) {

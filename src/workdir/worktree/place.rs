@@ -74,7 +74,7 @@ impl Content<'_> {
 
 thread_local! {
     /// Files staged ahead of their swap by [`prestage`]: (path, content
-    /// id, mode, staged file).
+    /// id, mode, staged file, in this staging directory).
     static PRESTAGED: std::cell::RefCell<Vec<(String, git2::Oid, u32, PathBuf)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -110,12 +110,12 @@ pub(super) fn drop_prestaged() {
     }
 }
 
-fn take_prestaged(path: &str, id: git2::Oid, mode: u32) -> Option<PathBuf> {
+fn take_prestaged(staging: &Path, path: &str, id: git2::Oid, mode: u32) -> Option<PathBuf> {
     PRESTAGED.with(|p| {
         let mut p = p.borrow_mut();
-        let i = p
-            .iter()
-            .position(|(q, i, m, _)| q == path && *i == id && *m == mode)?;
+        let i = p.iter().position(|(q, i, m, f)| {
+            q == path && *i == id && *m == mode && f.parent() == Some(staging)
+        })?;
         let (_, _, _, f) = p.remove(i);
         // Still ours, whole (a kill between stage and swap leaves it for
         // the stale-file sweep, not for this process).
@@ -171,7 +171,7 @@ pub(super) fn write(
         }
     }
     let _ = fs::create_dir(staging);
-    let mut ahead = take_prestaged(path, ours, mode);
+    let mut ahead = take_prestaged(staging, path, ours, mode);
     for (attempt, place_in) in [staging, dir.as_path()].into_iter().enumerate() {
         let staged = if let Some(f) = ahead.take().filter(|_| attempt == 0) {
             f

@@ -269,11 +269,21 @@ fn worktree_bytes_and_names_are_durable_before_the_index_names_them() {
         &|l| l.starts_with_call("syncfs("),
         "flush of the branch and the staged file",
     );
+    // The file renamed into place is the one staged before the flush.
+    let staged_name = calls_apply[staged]
+        .split('"')
+        .nth(1)
+        .expect("the staged file's name")
+        .to_string();
     let swap = first(
         &calls_apply,
         data,
-        &|l| l.contains("renameat2(") && l.contains(&format!("{w}/f.txt")),
-        "swap into place",
+        &|l| {
+            l.contains("renameat2(")
+                && l.contains(&staged_name)
+                && l.contains(&format!("{w}/f.txt"))
+        },
+        "swap of the staged file into place",
     );
     let dir = first(
         &calls_apply,

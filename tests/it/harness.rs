@@ -409,6 +409,17 @@ impl TestRepo {
         }
     }
 
+    /// A bare repository `remote.git` beside the box, set up as the run's
+    /// remote (`git steps init --remote <path>`); its path.
+    pub fn with_local_bare(&self) -> PathBuf {
+        let bare = self.tmp.path().join("remote.git");
+        self.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
+            .ok();
+        self.steps(&["init", "--remote", bare.to_str().unwrap()])
+            .ok();
+        bare
+    }
+
     /// Write a plan file outside the work tree (in the scratch dir).
     pub fn plan(&self, name: &str, lines: &[String]) -> PathBuf {
         let p = self.tmp.path().join(name);

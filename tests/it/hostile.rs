@@ -526,10 +526,7 @@ fn reported_steps_are_fsynced() {
 #[test]
 fn the_remote_commit_point_is_fsynced() {
     let t = TestRepo::new();
-    let bare = t.tmp.path().join("remote.git");
-    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
-        .ok();
-    t.steps(&["init", "--remote", bare.to_str().unwrap()]).ok();
+    let bare = t.with_local_bare();
     let plan = t.plan(
         "p.jsonl",
         &[line(json!({"id": "s1", "files": {"f": "1\n"}}))],

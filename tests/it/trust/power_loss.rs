@@ -385,10 +385,7 @@ fn a_lock_from_before_this_boot_is_moved_aside_and_one_from_now_is_not() {
 #[test]
 fn objects_a_cut_tore_are_moved_aside_in_the_next_boot() {
     let t = TestRepo::new();
-    let bare = t.tmp.path().join("remote.git");
-    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
-        .ok();
-    t.steps(&["init", "--remote", bare.to_str().unwrap()]).ok();
+    let bare = t.with_local_bare();
     let plan = t.plan(
         "p.jsonl",
         &[line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}))],

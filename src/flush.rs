@@ -30,10 +30,28 @@ use std::path::{Path, PathBuf};
 /// Flush the file systems holding `paths`: one syncfs each (two paths on
 /// one file system cost one).
 pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
+    // The device of each path seen, so that a path on a file system
+    // already flushed is not even opened (a push flushes box and remote
+    // every step, most often on one file system).
+    static DEVICES: std::sync::Mutex<Vec<(PathBuf, u64)>> = std::sync::Mutex::new(Vec::new());
+    let known = |p: &Path| {
+        let devices = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+        devices.iter().find(|(q, _)| q == p).map(|(_, d)| *d)
+    };
     let mut done = HashSet::new();
     for p in paths {
+        if known(p).is_some_and(|d| done.contains(&d)) {
+            continue;
+        }
         let dir = std::fs::File::open(p)?;
-        if done.insert(dir.metadata()?.dev()) {
+        let dev = dir.metadata()?.dev();
+        if known(p).is_none() {
+            DEVICES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((p.to_path_buf(), dev));
+        }
+        if done.insert(dev) {
             rustix::fs::syncfs(&dir)?;
         }
     }

@@ -499,6 +499,8 @@ fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Recon
                 crash::point("reconcile-ref", &step);
             } else {
                 move_ref()?;
+                // The branch durable before the worktree moves past it.
+                crate::flush::repository(repo)?;
                 crash::point("reconcile-ref", &step);
                 update()?;
             }

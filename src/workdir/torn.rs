@@ -143,7 +143,7 @@ pub fn mend(
 /// (what the POSIX model of `crashtest --power-loss` found). Made here once,
 /// with one fsync of `objects/`; `git prune` removes empty ones again, and
 /// the next run makes them again.
-fn fan_out(repo: &Repository) -> Result<()> {
+pub fn fan_out(repo: &Repository) -> Result<()> {
     let objects = repo.commondir().join("objects");
     let Ok(entries) = std::fs::read_dir(&objects) else {
         return Ok(());

@@ -592,6 +592,57 @@ fn the_remote_commit_point_is_fsynced() {
     );
 }
 
+/// A box that catches up with the remote (a fetch, then a fast-forward)
+/// flushes what the fetch wrote before its branch names it: libgit2 writes
+/// a fetched pack unflushed, and a cut could otherwise keep the branch and
+/// lose the pack (issue 33's review).
+#[test]
+fn a_fetch_is_flushed_before_the_branch_names_it() {
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let step = |id: &str, n: &str| line(json!({"id": id, "files": {"f": format!("{n}\n")}}));
+    let one = t.plan("one.jsonl", &[step("s1", "1")]);
+    t.steps(&["apply", one.to_str().unwrap()]).ok();
+    // A second box, then a step it has not seen.
+    let b = t.clone_with("b", &[bare.to_str().unwrap()]);
+    b.steps(&["init", "--remote", bare.to_str().unwrap()]).ok();
+    let two = t.plan("two.jsonl", &[step("s1", "1"), step("s2", "2")]);
+    t.steps(&["apply", two.to_str().unwrap()]).ok();
+    let log = {
+        let out = t.tmp.path().join("strace-b.log");
+        let mut cmd = std::process::Command::new("strace");
+        cmd.args([
+            "-f",
+            "-y",
+            "-e",
+            "trace=syncfs,fsync,link,linkat,rename,renameat,renameat2",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(BIN)
+        .args(["resume"])
+        .current_dir(&b.work);
+        hermetic(&mut cmd, &b.home());
+        b.run_cmd(cmd, "strace git-steps resume".into(), None).ok();
+        std::fs::read_to_string(out).unwrap()
+    };
+    let lines: Vec<&str> = log.lines().collect();
+    let branch = find(&lines, 0, &["/b/.git/refs/heads/main.lock\", ", "= 0"])
+        .unwrap_or_else(|| panic!("the branch never moved:\n{log}"));
+    let fetched = (0..branch)
+        .rev()
+        .find(|&i| lines[i].contains("/b/.git/objects/") && !lines[i].contains("syncfs("))
+        .unwrap_or_else(|| panic!("nothing fetched before the branch moved:\n{log}"));
+    assert!(
+        find(&lines, fetched, &["syncfs("]).is_some_and(|i| i < branch),
+        "the fetched objects are not flushed before the branch names them:\n{log}"
+    );
+    assert_eq!(
+        b.git_out(&["log", "--format=%(trailers:key=Step-Id,valueonly)", "-2"]),
+        "s2\n\ns1"
+    );
+}
+
 /// The user's untracked file in the way of a step (issue 15: a dry run said
 /// `apply w2` where the real run refused it): both refuse, exit 3, and the
 /// file is untouched. A later step of the same plan is never reached.

@@ -192,6 +192,9 @@ fn local_ref_lock(
             SCRUBBED.with(|c| c.borrow_mut().retain(|p| p != remote.path()));
             return Err(io_failed("check the objects of", remote.path(), e));
         }
+        // Its 256 fan-out directories made once (as the box's are), not
+        // one by one as pushes need them.
+        crate::workdir::torn::fan_out(remote).map_err(PushError::Failed)?;
     }
     // A lock written before this machine booted is held by nobody: a power
     // cut stopped its writer before the rename (what it guarded did not

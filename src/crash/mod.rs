@@ -94,6 +94,11 @@ pub const POINTS: &[Point] = &[
         scope: Scope::RemoteStep,
     },
     Point {
+        name: "worktree-staged",
+        state: "the step's new worktree files are staged in `.git/steps-tmp`, not flushed; the local branch has not moved (with a remote, the step is durable there)",
+        scope: Scope::Step,
+    },
+    Point {
         name: "ref-updated",
         state: "the local branch points at the step commit (flushed with the step's files staged in `.git`; without a remote, the commit point); worktree and index still show the previous step",
         scope: Scope::Step,

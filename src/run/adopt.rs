@@ -308,6 +308,9 @@ pub fn adopt(
         remote.note_tracking(repo, &s.refname(), commit);
         crash::point("tracking-updated", &id);
     }
+    // (Nothing is staged ahead here: the worktree holds the adopted
+    // commits already. The point keeps every step's sequence one.)
+    crash::point("worktree-staged", &id);
     super::commit::move_ref(repo, s, local, commit, &id)?;
     if s.remote.is_some() {
         // The local branch durable before the worktree moves past it

@@ -370,6 +370,7 @@ impl Session<'_> {
             Worktree::Follows => Some(worktree::prestage(repo, changes).map_err(local)?),
             Worktree::Holds => None,
         };
+        crash::point("worktree-staged", &id);
         move_ref(repo, s, expected, commit, &what).map_err(local)?;
         if s.remote.is_some() {
             // The local branch durable before the worktree moves past it

@@ -20,11 +20,12 @@ mod undo;
 use crate::harness::*;
 
 /// The crash points every write of a step passes, in order (with a remote).
-const STEP_POINTS: [&str; 8] = [
+const STEP_POINTS: [&str; 9] = [
     "before-write",
     "objects-written",
     "pushed",
     "tracking-updated",
+    "worktree-staged",
     "ref-updated",
     "worktree-partial",
     "worktree-files",

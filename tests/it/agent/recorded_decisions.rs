@@ -166,6 +166,7 @@ fn random_kills_never_re_ask_a_recorded_decision() {
         "before-write",
         "objects-written",
         "pushed",
+        "worktree-staged",
         "ref-updated",
         "worktree-partial",
     ];

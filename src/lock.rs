@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+mod own;
+pub mod refwrite;
+
+pub use own::{OwnLock, ReplaceError};
+
 /// Held until dropped (or the process dies).
 pub struct Lock {
     _file: File,
@@ -155,6 +160,13 @@ thread_local! {
     static INTENT: std::cell::RefCell<Option<(PathBuf, File, bool)>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Name `locks` in `<git dir>/steps-intent` (none: empty it) — for a
+/// write of ours that takes exactly these locks and knows whether it left
+/// one ([`refwrite`]); libgit2's writes go through [`intending`].
+pub fn note_intent_of(git_dir: &Path, locks: &[PathBuf]) {
+    note_intent(git_dir, locks)
+}
+
 fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
     use std::os::unix::fs::FileExt;
     let path = intent_path(git_dir);
@@ -231,7 +243,7 @@ fn leftover_path(git_dir: &Path) -> PathBuf {
 /// Lock files a failed write of ours left behind, appended to
 /// `<git dir>/steps-leftover` (the intent file names only the write in
 /// progress): cleared by the next run as a killed run's are.
-fn note_leftover(git_dir: &Path, locks: &[PathBuf]) {
+pub fn note_leftover(git_dir: &Path, locks: &[PathBuf]) {
     use std::io::Write as _;
     if let Ok(mut f) = OpenOptions::new()
         .append(true)
@@ -326,174 +338,6 @@ impl Drop for Lock {
         // clean exit as a dead holder.
         let _ = self._file.set_len(0);
     }
-}
-
-/// Why a file could not be replaced under its lock.
-#[derive(Debug)]
-pub enum ReplaceError<E> {
-    /// `<file>.lock` exists and is not ours: another writer holds it (or
-    /// died holding it, which only the user can tell).
-    Held(PathBuf),
-    /// Writing failed: what, where, and the OS error.
-    Io(String, PathBuf, std::io::Error),
-    /// The caller's check, made under the lock, said no.
-    Check(E),
-}
-
-/// Replace a file the way git does — `<file>.lock` created exclusively,
-/// checked under, renamed over the file — with a lock git-steps can tell is
-/// its own: the lock is a hard link of a pending file (`pending`, inside the
-/// same repository) written and fsynced first. A process killed between the
-/// link and the rename leaves both names on one inode, and only such a
-/// lock is ever removed; a lock with any other inode belongs to another
-/// writer (a live `git`, or one that died, which git reports and leaves to
-/// the user) and is never touched. Callers serialise git-steps writers of
-/// one `pending` among themselves (a flock), so the pending file is theirs.
-pub struct OwnLock {
-    pending: PathBuf,
-    lock: PathBuf,
-    target: PathBuf,
-}
-
-impl OwnLock {
-    pub fn new(target: &Path, pending: &Path) -> OwnLock {
-        let mut lock = target.as_os_str().to_owned();
-        lock.push(".lock");
-        OwnLock {
-            pending: pending.to_path_buf(),
-            lock: PathBuf::from(lock),
-            target: target.to_path_buf(),
-        }
-    }
-
-    pub fn lock_path(&self) -> &Path {
-        &self.lock
-    }
-
-    /// Remove what a killed git-steps writer left: its pending file, and
-    /// the lock only when it is that same file. Returns the lock's path if
-    /// it was removed.
-    pub fn clear_own_leftover(&self) -> Option<PathBuf> {
-        use std::os::unix::fs::MetadataExt;
-        let p = std::fs::symlink_metadata(&self.pending).ok()?;
-        let mut removed = None;
-        if let Ok(l) = std::fs::symlink_metadata(&self.lock) {
-            if (l.dev(), l.ino()) == (p.dev(), p.ino()) && std::fs::remove_file(&self.lock).is_ok()
-            {
-                removed = Some(self.lock.clone());
-            }
-        }
-        let _ = std::fs::remove_file(&self.pending);
-        removed
-    }
-
-    /// Whether someone else holds the lock.
-    pub fn held(&self) -> bool {
-        std::fs::symlink_metadata(&self.lock).is_ok()
-    }
-
-    /// Replace the file with `content` if `check`, run under the lock,
-    /// agrees. The new file gets the permission bits of the one it replaces
-    /// (a private config stays private), 0644 for a new one.
-    pub fn replace<E>(
-        &self,
-        content: &[u8],
-        check: impl FnOnce() -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), ReplaceError<E>> {
-        self.replace_then(content, check, None)
-    }
-
-    /// [`OwnLock::replace`], where the new content is not fsynced on its
-    /// own: `flush` runs after the check, before the rename, and must make
-    /// it durable with everything written before it (one syncfs of the
-    /// file system).
-    pub fn replace_flushed<E>(
-        &self,
-        content: &[u8],
-        check: impl FnOnce() -> std::result::Result<(), E>,
-        flush: &dyn Fn() -> std::io::Result<()>,
-    ) -> std::result::Result<(), ReplaceError<E>> {
-        self.replace_then(content, check, Some(flush))
-    }
-
-    fn replace_then<E>(
-        &self,
-        content: &[u8],
-        check: impl FnOnce() -> std::result::Result<(), E>,
-        flush: Option<&dyn Fn() -> std::io::Result<()>>,
-    ) -> std::result::Result<(), ReplaceError<E>> {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let io = |what: &str, path: &Path, e| ReplaceError::Io(what.into(), path.to_path_buf(), e);
-        let mode = std::fs::metadata(&self.target)
-            .map(|m| m.permissions().mode() & 0o7777)
-            .unwrap_or(0o644);
-        let _ = std::fs::remove_file(&self.pending);
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode & 0o600)
-            .open(&self.pending)
-            .map_err(|e| io("create", &self.pending, e))?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))
-            .and_then(|()| f.write_all(content))
-            .and_then(|()| match flush {
-                Some(_) => Ok(()),
-                None => f.sync_all(),
-            })
-            .map_err(|e| io("write", &self.pending, e))?;
-        drop(f);
-        let done = |r| {
-            let _ = std::fs::remove_file(&self.pending);
-            r
-        };
-        let dir = self.target.parent().unwrap_or(Path::new("."));
-        if let Err(e) = create_dirs(dir) {
-            return done(Err(io("create", dir, e)));
-        }
-        match std::fs::hard_link(&self.pending, &self.lock) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return done(Err(ReplaceError::Held(self.lock.clone())))
-            }
-            Err(e) => return done(Err(io("create the lock", &self.lock, e))),
-        }
-        if let Err(e) = check() {
-            let _ = std::fs::remove_file(&self.lock);
-            return done(Err(ReplaceError::Check(e)));
-        }
-        if let Some(flush) = flush {
-            if let Err(e) = flush() {
-                let _ = std::fs::remove_file(&self.lock);
-                return done(Err(io(
-                    "flush (syncfs) what was written before the rename of",
-                    &self.target,
-                    e,
-                )));
-            }
-        }
-        if let Err(e) = std::fs::rename(&self.lock, &self.target) {
-            let _ = std::fs::remove_file(&self.lock);
-            return done(Err(io("replace", &self.target, e)));
-        }
-        // The commit point: the rename, made durable.
-        done(sync_dir(dir).map_err(|e| io("sync", dir, e)))
-    }
-}
-
-/// Create `dir` and its missing parents, each made durable in its parent.
-fn create_dirs(dir: &Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        create_dirs(parent)?;
-        match std::fs::create_dir(dir) {
-            Ok(()) => sync_dir(parent)?,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// fsync a directory, so the names in it are durable.

@@ -224,10 +224,10 @@ pub fn commit(
     tree: &git2::Tree<'_>,
     parents: &[&git2::Commit<'_>],
 ) -> Result<Oid> {
-    let Some(signer) = signer else {
-        return Ok(repo.commit(None, author, committer, message, tree, parents)?);
-    };
     let buf = repo.commit_create_buffer(author, committer, message, tree, parents)?;
+    let Some(signer) = signer else {
+        return crate::git::loose::write(repo, git2::ObjectType::Commit, &buf);
+    };
     let content = buf
         .as_str()
         .map_err(|_| Error::corrupt("the commit to sign is not UTF-8"))?;

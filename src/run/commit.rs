@@ -220,10 +220,12 @@ impl Session<'_> {
             }));
         }
         // Refer to nothing that is not really written (a full disk must not
-        // turn into a receipt for a missing object).
+        // turn into a receipt for a missing object). One this process
+        // linked into place is there (`git::loose`).
         let odb = repo.odb()?;
+        let objects = repo.commondir().join("objects");
         for (what, id) in [("commit", commit), ("tree", applied.tree)] {
-            if !odb.exists(id) {
+            if !(crate::git::loose::written_here(&objects, id) || odb.exists(id)) {
                 return Err(Error::corrupt(format!(
                     "step {}: the {what} {id} was written but is not in the object database",
                     step.id
@@ -500,13 +502,47 @@ pub(super) fn move_ref(
     if s.remote.is_none() {
         crate::flush::repository(repo)?;
     }
+    use lock::refwrite::Moved;
+    let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
+    // The branch's own writer (lock, check, reflogs, rename: a third of
+    // libgit2's system calls); libgit2 for what it does not take.
+    match lock::refwrite::move_branch(repo, &refname, expected, new, &log) {
+        Ok(()) => {
+            if s.remote.is_none() {
+                crate::flush::repository(repo)?;
+            }
+            return Ok(());
+        }
+        Err(Moved::Unsupported) => {}
+        Err(Moved::Locked(lock)) => {
+            return Err(Error::local(format!(
+                "{step}: {refname} is locked by another process: {} exists",
+                lock.display()
+            ))
+            .with_hint("another git command is writing this branch; let it finish, then rerun the same command"))
+        }
+        Err(Moved::Elsewhere(now)) => {
+            return Err(Error::local(format!(
+                "{step}: {refname} moved while the step was being applied (expected {}, found {})",
+                shown(expected),
+                shown(now),
+            ))
+            .with_hint("another process is writing this branch; stop it, then rerun the same command"))
+        }
+        Err(Moved::Io { what, .. }) => {
+            return Err(Error::local(format!(
+                "{step}: cannot update {refname} (still at {}): {what}",
+                shown(expected),
+            ))
+            .with_hint("check the disk this repository is on (space, permissions), then rerun the same command"))
+        }
+    }
     let res = lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
         Some(old) => repo.reference_matching(&refname, new, true, old, &log),
         None => repo.reference(&refname, new, false, &log),
     });
     res.map_err(|e| {
         let now = repo.refname_to_id(&refname).ok();
-        let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
         if now == expected && e.code() != git2::ErrorCode::Locked {
             // Nobody moved it: the write itself failed. Say how.
             Error::local(format!(

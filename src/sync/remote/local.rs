@@ -106,26 +106,32 @@ impl Remote {
             // stops at the first commit it holds. (A revwalk hiding the
             // remote head would read the whole history to mark it.)
             let mut missing = std::collections::HashSet::new();
+            let mut present = std::collections::HashSet::new();
             let mut todo = vec![new];
             while let Some(id) = todo.pop() {
-                if missing.contains(&id) || crate::git::has_object_known(&copier.dst, id) {
+                if missing.contains(&id) || present.contains(&id) {
+                    continue;
+                }
+                if crate::git::has_object_known(&copier.dst, id) {
+                    present.insert(id);
                     continue;
                 }
                 missing.insert(id);
-                let c = repo.find_commit(id).map_err(|e| fail("read", e))?;
-                todo.extend(c.parent_ids());
+                todo.extend(commit_links(repo, id).map_err(|e| fail("read", e))?.1);
             }
             for commit in parents_first(repo, new, &missing).map_err(|e| fail("walk", e))? {
-                let c = repo.find_commit(commit).map_err(|e| fail("read", e))?;
+                let (tree, parents) = commit_links(repo, commit).map_err(|e| fail("read", e))?;
                 // The first parent's tree is complete in the remote if the
                 // parent is there.
-                let known = c
-                    .parents()
-                    .next()
-                    .filter(|p| crate::git::has_object_known(&copier.dst, p.id()))
-                    .and_then(|p| p.tree().ok());
+                let known = parents
+                    .first()
+                    .filter(|p| {
+                        present.contains(p) || crate::git::has_object_known(&copier.dst, **p)
+                    })
+                    .and_then(|p| commit_links(repo, *p).ok())
+                    .and_then(|(t, _)| repo.find_tree(t).ok());
                 copier
-                    .tree(c.tree_id(), known.as_ref())
+                    .tree(tree, known.as_ref())
                     .map_err(|e| fail("copy objects", e))?;
                 copier.object(commit).map_err(|e| fail("copy objects", e))?;
             }
@@ -199,7 +205,7 @@ fn local_ref_lock(
     // A lock written before this machine booted is held by nobody: a power
     // cut stopped its writer before the rename (what it guarded did not
     // happen).
-    if crate::lock::from_before_boot(lock.lock_path()) {
+    if lock.held() && crate::lock::from_before_boot(lock.lock_path()) {
         // Kept, out of git's ref namespace (its content is the value the
         // stopped write was setting).
         let stamp = std::time::SystemTime::now()
@@ -222,7 +228,13 @@ fn local_ref_lock(
             remote.workdir().unwrap_or(remote.path()).display()
         )));
     }
-    if let Some(other) = name_conflict(remote, refname) {
+    // (A ref that exists has no such neighbour: git refused it when it
+    // was created.)
+    if let Some(other) = expected
+        .is_none()
+        .then(|| name_conflict(remote, refname))
+        .flatten()
+    {
         return Err(PushError::Failed(
             Error::remote(format!(
                 "{refname} cannot be created on {}: the ref {other} is there, and git refuses a ref whose name is a directory of another (a clone of the remote would fail)",
@@ -231,10 +243,7 @@ fn local_ref_lock(
             .with_hint("give the run another branch: `git steps init --branch <name>`"),
         ));
     }
-    let current = remote.refname_to_id(refname).ok();
-    if current != expected {
-        return Err(PushError::Moved { found: current });
-    }
+    // (The ref's value is checked under its lock, `swap_local_ref`.)
     Ok(lock)
 }
 
@@ -270,7 +279,10 @@ fn swap_local_ref(
 ) -> std::result::Result<(), PushError> {
     use crate::lock::ReplaceError;
     let check = || {
-        let current = remote.refname_to_id(refname).ok();
+        let current = match crate::lock::refwrite::loose_value(remote.path(), refname) {
+            Some(v) => v,
+            None => remote.refname_to_id(refname).ok(),
+        };
         if current == expected {
             Ok(())
         } else {
@@ -297,6 +309,16 @@ thread_local! {
     static LOCAL_PATHS: RefCell<Vec<(LocalPathKey, Option<PathBuf>)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The tree and parents of the commit `id`: from the bytes this process
+/// wrote, or read.
+fn commit_links(repo: &Repository, id: Oid) -> std::result::Result<(Oid, Vec<Oid>), git2::Error> {
+    if let Some(links) = crate::git::loose::recent_commit(id) {
+        return Ok(links);
+    }
+    let c = repo.find_commit(id)?;
+    Ok((c.tree_id(), c.parent_ids().collect()))
+}
+
 /// The commits of `missing` (all reachable from `tip`) in an order where
 /// every parent comes before its children.
 fn parents_first(
@@ -317,7 +339,7 @@ fn parents_first(
             continue;
         }
         stack.push((id, true));
-        for p in repo.find_commit(id)?.parent_ids() {
+        for p in commit_links(repo, id)?.1 {
             stack.push((p, false));
         }
     }
@@ -347,8 +369,8 @@ impl<'a> Copier<'a> {
             repo,
             src: repo.odb()?,
             dst: remote.odb()?,
-            src_dir: repo.path().join("objects"),
-            dst_dir: remote.path().join("objects"),
+            src_dir: repo.commondir().join("objects"),
+            dst_dir: remote.commondir().join("objects"),
             link: true,
         })
     }
@@ -371,7 +393,9 @@ impl<'a> Copier<'a> {
         // Never a torn object into the remote (libgit2 takes one a cut left
         // as present): refused here, it is read through libgit2 below,
         // which fails on it, and the push with it.
-        if !crate::flush::loose_is_whole(&from, &hex) {
+        if !(crate::git::loose::written_here(&self.src_dir, id)
+            || crate::flush::loose_is_whole(&from, &hex))
+        {
             return Err(std::io::Error::other(format!("{} is torn", from.display())));
         }
         let to = dir.join(rest);

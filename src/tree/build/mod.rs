@@ -131,7 +131,9 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
         writes: BTreeMap::new(),
         convert: crate::tree::convert::Convert::new(repo),
         worktree_form,
-        measure: false,
+        // Every write's diff measured from the content in hand: the
+        // step's hunks and line counts need no read of the blobs back.
+        measure: true,
         measured: BTreeMap::new(),
     };
     // A failure of the machine (the object database could not be read or
@@ -151,7 +153,6 @@ pub fn apply(repo: &Repository, base: Option<Tree<'_>>, step: &Step) -> Result<A
     let parsed = match &step.content {
         Content::Files(files) => {
             let mut o = overlay(true);
-            o.measure = true;
             // Deletions first, so a step can replace a directory by a file.
             let (deletes, writes): (Vec<_>, Vec<_>) = files.iter().partition(|(_, c)| c.is_none());
             for (path, content) in deletes.into_iter().chain(writes) {

@@ -24,6 +24,21 @@ pub(super) enum Kind {
     Other,
 }
 
+/// A blob's bytes: kept from this process's own write, or libgit2's.
+pub(super) enum Stored<'r> {
+    Recent(std::sync::Arc<Vec<u8>>),
+    Read(git2::Blob<'r>),
+}
+
+impl Stored<'_> {
+    pub(super) fn content(&self) -> &[u8] {
+        match self {
+            Stored::Recent(d) => d,
+            Stored::Read(b) => b.content(),
+        }
+    }
+}
+
 /// The base tree plus the step's writes so far.
 pub(super) struct Overlay<'r> {
     pub(super) repo: &'r Repository,
@@ -152,7 +167,16 @@ impl<'r> Overlay<'r> {
     }
 
     pub(super) fn read(&self, e: &Entry) -> Result<Vec<u8>> {
-        Ok(self.repo.find_blob(e.oid)?.content().to_vec())
+        Ok(self.blob(e)?.content().to_vec())
+    }
+
+    /// The blob at `e`: the bytes this process wrote for it lately (an
+    /// earlier step's, not read back), else read in place.
+    fn blob(&self, e: &Entry) -> Result<Stored<'r>> {
+        Ok(match crate::git::loose::recent(e.oid) {
+            Some(d) => Stored::Recent(d),
+            None => Stored::Read(self.repo.find_blob(e.oid)?),
+        })
     }
 
     pub(super) fn write(&mut self, path: &str, content: &[u8], mode: u32) -> Result<Oid, String> {
@@ -171,7 +195,8 @@ impl<'r> Overlay<'r> {
         if let Kind::Dir = self.kind(path).map_err(|e| self.io(e))? {
             return Err(format!("{path} is a directory"));
         }
-        let oid = self.repo.blob(content).map_err(|e| self.io(e))?;
+        let oid = crate::git::loose::write(self.repo, ObjectType::Blob, content)
+            .map_err(|e| self.io(e))?;
         self.writes
             .insert(path.to_string(), Some(Entry { oid, mode }));
         Ok(oid)
@@ -193,11 +218,10 @@ impl<'r> Overlay<'r> {
     /// Write `content`, given in the current form, as the repository
     /// stores it.
     pub(super) fn store(&mut self, path: &str, content: &[u8], mode: u32) -> Result<(), String> {
-        let gone = |e: git2::Error| self.io(e);
         // The base's version, read in place once: the diff's old side and
         // what "safer autocrlf" looks at.
         let base = match self.base_kind(path).map_err(|e| self.io(e))? {
-            Kind::File(e) if self.measure => Some((e, self.repo.find_blob(e.oid).map_err(gone)?)),
+            Kind::File(e) if self.measure => Some((e, self.blob(&e).map_err(|e| self.io(e))?)),
             _ => None,
         };
         let cleaned =
@@ -305,34 +329,52 @@ pub(crate) fn build_tree(
             Some((name, rest)) => groups.entry(name).or_default().1.push((rest, *e)),
         }
     }
-    let mut tb = repo.treebuilder(base.as_ref())?;
+    // The base's entries as stored (raw modes kept), then the updates; the
+    // tree serialised and written as git writes it ([`crate::git::loose`]).
+    let mut entries: BTreeMap<Vec<u8>, (u32, Oid)> = BTreeMap::new();
+    if let Some(t) = &base {
+        for e in t.iter() {
+            entries.insert(e.name_bytes().to_vec(), (e.filemode_raw() as u32, e.id()));
+        }
+    }
     for (name, (leaf, children)) in groups {
+        let key = name.as_bytes();
         match leaf {
             Some(Some(e)) => {
                 // A file here; anything under the old directory is gone.
-                tb.insert(name, e.oid, e.mode as i32)?;
+                entries.insert(key.to_vec(), (e.mode, e.oid));
                 continue;
             }
-            Some(None) if tb.get(name)?.is_some() => tb.remove(name)?,
+            Some(None) => {
+                entries.remove(key);
+            }
             _ => {}
         }
         if children.is_empty() {
             continue;
         }
-        let sub_base = match tb.get(name)? {
-            Some(e) if e.kind() == Some(ObjectType::Tree) => Some(repo.find_tree(e.id())?),
+        let sub_base = match entries.get(key) {
+            Some((mode, id)) if mode & 0o170000 == 0o040000 => Some(repo.find_tree(*id)?),
             _ => None,
         };
         match build_tree(repo, sub_base, &children)? {
             Some(oid) => {
-                tb.insert(name, oid, i32::from(git2::FileMode::Tree))?;
+                entries.insert(key.to_vec(), (0o040000, oid));
             }
-            None if tb.get(name)?.is_some() => tb.remove(name)?,
-            None => {}
+            None => {
+                entries.remove(key);
+            }
         }
     }
-    if tb.is_empty() {
+    if entries.is_empty() {
         return Ok(None);
     }
-    Ok(Some(tb.write()?))
+    let mut list: Vec<(Vec<u8>, u32, Oid)> =
+        entries.into_iter().map(|(n, (m, id))| (n, m, id)).collect();
+    let bytes = crate::git::loose::tree_bytes(&mut list);
+    Ok(Some(crate::git::loose::write(
+        repo,
+        ObjectType::Tree,
+        &bytes,
+    )?))
 }

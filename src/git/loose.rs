@@ -1,0 +1,362 @@
+//! A step's small objects written as loose objects, as git writes them,
+//! without libgit2's object database.
+//!
+//! libgit2's write of one object first "freshens" it, rescans the pack
+//! directory when it is not there, writes a temporary file, links it,
+//! unlinks the temporary and, with strict object creation, reads back what
+//! a tree names: about twenty system calls an object, sixty a step. This
+//! writes `objects/xx/tmp_obj_…`, links it to its name and unlinks it:
+//! five.
+//!
+//! Owns the objects this process wrote ([`written_here`]). Invariant: a
+//! loose object's name is the SHA-1 of its content (a linked file is
+//! whole: it was written and closed first), and an object already there
+//! is never replaced; nothing is flushed here (the
+//! commit point's `syncfs` does, [`crate::flush`]). Objects over
+//! [`SMALL`], and repositories this writer does not take (`core.
+//! sharedRepository`, `GIT_OBJECT_DIRECTORY`, a SHA-256 repository), go
+//! through libgit2.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use git2::{ObjectType, Oid, Repository};
+
+use crate::error::Result;
+
+/// Objects up to this size are written here; a larger one through
+/// libgit2, which deflates it as a stream (a whole copy would break the
+/// one-large-file memory bound).
+pub const SMALL: usize = 1 << 20;
+
+thread_local! {
+    /// Per repository (its git dir): the objects directory this writer
+    /// uses, or None where libgit2 writes.
+    static TAKES: std::cell::RefCell<Option<(PathBuf, Option<PathBuf>)>> = const { std::cell::RefCell::new(None) };
+}
+
+fn written() -> &'static std::sync::Mutex<HashMap<PathBuf, HashSet<Oid>>> {
+    static W: std::sync::OnceLock<std::sync::Mutex<HashMap<PathBuf, HashSet<Oid>>>> =
+        std::sync::OnceLock::new();
+    W.get_or_init(Default::default)
+}
+
+/// The blobs this process wrote last, their content kept (at most
+/// [`RECENT`] bytes): the worktree update writes a step's new files from
+/// them without reading back what was just written.
+const RECENT: usize = 4 << 20;
+
+type Recent = std::collections::VecDeque<(Oid, ObjectType, std::sync::Arc<Vec<u8>>)>;
+
+fn recent_blobs() -> &'static std::sync::Mutex<(Recent, usize)> {
+    static R: std::sync::OnceLock<std::sync::Mutex<(Recent, usize)>> = std::sync::OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// The content of the blob `id` if this process wrote it lately.
+pub fn recent(id: Oid) -> Option<std::sync::Arc<Vec<u8>>> {
+    recent_of(id, ObjectType::Blob)
+}
+
+fn recent_of(id: Oid, kind: ObjectType) -> Option<std::sync::Arc<Vec<u8>>> {
+    let r = recent_blobs().lock().ok()?;
+    r.0.iter()
+        .rev()
+        .find(|(i, k, _)| *i == id && *k == kind)
+        .map(|(_, _, d)| d.clone())
+}
+
+/// The tree and parents of the commit `id` if this process wrote it
+/// lately, read from the bytes it wrote.
+pub fn recent_commit(id: Oid) -> Option<(Oid, Vec<Oid>)> {
+    let raw = recent_of(id, ObjectType::Commit)?;
+    let mut tree = None;
+    let mut parents = Vec::new();
+    for line in raw.split(|b| *b == b'\n') {
+        if line.is_empty() {
+            break;
+        }
+        let hex = |p: &[u8]| {
+            line.strip_prefix(p)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| Oid::from_str(h).ok())
+        };
+        if let Some(t) = hex(b"tree ") {
+            tree = Some(t);
+        } else if let Some(p) = hex(b"parent ") {
+            parents.push(p);
+        }
+    }
+    Some((tree?, parents))
+}
+
+fn remember(id: Oid, kind: ObjectType, data: &[u8]) {
+    if let Ok(mut r) = recent_blobs().lock() {
+        let (list, bytes) = &mut *r;
+        list.push_back((id, kind, std::sync::Arc::new(data.to_vec())));
+        *bytes += data.len();
+        while *bytes > RECENT {
+            match list.pop_front() {
+                Some((_, _, d)) => *bytes -= d.len(),
+                None => break,
+            }
+        }
+    }
+}
+
+/// Whether this process wrote (linked into place) the loose object `id`
+/// in `objects`: it is whole, and needs no check before it is copied.
+pub fn written_here(objects: &Path, id: Oid) -> bool {
+    written()
+        .lock()
+        .is_ok_and(|w| w.get(objects).is_some_and(|s| s.contains(&id)))
+}
+
+/// The objects directory this writer writes into for `repo`, if it takes it.
+fn objects_dir(repo: &Repository) -> Option<PathBuf> {
+    TAKES.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((_, d)) = c.as_ref().filter(|(p, _)| p == repo.path()) {
+            return d.clone();
+        }
+        let shared = repo
+            .config()
+            .ok()
+            .and_then(|c| c.get_string("core.sharedRepository").ok())
+            .is_some_and(|v| {
+                !matches!(
+                    v.to_ascii_lowercase().as_str(),
+                    "" | "false" | "umask" | "0" | "no" | "off"
+                )
+            });
+        let format = repo
+            .config()
+            .ok()
+            .and_then(|c| c.get_string("extensions.objectFormat").ok())
+            .is_some_and(|v| !v.eq_ignore_ascii_case("sha1"));
+        let dir = (!shared && !format && std::env::var_os("GIT_OBJECT_DIRECTORY").is_none())
+            .then(|| repo.commondir().join("objects"))
+            .filter(|d| d.is_dir());
+        *c = Some((repo.path().to_path_buf(), dir.clone()));
+        dir
+    })
+}
+
+/// The id `data` has as an object of `kind`.
+pub fn hash(kind: ObjectType, data: &[u8]) -> Oid {
+    use sha1::Digest;
+    let mut h = sha1::Sha1::new();
+    h.update(format!("{} {}\0", kind.str(), data.len()).as_bytes());
+    h.update(data);
+    Oid::from_bytes(&h.finalize()).expect("20 bytes")
+}
+
+/// Write `data` as an object of `kind` in `repo`, returning its id.
+pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
+    let dir = match objects_dir(repo) {
+        Some(d) if data.len() <= SMALL => d,
+        _ => return Ok(repo.odb()?.write(kind, data)?),
+    };
+    let id = hash(kind, data);
+    if written_here(&dir, id) {
+        return Ok(id);
+    }
+    let mut raw = Vec::with_capacity(data.len() + 32);
+    raw.extend_from_slice(format!("{} {}\0", kind.str(), data.len()).as_bytes());
+    raw.extend_from_slice(data);
+    let mut z = libdeflater::Compressor::new(libdeflater::CompressionLvl::new(1).expect("level 1"));
+    let mut out = vec![0; z.zlib_compress_bound(raw.len())];
+    let n = z
+        .zlib_compress(&raw, &mut out)
+        .map_err(|e| crate::error::Error::other(format!("cannot deflate an object: {e:?}")))?;
+    out.truncate(n);
+    let hex = id.to_string();
+    let fan = dir.join(&hex[..2]);
+    let target = fan.join(&hex[2..]);
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let tmp = fan.join(format!(
+        "tmp_obj_steps_{}_{}",
+        PID.get_or_init(std::process::id),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let open = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(&tmp)
+    };
+    let mut f = match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::create_dir(&fan) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
+                _ => {}
+            }
+            open()?
+        }
+        r => r?,
+    };
+    // Linked, as git does, never renamed over an object already there:
+    // that one may be durable, and a power cut before the commit point's
+    // flush must not trade it for these unflushed bytes.
+    let linked = f.write_all(&out).and_then(|()| {
+        drop(f);
+        match std::fs::hard_link(&tmp, &target) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    });
+    let _ = std::fs::remove_file(&tmp);
+    // (Only a file this process made is vouched for as whole.)
+    if linked? {
+        if let Ok(mut w) = written().lock() {
+            w.entry(dir).or_default().insert(id);
+        }
+    }
+    if matches!(kind, ObjectType::Blob | ObjectType::Commit) {
+        remember(id, kind, data);
+    }
+    Ok(id)
+}
+
+/// Serialise tree entries (name, raw mode, id) as git stores a tree: in
+/// git's order, where a directory's name sorts as if it ended in `/`.
+pub fn tree_bytes(entries: &mut [(Vec<u8>, u32, Oid)]) -> Vec<u8> {
+    fn key(name: &[u8], mode: u32, i: usize) -> u8 {
+        match name.get(i) {
+            Some(b) => *b,
+            None if mode & 0o170000 == 0o040000 => b'/',
+            None => 0,
+        }
+    }
+    entries.sort_by(|a, b| {
+        let n = a.0.len().min(b.0.len());
+        a.0[..n]
+            .cmp(&b.0[..n])
+            .then_with(|| key(&a.0, a.1, n).cmp(&key(&b.0, b.1, n)))
+            .then_with(|| a.0.len().cmp(&b.0.len()))
+    });
+    let mut out = Vec::with_capacity(entries.len() * 48);
+    for (name, mode, id) in entries.iter() {
+        out.extend_from_slice(format!("{mode:o} ").as_bytes());
+        out.extend_from_slice(name);
+        out.push(0);
+        out.extend_from_slice(id.as_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, Repository) {
+        let d = tempfile::tempdir().unwrap();
+        let r = Repository::init(d.path()).unwrap();
+        (d, r)
+    }
+
+    #[test]
+    fn an_object_is_what_git_would_write() {
+        let (_d, r) = repo();
+        let id = write(&r, ObjectType::Blob, b"hello\n").unwrap();
+        assert_eq!(id, Oid::hash_object(ObjectType::Blob, b"hello\n").unwrap());
+        assert_eq!(r.find_blob(id).unwrap().content(), b"hello\n");
+        assert!(written_here(&r.path().join("objects"), id));
+        // Written again: the same id, no temporary left.
+        assert_eq!(write(&r, ObjectType::Blob, b"hello\n").unwrap(), id);
+        let fan = r.path().join("objects").join(&id.to_string()[..2]);
+        let names: Vec<_> = std::fs::read_dir(fan)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn a_tree_is_in_git_order_as_libgit2_writes_it() {
+        let (_d, r) = repo();
+        let blob = r.blob(b"x").unwrap();
+        let sub = {
+            let mut tb = r.treebuilder(None).unwrap();
+            tb.insert("f", blob, 0o100644).unwrap();
+            tb.write().unwrap()
+        };
+        // "a.b" < "a/" (as a tree "a" sorts) < "a0"; a file "a-" before.
+        let names: [(&str, u32, Oid); 5] = [
+            ("a0", 0o100644, blob),
+            ("a", 0o040000, sub),
+            ("a.b", 0o100755, blob),
+            ("a-", 0o120000, blob),
+            ("b", 0o100644, blob),
+        ];
+        let mut tb = r.treebuilder(None).unwrap();
+        for (n, m, id) in names {
+            tb.insert(n, id, m as i32).unwrap();
+        }
+        let theirs = tb.write().unwrap();
+        let mut entries: Vec<_> = names
+            .iter()
+            .map(|(n, m, id)| (n.as_bytes().to_vec(), *m, *id))
+            .collect();
+        let ours = write(&r, ObjectType::Tree, &tree_bytes(&mut entries)).unwrap();
+        assert_eq!(ours, theirs);
+    }
+
+    #[test]
+    fn a_commit_written_here_is_read_from_its_bytes() {
+        let (_d, r) = repo();
+        let sig = git2::Signature::new("a", "a@x", &git2::Time::new(1, -90)).unwrap();
+        let tree = r
+            .find_tree(r.treebuilder(None).unwrap().write().unwrap())
+            .unwrap();
+        let p1 = r.commit(None, &sig, &sig, "p1", &tree, &[]).unwrap();
+        let p2 = r.commit(None, &sig, &sig, "p2", &tree, &[]).unwrap();
+        let (c1, c2) = (r.find_commit(p1).unwrap(), r.find_commit(p2).unwrap());
+        let buf = r
+            .commit_create_buffer(&sig, &sig, "m\n\ntree 0000\n", &tree, &[&c1, &c2])
+            .unwrap();
+        let id = write(&r, ObjectType::Commit, &buf).unwrap();
+        assert_eq!(recent_commit(id), Some((tree.id(), vec![p1, p2])));
+        let c = r.find_commit(id).unwrap();
+        assert_eq!(c.parent_ids().collect::<Vec<_>>(), [p1, p2]);
+        // Kept by kind: a commit is no blob.
+        assert!(recent(id).is_none());
+    }
+
+    #[test]
+    fn an_object_already_there_is_never_replaced() {
+        use std::os::unix::fs::MetadataExt;
+        let (_d, r) = repo();
+        let theirs = r.blob(b"theirs\n").unwrap();
+        let hex = theirs.to_string();
+        let path = r.path().join("objects").join(&hex[..2]).join(&hex[2..]);
+        let ino = std::fs::metadata(&path).unwrap().ino();
+        assert_eq!(write(&r, ObjectType::Blob, b"theirs\n").unwrap(), theirs);
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino);
+        assert!(
+            !written_here(&r.path().join("objects"), theirs),
+            "not this process's file"
+        );
+        let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(left.len(), 1, "no temporary left");
+    }
+
+    #[test]
+    fn a_large_object_goes_through_libgit2() {
+        let (_d, r) = repo();
+        let big = vec![b'x'; SMALL + 1];
+        let id = write(&r, ObjectType::Blob, &big).unwrap();
+        assert_eq!(r.find_blob(id).unwrap().size(), SMALL + 1);
+        assert!(!written_here(&r.path().join("objects"), id));
+    }
+}

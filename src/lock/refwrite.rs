@@ -1,0 +1,399 @@
+//! Moving a branch as git does, without libgit2's ref backend: the run
+//! branch's update on every step.
+//!
+//! libgit2's update of one loose ref re-reads HEAD and the branch several
+//! times, re-stats its configuration and appends the reflogs: about fifty
+//! system calls. This writes the same bytes in about fifteen:
+//! `<ref>.lock` created exclusively, the current value (loose, else
+//! packed) checked under it, the branch's reflog and HEAD's (when HEAD
+//! names the branch) appended as libgit2 appends them, the lock renamed
+//! over the ref. Invariant: the ref moves only from the value the caller
+//! expects; a process killed at any instant leaves the old value or the
+//! new one, plus at most the lock, which the intent file names
+//! ([`super::note_intent_of`]). Anything unusual — a symbolic ref, a
+//! name outside `refs/heads/` — is left to libgit2 ([`Moved::Unsupported`]).
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+/// Why the ref did not move.
+#[derive(Debug)]
+pub enum Moved {
+    /// Not a case this writer takes (the caller uses libgit2).
+    Unsupported,
+    /// `<ref>.lock` exists: another writer holds it.
+    Locked(PathBuf),
+    /// The ref holds something else than expected.
+    Elsewhere(Option<Oid>),
+    /// Writing failed (the lock is removed; `left` when that failed too).
+    Io { what: String, left: bool },
+}
+
+/// Who the reflog names, as libgit2 names it (its default signature from
+/// the configuration, else "unknown"), found once per process.
+fn identity(repo: &Repository) -> &'static (String, String, i32) {
+    static WHO: std::sync::OnceLock<(String, String, i32)> = std::sync::OnceLock::new();
+    WHO.get_or_init(|| {
+        let now = git2::Signature::now("unknown", "unknown").ok();
+        let offset = now.map_or(0, |s| s.when().offset_minutes());
+        match repo.signature() {
+            Ok(s) => (
+                String::from_utf8_lossy(s.name_bytes()).into_owned(),
+                String::from_utf8_lossy(s.email_bytes()).into_owned(),
+                s.when().offset_minutes(),
+            ),
+            Err(_) => ("unknown".into(), "unknown".into(), offset),
+        }
+    })
+}
+
+/// Whether a missing reflog is created (`core.logAllRefUpdates`: git's
+/// default, true outside a bare repository), read once per repository.
+fn autocreate(repo: &Repository) -> bool {
+    thread_local! {
+        static SEEN: std::cell::RefCell<Option<(PathBuf, bool)>> = const { std::cell::RefCell::new(None) };
+    }
+    SEEN.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((p, v)) = c.as_ref().filter(|(p, _)| p == repo.path()) {
+            let _ = p;
+            return *v;
+        }
+        let v = match repo
+            .config()
+            .and_then(|c| c.get_string("core.logAllRefUpdates"))
+        {
+            Ok(s) => {
+                let s = s.to_ascii_lowercase();
+                s == "always" || git2::Config::parse_bool(s.as_str()).unwrap_or(false)
+            }
+            Err(_) => !repo.is_bare(),
+        };
+        *c = Some((repo.path().to_path_buf(), v));
+        v
+    })
+}
+
+/// The value of `refname` in the loose file `path`, else in packed-refs;
+/// Err(Unsupported) for a symbolic or unreadable ref.
+fn current(common: &Path, path: &Path, refname: &str) -> Result<Option<Oid>, Moved> {
+    use std::io::Read;
+    match std::fs::File::open(path) {
+        Ok(mut f) => {
+            let mut buf = [0u8; 64];
+            let n = f.read(&mut buf).map_err(|_| Moved::Unsupported)?;
+            let text = std::str::from_utf8(&buf[..n]).map_err(|_| Moved::Unsupported)?;
+            let hex = text.strip_suffix('\n').ok_or(Moved::Unsupported)?;
+            if hex.len() != 40 {
+                return Err(Moved::Unsupported);
+            }
+            Oid::from_str(hex).map(Some).map_err(|_| Moved::Unsupported)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let packed = match std::fs::read(common.join("packed-refs")) {
+                Ok(p) => p,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(_) => return Err(Moved::Unsupported),
+            };
+            for line in packed.split(|b| *b == b'\n') {
+                if line.len() > 41 && line[40] == b' ' && &line[41..] == refname.as_bytes() {
+                    let hex = std::str::from_utf8(&line[..40]).map_err(|_| Moved::Unsupported)?;
+                    return Oid::from_str(hex).map(Some).map_err(|_| Moved::Unsupported);
+                }
+            }
+            Ok(None)
+        }
+        Err(_) => Err(Moved::Unsupported),
+    }
+}
+
+/// The value of the loose ref `refname` under `git_dir`, read with one
+/// open, read and close: Some(None) when neither it nor packed-refs
+/// exists; None when libgit2 must say (a symbolic ref, a ref only in
+/// packed-refs, anything unusual).
+pub fn loose_value(git_dir: &Path, refname: &str) -> Option<Option<Oid>> {
+    use std::io::Read;
+    let path = git_dir.join(refname);
+    match std::fs::File::open(&path) {
+        Ok(mut f) => {
+            let mut buf = [0u8; 64];
+            let n = f.read(&mut buf).ok()?;
+            let text = std::str::from_utf8(&buf[..n]).ok()?;
+            let hex = text.strip_suffix('\n')?;
+            (hex.len() == 40)
+                .then(|| Oid::from_str(hex).ok())
+                .flatten()
+                .map(Some)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::symlink_metadata(git_dir.join("packed-refs")) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(None),
+                _ => None,
+            }
+        }
+        Err(_) => None,
+    }
+}
+
+/// Append one reflog line to `log` (created with its directories when
+/// `create`).
+fn append_log(log: &Path, line: &[u8], create: bool) -> std::io::Result<()> {
+    let open = || {
+        OpenOptions::new()
+            .append(true)
+            .create(create)
+            .mode(0o666)
+            .open(log)
+    };
+    let mut f = match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")))?;
+            open()?
+        }
+        r => r?,
+    };
+    f.write_all(line)
+}
+
+/// Compare-and-swap the branch `refname` of `repo` from `expected` to
+/// `new`, with `message` in its reflog. Flushes nothing (the caller's
+/// commit point does).
+pub fn move_branch(
+    repo: &Repository,
+    refname: &str,
+    expected: Option<Oid>,
+    new: Oid,
+    message: &str,
+) -> Result<(), Moved> {
+    if !refname.starts_with("refs/heads/") || refname.contains("..") {
+        return Err(Moved::Unsupported);
+    }
+    let common = repo.commondir();
+    let path = common.join(refname);
+    let mut lock = path.clone().into_os_string();
+    lock.push(".lock");
+    let lock = PathBuf::from(lock);
+    super::note_intent_of(repo.path(), std::slice::from_ref(&lock));
+    let out = locked(repo, common, &path, &lock, refname, expected, new, message);
+    if let Err(Moved::Io { left: true, .. }) = &out {
+        super::note_leftover(repo.path(), std::slice::from_ref(&lock));
+    }
+    super::note_intent_of(repo.path(), &[]);
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn locked(
+    repo: &Repository,
+    common: &Path,
+    path: &Path,
+    lock: &Path,
+    refname: &str,
+    expected: Option<Oid>,
+    new: Oid,
+    message: &str,
+) -> Result<(), Moved> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o666)
+        .open(lock);
+    let mut file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(Moved::Locked(lock.to_path_buf()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A branch in a directory not made yet: libgit2 makes it.
+            let _ = e;
+            return Err(Moved::Unsupported);
+        }
+        Err(e) => {
+            return Err(Moved::Io {
+                what: format!("cannot create {}: {e}", lock.display()),
+                left: false,
+            })
+        }
+    };
+    let give_up = |m: Moved| {
+        let left = std::fs::remove_file(lock).is_err();
+        match m {
+            Moved::Io { what, .. } => Moved::Io { what, left },
+            _ if left => Moved::Io {
+                what: format!("cannot remove {}", lock.display()),
+                left,
+            },
+            other => other,
+        }
+    };
+    let old = match current(common, path, refname) {
+        Ok(v) => v,
+        Err(m) => return Err(give_up(m)),
+    };
+    if old != expected {
+        return Err(give_up(Moved::Elsewhere(old)));
+    }
+    let io = |what: &str, e: std::io::Error| Moved::Io {
+        what: format!("{what}: {e}"),
+        left: false,
+    };
+    if let Err(e) = file.write_all(format!("{new}\n").as_bytes()) {
+        return Err(give_up(io(&format!("cannot write {}", lock.display()), e)));
+    }
+    drop(file);
+    let (name, email, offset) = identity(repo);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let sign = if *offset < 0 { '-' } else { '+' };
+    let line = format!(
+        "{} {new} {name} <{email}> {secs} {sign}{:02}{:02}\t{}\n",
+        old.unwrap_or(Oid::ZERO_SHA1),
+        offset.unsigned_abs() / 60,
+        offset.unsigned_abs() % 60,
+        message.replace('\n', " ")
+    );
+    let create = autocreate(repo);
+    let logs = common.join("logs").join(refname);
+    if let Err(e) = append_log(&logs, line.as_bytes(), create) {
+        return Err(give_up(io(
+            &format!("cannot append to {}", logs.display()),
+            e,
+        )));
+    }
+    let head = std::fs::read(repo.path().join("HEAD")).unwrap_or_default();
+    if head.strip_prefix(b"ref: ").map(|r| r.trim_ascii_end()) == Some(refname.as_bytes()) {
+        let hl = repo.path().join("logs/HEAD");
+        if let Err(e) = append_log(&hl, line.as_bytes(), create) {
+            return Err(give_up(io(
+                &format!("cannot append to {}", hl.display()),
+                e,
+            )));
+        }
+    }
+    if let Err(e) = std::fs::rename(lock, path) {
+        return Err(give_up(io(&format!("cannot rename {}", lock.display()), e)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with one commit on `main` (HEAD names it), and the
+    /// commit, plus a second commit to move to.
+    fn repo() -> (tempfile::TempDir, Repository, Oid, Oid) {
+        let d = tempfile::tempdir().unwrap();
+        let r = Repository::init(d.path()).unwrap();
+        r.set_head("refs/heads/main").unwrap();
+        let sig = git2::Signature::now("t", "t@example.invalid").unwrap();
+        let tree = r
+            .find_tree(r.treebuilder(None).unwrap().write().unwrap())
+            .unwrap();
+        let one = r
+            .commit(Some("refs/heads/main"), &sig, &sig, "one", &tree, &[])
+            .unwrap();
+        let parent = r.find_commit(one).unwrap();
+        let two = r
+            .commit(None, &sig, &sig, "two", &tree, &[&parent])
+            .unwrap();
+        drop((tree, parent));
+        (d, r, one, two)
+    }
+
+    /// The reflog lines without their time (the two writers ran apart).
+    fn logs(r: &Repository, which: &str) -> Vec<String> {
+        std::fs::read_to_string(r.path().join(which))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (head, msg) = l.split_once('\t').unwrap();
+                let mut f: Vec<&str> = head.split(' ').collect();
+                let n = f.len();
+                f.truncate(n - 2);
+                format!("{} {msg}", f.join(" "))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_move_writes_what_libgit2_writes() {
+        let (_a, ours, one, two) = repo();
+        let (_b, theirs, one_b, two_b) = repo();
+        assert_eq!((one, two), (one_b, two_b), "the same commits in both");
+        move_branch(
+            &ours,
+            "refs/heads/main",
+            Some(one),
+            two,
+            "git-steps: step s1",
+        )
+        .unwrap();
+        theirs
+            .reference_matching("refs/heads/main", two, true, one, "git-steps: step s1")
+            .unwrap();
+        for f in ["refs/heads/main", "logs/refs/heads/main", "logs/HEAD"] {
+            match f.starts_with("logs") {
+                true => assert_eq!(logs(&ours, f), logs(&theirs, f), "{f}"),
+                false => assert_eq!(
+                    std::fs::read(ours.path().join(f)).unwrap(),
+                    std::fs::read(theirs.path().join(f)).unwrap()
+                ),
+            }
+        }
+        assert!(!ours.path().join("refs/heads/main.lock").exists());
+    }
+
+    #[test]
+    fn a_held_lock_or_a_moved_branch_changes_nothing() {
+        let (_d, r, one, two) = repo();
+        let lock = r.path().join("refs/heads/main.lock");
+        std::fs::write(&lock, "someone else's\n").unwrap();
+        assert!(matches!(
+            move_branch(&r, "refs/heads/main", Some(one), two, "m"),
+            Err(Moved::Locked(p)) if p == lock
+        ));
+        assert_eq!(std::fs::read_to_string(&lock).unwrap(), "someone else's\n");
+        std::fs::remove_file(&lock).unwrap();
+        let before = std::fs::read(r.path().join("logs/HEAD")).unwrap();
+        assert!(matches!(
+            move_branch(&r, "refs/heads/main", Some(two), one, "m"),
+            Err(Moved::Elsewhere(Some(o))) if o == one
+        ));
+        assert!(matches!(
+            move_branch(&r, "refs/heads/main", None, two, "m"),
+            Err(Moved::Elsewhere(Some(o))) if o == one
+        ));
+        assert!(!lock.exists(), "its own lock is removed");
+        assert_eq!(r.refname_to_id("refs/heads/main").unwrap(), one);
+        assert_eq!(std::fs::read(r.path().join("logs/HEAD")).unwrap(), before);
+    }
+
+    #[test]
+    fn a_packed_branch_moves_and_a_symbolic_one_is_left_to_libgit2() {
+        let (_d, r, one, two) = repo();
+        std::fs::remove_file(r.path().join("refs/heads/main")).unwrap();
+        std::fs::write(
+            r.path().join("packed-refs"),
+            format!("# pack-refs with: peeled fully-peeled sorted \n{one} refs/heads/main\n"),
+        )
+        .unwrap();
+        move_branch(&r, "refs/heads/main", Some(one), two, "m").unwrap();
+        assert_eq!(r.refname_to_id("refs/heads/main").unwrap(), two);
+        r.reference_symbolic("refs/heads/alias", "refs/heads/main", true, "s")
+            .unwrap();
+        assert!(matches!(
+            move_branch(&r, "refs/heads/alias", Some(two), one, "m"),
+            Err(Moved::Unsupported)
+        ));
+        assert!(!r.path().join("refs/heads/alias.lock").exists());
+        assert_eq!(loose_value(r.path(), "refs/heads/alias"), None);
+        assert_eq!(loose_value(r.path(), "refs/heads/main"), Some(Some(two)));
+    }
+}

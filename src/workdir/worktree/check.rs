@@ -29,7 +29,9 @@ pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
 /// user's uncommitted work a step or update would overwrite. The rest of
 /// the worktree's changes are carried along, as `git switch` carries them.
 pub fn dirty_among(repo: &Repository, changes: &[Change]) -> Result<Vec<String>> {
-    if changes.is_empty() {
+    // The files this process wrote, untouched since, under the index and
+    // HEAD it left: clean without libgit2's status (`settled`).
+    if changes.is_empty() || super::settled::clean(repo, changes) {
         return Ok(Vec::new());
     }
     let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();

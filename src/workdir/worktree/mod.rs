@@ -20,6 +20,7 @@ use crate::git::{Change, Entry, MODE_LINK};
 
 mod check;
 mod place;
+mod settled;
 use place::{remove_if, write, Content};
 
 pub use check::{
@@ -27,6 +28,7 @@ pub use check::{
     ensure_clean, ensure_unblocked, left_behind, on_disk, same, words,
 };
 pub use place::through_non_dir;
+pub use settled::forget as forget_settled;
 
 pub fn workdir(repo: &Repository) -> Result<PathBuf> {
     repo.workdir().map(Path::to_path_buf).ok_or_else(|| {
@@ -62,15 +64,19 @@ enum Found {
 }
 
 fn found(repo: &Repository, workdir: &Path, c: &Change) -> Result<Found> {
-    // The old version first: it is what a step almost always finds, and a
-    // mismatch costs a clean conversion of the file (`same`).
-    Ok(if disk_is(repo, workdir, &c.path, &c.old)? {
-        Found::Old
-    } else if disk_is(repo, workdir, &c.path, &c.new)? {
-        Found::New
-    } else {
-        Found::Other
-    })
+    // The file this process wrote for the old version, untouched since by
+    // its stat data (`settled`); else the old version first: it is what a
+    // step almost always finds, and a mismatch costs a clean conversion of
+    // the file (`same`).
+    Ok(
+        if settled::holds(repo, &c.path, &c.old) || disk_is(repo, workdir, &c.path, &c.old)? {
+            Found::Old
+        } else if disk_is(repo, workdir, &c.path, &c.new)? {
+            Found::New
+        } else {
+            Found::Other
+        },
+    )
 }
 
 /// The first of `changes` whose path holds neither the version the change
@@ -305,6 +311,10 @@ pub fn update_keeping(
     // A file changed under the update is kept, and the update goes on with
     // every other file; it ends with a refusal naming the kept ones.
     let mut changed: Vec<&Change> = Vec::new();
+    // What this update wrote and removed, with the stat data seen right
+    // after: the next step's checks of these paths (`settled`).
+    let mut wrote: Vec<(String, fs::Metadata, Entry)> = Vec::new();
+    let mut removed: Vec<&str> = Vec::new();
     // The directories whose names the update changed: fsynced before the
     // index that names the new versions is written (see below).
     let mut touched: std::collections::BTreeSet<PathBuf> = Default::default();
@@ -333,6 +343,7 @@ pub fn update_keeping(
             continue;
         }
         touch(&c.path);
+        removed.push(&c.path);
         written += 1;
         if written == 1 {
             crash::point("worktree-partial", step);
@@ -417,6 +428,7 @@ pub fn update_keeping(
         };
         let meta = fs::symlink_metadata(&target)?;
         index.add(&entry(&c.path, new.oid, new.mode, &meta))?;
+        wrote.push((c.path.clone(), meta, new));
         touch(&c.path);
         written += 1;
         if written == 1 {
@@ -450,8 +462,14 @@ pub fn update_keeping(
     for d in touched {
         crate::lock::sync_dir(d).context(|| format!("cannot flush {}", d.display()))?;
     }
+    settled::begin(repo, changes);
     crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write())
         .context(|| "cannot write the index".into())?;
+    if changed.is_empty() {
+        settled::end(repo, dest.commit, &wrote, &removed);
+    } else {
+        settled::forget();
+    }
     if !changed.is_empty() {
         return Err(changed_under_update(repo, dest, step, &changed));
     }

@@ -87,11 +87,19 @@ pub(super) fn prestage(staging: &Path, path: &str, content: &Content<'_>, mode: 
     if mode == MODE_LINK {
         return Ok(());
     }
-    let _ = fs::create_dir(staging);
-    let tmp = tempfile::Builder::new()
-        .prefix(".git-steps-")
-        .tempfile_in(staging)
-        .context(|| format!("cannot write {path}"))?;
+    let make = || {
+        tempfile::Builder::new()
+            .prefix(".git-steps-")
+            .tempfile_in(staging)
+    };
+    let tmp = match make() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let _ = fs::create_dir(staging);
+            make()
+        }
+        r => r,
+    }
+    .context(|| format!("cannot write {path}"))?;
     write_content(tmp.as_file(), content, mode).context(|| format!("cannot write {path}"))?;
     let staged = tmp
         .into_temp_path()
@@ -170,8 +178,10 @@ pub(super) fn write(
             )));
         }
     }
-    let _ = fs::create_dir(staging);
     let mut ahead = take_prestaged(staging, path, ours, mode);
+    if ahead.is_none() {
+        let _ = fs::create_dir(staging);
+    }
     for (attempt, place_in) in [staging, dir.as_path()].into_iter().enumerate() {
         let staged = if let Some(f) = ahead.take().filter(|_| attempt == 0) {
             f

@@ -442,3 +442,73 @@ if [ "$i" = 0 ]; then printf '%s\n' '{"id":"a","files":{"a.txt":"1\n"}}'; else e
     assert_eq!(t.step_ids(), ["a"], "{}", r.explain());
     assert_eq!(t.read("a.txt"), "1\n");
 }
+
+/// The files a step wrote are vouched for by their stat data until the
+/// next step of the same process looks at them (`worktree::settled`): an
+/// edit made between two steps — by the agent's own tool, here the
+/// decider — is seen even when it keeps the file's size and puts its
+/// mtime back (its ctime moved), and a staged edit is seen too; a file
+/// rewritten with the same bytes is no edit.
+#[test]
+fn an_edit_between_two_steps_of_one_run_is_seen_whatever_its_stat_data() {
+    for (what, edit, dirty) in [
+        (
+            "same size, mtime put back",
+            r#"m=$(stat -c %y "$F"); printf 'ONE\n' > "$F"; touch -d "$m" "$F""#,
+            true,
+        ),
+        (
+            "staged, worktree put back",
+            r#"printf 'ONE\n' > "$F"; git -C "$W" add f.txt; printf 'one\n' > "$F""#,
+            true,
+        ),
+        (
+            "the same bytes written again",
+            r#"printf 'one\n' > "$F""#,
+            false,
+        ),
+    ] {
+        let t = TestRepo::new();
+        let state = t.home().join("answers");
+        std::fs::create_dir(&state).unwrap();
+        let a = json!({"id": "a", "patch": "--- /dev/null\n+++ b/f.txt\n@@ -0,0 +1 @@\n+one\n"});
+        let b =
+            json!({"id": "b", "patch": "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1,2 @@\n one\n+two\n"});
+        std::fs::write(state.join("a.json"), a.to_string()).unwrap();
+        std::fs::write(state.join("b.json"), b.to_string()).unwrap();
+        let cmd = decider(
+            &t,
+            "d.sh",
+            &format!(
+                r#"cat > /dev/null
+F='{f}'; W='{w}'
+if [ ! -f '{dir}/asked' ]; then
+  touch '{dir}/asked'
+  cat '{dir}/a.json'
+elif [ ! -f '{dir}/edited' ]; then
+  touch '{dir}/edited'
+  {edit}
+  cat '{dir}/b.json'
+else
+  echo '{{"done": true}}'
+fi
+"#,
+                f = t.path("f.txt").display(),
+                w = t.path("").display(),
+                dir = state.display()
+            ),
+        );
+        let r = t.steps(&["run", "--retries", "0", "--decider", &cmd]);
+        if dirty {
+            let r = r.code_is(3);
+            assert!(r.stderr().contains("f.txt"), "{what}: {}", r.explain());
+            assert_eq!(t.step_ids(), ["a"], "{what}");
+            assert_eq!(t.git_out(&["show", "HEAD:f.txt"]), "one", "{what}");
+        } else {
+            r.ok();
+            assert_eq!(t.step_ids(), ["a", "b"], "{what}");
+            assert_eq!(t.read("f.txt"), "one\ntwo\n", "{what}");
+            assert_eq!(t.git_out(&["status", "--porcelain"]), "", "{what}");
+        }
+    }
+}

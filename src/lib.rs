@@ -31,11 +31,11 @@
 //! 2. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
 //! 3. [`git`]: git primitives (libgit2 set up once with its TCP
 //!    stream, certificates, signature, short ids, hex, tree modes and tree
-//!    changes);
+//!    changes; a step's small objects written as git writes them);
 //! 4. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
 //! 5. [`crash`]: named crash points at every write boundary;
 //! 6. [`progress`]: long work reported to a front end (bars on a terminal);
-//! 7. [`lock`]: one runner per repository, git-style lock files;
+//! 7. [`lock`]: one runner per repository, git-style lock files, the branch moved as git moves it;
 //! 8. [`flush`]: what reaches the disk when: one syncfs per commit point, the boot epoch;
 //! 9. [`plan::path`]: the path rules every edit format obeys;
 //! 10. [`plan::formats`]: the edit formats, unified diffs among them;

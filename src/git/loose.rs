@@ -146,12 +146,10 @@ fn objects_dir(repo: &Repository) -> Option<PathBuf> {
 }
 
 /// The id `data` has as an object of `kind`.
-pub fn hash(kind: ObjectType, data: &[u8]) -> Oid {
-    use sha1::Digest;
-    let mut h = sha1::Sha1::new();
-    h.update(format!("{} {}\0", kind.str(), data.len()).as_bytes());
-    h.update(data);
-    Oid::from_bytes(&h.finalize()).expect("20 bytes")
+/// (libgit2's SHA-1, with its collision detection: a crafted collision is
+/// refused as git refuses it.)
+pub fn hash(kind: ObjectType, data: &[u8]) -> Result<Oid> {
+    Ok(Oid::hash_object(kind, data)?)
 }
 
 /// Write `data` as an object of `kind` in `repo`, returning its id.
@@ -160,8 +158,13 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
         Some(d) if data.len() <= SMALL => d,
         _ => return Ok(repo.odb()?.write(kind, data)?),
     };
-    let id = hash(kind, data);
-    if written_here(&dir, id) {
+    let id = hash(kind, data)?;
+    let hex = id.to_string();
+    let fan = dir.join(&hex[..2]);
+    let target = fan.join(&hex[2..]);
+    // Written by this process, and still there (a `git prune` may have
+    // taken it since, if nothing named it).
+    if written_here(&dir, id) && target.exists() {
         return Ok(id);
     }
     let mut raw = Vec::with_capacity(data.len() + 32);
@@ -173,32 +176,53 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
         .zlib_compress(&raw, &mut out)
         .map_err(|e| crate::error::Error::other(format!("cannot deflate an object: {e:?}")))?;
     out.truncate(n);
-    let hex = id.to_string();
-    let fan = dir.join(&hex[..2]);
-    let target = fan.join(&hex[2..]);
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    let tmp = fan.join(format!(
-        "tmp_obj_steps_{}_{}",
-        PID.get_or_init(std::process::id),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let open = || {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o444)
-            .open(&tmp)
-    };
-    let mut f = match open() {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            match std::fs::create_dir(&fan) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
-                _ => {}
+    // A name no other writer holds: a killed run's leftover (the same pid
+    // in a new container) or another process's is passed over.
+    let mut tmp = PathBuf::new();
+    let mut made = None;
+    for attempt in 0u64..64 {
+        tmp = fan.join(format!(
+            "tmp_obj_steps_{}_{}",
+            PID.get_or_init(std::process::id),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let open = |p: &Path| {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .open(p)
+        };
+        let opened = match open(&tmp) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt == 0 => {
+                match std::fs::create_dir(&fan) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
+                    _ => {}
+                }
+                open(&tmp)
             }
-            open()?
+            r => r,
+        };
+        match opened {
+            Ok(file) => {
+                made = Some(file);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Somewhere else in the sequence (a leftover names the
+                // ones after it too).
+                N.fetch_add(attempt * 7919 + 1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => return Err(e.into()),
         }
-        r => r?,
+    }
+    let Some(mut f) = made else {
+        return Err(crate::error::Error::local(format!(
+            "cannot create a temporary object in {}: every name tried is taken",
+            fan.display()
+        )));
     };
     // Linked, as git does, never renamed over an object already there:
     // that one may be durable, and a power cut before the commit point's
@@ -207,7 +231,13 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
         drop(f);
         match std::fs::hard_link(&tmp, &target) {
             Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Freshened, as git does, so a `git gc` running now does
+                // not prune an old object this step starts to use.
+                let _ = std::fs::File::open(&target)
+                    .and_then(|t| t.set_modified(std::time::SystemTime::now()));
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     });
@@ -349,6 +379,31 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(left.len(), 1, "no temporary left");
+    }
+
+    #[test]
+    fn a_leftover_temporary_or_a_pruned_object_is_no_obstacle() {
+        let (_d, r) = repo();
+        let id = Oid::hash_object(ObjectType::Blob, b"left\n").unwrap();
+        let hex = id.to_string();
+        let fan = r.path().join("objects").join(&hex[..2]);
+        std::fs::create_dir_all(&fan).unwrap();
+        // A killed run with this pid (a container's) left these names.
+        let pid = std::process::id();
+        for n in 0..3000 {
+            std::fs::write(fan.join(format!("tmp_obj_steps_{pid}_{n}")), b"x").unwrap();
+        }
+        assert_eq!(write(&r, ObjectType::Blob, b"left\n").unwrap(), id);
+        assert_eq!(r.find_blob(id).unwrap().content(), b"left\n");
+        assert_eq!(
+            std::fs::read_dir(&fan).unwrap().count(),
+            3001,
+            "the leftovers are not this writer's"
+        );
+        // `git prune` took it since this process wrote it: written again.
+        std::fs::remove_file(fan.join(&hex[2..])).unwrap();
+        assert_eq!(write(&r, ObjectType::Blob, b"left\n").unwrap(), id);
+        assert!(fan.join(&hex[2..]).exists());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! git primitives every layer shares: libgit2 set up once (its TCP stream
 //! registered), opening a repository, the deferred CA bundle,
 //! the receipt signature, HEAD's branch, short ids, hex, tree entry modes
-//! and the net changes between two trees.
+//! and the net changes between two trees; a step's small objects written
+//! without libgit2 ([`loose`]).
 //!
 //! Owns nothing of git-steps' own meaning: the bottom layer, it imports only
 //! [`crate::error`]. Invariant: every repository git-steps opens is opened

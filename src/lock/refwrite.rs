@@ -34,25 +34,36 @@ pub enum Moved {
 }
 
 /// Who the reflog names, as libgit2 names it (its default signature from
-/// the configuration, else "unknown"), found once per process.
-fn identity(repo: &Repository) -> &'static (String, String, i32) {
-    static WHO: std::sync::OnceLock<(String, String, i32)> = std::sync::OnceLock::new();
-    WHO.get_or_init(|| {
-        let now = git2::Signature::now("unknown", "unknown").ok();
-        let offset = now.map_or(0, |s| s.when().offset_minutes());
-        match repo.signature() {
-            Ok(s) => (
-                String::from_utf8_lossy(s.name_bytes()).into_owned(),
-                String::from_utf8_lossy(s.email_bytes()).into_owned(),
-                s.when().offset_minutes(),
-            ),
-            Err(_) => ("unknown".into(), "unknown".into(), offset),
+/// the configuration, else "unknown"), found once per repository, as bytes.
+fn identity(repo: &Repository) -> (Vec<u8>, Vec<u8>) {
+    /// A repository's git dir, and the name and email its reflog uses.
+    type Who = Option<(PathBuf, Vec<u8>, Vec<u8>)>;
+    thread_local! {
+        static WHO: std::cell::RefCell<Who> = const { std::cell::RefCell::new(None) };
+    }
+    WHO.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((_, n, e)) = c.as_ref().filter(|(p, _, _)| p == repo.path()) {
+            return (n.clone(), e.clone());
         }
+        let (n, e) = match repo.signature() {
+            Ok(s) => (s.name_bytes().to_vec(), s.email_bytes().to_vec()),
+            Err(_) => (b"unknown".to_vec(), b"unknown".to_vec()),
+        };
+        *c = Some((repo.path().to_path_buf(), n.clone(), e.clone()));
+        (n, e)
     })
 }
 
+/// The local time zone's offset now, in minutes (as libgit2 finds it).
+fn offset_now() -> i32 {
+    git2::Signature::now("unknown", "unknown").map_or(0, |s| s.when().offset_minutes())
+}
+
 /// Whether a missing reflog is created (`core.logAllRefUpdates`: git's
-/// default, true outside a bare repository), read once per repository.
+/// default, true outside a bare repository), read once per repository. A
+/// reflog that exists is appended to whatever the setting says, as git
+/// does (libgit2 writes none when it is false).
 fn autocreate(repo: &Repository) -> bool {
     thread_local! {
         static SEEN: std::cell::RefCell<Option<(PathBuf, bool)>> = const { std::cell::RefCell::new(None) };
@@ -246,21 +257,28 @@ fn locked(
         return Err(give_up(io(&format!("cannot write {}", lock.display()), e)));
     }
     drop(file);
-    let (name, email, offset) = identity(repo);
+    let (name, email) = identity(repo);
+    let offset = offset_now();
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let sign = if *offset < 0 { '-' } else { '+' };
-    let line = format!(
-        "{} {new} {name} <{email}> {secs} {sign}{:02}{:02}\t{}\n",
-        old.unwrap_or(Oid::ZERO_SHA1),
-        offset.unsigned_abs() / 60,
-        offset.unsigned_abs() % 60,
-        message.replace('\n', " ")
+    let sign = if offset < 0 { '-' } else { '+' };
+    let mut line = format!("{} {new} ", old.unwrap_or(Oid::ZERO_SHA1)).into_bytes();
+    line.extend_from_slice(&name);
+    line.extend_from_slice(b" <");
+    line.extend_from_slice(&email);
+    line.extend_from_slice(
+        format!(
+            "> {secs} {sign}{:02}{:02}\t{}\n",
+            offset.unsigned_abs() / 60,
+            offset.unsigned_abs() % 60,
+            message.replace('\n', " ")
+        )
+        .as_bytes(),
     );
     let create = autocreate(repo);
     let logs = common.join("logs").join(refname);
-    if let Err(e) = append_log(&logs, line.as_bytes(), create) {
+    if let Err(e) = append_log(&logs, &line, create) {
         return Err(give_up(io(
             &format!("cannot append to {}", logs.display()),
             e,
@@ -269,7 +287,7 @@ fn locked(
     let head = std::fs::read(repo.path().join("HEAD")).unwrap_or_default();
     if head.strip_prefix(b"ref: ").map(|r| r.trim_ascii_end()) == Some(refname.as_bytes()) {
         let hl = repo.path().join("logs/HEAD");
-        if let Err(e) = append_log(&hl, line.as_bytes(), create) {
+        if let Err(e) = append_log(&hl, &line, create) {
             return Err(give_up(io(
                 &format!("cannot append to {}", hl.display()),
                 e,

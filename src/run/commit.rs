@@ -220,12 +220,11 @@ impl Session<'_> {
             }));
         }
         // Refer to nothing that is not really written (a full disk must not
-        // turn into a receipt for a missing object). One this process
-        // linked into place is there (`git::loose`).
+        // turn into a receipt for a missing object, nor a `git prune` run
+        // meanwhile).
         let odb = repo.odb()?;
-        let objects = repo.commondir().join("objects");
         for (what, id) in [("commit", commit), ("tree", applied.tree)] {
-            if !(crate::git::loose::written_here(&objects, id) || odb.exists(id)) {
+            if !odb.exists(id) {
                 return Err(Error::corrupt(format!(
                     "step {}: the {what} {id} was written but is not in the object database",
                     step.id
@@ -449,7 +448,13 @@ impl Session<'_> {
 fn line_stats(repo: &Repository, applied: &build::Applied) -> Result<(usize, usize)> {
     let (mut add, mut rem) = (0, 0);
     for c in &applied.changes {
-        let (a, r) = match applied.measured.get(&c.path) {
+        // (Measured for exactly this change: a path written, then deleted
+        // or written again, is counted from its blobs.)
+        let measured = applied
+            .measured
+            .get(&c.path)
+            .filter(|m| m.old == c.old && Some(m.new) == c.new);
+        let (a, r) = match measured {
             Some(m) => (m.added, m.removed),
             None => {
                 // Read in place, never copied.

@@ -161,7 +161,9 @@ fn lock_held(p: &Path) -> PushError {
 /// which [`swap_local_ref`] moves it with git's own protocol (`<ref>.lock`,
 /// checked, renamed): a lock that a killed git-steps pusher left is
 /// removed, anyone else's is contention and never touched. Fails early when
-/// the lock is held or the branch is no longer at `expected`.
+/// the lock is held; where the branch is, is read once, under the lock
+/// (objects copied for a push that then finds it moved are harmless: they
+/// are named by nothing, and `git gc` prunes them).
 fn local_ref_lock(
     remote: &Repository,
     refname: &str,

@@ -263,6 +263,7 @@ impl<'r> Overlay<'r> {
 
     pub(super) fn delete(&mut self, path: &str) {
         self.writes.insert(path.to_string(), None);
+        self.measured.remove(path);
     }
 
     /// Write the new tree and compute the net changes.
@@ -338,6 +339,18 @@ pub(crate) fn build_tree(
         }
     }
     for (name, (leaf, children)) in groups {
+        // What libgit2's treebuilder refused (the path rules refuse them
+        // first; this is the last line, for a rescue of what is on disk).
+        if name.is_empty()
+            || name == "."
+            || name == ".."
+            || name.eq_ignore_ascii_case(".git")
+            || name.contains('\0')
+        {
+            return Err(Error::other(format!(
+                "refusing to write a tree entry named {name:?}"
+            )));
+        }
         let key = name.as_bytes();
         match leaf {
             Some(Some(e)) => {

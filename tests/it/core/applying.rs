@@ -194,3 +194,27 @@ fn a_directory_can_become_a_file_and_back() {
         t.steps(&["fingerprint"]).ok().stdout().trim()
     );
 }
+
+/// A step that writes a file and then deletes it counts the deletion (every
+/// write's lines are measured as it is made; only the change that remains
+/// is counted), in its report and in `git steps log` alike.
+#[test]
+fn a_file_written_then_deleted_in_one_step_counts_as_deleted() {
+    let t = TestRepo::new();
+    t.steps_stdin(
+        &["apply", "-"],
+        &line(serde_json::json!({"id": "s1", "files": {"n.txt": "a\nb\nc\n"}})),
+    )
+    .ok();
+    let r = t
+        .steps_stdin(
+            &["apply", "-"],
+            &line(serde_json::json!({"id": "s2", "apply_patch":
+                "*** Begin Patch\n*** Update File: n.txt\n@@\n a\n+x\n*** Delete File: n.txt\n*** End Patch\n"})),
+        )
+        .ok();
+    assert!(r.stdout().contains("+0 -3"), "{}", r.explain());
+    let log = t.steps(&["log"]).ok().stdout();
+    assert!(log.contains("+0 -3"), "{log}");
+    assert!(!t.path("n.txt").exists());
+}

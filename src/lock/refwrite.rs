@@ -6,7 +6,9 @@
 //! system calls. This writes the same bytes in about fifteen:
 //! `<ref>.lock` created exclusively, the current value (loose, else
 //! packed) checked under it, the branch's reflog and HEAD's (when HEAD
-//! names the branch) appended as libgit2 appends them, the lock renamed
+//! names the branch) appended with the lines libgit2 writes (and when git
+//! appends them: an existing reflog even with `core.logAllRefUpdates`
+//! false), the lock renamed
 //! over the ref. Invariant: the ref moves only from the value the caller
 //! expects; a process killed at any instant leaves the old value or the
 //! new one, plus at most the lock, which the intent file names

@@ -72,8 +72,7 @@ fn autocreate(repo: &Repository) -> bool {
     }
     SEEN.with(|c| {
         let mut c = c.borrow_mut();
-        if let Some((p, v)) = c.as_ref().filter(|(p, _)| p == repo.path()) {
-            let _ = p;
+        if let Some((_, v)) = c.as_ref().filter(|(p, _)| p == repo.path()) {
             return *v;
         }
         let v = match repo
@@ -221,11 +220,8 @@ fn locked(
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Err(Moved::Locked(lock.to_path_buf()))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // A branch in a directory not made yet: libgit2 makes it.
-            let _ = e;
-            return Err(Moved::Unsupported);
-        }
+        // A branch in a directory not made yet: libgit2 makes it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Moved::Unsupported),
         Err(e) => {
             return Err(Moved::Io {
                 what: format!("cannot create {}: {e}", lock.display()),

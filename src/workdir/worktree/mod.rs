@@ -28,7 +28,6 @@ pub use check::{
     ensure_clean, ensure_unblocked, left_behind, on_disk, same, words,
 };
 pub use place::through_non_dir;
-pub use settled::forget as forget_settled;
 
 pub fn workdir(repo: &Repository) -> Result<PathBuf> {
     repo.workdir().map(Path::to_path_buf).ok_or_else(|| {

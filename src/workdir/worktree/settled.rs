@@ -132,7 +132,7 @@ pub(super) fn end(
 }
 
 /// Nothing is vouched for any more (a write this module did not see).
-pub fn forget() {
+pub(super) fn forget() {
     SETTLED.with(|s| *s.borrow_mut() = None);
 }
 
@@ -166,8 +166,8 @@ fn head_is(repo: &Repository, commit: Oid) -> bool {
 }
 
 /// Whether every path of `changes` is vouched for: the worktree and index
-/// hold what HEAD holds there, each change's old side (None: the caller
-/// falls back to the full check).
+/// hold what HEAD holds there, each change's old side (false: the caller
+/// takes the full check).
 pub(super) fn clean(repo: &Repository, changes: &[Change]) -> bool {
     SETTLED.with(|s| {
         let s = s.borrow();

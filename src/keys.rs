@@ -104,6 +104,10 @@ pub const NET_TIMEOUT_SECS: Key = key(
     "GIT_STEPS_NET_TIMEOUT_SECS",
     "A connect, or a wait with no byte moving, this long is a timeout, retried as transient (both transports; default 60).",
 );
+pub const HTTP_CLIENT: Key = key(
+    "GIT_STEPS_HTTP_CLIENT",
+    "`libgit2`: push over http(s) through libgit2 (an advertisement and a connection per push) instead of git-steps' own smart-HTTP client (one request a step on a kept connection); for comparisons and as a way around a server the client does not suit.",
+);
 pub const SCRATCH: Key = key(
     "GIT_STEPS_SCRATCH",
     "Where crashtest and demo keep their scratch boxes (default /dev/shm, else the temp dir).",
@@ -134,6 +138,7 @@ pub const ENVIRONMENT: &[Key] = &[
     NET_RETRIES,
     NET_RETRY_SECS,
     NET_TIMEOUT_SECS,
+    HTTP_CLIENT,
     SCRATCH,
     MATRIX_REMOTE,
     MATRIX_LATE,

@@ -84,8 +84,13 @@ pub const POINTS: &[Point] = &[
         scope: Scope::Step,
     },
     Point {
+        name: "push-sent",
+        state: "with a remote: the step's push is out and not answered: over smart HTTP its request (the compare-and-swap command and the pack) is sent in full, and the server may or may not have moved the branch; to a bare repository on this machine its objects are copied there and the branch's lock is taken, the branch not moved",
+        scope: Scope::RemoteStep,
+    },
+    Point {
         name: "pushed",
-        state: "with a remote: the remote accepted the step commit (durable); the local branch has not moved",
+        state: "with a remote: the remote accepted the step commit (durable); the local branch has not moved (in `run`, for a step with a parent: branch, worktree and index show the step already, moved before its push)",
         scope: Scope::RemoteStep,
     },
     Point {
@@ -95,7 +100,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "worktree-staged",
-        state: "the step's new worktree files are staged in `.git/steps-tmp`, not flushed; the local branch has not moved (with a remote, the step is durable there)",
+        state: "the step's new worktree files are staged in `.git/steps-tmp`, not flushed; the local branch has not moved (with a remote, the step is durable there; in `run`, for a step with a parent, its push comes after the worktree update and the decider's next answer is asked for while it is in flight)",
         scope: Scope::Step,
     },
     Point {

@@ -122,6 +122,33 @@ pub fn load_system_certs(repo: &Repository) {
     let Some((file, dir)) = DEFERRED_CERTS.lock().expect("cert lock").take() else {
         return;
     };
+    let (file, dir) = ca_locations_from(repo, file, dir);
+    // SAFETY: libgit2 is initialised; these only hand paths to OpenSSL.
+    unsafe {
+        if let Some(f) = file {
+            let _ = git2::opts::set_ssl_cert_file(f);
+        }
+        if let Some(d) = dir {
+            let _ = git2::opts::set_ssl_cert_dir(d);
+        }
+    }
+}
+
+/// Where the CA certificates are, as git chooses them (see
+/// [`load_system_certs`]): a file and a directory.
+pub fn ca_locations(repo: &Repository) -> (Option<std::path::PathBuf>, Option<std::path::PathBuf>) {
+    ca_locations_from(
+        repo,
+        std::env::var_os("SSL_CERT_FILE"),
+        std::env::var_os("SSL_CERT_DIR"),
+    )
+}
+
+fn ca_locations_from(
+    repo: &Repository,
+    file: Option<std::ffi::OsString>,
+    dir: Option<std::ffi::OsString>,
+) -> (Option<std::path::PathBuf>, Option<std::path::PathBuf>) {
     let git_says = |env: &str, key: &str| -> Option<std::path::PathBuf> {
         std::env::var_os(env)
             .filter(|v| !v.is_empty())
@@ -138,24 +165,14 @@ pub fn load_system_certs(repo: &Repository) {
         git_says("GIT_SSL_CAINFO", "http.sslCAInfo"),
         git_says("GIT_SSL_CAPATH", "http.sslCAPath"),
     );
-    let probe = openssl_probe::probe();
-    let (file, dir) = if git_file.is_some() || git_dir.is_some() {
-        (git_file, git_dir)
-    } else {
-        (
-            file.map(std::path::PathBuf::from).or(probe.cert_file),
-            dir.map(std::path::PathBuf::from).or(probe.cert_dir),
-        )
-    };
-    // SAFETY: libgit2 is initialised; these only hand paths to OpenSSL.
-    unsafe {
-        if let Some(f) = file {
-            let _ = git2::opts::set_ssl_cert_file(f);
-        }
-        if let Some(d) = dir {
-            let _ = git2::opts::set_ssl_cert_dir(d);
-        }
+    if git_file.is_some() || git_dir.is_some() {
+        return (git_file, git_dir);
     }
+    let probe = openssl_probe::probe();
+    (
+        file.map(std::path::PathBuf::from).or(probe.cert_file),
+        dir.map(std::path::PathBuf::from).or(probe.cert_dir),
+    )
 }
 
 /// Open the repository at or above `path`, libgit2 set up, reading

@@ -17,7 +17,7 @@ pub mod classic;
 pub mod in_place;
 pub mod power;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -29,8 +29,11 @@ use crate::error::{Error, Result};
 use crate::plan::reader::Plan;
 
 mod boxes;
+mod late;
 use boxes::{new_box, run_once, scratch};
 pub use boxes::{scratch_root, Base, Env};
+pub use late::{asked_late, ENV_LATE, ENV_REMOTE};
+use late::{late_file, recorded_twice};
 
 /// Which implementation the matrix runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -295,70 +298,6 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
     out
 }
 
-/// Where the matrix's replaying decider finds the durable domain of its box
-/// (the scratch bare remote) and where it writes a call that came too late.
-pub const ENV_REMOTE: &str = crate::keys::MATRIX_REMOTE.name;
-pub const ENV_LATE: &str = crate::keys::MATRIX_LATE.name;
-
-/// For `run`: the decider is asked for `index`, whose answer is step `id`;
-/// why that is too late (its receipt, or a recorded journal entry for the
-/// index, is already durable in `bare`: the remote, or the box itself in a
-/// local-only phase), or None.
-pub fn asked_late(bare: &Path, index: usize, id: &str) -> Result<Option<String>> {
-    // libgit2 set up as everywhere else (no CA bundle parsed at start: it
-    // would cost each decider call ~30 ms).
-    crate::git::setup()?;
-    let repo = Repository::open(bare)?;
-    if let Ok(head) = repo.refname_to_id("refs/heads/main") {
-        let mut walk = repo.revwalk()?;
-        walk.push(head)?;
-        walk.simplify_first_parent()?;
-        for oid in walk {
-            let c = repo.find_commit(oid?)?;
-            let receipt = c
-                .message()
-                .ok()
-                .and_then(|m| crate::history::receipt::parse(m).ok());
-            if receipt.is_some_and(|r| r.id == id) {
-                return Ok(Some(format!(
-                    "the decider was asked for step index {index} ({id}) although its receipt {} was durable",
-                    crate::git::short(c.id())
-                )));
-            }
-        }
-    }
-    let head = repo.refname_to_id("refs/steps/journal/main").ok();
-    let journal = crate::run::journal::read(&repo, head)?;
-    Ok(journal.pending(index).map(|e| {
-        format!(
-            "the decider was asked for step index {index} although its decision {} was recorded in the journal",
-            crate::git::short(e.commit)
-        )
-    }))
-}
-
-/// For `run`: an index whose decision the journal recorded twice means the
-/// decider was asked again after its answer was durable.
-fn recorded_twice(bare: &Path) -> Result<Option<String>> {
-    let repo = Repository::open_bare(bare)?;
-    let head = repo.refname_to_id("refs/steps/journal/main").ok();
-    let journal = crate::run::journal::read(&repo, head)?;
-    let mut seen = std::collections::BTreeMap::new();
-    for e in &journal.entries {
-        if e.status == crate::run::journal::Status::Recorded {
-            *seen.entry(e.index).or_insert(0) += 1;
-        }
-    }
-    Ok(seen.into_iter().find(|(_, n)| *n > 1).map(|(i, n)| {
-        format!("the journal recorded {n} decisions for step index {i}: the decider was asked again after its answer was recorded")
-    }))
-}
-
-/// Where a box's late decider calls are written: beside its remote.
-fn late_file(bare: &Path) -> PathBuf {
-    bare.with_file_name("late-asks")
-}
-
 /// Fingerprints of the durable branch (and every receipt on it, duplicates
 /// included, oldest first).
 fn durable_fingerprints(bare: &Path) -> Result<(Fingerprints, Vec<String>)> {
@@ -586,7 +525,18 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
     if env.runner == Runner::GitStepsUndo {
         ids = in_place::undo_ids(&ids);
     }
-    let cells = cells(env.runner, &ids, env.batch);
+    let mut cells = cells(env.runner, &ids, env.batch);
+    if env.runner == Runner::GitStepsRun {
+        // The agent loop moves the local branch before the push of every
+        // step that has a parent (`run::commit`, the push hidden behind the
+        // decider): no crash of a surviving box leaves the remote ahead of
+        // it, so nothing is fast-forwarded on resume. Only a first step
+        // on an unborn branch is flushed in `apply`'s order.
+        let first = ids.first().cloned();
+        cells.retain(|c| {
+            c.point != "reconcile-ref" || (Some(&c.step) == first.as_ref() && env.base.is_none())
+        });
+    }
     let rows = rows_on_threads(cells.len(), jobs, progress, &|i| {
         run_cell(env, &cells[i], &reference)
     })?;

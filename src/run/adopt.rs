@@ -301,6 +301,7 @@ pub fn adopt(
                     expected: durable,
                     new: commit,
                     replace: false,
+                    step: Some(&id),
                 },
             )
             .map_err(|e| e.into_error(&s.branch, &remote.spec, durable))?;

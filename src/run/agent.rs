@@ -133,6 +133,9 @@ fn run_inner(
     let mut calls = 0;
     // Refused answers sent back to the decider for the current index.
     let mut retried = 0;
+    // The decider asked for the next index while the last step's push was
+    // in flight (against the worktree that holds that step).
+    let mut ahead: Option<Ahead> = None;
     let stopped = loop {
         if opts.max_steps.is_some_and(|m| done.len() >= m) {
             break Stop::MaxSteps;
@@ -144,22 +147,16 @@ fn run_inner(
                 (step, text, Source::Journal)
             }
             None => {
-                let ctx = Context {
-                    run: s.run.clone(),
-                    step_index: index,
-                    head: session.head().map(|h| h.to_string()),
-                    fingerprint: session.artifact()?,
-                    last_step_id: session.receipts().last().map(|e| e.id.clone()),
-                    refused: journal
-                        .latest(index)
-                        .filter(|e| e.status == Status::Refused)
-                        .map(|e| RefusedAnswer {
-                            step_id: e.step_id.clone(),
-                            reason: e.reason.clone().unwrap_or_default(),
-                        }),
+                let asked = match ahead.take() {
+                    Some(a) if a.index == index => a.answer(),
+                    other => {
+                        drop(other.map(Ahead::answer));
+                        calls += 1;
+                        opts.decider
+                            .ask(&workdir, &context(s, &session, &journal, index)?)
+                    }
                 };
-                calls += 1;
-                let (answer, said) = opts.decider.ask(&workdir, &ctx)?;
+                let (answer, said) = asked?;
                 for l in said.iter().flat_map(|t| t.lines()) {
                     ui.note(&format!("decider (step index {index}): {l}"));
                 }
@@ -199,9 +196,32 @@ fn run_inner(
         if let Some(note) = session.identity_note() {
             ui.note(&note);
         }
-        let outcome = match session.apply(&step, Some(source)) {
+        // While this step's push is in flight, the decider is asked for the
+        // next index (unless the journal holds its decision, or the run
+        // stops after this step). Its answer is taken only once this step
+        // is durable: a crash before that loses it, and it is asked again.
+        let next = index + 1;
+        let ask_ahead =
+            opts.max_steps.is_none_or(|m| done.len() + 1 < m) && journal.pending(next).is_none();
+        let (applied, asked_ahead) = session.apply_overlapped(&step, Some(source), |session| {
+            if !ask_ahead {
+                return None;
+            }
+            let ctx = context(s, session, &journal, next).ok()?;
+            calls += 1;
+            let (decider, dir) = (opts.decider.clone(), workdir.clone());
+            Some(Ahead {
+                index: next,
+                thread: std::thread::spawn(move || decider.ask(&dir, &ctx)),
+            })
+        });
+        let asked_ahead = asked_ahead.flatten();
+        let outcome = match applied {
             Ok(o) => o,
             Err(e) => {
+                // The answer for the next index is not taken: this step is
+                // not durable. (Waited for, so no decider outlives the run.)
+                drop(asked_ahead.map(Ahead::answer));
                 if let Some(reason) = decision_fault(&e) {
                     // The decision itself is at fault: record that, so the
                     // next ask (now, or the next run's) says why, rather
@@ -221,6 +241,7 @@ fn run_inner(
                 return Err(e);
             }
         };
+        ahead = asked_ahead;
         retried = 0;
         let origin = Origin { index, source };
         ui.step(&outcome, Some(origin));
@@ -230,6 +251,9 @@ fn run_inner(
             outcome,
         });
     };
+    // A run that stopped (`--max-steps`) with an answer asked ahead: waited
+    // for, not taken.
+    drop(ahead.map(Ahead::answer));
     let finished = session.finish()?;
     Ok(RunReport {
         run: s.run.clone(),
@@ -243,6 +267,44 @@ fn run_inner(
         head: finished.head.map(|h| h.to_string()),
         artifact: finished.artifact,
         history: finished.history,
+    })
+}
+
+/// The decider asked for `index` on a thread of its own.
+struct Ahead {
+    index: usize,
+    thread: std::thread::JoinHandle<Result<(Answer, Option<String>)>>,
+}
+
+impl Ahead {
+    /// Wait for the decider's answer.
+    fn answer(self) -> Result<(Answer, Option<String>)> {
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(Error::internal("the thread asking the decider panicked")))
+    }
+}
+
+/// What the decider is told when asked for `index`.
+fn context(
+    s: &Settings,
+    session: &Session<'_>,
+    journal: &journal::Journal,
+    index: usize,
+) -> Result<Context> {
+    Ok(Context {
+        run: s.run.clone(),
+        step_index: index,
+        head: session.head().map(|h| h.to_string()),
+        fingerprint: session.artifact()?,
+        last_step_id: session.receipts().last().map(|e| e.id.clone()),
+        refused: journal
+            .latest(index)
+            .filter(|e| e.status == Status::Refused)
+            .map(|e| RefusedAnswer {
+                step_id: e.step_id.clone(),
+                reason: e.reason.clone().unwrap_or_default(),
+            }),
     })
 }
 

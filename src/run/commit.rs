@@ -21,6 +21,7 @@ use git2::{Oid, Repository};
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
+use crate::git::Change;
 use crate::history::ledger::Entry;
 use crate::history::receipt;
 use crate::history::replay;
@@ -289,20 +290,7 @@ impl Session<'_> {
             None => (last.changes.as_slice(), "the step"),
         };
         if self.worktree == Worktree::Follows && !self.opts.dry_run {
-            let checked = match worktree::first_changed(repo, changes) {
-                Ok(None) => Ok(()),
-                Ok(Some(path)) => Err(Error::from(Refusal {
-                    kind: RefusalKind::DirtyWorktree,
-                    step: Some(id.clone()),
-                    saw: format!(
-                        "{path} changed after {what_changes} was checked (a hook, your editor or the agent's own tool wrote it)"
-                    ),
-                    would: format!("overwrite your change to {path}"),
-                    hint: "nothing was made durable: commit or stash the change (`git stash -u`), or let the tool that writes it finish, then rerun".into(),
-                })),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = checked {
+            if let Err(e) = unchanged_since_checked(repo, changes, &id, what_changes) {
                 self.discard_staged();
                 return Err(e);
             }
@@ -317,6 +305,7 @@ impl Session<'_> {
                         expected,
                         new: commit,
                         replace: false,
+                        step: Some(&id),
                     },
                 )
                 .map_err(|e| e.into_error(&s.branch, &remote.spec, expected));
@@ -388,26 +377,7 @@ impl Session<'_> {
         } else {
             worktree::update(repo, dest, changes, &id).map_err(local)?;
         }
-        // Every `steps.cacheEvery` steps, the live hunks go beside the run
-        // for fresh boxes (best effort: the steps are done either way).
-        // (Not for a run with adopted commits: `shared::read` takes no cache
-        // of one, so the push would be for nothing.)
-        let after = self.len();
-        let usable = self.ledger().adopted.is_empty() && self.ledger().problems.is_empty();
-        if !self.opts.dry_run && usable && share::due(self.share_every, after - staged.len(), after)
-        {
-            if let Some(live) = &self.live {
-                share::publish(
-                    repo,
-                    s,
-                    self.ledger().base,
-                    self.receipts(),
-                    live,
-                    self.signer.as_ref(),
-                    &id,
-                );
-            }
-        }
+        self.after_flush(staged.len(), &id);
         Ok(staged
             .into_iter()
             .map(|st| StepOutcome::Applied {
@@ -420,11 +390,35 @@ impl Session<'_> {
             .collect())
     }
 
+    /// After a flush of `flushed` steps, the last `id`: every
+    /// `steps.cacheEvery` steps, the live hunks go beside the run for fresh
+    /// boxes (best effort: the steps are done either way). (Not for a run
+    /// with adopted commits: `shared::read` takes no cache of one, so the
+    /// push would be for nothing.)
+    pub(super) fn after_flush(&self, flushed: usize, id: &str) {
+        let (repo, s) = (self.repo, self.settings);
+        let after = self.len();
+        let usable = self.ledger().adopted.is_empty() && self.ledger().problems.is_empty();
+        if !self.opts.dry_run && usable && share::due(self.share_every, after - flushed, after) {
+            if let Some(live) = &self.live {
+                share::publish(
+                    repo,
+                    s,
+                    self.ledger().base,
+                    self.receipts(),
+                    live,
+                    self.signer.as_ref(),
+                    id,
+                );
+            }
+        }
+    }
+
     /// The staged steps will not become durable (their push or a check
     /// before it failed): the session goes back to the last flush, so
     /// nothing of them is reported, cached or pushed later. The live hunks
     /// are read again if another step is staged.
-    fn discard_staged(&mut self) {
+    pub(super) fn discard_staged(&mut self) {
         let n = self.staging.discard();
         self.applied.truncate(self.applied.len() - n);
         self.head = self.staging.durable();
@@ -576,4 +570,27 @@ pub(super) fn move_ref(
         crate::flush::repository(repo)?;
     }
     Ok(())
+}
+
+/// Refuse when a file the flush replaces no longer holds what the step was
+/// checked against (a hook, the user's editor or the agent's own tool
+/// wrote it since).
+pub(super) fn unchanged_since_checked(
+    repo: &Repository,
+    changes: &[Change],
+    id: &str,
+    what_changes: &str,
+) -> Result<()> {
+    match worktree::first_changed(repo, changes)? {
+        None => Ok(()),
+        Some(path) => Err(Error::from(Refusal {
+            kind: RefusalKind::DirtyWorktree,
+            step: Some(id.to_string()),
+            saw: format!(
+                "{path} changed after {what_changes} was checked (a hook, your editor or the agent's own tool wrote it)"
+            ),
+            would: format!("overwrite your change to {path}"),
+            hint: "nothing was made durable: commit or stash the change (`git stash -u`), or let the tool that writes it finish, then rerun".into(),
+        })),
+    }
 }

@@ -360,6 +360,7 @@ pub fn append(
                     expected: journal.head,
                     new: commit,
                     replace: false,
+                    step: None,
                 },
             )
             .map_err(|e| e.into_error(&name, &remote.spec, journal.head))?;

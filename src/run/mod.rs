@@ -19,6 +19,7 @@ pub mod engine;
 pub mod hooks;
 pub mod inspect;
 pub mod journal;
+mod overlap;
 pub mod record;
 pub mod session;
 pub mod staging;

@@ -396,6 +396,7 @@ fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Recon
                     expected: r,
                     new: l,
                     replace: false,
+                    step: None,
                 },
             ) {
                 Ok(()) => {}

@@ -85,6 +85,7 @@ pub fn publish<'e>(
             expected,
             new: commit,
             replace: true,
+            step: None,
         };
         match remote.push(repo, &update) {
             Ok(()) => {

@@ -259,9 +259,14 @@ impl TestRepo {
     /// Start a server of `kind` in this scratch dir, serving from
     /// `remote-root` (which [`TestRepo::snapshot`] leaves out).
     pub fn start_server(&self, kind: Kind) -> Server {
+        self.start_server_with(kind, &crate::servers::HttpOptions::default())
+    }
+
+    /// As [`TestRepo::start_server`], an http(s) server set up as `http` says.
+    pub fn start_server_with(&self, kind: Kind, http: &crate::servers::HttpOptions) -> Server {
         let root = self.tmp.path().join("remote-root");
         fs::create_dir(&root).unwrap();
-        Server::start(kind, &root)
+        Server::start_with(kind, &root, http)
     }
 
     pub fn home(&self) -> PathBuf {

@@ -10,6 +10,7 @@ mod formats;
 mod harness;
 mod hooks;
 mod hostile;
+mod http_push;
 mod matrix;
 mod network_faults;
 mod policy;

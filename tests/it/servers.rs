@@ -133,9 +133,23 @@ fn git_exec_path() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
+/// How a smart-HTTP server behaves beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// Close every connection after one request (no keep-alive).
+    pub no_keep_alive: bool,
+    /// Ask for HTTP Basic credentials: this user and password.
+    pub basic_auth: Option<(String, String)>,
+}
+
 impl Server {
     /// A new empty bare repository (branch `main`) under `root`, served as `kind`.
     pub fn start(kind: Kind, root: &Path) -> Server {
+        Server::start_with(kind, root, &HttpOptions::default())
+    }
+
+    /// As [`Server::start`], an http(s) server set up as `http` says.
+    pub fn start_with(kind: Kind, root: &Path, http: &HttpOptions) -> Server {
         let bare = root.join("remote.git");
         let mut init = Command::new("git");
         init.args(["init", "-q", "--bare", "-b", "main"]).arg(&bare);
@@ -310,7 +324,7 @@ impl Server {
                     format!(
                         r#"#!/bin/sh
 root='{root}'
-echo "$REQUEST_METHOD $PATH_INFO?$QUERY_STRING" >> "$root/requests.log"
+echo "$REQUEST_METHOD $PATH_INFO?$QUERY_STRING port=$REMOTE_PORT" >> "$root/requests.log"
 # Answer 503 while the counter file $1 holds more than 0, counting down.
 fail_while() {{
   [ -s "$root/$1" ] || return 0
@@ -346,8 +360,8 @@ exec '{http_backend}'
 server.bind = "127.0.0.1"
 server.port = {port}
 server.errorlog = "{log}"
-server.modules = ("mod_alias", "mod_cgi", "mod_setenv"{tls_module})
-{tls_conf}alias.url = ("/git" => "{backend}")
+server.modules = ({auth_modules}"mod_alias", "mod_cgi", "mod_setenv"{tls_module})
+{tls_conf}{extra}alias.url = ("/git" => "{backend}")
 $HTTP["url"] =~ "^/git" {{
   cgi.assign = ("" => "")
   setenv.add-environment = (
@@ -363,6 +377,26 @@ $HTTP["url"] =~ "^/git" {{
                         backend = backend.display(),
                         root = root.display(),
                         tls_module = if tls { ", \"mod_openssl\"" } else { "" },
+                        auth_modules = if http.basic_auth.is_some() {
+                            "\"mod_auth\", \"mod_authn_file\", "
+                        } else {
+                            ""
+                        },
+                        extra = {
+                            let mut extra = String::new();
+                            if http.no_keep_alive {
+                                extra.push_str("server.max-keep-alive-requests = 0\n");
+                            }
+                            if let Some((user, pass)) = &http.basic_auth {
+                                let users = root.join("users");
+                                std::fs::write(&users, format!("{user}:{pass}\n")).unwrap();
+                                extra.push_str(&format!(
+                                    "auth.backend = \"plain\"\nauth.backend.plain.userfile = \"{}\"\nauth.require = (\"/git\" => (\"method\" => \"basic\", \"realm\" => \"git\", \"require\" => \"valid-user\"))\n",
+                                    users.display()
+                                ));
+                            }
+                            extra
+                        },
                         tls_conf = if tls {
                             format!(
                                 "ssl.engine = \"enable\"\nssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\n",

@@ -67,6 +67,7 @@ impl Remote {
             expected,
             new,
             replace,
+            ..
         } = *update;
         let mut remote = libgit2_remote(repo, &self.spec, true).map_err(PushError::Failed)?;
         let moved: RefCell<Option<Option<Oid>>> = RefCell::new(None);
@@ -169,7 +170,11 @@ pub(super) fn callbacks<'a>(repo: &'a Repository) -> RemoteCallbacks<'a> {
 /// An anonymous remote for `spec` (a named remote's URL, or its push URL
 /// when pushing). Anonymous, so that libgit2 updates no remote-tracking
 /// refs of its own: every ref git-steps writes is one it knows about.
-fn libgit2_remote<'r>(repo: &'r Repository, spec: &str, push: bool) -> Result<git2::Remote<'r>> {
+pub(super) fn libgit2_remote<'r>(
+    repo: &'r Repository,
+    spec: &str,
+    push: bool,
+) -> Result<git2::Remote<'r>> {
     let url = match repo.find_remote(spec) {
         Ok(r) => {
             let push_url = if push {

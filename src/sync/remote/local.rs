@@ -139,6 +139,9 @@ impl Remote {
             // point: its objects in the box and here, the ref's new value.
             let box_dir = repo.commondir().to_path_buf();
             let flush = || crate::flush::file_systems(&[&box_dir, remote.path()]);
+            if let Some(id) = update.step {
+                crate::crash::point("push-sent", id);
+            }
             swap_local_ref(remote, &lock, refname, expected, new, &flush)
         })
     }

@@ -16,10 +16,14 @@ use crate::error::{Error, Result};
 use crate::git::short;
 
 mod cli;
+mod http;
 mod libgit2;
 mod local;
 pub mod relay;
 mod settle;
+mod smart;
+
+pub use smart::counts as http_counts;
 
 /// A compare-and-swap of one remote ref: move `refname` from `expected`
 /// (None: it must not exist) to `new`.
@@ -31,6 +35,9 @@ pub struct RefUpdate<'a> {
     /// `new` need not descend from `expected` (still only from `expected`):
     /// for the shared hunk cache, never for a branch or a journal.
     pub replace: bool,
+    /// The step whose commit point this push is, if it is one: the push's
+    /// crash point (`push-sent`) is armed for it.
+    pub step: Option<&'a str>,
 }
 
 /// The outcome of a push that did not land.
@@ -125,7 +132,10 @@ impl Remote {
     /// fetching anything.
     pub fn head(&self, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
         retrying(|| match self.transport {
-            Transport::Libgit2 => self.head_libgit2(repo, refname),
+            Transport::Libgit2 => match self.head_smart(repo, refname) {
+                Some(r) => r,
+                None => self.head_libgit2(repo, refname),
+            },
             Transport::Git => self.head_git(repo, refname),
         })
     }
@@ -140,9 +150,11 @@ impl Remote {
             // the transport reports, and its local transport reports none:
             // the clone would lose its `shallow` file and git could no
             // longer read its own history. git's fetch keeps it.
-            Transport::Libgit2 if !repo.is_shallow() => {
-                self.fetch_libgit2(repo, refname, into, None)
-            }
+            Transport::Libgit2 if !repo.is_shallow() => match self.fetch_smart(repo, refname, into)
+            {
+                Some(r) => r,
+                None => self.fetch_libgit2(repo, refname, into, None),
+            },
             Transport::Libgit2 | Transport::Git => self.fetch_git(repo, refname, into),
         })?;
         if let Some(id) = got {
@@ -289,27 +301,48 @@ impl Remote {
     }
 
     fn push_once(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
-        // What the push sends is read from this box: flushed first, so the
-        // local branch, moved after the push, never names a torn object.
-        // (A local push flushes box and remote together, before its rename.)
-        let flush_box = || {
-            crate::flush::file_systems(&[repo.commondir()]).map_err(|e| {
-                PushError::Failed(
-                    Error::local(format!(
-                        "cannot flush {} before the push: {e}",
-                        repo.commondir().display()
-                    ))
-                    .with_hint(crate::error::LOCAL_FAILURE_HINT),
-                )
-            })
-        };
-        let first = match self.transport {
-            Transport::Libgit2 => match self.local_path(repo) {
-                // A bare repository on this machine gets a real compare-and-swap.
-                Some(path) => self.push_local(repo, &path, update),
-                None => flush_box().and_then(|()| self.push_libgit2(repo, update)),
-            },
-            Transport::Git => flush_box().and_then(|()| self.push_git(repo, update)),
+        let first = match (self.transport, self.local_path(repo)) {
+            // A bare repository on this machine gets a real compare-and-swap
+            // (it flushes box and remote together, before its rename).
+            (Transport::Libgit2, Some(path)) => self.push_local(repo, &path, update),
+            _ => {
+                // What the push sends is read from this box: flushed before
+                // the local branch, moved after the push, names it, so that
+                // the branch never names a torn object. The flush runs while
+                // the push waits for the network: only the branch's move
+                // waits for it.
+                let dir = repo.commondir().to_path_buf();
+                let (pushed, flushed) = std::thread::scope(|sc| {
+                    let flushing = sc.spawn(move || crate::flush::file_systems(&[&dir]));
+                    let pushed = match self.transport {
+                        Transport::Libgit2 => match self.push_smart(repo, update) {
+                            Some(r) => r,
+                            None => self.push_libgit2(repo, update),
+                        },
+                        Transport::Git => self.push_git(repo, update),
+                    };
+                    let flushed = flushing
+                        .join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("the flush panicked")));
+                    (pushed, flushed)
+                });
+                match (pushed, flushed) {
+                    (pushed, Ok(())) => pushed,
+                    (Ok(()), Err(e)) => {
+                        // Landed, so not for settling: the box is at fault.
+                        return Err(PushError::Failed(
+                            Error::local(format!(
+                                "{} accepted {}, but this box could not flush {}: {e}; the step is durable on the remote, and this box's copy of it may not survive a power cut",
+                                self.spec,
+                                short(update.new),
+                                repo.commondir().display()
+                            ))
+                            .with_hint("fix this box's disk, then rerun the same command: it brings this box up to the durable head and applies nothing twice"),
+                        ));
+                    }
+                    (Err(p), Err(_)) => Err(p),
+                }
+            }
         };
         match first {
             Ok(()) => Ok(()),

@@ -20,9 +20,10 @@ mod undo;
 use crate::harness::*;
 
 /// The crash points every write of a step passes, in order (with a remote).
-const STEP_POINTS: [&str; 9] = [
+const STEP_POINTS: [&str; 10] = [
     "before-write",
     "objects-written",
+    "push-sent",
     "pushed",
     "tracking-updated",
     "worktree-staged",

@@ -1,0 +1,193 @@
+//! The agent loop's flush with the push hidden behind the decider: a
+//! step's local writes (branch, worktree, index) first, then its push,
+//! during which the decider is asked for the next step against the
+//! worktree that holds this one.
+//!
+//! Owns that order and the way back. Invariant: a step is reported only
+//! once its push is accepted; a push that fails sets branch, worktree and
+//! index back to the durable head (a file changed meanwhile is kept and
+//! said); a crash in between leaves the step as local receipted work that
+//! the next run pushes (SPEC, the agent loop: a crash before step N is
+//! durable loses at most the answers not durable yet). Every write sits
+//! between the same named crash points as in `apply`'s order.
+
+use git2::Oid;
+
+use crate::crash;
+use crate::error::{Error, Result};
+use crate::plan::step::Step;
+use crate::sync::reconcile::Worktree;
+use crate::sync::remote::RefUpdate;
+use crate::workdir::worktree;
+
+use super::commit::{move_ref, unchanged_since_checked};
+use super::session::{Session, Source, StepOutcome};
+
+impl Session<'_> {
+    /// As [`Session::apply`], for the agent loop, with the push hidden
+    /// behind the decider: when the step is staged alone on a branch that
+    /// exists, with a remote, the local branch, worktree and index move to
+    /// it *before* its push, and `during` (which asks the decider for the
+    /// next step against that worktree) runs while the push is in flight.
+    /// The step is reported only once the push is accepted. A push that
+    /// fails sets branch, worktree and index back, so nothing of the step
+    /// stays; a crash in between leaves the step as local work that the
+    /// next run pushes (a fresh box asks for it again). Otherwise this is
+    /// [`Session::apply`], and `during` is not called. What `during`
+    /// returned comes back whether the step landed or not, for the caller
+    /// to collect.
+    pub fn apply_overlapped<P>(
+        &mut self,
+        step: &Step,
+        source: Option<Source>,
+        during: impl FnOnce(&Self) -> P,
+    ) -> (Result<StepOutcome>, Option<P>) {
+        let staged = match self.stage(step, source) {
+            Ok(Some(would)) => return (Ok(would), None),
+            Ok(None) => self.staging.len(),
+            Err(e) => return (Err(e), None),
+        };
+        let overlapped = staged == 1
+            && self.worktree == Worktree::Follows
+            && !self.opts.dry_run
+            && self.settings.remote.is_some()
+            && self.staging.durable().is_some();
+        if !overlapped {
+            let done = self.flush().and_then(|mut v| {
+                v.pop()
+                    .ok_or_else(|| Error::internal("a staged step was not flushed"))
+            });
+            return (done, None);
+        }
+        self.flush_overlapped(during)
+    }
+
+    /// The flush of one staged step with its local writes first (see
+    /// [`Session::apply_overlapped`]).
+    fn flush_overlapped<P>(
+        &mut self,
+        during: impl FnOnce(&Self) -> P,
+    ) -> (Result<StepOutcome>, Option<P>) {
+        let (repo, s) = (self.repo, self.settings);
+        let Some(remote) = &s.remote else {
+            return (
+                Err(Error::internal("an overlapped flush without a remote")),
+                None,
+            );
+        };
+        let last = self.staging.last().expect("one staged step");
+        let (expected, commit, id) = (self.staging.durable(), last.commit, last.step.clone());
+        let changes = last.changes.clone();
+        if let Err(e) = unchanged_since_checked(repo, &changes, &id, "the step") {
+            self.discard_staged();
+            return (Err(e), None);
+        }
+        let Some(before) = expected else {
+            return (
+                Err(Error::internal("an overlapped flush on an unborn branch")),
+                None,
+            );
+        };
+        // The local writes, as after a push, in the same order and under
+        // the same crash points; the step is not durable yet.
+        let local = (|| {
+            let _staged = worktree::prestage(repo, &changes)?;
+            crash::point("worktree-staged", &id);
+            // The step's objects durable before the local branch names
+            // them (in `apply`'s order the push's flush does this).
+            crate::flush::repository(repo)?;
+            move_ref(repo, s, expected, commit, &format!("step {id}"))?;
+            crate::flush::repository(repo)?;
+            crash::point("ref-updated", &id);
+            worktree::update(
+                repo,
+                worktree::Dest {
+                    run: &s.run,
+                    commit,
+                },
+                &changes,
+                &id,
+            )
+        })();
+        if let Err(e) = local {
+            let undone = self.set_back(before, commit, &id);
+            self.discard_staged();
+            return (Err(with_set_back(e, undone)), None);
+        }
+        let pending = during(self);
+        let pushed = remote
+            .push(
+                repo,
+                &RefUpdate {
+                    refname: &s.refname(),
+                    expected,
+                    new: commit,
+                    replace: false,
+                    step: Some(&id),
+                },
+            )
+            .map_err(|e| e.into_error(&s.branch, &remote.spec, expected));
+        if let Err(e) = pushed {
+            let undone = self.set_back(before, commit, &id);
+            self.discard_staged();
+            return (Err(with_set_back(e, undone)), Some(pending));
+        }
+        crash::point("pushed", &id);
+        remote.note_tracking(repo, &s.refname(), commit);
+        crash::point("tracking-updated", &id);
+        let st = self.staging.flushed().pop().expect("one staged step");
+        self.after_flush(1, &id);
+        (
+            Ok(StepOutcome::Applied {
+                files: st.changes.iter().map(|c| c.path.clone()).collect(),
+                step: st.step,
+                commit: st.commit.to_string(),
+                added: st.added,
+                removed: st.removed,
+            }),
+            Some(pending),
+        )
+    }
+
+    /// Set branch, worktree and index back from the step `commit` (not
+    /// durable: its push failed) to `before`, where they were; a file
+    /// changed since it was written is kept (and said). Nothing to do when
+    /// the branch was not moved yet.
+    fn set_back(&self, before: Oid, commit: Oid, id: &str) -> Result<()> {
+        let (repo, s) = (self.repo, self.settings);
+        if repo.refname_to_id(&s.refname()).ok() != Some(commit) {
+            return Ok(());
+        }
+        let new = repo.find_commit(commit)?.tree()?;
+        let old = repo.find_commit(before)?.tree()?;
+        let back = crate::git::tree_changes(repo, Some(&new), Some(&old))?;
+        let _staged = worktree::prestage(repo, &back)?;
+        move_ref(
+            repo,
+            s,
+            Some(commit),
+            before,
+            &format!("set back after step {id}"),
+        )?;
+        crate::flush::repository(repo)?;
+        worktree::update(
+            repo,
+            worktree::Dest {
+                run: &s.run,
+                commit: before,
+            },
+            &back,
+            id,
+        )
+    }
+}
+
+/// A failed overlapped step's error, with what setting the box back did.
+fn with_set_back(e: Error, undone: Result<()>) -> Error {
+    match undone {
+        Ok(()) => e,
+        Err(u) => e.with_note(format!(
+            "the step's local writes could not all be set back ({u}): the local branch or the worktree may still show it; rerun the same command, which pushes it if the remote still allows, or refuses and says why"
+        )),
+    }
+}

@@ -1,0 +1,475 @@
+//! One kept-alive HTTP/1.1 connection to a smart-HTTP server, plain or
+//! under TLS, for the push client in `smart.rs`.
+//!
+//! Owns the bytes on the wire: a request written whole (head and body in
+//! one buffer, `TCP_NODELAY`), its response read to the end (by
+//! `Content-Length`, chunked, or to the close), and the connection kept for
+//! the next request when the server allows it. TLS is OpenSSL's, the one
+//! libgit2 links, with the CA locations git would use
+//! ([`crate::git::ca_locations`]). Invariant: a request is sent again only
+//! on a fresh connection, and only when the kept one it went out on gave
+//! back not one byte (the server closed it while idle); what a server
+//! answered is never mistaken for a whole response when it was cut.
+//! Counters of connections and requests are kept for the benchmarks and
+//! `-v`.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
+
+/// Connections opened and requests sent by this process (every server).
+pub static CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+pub static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Where to connect.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// The repository's path on the server, without a trailing `/`.
+    pub path: String,
+    /// `host` or `host:port`, for the `Host` header.
+    pub authority: String,
+}
+
+impl Endpoint {
+    /// An http(s) URL's endpoint; None for anything else.
+    pub fn parse(url: &url::Url) -> Option<Endpoint> {
+        let tls = match url.scheme() {
+            "https" => true,
+            "http" => false,
+            _ => return None,
+        };
+        let host = url.host_str()?.to_string();
+        let port = url.port_or_known_default()?;
+        let authority = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.clone(),
+        };
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        Some(Endpoint {
+            tls,
+            host,
+            port,
+            path: url.path().trim_end_matches('/').to_string(),
+            authority,
+        })
+    }
+}
+
+/// Why a request got no usable response.
+#[derive(Debug)]
+pub enum Failure {
+    /// The connection could not be made (refused, no route, TLS refused
+    /// the certificate...): nothing was sent.
+    Connect { message: String, transient: bool },
+    /// The request went out (in part or whole) and the answer broke off or
+    /// never came: what the server did is unknown.
+    Broken(String),
+}
+
+/// A response read to its end.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub reason: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<SslStream<TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// A client for one endpoint: at most one connection, kept between
+/// requests.
+pub struct Client {
+    pub endpoint: Endpoint,
+    tls: Option<SslConnector>,
+    timeout: Duration,
+    conn: Option<BufReader<Stream>>,
+    /// Connections this client opened.
+    pub opened: usize,
+}
+
+impl Client {
+    /// A client for `endpoint`; `ca` is where the CA certificates are (a
+    /// file, a directory), for https.
+    pub fn new(
+        endpoint: Endpoint,
+        ca: (Option<std::path::PathBuf>, Option<std::path::PathBuf>),
+        timeout: Duration,
+    ) -> Result<Client, String> {
+        let tls = if endpoint.tls {
+            let mut b = SslConnector::builder(SslMethod::tls_client())
+                .map_err(|e| format!("cannot set up TLS: {e}"))?;
+            b.set_verify(SslVerifyMode::PEER);
+            let (file, dir) = ca;
+            if let Some(f) = &file {
+                b.set_ca_file(f)
+                    .map_err(|e| format!("cannot read the CA file {}: {e}", f.display()))?;
+            }
+            if let Some(d) = &dir {
+                let lookup = b
+                    .cert_store_mut()
+                    .add_lookup(openssl::x509::store::X509Lookup::hash_dir())
+                    .map_err(|e| format!("cannot use the CA directory {}: {e}", d.display()))?;
+                lookup
+                    .add_dir(&d.to_string_lossy(), openssl::ssl::SslFiletype::PEM)
+                    .map_err(|e| format!("cannot use the CA directory {}: {e}", d.display()))?;
+            }
+            // HTTP/1.1 only: the server must not pick h2.
+            b.set_alpn_protos(b"\x08http/1.1")
+                .map_err(|e| format!("cannot set up TLS: {e}"))?;
+            Some(b.build())
+        } else {
+            None
+        };
+        Ok(Client {
+            endpoint,
+            tls,
+            timeout,
+            conn: None,
+            opened: 0,
+        })
+    }
+
+    fn connect(&mut self) -> Result<BufReader<Stream>, Failure> {
+        let Endpoint { host, port, .. } = &self.endpoint;
+        let fail = |message: String, transient: bool| Failure::Connect { message, transient };
+        let addrs: Vec<_> = (host.as_str(), *port)
+            .to_socket_addrs()
+            .map_err(|e| fail(format!("failed to resolve address for {host}: {e}"), true))?
+            .collect();
+        let mut last = None;
+        let mut tcp = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, self.timeout) {
+                Ok(t) => {
+                    tcp = Some(t);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let tcp = tcp.ok_or_else(|| {
+            fail(
+                format!(
+                    "failed to connect to {host}:{port}: {}",
+                    last.map_or("no address".to_string(), |e| e.to_string())
+                ),
+                true,
+            )
+        })?;
+        CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+        self.opened += 1;
+        let _ = tcp.set_nodelay(true);
+        let _ = tcp.set_read_timeout(Some(self.timeout));
+        let _ = tcp.set_write_timeout(Some(self.timeout));
+        let stream = match &self.tls {
+            None => Stream::Plain(tcp),
+            Some(c) => {
+                let s = c.connect(host, tcp).map_err(|e| {
+                    let transient = matches!(e, openssl::ssl::HandshakeError::Failure(_))
+                        && !e.to_string().contains("certificate");
+                    fail(format!("TLS with {host}:{port} failed: {e}"), transient)
+                })?;
+                Stream::Tls(Box::new(s))
+            }
+        };
+        Ok(BufReader::with_capacity(64 * 1024, stream))
+    }
+
+    /// Send one request and read its response whole; `sent` is called
+    /// once the request is out in full, before the answer is read. The body
+    /// is sent with its length.
+    pub fn request(
+        &mut self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+        sent: &mut dyn FnMut(),
+    ) -> Result<Response, Failure> {
+        let mut wire = Vec::with_capacity(512 + body.len());
+        write!(
+            wire,
+            "{method} {target} HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.0 (git-steps {})\r\n",
+            self.endpoint.authority,
+            env!("CARGO_PKG_VERSION")
+        )
+        .expect("writing to a Vec");
+        for (k, v) in headers {
+            write!(wire, "{k}: {v}\r\n").expect("writing to a Vec");
+        }
+        if method == "POST" {
+            write!(wire, "Content-Length: {}\r\n", body.len()).expect("writing to a Vec");
+        }
+        wire.extend_from_slice(b"\r\n");
+        wire.extend_from_slice(body);
+        let reused = self.conn.is_some();
+        match self.exchange(&wire, sent) {
+            // A kept connection the server closed while it was idle: not
+            // one byte came back, so nothing was processed. Once more, on
+            // a new connection.
+            Err(Exchange::Silent(_)) if reused => {
+                self.conn = None;
+                self.exchange(&wire, sent).map_err(Exchange::into_failure)
+            }
+            other => other.map_err(Exchange::into_failure),
+        }
+    }
+
+    fn exchange(&mut self, wire: &[u8], sent: &mut dyn FnMut()) -> Result<Response, Exchange> {
+        let mut conn = match self.conn.take() {
+            Some(c) => c,
+            None => self.connect().map_err(Exchange::Failed)?,
+        };
+        REQUESTS.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = conn
+            .get_mut()
+            .write_all(wire)
+            .and_then(|()| conn.get_mut().flush())
+        {
+            return Err(
+                if e.kind() == ErrorKind::BrokenPipe || e.kind() == ErrorKind::ConnectionReset {
+                    Exchange::Silent(format!("sending the request failed: {e}"))
+                } else {
+                    Exchange::Failed(Failure::Broken(format!("sending the request failed: {e}")))
+                },
+            );
+        }
+        sent();
+        let (resp, keep) = read_response(&mut conn)?;
+        if keep {
+            self.conn = Some(conn);
+        }
+        Ok(resp)
+    }
+}
+
+/// The outcome of one try of a request that failed.
+enum Exchange {
+    /// Not one byte of an answer came back, and the connection was a kept
+    /// one the server may have closed while idle.
+    Silent(String),
+    Failed(Failure),
+}
+
+impl Exchange {
+    fn into_failure(self) -> Failure {
+        match self {
+            Exchange::Silent(m) => Failure::Broken(m),
+            Exchange::Failed(f) => f,
+        }
+    }
+}
+
+fn io_failure(what: &str, e: std::io::Error) -> Exchange {
+    let how = if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+        "timed out".to_string()
+    } else {
+        e.to_string()
+    };
+    Exchange::Failed(Failure::Broken(format!("{what}: {how}")))
+}
+
+/// Most of a response head a server may send.
+const MAX_HEAD: usize = 64 * 1024;
+/// Most of a response body (a ref advertisement of a large repository, a
+/// push's report): anything larger is not an answer git-steps asked for.
+const MAX_BODY: usize = 256 * 1024 * 1024;
+
+/// Read one response; true when the connection may serve the next request.
+fn read_response(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Exchange> {
+    // The head: up to the empty line.
+    let mut head = Vec::new();
+    loop {
+        let before = head.len();
+        let n = conn.read_until(b'\n', &mut head).map_err(|e| {
+            if head.is_empty() && e.kind() == ErrorKind::ConnectionReset {
+                Exchange::Silent(format!("the connection was reset: {e}"))
+            } else {
+                io_failure("reading the answer failed", e)
+            }
+        })?;
+        if n == 0 {
+            return Err(if head.is_empty() {
+                Exchange::Silent("the server closed the connection without an answer".into())
+            } else {
+                Exchange::Failed(Failure::Broken(
+                    "the server closed the connection in the middle of its answer".into(),
+                ))
+            });
+        }
+        if head.len() > MAX_HEAD {
+            return Err(broken("the answer's head is too long"));
+        }
+        let line = &head[before..];
+        if line == b"\r\n" || line == b"\n" {
+            break;
+        }
+    }
+    let mut hdrs = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut hdrs);
+    match parsed.parse(&head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(broken("the server's answer is not HTTP")),
+    }
+    let status = parsed.code.unwrap_or(0);
+    let reason = parsed.reason.unwrap_or_default().to_string();
+    let http10 = parsed.version == Some(0);
+    let headers: Vec<(String, String)> = parsed
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_string(),
+                String::from_utf8_lossy(h.value).trim().to_string(),
+            )
+        })
+        .collect();
+    let get = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let close = match get("Connection") {
+        Some(v) if v.eq_ignore_ascii_case("close") => true,
+        Some(v) if v.eq_ignore_ascii_case("keep-alive") => false,
+        _ => http10,
+    };
+    let chunked =
+        get("Transfer-Encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let length = get("Content-Length").map(|v| v.parse::<usize>());
+    let mut body = Vec::new();
+    let keep = if chunked {
+        read_chunked(conn, &mut body)?;
+        !close
+    } else if let Some(len) = length {
+        let len = len.map_err(|_| broken("the answer's Content-Length is not a number"))?;
+        if len > MAX_BODY {
+            return Err(broken("the answer is too large"));
+        }
+        body.resize(len, 0);
+        conn.read_exact(&mut body)
+            .map_err(|e| io_failure("the answer broke off", e))?;
+        !close
+    } else if status == 204 || status == 304 || (100..200).contains(&status) {
+        !close
+    } else {
+        // To the end of the connection.
+        conn.take(MAX_BODY as u64 + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| io_failure("the answer broke off", e))?;
+        if body.len() > MAX_BODY {
+            return Err(broken("the answer is too large"));
+        }
+        false
+    };
+    Ok((
+        Response {
+            status,
+            reason,
+            headers,
+            body,
+        },
+        keep,
+    ))
+}
+
+fn broken(what: &str) -> Exchange {
+    Exchange::Failed(Failure::Broken(what.to_string()))
+}
+
+/// A chunked body, trailers skipped.
+fn read_chunked(conn: &mut BufReader<Stream>, body: &mut Vec<u8>) -> Result<(), Exchange> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = conn
+            .by_ref()
+            .take(1024)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_failure("the answer broke off", e))?;
+        if n == 0 || !line.ends_with(b"\n") {
+            return Err(broken("the answer broke off in a chunk's size"));
+        }
+        let text = String::from_utf8_lossy(&line);
+        let size = text.trim().split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size, 16)
+            .map_err(|_| broken("a chunk's size is not hexadecimal"))?;
+        if size == 0 {
+            // Trailers, up to the empty line.
+            loop {
+                line.clear();
+                let n = conn
+                    .by_ref()
+                    .take(MAX_HEAD as u64)
+                    .read_until(b'\n', &mut line)
+                    .map_err(|e| io_failure("the answer broke off", e))?;
+                if n == 0 {
+                    return Err(broken("the answer broke off after its last chunk"));
+                }
+                if line == b"\r\n" || line == b"\n" {
+                    return Ok(());
+                }
+            }
+        }
+        if body.len() + size > MAX_BODY {
+            return Err(broken("the answer is too large"));
+        }
+        let at = body.len();
+        body.resize(at + size, 0);
+        conn.read_exact(&mut body[at..])
+            .map_err(|e| io_failure("the answer broke off", e))?;
+        let mut crlf = [0u8; 2];
+        conn.read_exact(&mut crlf)
+            .map_err(|e| io_failure("the answer broke off", e))?;
+        if &crlf != b"\r\n" {
+            return Err(broken("a chunk does not end with CRLF"));
+        }
+    }
+}

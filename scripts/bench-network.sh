@@ -84,17 +84,22 @@ if [ -x "$sshd_bin" ]; then
   ssh-keygen -q -t ed25519 -N "" -f "$srv/host_key"; ssh-keygen -q -t ed25519 -N "" -f "$srv/client_key"
   cp "$srv/client_key.pub" "$srv/authorized_keys"
   ssh_port=$(free_port); user=$(id -un); mkdir -p /run/sshd 2>/dev/null || true
-  printf 'Port %s\nListenAddress 127.0.0.1\nHostKey %s/host_key\nPidFile %s/sshd.pid\nAuthorizedKeysFile %s/authorized_keys\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nAllowUsers %s\nLogLevel ERROR\n' \
+  printf 'Port %s\nListenAddress 127.0.0.1\nHostKey %s/host_key\nPidFile %s/sshd.pid\nAuthorizedKeysFile %s/authorized_keys\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nAllowUsers %s\nLogLevel VERBOSE\n' \
     "$ssh_port" "$srv" "$srv" "$srv" "$user" > "$srv/sshd_config"
   echo "[127.0.0.1]:$ssh_port $(cut -d' ' -f1-2 "$srv/host_key.pub")" > "$srv/known_hosts"
   printf 'Host bench-ssh\n  HostName 127.0.0.1\n  Port %s\n  User %s\n  IdentityFile %s/client_key\n  IdentitiesOnly yes\n  UserKnownHostsFile %s/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n' \
     "$ssh_port" "$user" "$srv" "$srv" > "$srv/ssh_config"
-  printf '#!/bin/sh\necho "ssh $*" >> "%s/ssh.log"\nexec ssh -F "%s/ssh_config" "$@"\n' "$srv" "$srv" > "$srv/ssh-logged"
-  chmod +x "$srv/ssh-logged"
+  # Named `ssh`, as git-steps shares connections only for OpenSSH's ssh.
+  mkdir -p "$srv/bin"
+  printf '#!/bin/sh\necho "ssh $*" >> "%s/ssh.log"\nexec %s -F "%s/ssh_config" "$@"\n' "$srv" "$(command -v ssh)" "$srv" > "$srv/bin/ssh"
+  chmod +x "$srv/bin/ssh"
   "$sshd_bin" -D -e -f "$srv/sshd_config" 2>"$srv/sshd.log" & pids+=($!)
   wait_port "$ssh_port" && ssh_ok=1
 fi
+# Requests: the git-receive-pack and git-upload-pack sessions git ran over
+# ssh; connections: the TCP connections sshd accepted (its VERBOSE log).
 ssh_requests() { [ -f "$srv/ssh.log" ] && grep -c "/$1.git" "$srv/ssh.log" || echo 0; }
+sshd_connections() { grep -c "Connection from" "$srv/sshd.log" || true; }
 
 row() { # name ms requests connections (empty: not counted)
   awk -v n="$1" -v ms="$2" -v r="$3" -v c="$4" -v s="$steps" 'BEGIN{printf "   %-40s %7.1f ms/step  %s%s\n", n, ms / s, r == "" ? "" : sprintf("%5.2f requests/step", r / s), c == "" ? "" : sprintf("  %5.2f connections/step", c / s)}'
@@ -113,14 +118,15 @@ for proto in $protos; do
   echo
   note=""
   [ "$proto" = daemon ] && note="; git daemon requests are not counted"
-  [ "$proto" = ssh ] && note="; a request is one ssh connection running git-receive-pack or git-upload-pack"
+  [ "$proto" = ssh ] && note="; a request is one git-receive-pack or git-upload-pack session, a connection one TCP connection sshd accepted; the git CLI loop's ssh does not share connections"
   echo "6. $steps steps pushed over $proto (127.0.0.1), median of $rounds alternating rounds$note"
   declare -A times=() reqs=() conns=()
   for round in $(seq 1 "$rounds"); do
   for runner in $runners; do
     name="$proto-$runner-$round"; bare "$name"
     git init -q -b main "$work/$name"
-    envs=(BENCH_ROW=1); [ "$proto" = ssh ] && envs+=(GIT_SSH_COMMAND="$srv/ssh-logged")
+    [ "$proto" = ssh ] && ssh_before=$(sshd_connections)
+    envs=(BENCH_ROW=1); [ "$proto" = ssh ] && envs+=(GIT_SSH_COMMAND="$srv/bin/ssh")
     [ "$runner" = libgit2 ] && envs+=(GIT_STEPS_HTTP_CLIENT=libgit2)
     case $runner in
       apply|libgit2)
@@ -144,11 +150,14 @@ for proto in $protos; do
     esac
     n=$(git -C "$srv/$name.git" log --format='%(trailers:key=Step-Id,valueonly)' main | grep -c .)
     [ "$n" = "$steps" ] || { echo "$name: $n receipts on the remote, expected $steps" >&2; exit 1; }
+    # The shared connection git-steps left (ControlPersist) is closed, so
+    # the next runner opens its own.
+    [ "$proto" = ssh ] && ssh -F "$srv/ssh_config" -o "ControlPath=${TMPDIR:-/tmp}/git-steps-ssh-$(id -u)/%C" -O exit bench-ssh 2>/dev/null || true
     times[$runner]="${times[$runner]:-} $(awk -v a="$t0" -v b="$t1" 'BEGIN{print (b - a) / 1e6}')"
     if [ "$round" = 1 ]; then
       case $proto in
         http) reqs[$runner]=$(requests "$name"); conns[$runner]=$(connections "$name") ;;
-        ssh) reqs[$runner]=$(ssh_requests "$name"); conns[$runner]=${reqs[$runner]} ;;
+        ssh) reqs[$runner]=$(ssh_requests "$name"); conns[$runner]=$(( $(sshd_connections) - ssh_before )) ;;
       esac
     fi
   done

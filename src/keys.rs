@@ -108,6 +108,10 @@ pub const HTTP_CLIENT: Key = key(
     "GIT_STEPS_HTTP_CLIENT",
     "`libgit2`: push over http(s) through libgit2 (an advertisement and a connection per push) instead of git-steps' own smart-HTTP client (one request a step on a kept connection); for comparisons and as a way around a server the client does not suit.",
 );
+pub const SSH_SHARE: Key = key(
+    "GIT_STEPS_SSH_SHARE",
+    "`0`: with the git transport over ssh, one ssh connection per git command, as git makes them, instead of one shared connection per remote (OpenSSH's ControlMaster, ControlPersist=60, sockets in <tmp>/git-steps-ssh-<uid>).",
+);
 pub const SCRATCH: Key = key(
     "GIT_STEPS_SCRATCH",
     "Where crashtest and demo keep their scratch boxes (default /dev/shm, else the temp dir).",
@@ -139,6 +143,7 @@ pub const ENVIRONMENT: &[Key] = &[
     NET_RETRY_SECS,
     NET_TIMEOUT_SECS,
     HTTP_CLIENT,
+    SSH_SHARE,
     SCRATCH,
     MATRIX_REMOTE,
     MATRIX_LATE,

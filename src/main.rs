@@ -1,7 +1,8 @@
 //! The `git-steps` binary: parse arguments, call the library, map the typed
 //! error to the SPEC's exit code. Nothing else lives here but two
 //! process-wide settings: the allocator's trim threshold and the instant
-//! the process started (`flush::mark_start`).
+//! the process started (`flush::mark_start`), and, at the end, closing the
+//! ssh connections the run shared.
 
 use std::process::ExitCode;
 
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
             {
                 if let Some(io) = s.downcast_ref::<std::io::Error>() {
                     if io.kind() == std::io::ErrorKind::BrokenPipe {
+                        git_steps::sync::remote::close_shared_ssh();
                         return ExitCode::SUCCESS;
                     }
                 }
@@ -43,6 +45,8 @@ fn main() -> ExitCode {
             failure.error.exit_code()
         }
     };
+    // ssh connections this run shared end with it.
+    git_steps::sync::remote::close_shared_ssh();
     ui.flush();
     ui.peak_memory();
     ExitCode::from(code)

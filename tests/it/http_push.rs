@@ -1,6 +1,7 @@
 //! Issue 34: over smart HTTP a step's push is one receive-pack POST on a
-//! connection kept for the whole run, and the agent loop asks its decider
-//! for the next step while a push is in flight. Counted at a real server
+//! connection kept for the whole run, over ssh a run's git commands share
+//! one connection, and the agent loop asks its decider for the next step
+//! while a push is in flight. Counted at a real server
 //! (lighttpd + git http-backend): requests from its log, connections from
 //! the client ports it saw.
 
@@ -310,4 +311,42 @@ fn a_refused_push_in_the_agent_loop_sets_the_box_back() {
     std::fs::remove_file(server.bare.join("hooks/pre-receive")).unwrap();
     t.steps(&["run", "--decider", &cmd]).ok();
     assert_eq!(server.step_ids(), eight_ids());
+}
+
+/// Over ssh (git's own, `--transport git`) every push is a git-receive-pack
+/// session; a run's sessions share one ssh connection, which ends with the
+/// run. Counted by sshd. `GIT_STEPS_SSH_SHARE=0`: one connection each.
+#[test]
+fn ssh_commands_of_a_run_share_one_connection() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let accepted = |server: &Server| {
+        std::fs::read_to_string(server.root.join("sshd.log"))
+            .unwrap_or_default()
+            .matches("Connection from")
+            .count()
+    };
+    for share in [true, false] {
+        let t = TestRepo::new();
+        let server = t.start_server(Kind::Ssh);
+        let mut env = server.client_env();
+        if !share {
+            env.push(("GIT_STEPS_SSH_SHARE".into(), "0".into()));
+        }
+        let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        t.steps_env(&["init", "--remote", server.url()], &env).ok();
+        let before = accepted(&server);
+        t.steps_env(&["apply", p], &env).ok();
+        assert_eq!(server.step_ids(), eight_ids());
+        let made = accepted(&server) - before;
+        if share {
+            assert_eq!(made, 1, "one connection for the run");
+            // Closed when the run ended: the next run connects anew, so it
+            // checks the host key again.
+            t.steps_env(&["apply", p], &env).ok();
+            assert_eq!(accepted(&server) - before, 2);
+        } else {
+            assert!(made >= 8, "a connection a push: {made}");
+        }
+    }
 }

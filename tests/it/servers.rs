@@ -229,7 +229,7 @@ impl Server {
                     std::fs::write(
                     root.join("sshd_config"),
                     format!(
-                        "Port {port}\nListenAddress 127.0.0.1\nHostKey {root}/host_ed25519\nPidFile {root}/sshd.pid\nAuthorizedKeysFile {root}/authorized_keys\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\nAllowUsers {user}\nLogLevel ERROR\n",
+                        "Port {port}\nListenAddress 127.0.0.1\nHostKey {root}/host_ed25519\nPidFile {root}/sshd.pid\nAuthorizedKeysFile {root}/authorized_keys\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\nAllowUsers {user}\nLogLevel VERBOSE\n",
                         root = root.display()
                     ),
                 )

@@ -167,6 +167,9 @@ fn git_cli(repo: &Repository) -> Result<Command> {
         cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
             .arg(format!("http.lowSpeedTime={secs}"));
     }
+    if let Some(ssh) = super::ssh_share::command(&config) {
+        cmd.env("GIT_SSH_COMMAND", ssh);
+    }
     if !set("core.gitProxy", "GIT_PROXY_COMMAND") {
         // Only from the git-steps binary (a library user's process is no
         // relay), and one still there (not replaced by an upgrade).

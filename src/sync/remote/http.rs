@@ -319,7 +319,7 @@ fn io_failure(what: &str, e: std::io::Error) -> Exchange {
 const MAX_HEAD: usize = 64 * 1024;
 /// Most of a response body (a ref advertisement of a large repository, a
 /// push's report): anything larger is not an answer git-steps asked for.
-const MAX_BODY: usize = 256 * 1024 * 1024;
+const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Read one response; true when the connection may serve the next request.
 fn read_response(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Exchange> {
@@ -351,7 +351,7 @@ fn read_response(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Excha
             break;
         }
     }
-    let mut hdrs = [httparse::EMPTY_HEADER; 64];
+    let mut hdrs = [httparse::EMPTY_HEADER; 128];
     let mut parsed = httparse::Response::new(&mut hdrs);
     match parsed.parse(&head) {
         Ok(httparse::Status::Complete(_)) => {}
@@ -458,7 +458,7 @@ fn read_chunked(conn: &mut BufReader<Stream>, body: &mut Vec<u8>) -> Result<(), 
                 }
             }
         }
-        if body.len() + size > MAX_BODY {
+        if body.len().checked_add(size).is_none_or(|n| n > MAX_BODY) {
             return Err(broken("the answer is too large"));
         }
         let at = body.len();
@@ -470,6 +470,134 @@ fn read_chunked(conn: &mut BufReader<Stream>, body: &mut Vec<u8>) -> Result<(), 
             .map_err(|e| io_failure("the answer broke off", e))?;
         if &crlf != b"\r\n" {
             return Err(broken("a chunk does not end with CRLF"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A server on 127.0.0.1 that answers each connection with `answers`
+    /// (one per request read, then closes), and counts the requests.
+    fn server(answers: Vec<Vec<&'static [u8]>>) -> (Endpoint, std::thread::JoinHandle<usize>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = std::thread::spawn(move || {
+            let mut seen = 0;
+            for conn in answers {
+                let (s, _) = l.accept().unwrap();
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                for answer in conn {
+                    // Read one request head (and its body, by length).
+                    let mut len = 0;
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return seen;
+                        }
+                        if let Some(v) = line.strip_prefix("Content-Length: ") {
+                            len = v.trim().parse().unwrap();
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    r.read_exact(&mut body).unwrap();
+                    seen += 1;
+                    w.write_all(answer).unwrap();
+                }
+            }
+            seen
+        });
+        let ep = Endpoint {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port,
+            path: "/r.git".into(),
+            authority: format!("127.0.0.1:{port}"),
+        };
+        (ep, t)
+    }
+
+    fn client(ep: Endpoint) -> Client {
+        Client::new(ep, (None, None), Duration::from_secs(5)).unwrap()
+    }
+
+    #[test]
+    fn a_kept_connection_serves_several_requests_chunked_or_not() {
+        let (ep, t) = server(vec![vec![
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nT: v\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        ]]);
+        let mut c = client(ep);
+        let a = c
+            .request("GET", "/r.git/info/refs", &[], &[], &mut || {})
+            .unwrap();
+        assert_eq!(a.body, b"abcde");
+        let mut sent = false;
+        let b = c
+            .request("POST", "/r.git/x", &[], b"body", &mut || sent = true)
+            .unwrap();
+        assert_eq!((b.status, &b.body[..], sent), (200, &b"ok"[..], true));
+        assert_eq!(c.opened, 1);
+        assert_eq!(t.join().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_connection_closed_while_idle_is_replaced_and_the_request_sent_once() {
+        // The first connection answers once and closes; the second request
+        // goes out on it, gets nothing, and is sent again on a new one.
+        let (ep, t) = server(vec![
+            vec![b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"],
+            vec![b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"],
+        ]);
+        let mut c = client(ep);
+        c.request("GET", "/r.git/1", &[], &[], &mut || {}).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let b = c.request("GET", "/r.git/2", &[], &[], &mut || {}).unwrap();
+        assert_eq!(b.body, b"b");
+        assert_eq!(c.opened, 2);
+        // Each request reached the server once.
+        assert_eq!(t.join().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_cut_or_crafted_answer_is_an_error_never_a_response() {
+        for (answer, why) in [
+            (
+                &b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"[..],
+                "broke off",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n",
+                "too large",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                "hexadecimal",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY",
+                "CRLF",
+            ),
+            (b"SSH-2.0-OpenSSH\r\n\r\n", "not HTTP"),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n",
+                "too large",
+            ),
+        ] {
+            let (ep, t) = server(vec![vec![answer]]);
+            let mut c = client(ep);
+            match c.request("GET", "/r.git/x", &[], &[], &mut || {}) {
+                Err(Failure::Broken(m)) => assert!(m.contains(why), "{why}: {m}"),
+                other => panic!("{why}: {other:?}"),
+            }
+            drop(c);
+            t.join().unwrap();
         }
     }
 }

@@ -22,8 +22,10 @@ mod local;
 pub mod relay;
 mod settle;
 mod smart;
+mod ssh_share;
 
 pub use smart::counts as http_counts;
+pub use ssh_share::close as close_shared_ssh;
 
 /// A compare-and-swap of one remote ref: move `refname` from `expected`
 /// (None: it must not exist) to `new`.

@@ -158,15 +158,28 @@ impl Remote {
         if std::env::var(crate::keys::HTTP_CLIENT.name).as_deref() == Ok("libgit2") {
             return None;
         }
-        let remote = super::libgit2::libgit2_remote(repo, &self.spec, true).ok()?;
-        let url = remote
-            .pushurl_bytes()
-            .or_else(|| Some(remote.url_bytes()))
-            .map(|b| String::from_utf8_lossy(b).into_owned())?;
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return None;
+        // Decided once per repository and remote in a process: the
+        // config's walk is not repeated for every step.
+        static DECIDED: Mutex<Vec<(std::path::PathBuf, String, Option<String>)>> =
+            Mutex::new(Vec::new());
+        let key = (repo.path().to_path_buf(), self.spec.clone());
+        let mut decided = DECIDED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, _, url)) = decided.iter().find(|(p, s, _)| (p, s) == (&key.0, &key.1)) {
+            return url.clone();
         }
-        plain_http_config(repo, &url).then_some(url)
+        let url = (|| {
+            let remote = super::libgit2::libgit2_remote(repo, &self.spec, true).ok()?;
+            let url = remote
+                .pushurl_bytes()
+                .or_else(|| Some(remote.url_bytes()))
+                .map(|b| String::from_utf8_lossy(b).into_owned())?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return None;
+            }
+            plain_http_config(repo, &url).then_some(url)
+        })();
+        decided.push((key.0, key.1, url.clone()));
+        url
     }
 
     fn smart_error(&self, e: Error) -> Error {

@@ -110,7 +110,7 @@ pub const HTTP_CLIENT: Key = key(
 );
 pub const SSH_SHARE: Key = key(
     "GIT_STEPS_SSH_SHARE",
-    "`0`: with the git transport over ssh, one ssh connection per git command, as git makes them, instead of one shared connection per remote (OpenSSH's ControlMaster, ControlPersist=60, sockets in <tmp>/git-steps-ssh-<uid>).",
+    "`0`: with the git transport over ssh, one ssh connection per git command, as git makes them, instead of one shared connection per remote (OpenSSH's ControlMaster, a socket of the process's own in <tmp>/git-steps-ssh-<uid>, closed when it exits, ControlPersist=120 if it is killed).",
 );
 pub const SCRATCH: Key = key(
     "GIT_STEPS_SCRATCH",

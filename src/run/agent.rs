@@ -210,9 +210,12 @@ fn run_inner(
             let ctx = context(s, session, &journal, next).ok()?;
             calls += 1;
             let (decider, dir) = (opts.decider.clone(), workdir.clone());
+            let stop = std::sync::Arc::new(super::decider::Stop::default());
+            let stopping = stop.clone();
             Some(Ahead {
                 index: next,
-                thread: std::thread::spawn(move || decider.ask(&dir, &ctx)),
+                stop,
+                thread: std::thread::spawn(move || decider.ask_stoppable(&dir, &ctx, &stopping)),
             })
         });
         let asked_ahead = asked_ahead.flatten();
@@ -273,7 +276,18 @@ fn run_inner(
 /// The decider asked for `index` on a thread of its own.
 struct Ahead {
     index: usize,
+    stop: std::sync::Arc<super::decider::Stop>,
     thread: std::thread::JoinHandle<Result<(Answer, Option<String>)>>,
+}
+
+impl super::overlap::Cancel for Option<Ahead> {
+    /// The step did not become durable: the decider asked ahead is killed
+    /// before the box is set back, so it reads and writes nothing more.
+    fn cancel(&self) {
+        if let Some(a) = self {
+            a.stop.stop();
+        }
+    }
 }
 
 impl Ahead {

@@ -73,10 +73,52 @@ fn tail(stderr: &[u8]) -> String {
     }
 }
 
+/// A way to stop a decider asked on another thread: its answer is no
+/// longer wanted, and it must not go on reading or writing the worktree.
+#[derive(Debug, Default)]
+pub struct Stop {
+    pid: std::sync::atomic::AtomicI32,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl Stop {
+    /// Kill the decider's process group (now, or as soon as it starts).
+    pub fn stop(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.stopped.store(true, SeqCst);
+        kill_group(self.pid.load(SeqCst));
+    }
+
+    fn started(&self, pid: i32) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.pid.store(pid, SeqCst);
+        if self.stopped.load(SeqCst) {
+            kill_group(pid);
+        }
+    }
+}
+
+fn kill_group(pid: i32) {
+    if let Some(group) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+}
+
 impl Decider {
     /// Ask for the step at `ctx.step_index`, in the worktree `dir`; with
     /// [`Decider::keep_stderr`], what it wrote to stderr comes back too.
     pub fn ask(&self, dir: &Path, ctx: &Context) -> Result<(Answer, Option<String>)> {
+        self.ask_stoppable(dir, ctx, &Stop::default())
+    }
+
+    /// As [`Decider::ask`], stopped (killed, with what it started) by
+    /// `stop` from another thread.
+    pub fn ask_stoppable(
+        &self,
+        dir: &Path,
+        ctx: &Context,
+        stop: &Stop,
+    ) -> Result<(Answer, Option<String>)> {
         let index = ctx.step_index;
         let who = format!("step index {index}: the decider `{}`", self.command);
         let input = serde_json::to_vec(ctx).expect("the context serialises");
@@ -91,6 +133,7 @@ impl Decider {
             .process_group(0)
             .spawn()
             .map_err(|e| Error::program(format!("{who} cannot be started: {e}")))?;
+        stop.started(child.id() as i32);
         let mut stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");

@@ -23,6 +23,12 @@ use crate::workdir::worktree;
 use super::commit::{move_ref, unchanged_since_checked};
 use super::session::{Session, Source, StepOutcome};
 
+/// What runs while a push is in flight, stopped when the push fails (before
+/// the box is set back).
+pub(super) trait Cancel {
+    fn cancel(&self);
+}
+
 impl Session<'_> {
     /// As [`Session::apply`], for the agent loop, with the push hidden
     /// behind the decider: when the step is staged alone on a branch that
@@ -36,7 +42,7 @@ impl Session<'_> {
     /// [`Session::apply`], and `during` is not called. What `during`
     /// returned comes back whether the step landed or not, for the caller
     /// to collect.
-    pub fn apply_overlapped<P>(
+    pub(super) fn apply_overlapped<P: Cancel>(
         &mut self,
         step: &Step,
         source: Option<Source>,
@@ -64,7 +70,7 @@ impl Session<'_> {
 
     /// The flush of one staged step with its local writes first (see
     /// [`Session::apply_overlapped`]).
-    fn flush_overlapped<P>(
+    fn flush_overlapped<P: Cancel>(
         &mut self,
         during: impl FnOnce(&Self) -> P,
     ) -> (Result<StepOutcome>, Option<P>) {
@@ -128,6 +134,7 @@ impl Session<'_> {
             )
             .map_err(|e| e.into_error(&s.branch, &remote.spec, expected));
         if let Err(e) = pushed {
+            pending.cancel();
             let undone = self.set_back(before, commit, &id);
             self.discard_staged();
             return (Err(with_set_back(e, undone)), Some(pending));

@@ -296,9 +296,20 @@ fn a_refused_push_in_the_agent_loop_sets_the_box_back() {
         "pre-receive",
         "#!/bin/sh\nwhile read old new ref; do\n  git log -1 --format=%B \"$new\" | grep -q '^Step-Id: s3$' && { echo 'no s3 today' >&2; exit 1; }\ndone\nexit 0\n",
     );
-    let cmd = format!("'{BIN}' replay-decider '{p}'");
-    let r = t.steps(&["run", "--decider", &cmd]).code_is(1);
+    // The answer for index 3, asked while s3's push is refused, would take
+    // a minute: it is killed, not waited for.
+    let slow = format!(
+        "ctx=$(cat); case \"$ctx\" in *'\"step_index\":3'*) sleep 60;; esac; echo \"$ctx\" | '{BIN}' replay-decider '{p}'"
+    );
+    let started = std::time::Instant::now();
+    let r = t.steps(&["run", "--decider", &slow]).code_is(1);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the decider asked ahead was waited for: {:?}",
+        started.elapsed()
+    );
     assert!(r.stderr().contains("no s3 today"), "{}", r.explain());
+    let cmd = format!("'{BIN}' replay-decider '{p}'");
     assert_eq!(server.step_ids(), ["s1", "s2"]);
     assert_eq!(
         t.git_out(&["rev-parse", "HEAD"]),

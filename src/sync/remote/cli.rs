@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 
 impl Remote {
     pub(super) fn head_git(&self, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
-        let mut cmd = git_cli(repo)?;
+        let mut cmd = git_cli(repo, &self.spec)?;
         cmd.args(["ls-remote", "--", &self.spec, refname]);
         let out = run_git_ok(cmd, "ls-remote", &self.spec)?;
         parse_ls_remote(&out, refname)
@@ -33,7 +33,7 @@ impl Remote {
         };
         if repo.find_commit(oid).is_err() {
             let refspec = format!("+{refname}:{into}");
-            let mut cmd = git_cli(repo)?;
+            let mut cmd = git_cli(repo, &self.spec)?;
             cmd.args([
                 "fetch",
                 "--progress",
@@ -62,7 +62,7 @@ impl Remote {
         into: &str,
         by: Option<u64>,
     ) -> Result<()> {
-        let mut cmd = git_cli(repo)?;
+        let mut cmd = git_cli(repo, &self.spec)?;
         let how = match by {
             Some(n) => format!("--deepen={n}"),
             None => "--unshallow".to_string(),
@@ -97,7 +97,7 @@ impl Remote {
             "--force-with-lease={refname}:{}",
             expected.map(|o| o.to_string()).unwrap_or_default()
         );
-        let mut cmd = git_cli(repo).map_err(PushError::Failed)?;
+        let mut cmd = git_cli(repo, &self.spec).map_err(PushError::Failed)?;
         cmd.args([
             "push",
             "--porcelain",
@@ -140,7 +140,7 @@ impl Remote {
 /// libgit2's read timeout does); over `git://`, the connection goes through
 /// git-steps' relay ([`super::relay`]), which gives up the same way. A
 /// user's own `http.lowSpeed*` settings or `git://` proxy command win.
-fn git_cli(repo: &Repository) -> Result<Command> {
+fn git_cli(repo: &Repository, remote: &str) -> Result<Command> {
     let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
     let mut cmd = Command::new("git");
     // Its messages are read (`spurious_text`, progress): in git's own words.
@@ -167,7 +167,7 @@ fn git_cli(repo: &Repository) -> Result<Command> {
         cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
             .arg(format!("http.lowSpeedTime={secs}"));
     }
-    if let Some(ssh) = super::ssh_share::command(&config) {
+    if let Some(ssh) = super::ssh_share::command(&config, remote) {
         cmd.env("GIT_SSH_COMMAND", ssh);
     }
     if !set("core.gitProxy", "GIT_PROXY_COMMAND") {

@@ -248,11 +248,18 @@ impl Client {
         }
         wire.extend_from_slice(b"\r\n");
         wire.extend_from_slice(body);
+        // A kept connection the server has closed (or said anything on)
+        // while it was idle is not used.
+        if self.conn.as_mut().is_some_and(|c| !idle_and_open(c)) {
+            self.conn = None;
+        }
         let reused = self.conn.is_some();
         match self.exchange(&wire, sent) {
-            // A kept connection the server closed while it was idle: not
-            // one byte came back, so nothing was processed. Once more, on
-            // a new connection.
+            // A kept connection the server closed as the request went out:
+            // the request could not be written whole, so the server did
+            // not act on it. Once more, on a new connection. (A request
+            // written whole is never sent again here: what the server did
+            // with it is for the caller to settle.)
             Err(Exchange::Silent(_)) if reused => {
                 self.conn = None;
                 self.exchange(&wire, sent).map_err(Exchange::into_failure)
@@ -281,12 +288,35 @@ impl Client {
             );
         }
         sent();
-        let (resp, keep) = read_response(&mut conn)?;
+        let (resp, keep) = read_response(&mut conn).map_err(|e| match e {
+            // Written whole: not one to send again.
+            Exchange::Silent(m) => Exchange::Failed(Failure::Broken(m)),
+            other => other,
+        })?;
         if keep {
             self.conn = Some(conn);
         }
         Ok(resp)
     }
+}
+
+/// Whether a kept connection is still open and quiet: nothing to read
+/// (a server that closed it sends EOF; one that talks out of turn is not
+/// trusted with the next request).
+fn idle_and_open(conn: &mut BufReader<Stream>) -> bool {
+    if !conn.buffer().is_empty() {
+        return false;
+    }
+    let tcp = match conn.get_ref() {
+        Stream::Plain(t) => t,
+        Stream::Tls(t) => t.get_ref(),
+    };
+    if tcp.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut b = [0u8; 1];
+    let quiet = matches!(tcp.peek(&mut b), Err(e) if e.kind() == ErrorKind::WouldBlock);
+    tcp.set_nonblocking(false).is_ok() && quiet
 }
 
 /// The outcome of one try of a request that failed.
@@ -322,18 +352,30 @@ const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Read one response; true when the connection may serve the next request.
+/// Interim answers (`100 Continue`, `103 Early Hints`) are skipped.
 fn read_response(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Exchange> {
-    // The head: up to the empty line.
+    for _ in 0..8 {
+        let (resp, keep) = read_one(conn)?;
+        if !(100..200).contains(&resp.status) || resp.status == 101 {
+            return Ok((resp, keep));
+        }
+    }
+    Err(broken("the server sent interim answers and no final one"))
+}
+
+fn read_one(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Exchange> {
+    // The head: up to the empty line, at most MAX_HEAD bytes.
     let mut head = Vec::new();
     loop {
         let before = head.len();
-        let n = conn.read_until(b'\n', &mut head).map_err(|e| {
-            if head.is_empty() && e.kind() == ErrorKind::ConnectionReset {
-                Exchange::Silent(format!("the connection was reset: {e}"))
-            } else {
-                io_failure("reading the answer failed", e)
+        let limit = (MAX_HEAD + 1 - head.len()) as u64;
+        let n = match conn.by_ref().take(limit).read_until(b'\n', &mut head) {
+            Ok(n) => n,
+            Err(e) if before == 0 && e.kind() == ErrorKind::ConnectionReset => {
+                return Err(Exchange::Silent(format!("the connection was reset: {e}")))
             }
-        })?;
+            Err(e) => return Err(io_failure("reading the answer failed", e)),
+        };
         if n == 0 {
             return Err(if head.is_empty() {
                 Exchange::Silent("the server closed the connection without an answer".into())
@@ -345,6 +387,11 @@ fn read_response(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Excha
         }
         if head.len() > MAX_HEAD {
             return Err(broken("the answer's head is too long"));
+        }
+        if !head.ends_with(b"\n") {
+            return Err(broken(
+                "the server closed the connection in the middle of its answer",
+            ));
         }
         let line = &head[before..];
         if line == b"\r\n" || line == b"\n" {
@@ -442,7 +489,8 @@ fn read_chunked(conn: &mut BufReader<Stream>, body: &mut Vec<u8>) -> Result<(), 
         let size = usize::from_str_radix(size, 16)
             .map_err(|_| broken("a chunk's size is not hexadecimal"))?;
         if size == 0 {
-            // Trailers, up to the empty line.
+            // Trailers, up to the empty line (bounded as a head is).
+            let mut trailers = 0usize;
             loop {
                 line.clear();
                 let n = conn
@@ -455,6 +503,10 @@ fn read_chunked(conn: &mut BufReader<Stream>, body: &mut Vec<u8>) -> Result<(), 
                 }
                 if line == b"\r\n" || line == b"\n" {
                     return Ok(());
+                }
+                trailers += n;
+                if trailers > MAX_HEAD || !line.ends_with(b"\n") {
+                    return Err(broken("the answer's trailers are too long"));
                 }
             }
         }
@@ -508,7 +560,7 @@ mod tests {
                     let mut body = vec![0; len];
                     r.read_exact(&mut body).unwrap();
                     seen += 1;
-                    w.write_all(answer).unwrap();
+                    let _ = w.write_all(answer);
                 }
             }
             seen
@@ -565,6 +617,30 @@ mod tests {
         assert_eq!(t.join().unwrap(), 2);
     }
 
+    /// A head line that never ends.
+    static LONG_HEAD: [u8; 100_000] = {
+        let mut b = [b'a'; 100_000];
+        let start = b"HTTP/1.1 200 OK\r\nX: ";
+        let mut i = 0;
+        while i < start.len() {
+            b[i] = start[i];
+            i += 1;
+        }
+        b
+    };
+
+    #[test]
+    fn interim_answers_are_skipped() {
+        let (ep, t) = server(vec![vec![
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        ]]);
+        let mut c = client(ep);
+        let r = c.request("GET", "/r.git/x", &[], &[], &mut || {}).unwrap();
+        assert_eq!((r.status, &r.body[..]), (200, &b"ok"[..]));
+        drop(c);
+        t.join().unwrap();
+    }
+
     #[test]
     fn a_cut_or_crafted_answer_is_an_error_never_a_response() {
         for (answer, why) in [
@@ -588,6 +664,11 @@ mod tests {
             (
                 b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n",
                 "too large",
+            ),
+            (&LONG_HEAD[..], "too long"),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n",
+                "broke off",
             ),
         ] {
             let (ep, t) = server(vec![vec![answer]]);

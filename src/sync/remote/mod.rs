@@ -328,11 +328,8 @@ impl Remote {
                         .unwrap_or_else(|_| Err(std::io::Error::other("the flush panicked")));
                     (pushed, flushed)
                 });
-                match (pushed, flushed) {
-                    (pushed, Ok(())) => pushed,
-                    (Ok(()), Err(e)) => {
-                        // Landed, so not for settling: the box is at fault.
-                        return Err(PushError::Failed(
+                let box_failed = |e: std::io::Error| {
+                    PushError::Failed(
                             Error::local(format!(
                                 "{} accepted {}, but this box could not flush {}: {e}; the step is durable on the remote, and this box's copy of it may not survive a power cut",
                                 self.spec,
@@ -340,9 +337,20 @@ impl Remote {
                                 repo.commondir().display()
                             ))
                             .with_hint("fix this box's disk, then rerun the same command: it brings this box up to the durable head and applies nothing twice"),
-                        ));
+                        )
+                };
+                match (pushed, flushed) {
+                    (pushed, Ok(())) => pushed,
+                    // Landed, so not for settling: the box is at fault.
+                    (Ok(()), Err(e)) => return Err(box_failed(e)),
+                    // Settled as any failed push; if it landed after all,
+                    // the box's failed flush is still the error.
+                    (Err(p), Err(e)) => {
+                        return match self.settle(repo, update, p) {
+                            Ok(()) => Err(box_failed(e)),
+                            other => other,
+                        }
                     }
-                    (Err(p), Err(_)) => Err(p),
                 }
             }
         };

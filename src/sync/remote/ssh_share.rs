@@ -19,8 +19,18 @@ use std::path::PathBuf;
 
 /// The ssh command for git, sharing connections; None to leave git's as it
 /// is.
-pub(super) fn command(config: &git2::Config) -> Option<String> {
+pub(super) fn command(config: &git2::Config, remote: &str) -> Option<String> {
     if std::env::var(crate::keys::SSH_SHARE.name).as_deref() == Ok("0") {
+        return None;
+    }
+    // An ssh command or variant given on git's command line (`git -c`,
+    // which libgit2 does not read) is the user's: left alone.
+    let given = |key: &str| {
+        std::env::var("GIT_CONFIG_PARAMETERS").is_ok_and(|p| p.to_ascii_lowercase().contains(key))
+            || std::env::vars()
+                .any(|(k, v)| k.starts_with("GIT_CONFIG_KEY_") && v.to_ascii_lowercase() == key)
+    };
+    if given("core.sshcommand") || given("ssh.variant") {
         return None;
     }
     let variant = std::env::var("GIT_SSH_VARIANT")
@@ -51,13 +61,21 @@ pub(super) fn command(config: &git2::Config) -> Option<String> {
     }
     let dir = socket_dir()?;
     let dir = dir.to_str()?;
-    // A unix socket's path is at most 107 bytes; `%C` is 40, the token 13.
-    if dir.len() + 55 > 104 || dir.contains(['\'', '%', ' ']) {
+    // A unix socket's path is at most 107 bytes; `%C` is 40, the token 13,
+    // the remote's mark 6.
+    if dir.len() + 62 > 104 || dir.contains(['\'', '%', ' ']) {
         return None;
     }
     let _ = TOKEN_USED.set(token().to_string());
+    // The remote in the socket's name too: two host aliases that reach
+    // one server with different keys must not share a connection (`%C`
+    // hashes the host name, not the alias).
+    let which = {
+        use sha2::Digest;
+        crate::git::hex(&sha2::Sha256::digest(remote.as_bytes())[..3])
+    };
     Some(format!(
-        "{base} -o ControlMaster=auto -o 'ControlPath={dir}/{}-%C' -o ControlPersist=120",
+        "{base} -o ControlMaster=auto -o 'ControlPath={dir}/{}-{which}-%C' -o ControlPersist=120",
         token()
     ))
 }

@@ -37,6 +37,8 @@ struct Session {
     client: Client,
     /// `Authorization` header value, once the server asked.
     auth: Option<String>,
+    /// A user name and password the URL holds.
+    url_credentials: Option<(String, String)>,
     /// The URL git's credential helpers are asked about: without a
     /// password, with the user name the URL gives.
     helper_url: String,
@@ -96,6 +98,12 @@ impl Remote {
         into: &str,
     ) -> Option<Result<Option<Oid>>> {
         let url = self.smart_url(repo)?;
+        // Reads come from the push URL's advertisement only where fetches
+        // go to the same URL (no `pushurl`, no `pushInsteadOf`).
+        let fetch_url = super::libgit2::libgit2_remote(repo, &self.spec, false).ok()?;
+        if fetch_url.url_bytes() != url.as_bytes() {
+            return None;
+        }
         let mut sessions = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
         let known = sessions.iter().any(|(u, _)| *u == url);
         // A server this client cannot reach or read is libgit2's to report.
@@ -176,7 +184,7 @@ impl Remote {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return None;
             }
-            plain_http_config(repo, &url).then_some(url)
+            plain_http_config(repo).then_some(url)
         })();
         decided.push((key.0, key.1, url.clone()));
         url
@@ -212,19 +220,19 @@ fn session_for<'a>(
         crate::keys::environment().net_timeout,
     )
     .map_err(Error::local)?;
-    let auth = match (parsed.username(), parsed.password()) {
-        ("", None) => None,
-        (user, pass) => Some(basic(
-            &percent_decode(user),
-            &percent_decode(pass.unwrap_or("")),
-        )),
+    // Credentials in the URL are sent when the server asks, as git sends
+    // them: a user name alone goes to the credential helpers.
+    let url_credentials = match (parsed.username(), parsed.password()) {
+        (user, Some(pass)) => Some((percent_decode(user), percent_decode(pass))),
+        _ => None,
     };
     let mut helper_url = parsed.clone();
     let _ = helper_url.set_password(None);
     let mut session = Session {
         url: crate::git::redact(url).into_owned(),
         client,
-        auth,
+        auth: None,
+        url_credentials,
         helper_url: helper_url.to_string(),
         caps: Vec::new(),
         refs: Vec::new(),
@@ -291,7 +299,11 @@ impl Session {
             if resp.status != 401 || attempt == 1 {
                 return Ok(resp);
             }
-            let Some(cred) = helper_credentials(repo, &self.helper_url) else {
+            let Some(cred) = self
+                .url_credentials
+                .clone()
+                .or_else(|| helper_credentials(repo, &self.helper_url))
+            else {
                 return Ok(resp);
             };
             self.auth = Some(basic(&cred.0, &cred.1));
@@ -515,10 +527,14 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// Whether the repository's http settings are ones this client honours as
-/// git does: CA locations, and nothing that needs libgit2 (or git) — a
-/// proxy, client certificates, verification off, extra headers, cookies.
-fn plain_http_config(repo: &Repository, url: &str) -> bool {
-    let proxy_env = [
+/// git does: CA locations given for every URL, and nothing that needs
+/// libgit2 (or git) — a proxy, client certificates, verification off,
+/// extra headers, cookies, low-speed limits — nor any setting for a
+/// particular URL (`http.<url>.*`: which URLs git's matching would apply
+/// it to is not guessed here), nor `http.*` given on git's command line
+/// (`git -c`, which libgit2 does not read either). When in doubt, libgit2.
+fn plain_http_config(repo: &Repository) -> bool {
+    let env = [
         "http_proxy",
         "HTTP_PROXY",
         "https_proxy",
@@ -529,53 +545,41 @@ fn plain_http_config(repo: &Repository, url: &str) -> bool {
         "GIT_SSL_CERT",
         "GIT_SSL_KEY",
         "GIT_HTTP_PROXY_AUTHMETHOD",
+        "GIT_HTTP_LOW_SPEED_LIMIT",
+        "GIT_HTTP_LOW_SPEED_TIME",
     ];
-    if proxy_env
+    if env
         .iter()
         .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()))
     {
+        return false;
+    }
+    let on_command_line = std::env::var("GIT_CONFIG_PARAMETERS")
+        .is_ok_and(|p| p.to_ascii_lowercase().contains("http."))
+        || std::env::vars().any(|(k, v)| {
+            k.starts_with("GIT_CONFIG_KEY_") && v.to_ascii_lowercase().starts_with("http.")
+        });
+    if on_command_line {
         return false;
     }
     let Ok(cfg) = repo.config() else { return false };
     let Ok(mut entries) = cfg.entries(Some(r"^(http|remote)\..*")) else {
         return false;
     };
-    let allowed = [
-        "sslcainfo",
-        "sslcapath",
-        "postbuffer",
-        "lowspeedlimit",
-        "lowspeedtime",
-        "receivepack",
-    ];
-    while let Some(Ok(e)) = entries.next() {
+    let allowed = ["sslcainfo", "sslcapath", "postbuffer", "receivepack"];
+    while let Some(entry) = entries.next() {
+        let Ok(e) = entry else { return false };
         let Ok(name) = e.name() else { return false };
         let name = name.to_ascii_lowercase();
         if let Some(rest) = name.strip_prefix("http.") {
-            let key = rest.rsplit('.').next().unwrap_or(rest);
-            // `http.<url>.<key>` for another URL does not apply; for this
-            // one, or plain `http.<key>`, only the allowed keys are ours.
-            let for_url = rest.len() > key.len();
-            if for_url && !url_matches(&rest[..rest.len() - key.len() - 1], url) {
-                continue;
-            }
-            if !allowed.contains(&key) {
+            if rest.contains('.') || !allowed.contains(&rest) {
                 return false;
             }
         } else if name.ends_with(".proxy") || name.ends_with(".proxyauthmethod") {
             return false;
         }
     }
-    let _ = url;
     true
-}
-
-/// Whether an `http.<url>.*` section applies to `url` (a prefix match, as
-/// git's URL matching is for the common case; anything unusual counts as a
-/// match, so the push goes through libgit2).
-fn url_matches(section: &str, url: &str) -> bool {
-    let url = url.to_ascii_lowercase();
-    section.contains('*') || url.starts_with(section) || !section.contains("://")
 }
 
 #[cfg(test)]

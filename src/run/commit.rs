@@ -297,19 +297,7 @@ impl Session<'_> {
         }
         if let Some(remote) = &s.remote {
             // The commit point: the remote accepts the branch update.
-            let pushed = remote
-                .push(
-                    repo,
-                    &RefUpdate {
-                        refname: &s.refname(),
-                        expected,
-                        new: commit,
-                        replace: false,
-                        step: Some(&id),
-                    },
-                )
-                .map_err(|e| e.into_error(&s.branch, &remote.spec, expected));
-            if let Err(e) = pushed {
+            if let Err(e) = push_step(repo, s, remote, expected, commit, &id) {
                 self.discard_staged();
                 return Err(e);
             }
@@ -593,4 +581,28 @@ pub(super) fn unchanged_since_checked(
             hint: "nothing was made durable: commit or stash the change (`git stash -u`), or let the tool that writes it finish, then rerun".into(),
         })),
     }
+}
+
+/// The commit point with a remote: a compare-and-swap push of the branch
+/// from `expected` to the step's `commit`, failures as the SPEC's errors.
+pub(super) fn push_step(
+    repo: &Repository,
+    s: &Settings,
+    remote: &crate::sync::remote::Remote,
+    expected: Option<Oid>,
+    commit: Oid,
+    id: &str,
+) -> Result<()> {
+    remote
+        .push(
+            repo,
+            &RefUpdate {
+                refname: &s.refname(),
+                expected,
+                new: commit,
+                replace: false,
+                step: Some(id),
+            },
+        )
+        .map_err(|e| e.into_error(&s.branch, &remote.spec, expected))
 }

@@ -17,10 +17,9 @@ use crate::crash;
 use crate::error::{Error, Result};
 use crate::plan::step::Step;
 use crate::sync::reconcile::Worktree;
-use crate::sync::remote::RefUpdate;
 use crate::workdir::worktree;
 
-use super::commit::{move_ref, unchanged_since_checked};
+use super::commit::{move_ref, push_step, unchanged_since_checked};
 use super::session::{Session, Source, StepOutcome};
 
 /// What runs while a push is in flight, stopped when the push fails (before
@@ -121,19 +120,7 @@ impl Session<'_> {
             return (Err(with_set_back(e, undone)), None);
         }
         let pending = during(self);
-        let pushed = remote
-            .push(
-                repo,
-                &RefUpdate {
-                    refname: &s.refname(),
-                    expected,
-                    new: commit,
-                    replace: false,
-                    step: Some(&id),
-                },
-            )
-            .map_err(|e| e.into_error(&s.branch, &remote.spec, expected));
-        if let Err(e) = pushed {
+        if let Err(e) = push_step(repo, s, remote, expected, commit, &id) {
             pending.cancel();
             let undone = self.set_back(before, commit, &id);
             self.discard_staged();

@@ -69,16 +69,17 @@
 //! 38. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
 //! 39. [`run::staging`]: the steps staged and not durable yet;
 //! 40. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 41. [`run::commit`]: one step's order of writes;
-//! 42. [`run::overlap`]: the agent loop's step with its push behind the decider;
-//! 43. [`run::engine`]: the plan loop (`apply`);
-//! 44. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 45. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 46. [`run::undo`]: rewinding as a step (`undo`);
-//! 47. [`run::agent`]: the agent loop (`run --decider`);
-//! 48. [`run::inspect`]: status, log, verify, fingerprint;
-//! 49. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 50. [`cli`]: the command line and its rendering.
+//! 41. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
+//! 42. [`run::commit`]: one step's order of writes;
+//! 43. [`run::overlap`]: the agent loop's step with its push behind the decider;
+//! 44. [`run::engine`]: the plan loop (`apply`);
+//! 45. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 46. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 47. [`run::undo`]: rewinding as a step (`undo`);
+//! 48. [`run::agent`]: the agent loop (`run --decider`);
+//! 49. [`run::inspect`]: status, log, verify, fingerprint;
+//! 50. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 51. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).

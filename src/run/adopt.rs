@@ -312,7 +312,7 @@ pub fn adopt(
     // (Nothing is staged ahead here: the worktree holds the adopted
     // commits already. The point keeps every step's sequence one.)
     crash::point("worktree-staged", &id);
-    super::commit::move_ref(repo, s, local, commit, &id)?;
+    super::branch::move_ref(repo, s, local, commit, &id)?;
     if s.remote.is_some() {
         // The local branch durable before the worktree moves past it
         // (without a remote, `move_ref` flushed it).

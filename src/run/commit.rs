@@ -26,13 +26,12 @@ use crate::history::ledger::Entry;
 use crate::history::receipt;
 use crate::history::replay;
 use crate::plan::step::Step;
-use crate::settings::Settings;
 use crate::sync::reconcile::Worktree;
-use crate::sync::remote::RefUpdate;
 use crate::sync::share;
 use crate::tree::build;
-use crate::{lock, workdir::worktree};
+use crate::workdir::worktree;
 
+use super::branch::{move_ref, push_step};
 use super::session::{Session, Source, StepOutcome};
 use super::staging::Staged;
 
@@ -473,93 +472,6 @@ pub(super) fn resolved_diff(
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// Compare-and-swap the branch from `expected` to `new`. Without a remote
-/// this is the commit point: the box is flushed before (the step's
-/// objects) and after (the ref), see [`crate::flush`]; with one, the local
-/// branch is a copy of the durable head and needs no flush of its own.
-pub(super) fn move_ref(
-    repo: &Repository,
-    s: &Settings,
-    expected: Option<Oid>,
-    new: Oid,
-    step: &str,
-) -> Result<()> {
-    let refname = s.refname();
-    let log = format!("git-steps: {step}");
-    if s.remote.is_none() {
-        crate::flush::repository(repo)?;
-    }
-    use lock::refwrite::Moved;
-    let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
-    // The branch's own writer (lock, check, reflogs, rename: a third of
-    // libgit2's system calls); libgit2 for what it does not take.
-    match lock::refwrite::move_branch(repo, &refname, expected, new, &log) {
-        Ok(()) => {
-            if s.remote.is_none() {
-                crate::flush::repository(repo)?;
-            }
-            return Ok(());
-        }
-        Err(Moved::Unsupported) => {}
-        Err(Moved::Locked(lock)) => {
-            return Err(Error::local(format!(
-                "{step}: {refname} is locked by another process: {} exists",
-                lock.display()
-            ))
-            .with_hint("another git command is writing this branch; let it finish, then rerun the same command"))
-        }
-        Err(Moved::Elsewhere(now)) => {
-            return Err(Error::local(format!(
-                "{step}: {refname} moved while the step was being applied (expected {}, found {})",
-                shown(expected),
-                shown(now),
-            ))
-            .with_hint("another process is writing this branch; stop it, then rerun the same command"))
-        }
-        Err(Moved::Io { what, .. }) => {
-            return Err(Error::local(format!(
-                "{step}: cannot update {refname} (still at {}): {what}",
-                shown(expected),
-            ))
-            .with_hint("check the disk this repository is on (space, permissions), then rerun the same command"))
-        }
-    }
-    let res = lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
-        Some(old) => repo.reference_matching(&refname, new, true, old, &log),
-        None => repo.reference(&refname, new, false, &log),
-    });
-    res.map_err(|e| {
-        let now = repo.refname_to_id(&refname).ok();
-        if now == expected && e.code() != git2::ErrorCode::Locked {
-            // Nobody moved it: the write itself failed. Say how.
-            Error::local(format!(
-                "{step}: cannot update {refname} (still at {}): {}",
-                shown(now),
-                e.message()
-            ))
-            .with_hint("check the disk this repository is on (space, permissions), then rerun the same command")
-        } else if now == expected {
-            Error::local(format!(
-                "{step}: {refname} is locked by another process: {}",
-                e.message()
-            ))
-            .with_hint("another git command is writing this branch; let it finish, then rerun the same command")
-        } else {
-            Error::local(format!(
-                "{step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
-                shown(expected),
-                shown(now),
-                e.message()
-            ))
-            .with_hint("another process is writing this branch; stop it, then rerun the same command")
-        }
-    })?;
-    if s.remote.is_none() {
-        crate::flush::repository(repo)?;
-    }
-    Ok(())
-}
-
 /// Refuse when a file the flush replaces no longer holds what the step was
 /// checked against (a hook, the user's editor or the agent's own tool
 /// wrote it since).
@@ -581,28 +493,4 @@ pub(super) fn unchanged_since_checked(
             hint: "nothing was made durable: commit or stash the change (`git stash -u`), or let the tool that writes it finish, then rerun".into(),
         })),
     }
-}
-
-/// The commit point with a remote: a compare-and-swap push of the branch
-/// from `expected` to the step's `commit`, failures as the SPEC's errors.
-pub(super) fn push_step(
-    repo: &Repository,
-    s: &Settings,
-    remote: &crate::sync::remote::Remote,
-    expected: Option<Oid>,
-    commit: Oid,
-    id: &str,
-) -> Result<()> {
-    remote
-        .push(
-            repo,
-            &RefUpdate {
-                refname: &s.refname(),
-                expected,
-                new: commit,
-                replace: false,
-                step: Some(id),
-            },
-        )
-        .map_err(|e| e.into_error(&s.branch, &remote.spec, expected))
 }

@@ -13,6 +13,7 @@
 pub mod adopt;
 pub mod agent;
 pub mod agreement;
+mod branch;
 pub mod commit;
 pub mod decider;
 pub mod engine;

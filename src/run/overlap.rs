@@ -19,7 +19,8 @@ use crate::plan::step::Step;
 use crate::sync::reconcile::Worktree;
 use crate::workdir::worktree;
 
-use super::commit::{move_ref, push_step, unchanged_since_checked};
+use super::branch::{move_ref, push_step};
+use super::commit::unchanged_since_checked;
 use super::session::{Session, Source, StepOutcome};
 
 /// What runs while a push is in flight, stopped when the push fails (before

@@ -361,3 +361,20 @@ fn ssh_commands_of_a_run_share_one_connection() {
         }
     }
 }
+
+/// Over TLS (a private CA) the same: one handshake for the run.
+#[test]
+fn over_tls_a_run_is_one_handshake() {
+    let plan = fixture("eight-steps.jsonl");
+    let (t, server) = TestRepo::with_server(Kind::Https, "libgit2");
+    let ca = server.root.join("ca.pem");
+    t.steps_env(
+        &["apply", plan.to_str().unwrap()],
+        &[("GIT_SSL_CAINFO", ca.to_str().unwrap())],
+    )
+    .ok();
+    assert_eq!(server.step_ids(), eight_ids());
+    let c = counts(&server);
+    assert_eq!((c.advertisements, c.posts, c.upload_pack), (1, 8, 0));
+    assert_eq!(c.connections, 1, "one TLS connection for the run");
+}

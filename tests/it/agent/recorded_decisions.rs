@@ -91,10 +91,12 @@ fn a_kept_decision_is_applied_on_resume_without_asking_and_log_says_so() {
 #[test]
 fn a_step_pushed_before_the_kill_is_not_asked_again() {
     let plan = fixture("eight-steps.jsonl");
+    // At `pushed`, the call for s6 asked ahead may have started or not when
+    // the kill lands (it runs on its own thread): one call more, or none.
     for (point, asked) in [
-        ("pushed", 5 + 1 + 4),
-        ("objects-written", 5 + 5),
-        ("decided", 5 + 5),
+        ("pushed", 5 + 4..=5 + 1 + 4),
+        ("objects-written", 5 + 5..=5 + 5),
+        ("decided", 5 + 5..=5 + 5),
     ] {
         let t = TestRepo::new();
         let server = t.start_server(Kind::Path);
@@ -107,10 +109,15 @@ fn a_step_pushed_before_the_kill_is_not_asked_again() {
         );
         assert_eq!(r.out.status.signal(), Some(9), "{point}: {}", r.explain());
         t.steps(&["run", "--decider", &cmd]).ok();
-        assert_eq!(
-            std::fs::read_to_string(&calls).unwrap().lines().count(),
-            asked,
-            "{point}: decider calls (8 steps and done)"
+        let calls = std::fs::read_to_string(&calls).unwrap().lines().count();
+        let asked = if point == "pushed" {
+            5 + 4..=5 + 1 + 4
+        } else {
+            asked
+        };
+        assert!(
+            asked.contains(&calls),
+            "{point}: {calls} decider calls (8 steps and done), expected {asked:?}"
         );
         assert_eq!(server.step_ids(), plan_ids(&plan), "{point}");
         assert!(journal(&[], &t).is_empty(), "{point}: nothing journaled");

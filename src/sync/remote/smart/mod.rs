@@ -79,10 +79,9 @@ impl Remote {
                 PushError::Failed(e) => PushError::Failed(self.smart_error(e)),
                 other => other,
             })),
-            Err(Aside) => {
-                forget(&mut sessions, &url);
-                None
-            }
+            // This step's pack is too large to send in one body: libgit2
+            // streams it; the session stays for the steps after it.
+            Err(Aside) => None,
         }
     }
 

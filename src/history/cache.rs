@@ -27,6 +27,7 @@ use crate::history::shared::{self, get_live, put_live};
 
 use crate::tree::hunks::LiveHunks;
 
+/// Version 7: the steps that carry effects too (`Ledger::effects`).
 /// Version 6: the ledger's adopted commits too (version 5 dropped them, so a
 /// box that read its ledger from here forgot that the run held any).
 /// Version 5: live hunks with their lines and anchors, from whitespace-blind
@@ -36,7 +37,7 @@ use crate::tree::hunks::LiveHunks;
 /// of it cost more than the rest of a warm resume).
 /// (Bump the shared hunk cache's identities version when hunk identities
 /// change: [`crate::history::shared`]; they have not since version 5.)
-const MAGIC: &[u8] = b"git-steps-index 6\n";
+const MAGIC: &[u8] = b"git-steps-index 7\n";
 
 /// The ledger and live hunks at a head.
 pub struct Indexed {
@@ -55,6 +56,8 @@ struct Cached {
     entries: Vec<Entry>,
     /// [`Ledger::adopted`]: (position among the entries, commit).
     adopted: Vec<(usize, Oid)>,
+    /// [`Ledger::effects`].
+    effects: Vec<(usize, usize)>,
     live: Option<LiveHunks>,
 }
 
@@ -102,6 +105,15 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
         }
         adopted.push((at, b.oid()?));
     }
+    let ne = b.u64()?;
+    let mut effects = Vec::with_capacity(ne.min(b.0.len() / 16));
+    for _ in 0..ne {
+        let (at, n) = (b.u64()?, b.u64()?);
+        if at >= entries.len() || n == 0 || n > crate::plan::effect::MAX_EFFECTS {
+            return None;
+        }
+        effects.push((at, n));
+    }
     let live = if want_counts {
         let live = get_live(&mut b)?;
         if !b.0.is_empty() {
@@ -116,6 +128,7 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
         base,
         entries,
         adopted,
+        effects,
         live,
     })
 }
@@ -184,6 +197,11 @@ fn encode(run: &str, ledger: &Ledger, live: &LiveHunks) -> Option<Vec<u8>> {
     for (at, oid) in &ledger.adopted {
         body.extend_from_slice(&(*at as u64).to_le_bytes());
         body.extend_from_slice(oid.as_bytes());
+    }
+    body.extend_from_slice(&(ledger.effects.len() as u64).to_le_bytes());
+    for (at, n) in &ledger.effects {
+        body.extend_from_slice(&(*at as u64).to_le_bytes());
+        body.extend_from_slice(&(*n as u64).to_le_bytes());
     }
     put_live(&mut body, live)?;
     let sum = crc32fast::hash(&body).to_le_bytes();
@@ -258,6 +276,7 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
         }
     }
     let mut entries = cached.entries;
+    let mut effects = cached.effects;
     // Without counts (a ledger-only read), newer steps' hunks are not
     // replayed: the caller does not want them.
     let want_counts = cached.live.is_some();
@@ -282,6 +301,9 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
             live.record(&r.id, &files);
             live.forget(&r.undoes);
         }
+        if r.effects > 0 {
+            effects.push((entries.len(), r.effects));
+        }
         entries.push(Entry {
             index: entries.len(),
             id: r.id,
@@ -291,6 +313,7 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
     }
     let mut ledger = Ledger::from_parts(Some(head), cached.base, entries);
     ledger.adopted = cached.adopted;
+    ledger.effects = effects;
     Ok(Some(Indexed { ledger, live }))
 }
 
@@ -371,6 +394,20 @@ mod tests {
         l.adopted = vec![(4, oid(77))];
         let data = encode("r", &l, &counts()).unwrap();
         assert!(decode(&data, "r", true).is_none());
+    }
+
+    #[test]
+    fn steps_with_effects_are_kept() {
+        let mut l = ledger(3);
+        l.effects = vec![(0, 2), (2, 1)];
+        let data = encode("r", &l, &counts()).unwrap();
+        assert_eq!(decode(&data, "r", true).unwrap().effects, l.effects);
+        // A position past the entries, or a count of none: not ours.
+        for bad in [vec![(3, 1)], vec![(1, 0)]] {
+            l.effects = bad;
+            let data = encode("r", &l, &counts()).unwrap();
+            assert!(decode(&data, "r", true).is_none());
+        }
     }
 
     #[test]

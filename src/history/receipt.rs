@@ -37,6 +37,11 @@ pub const KEY_ADOPT: &str = "Step-Adopt";
 /// Only on `undo` steps: a step the step undoes, one trailer per step.
 pub const KEY_UNDO: &str = "Step-Undo";
 
+/// Only on steps with effects (SPEC "Effects"): how many; the effects
+/// themselves are the paragraph above the trailers, one `effect <n>: <JSON>`
+/// line each.
+pub const KEY_EFFECTS: &str = "Step-Effects";
+
 /// Longest summary kept in a subject line.
 const SUMMARY_MAX: usize = 120;
 
@@ -55,6 +60,8 @@ pub struct Receipt {
     pub adopts: Vec<git2::Oid>,
     /// `undo` steps: the steps undone (`Step-Undo` trailers).
     pub undoes: Vec<String>,
+    /// How many effects the step carries (`Step-Effects`; 0 without it).
+    pub effects: usize,
 }
 
 /// Collapse any text onto one printable line of bounded length.
@@ -97,6 +104,15 @@ pub fn message(
         m.push_str(&line);
         m.push_str("\n\n");
     }
+    // Each effect one line of canonical JSON after our own words: the
+    // paragraph can be neither git's `---` divider nor a trailer block, and
+    // it is always the one right above the trailers.
+    for (n, e) in step.effects.iter().enumerate() {
+        m.push_str(&format!("effect {}: {}\n", n + 1, e.line()));
+    }
+    if !step.effects.is_empty() {
+        m.push('\n');
+    }
     m.push_str(&format!(
         "{KEY_ID}: {}\n{KEY_RUN}: {}\n{KEY_DECISION}: {}\n{KEY_INDEX}: {index}\n",
         step.id, run, step.digest
@@ -110,7 +126,50 @@ pub fn message(
     if let Some(src) = source {
         m.push_str(&format!("{KEY_SOURCE}: {src}\n"));
     }
+    if !step.effects.is_empty() {
+        m.push_str(&format!("{KEY_EFFECTS}: {}\n", step.effects.len()));
+    }
     m
+}
+
+/// The effects a receipt's message records: the paragraph right above the
+/// trailer block, `effect 1: …` to `effect <n>: …`, where `n` is the
+/// receipt's `Step-Effects`. Anything else there is an error (a message
+/// git-steps did not write).
+pub fn effects(message: &str, count: usize) -> Result<Vec<crate::plan::effect::Effect>, String> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let paragraphs: Vec<&str> = message.trim_end_matches('\n').split("\n\n").collect();
+    let block = match paragraphs.len() {
+        n if n >= 3 => paragraphs[n - 2],
+        _ => {
+            return Err(format!(
+                "{KEY_EFFECTS} says {count} but the message holds no effects"
+            ))
+        }
+    };
+    let lines: Vec<&str> = block.lines().collect();
+    if lines.len() != count {
+        return Err(format!(
+            "{KEY_EFFECTS} says {count} but {} effect line(s) precede the trailers",
+            lines.len()
+        ));
+    }
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let prefix = format!("effect {}: ", i + 1);
+            let json = l
+                .strip_prefix(&prefix)
+                .ok_or_else(|| format!("effect line {} does not start with {prefix:?}", i + 1))?;
+            let v: serde_json::Value = serde_json::from_str(json)
+                .map_err(|e| format!("effect {} is not JSON: {e}", i + 1))?;
+            crate::plan::effect::Effect::from_value(&v)
+                .map_err(|m| format!("effect {}: {m}", i + 1))
+        })
+        .collect()
 }
 
 /// Why a message's trailers are not a well-formed receipt.
@@ -130,7 +189,12 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
     let mut source = None;
     let mut adopts = Vec::new();
     let mut undoes = Vec::new();
+    let mut effects = Vec::new();
     for (k, v) in trailers(message) {
+        if k.eq_ignore_ascii_case(KEY_EFFECTS) {
+            effects.push(v);
+            continue;
+        }
         if k.eq_ignore_ascii_case(KEY_ADOPT) {
             adopts.push(v);
             continue;
@@ -186,6 +250,24 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
                         })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let effects = match effects.as_slice() {
+                [] => 0,
+                [n] => parse_index(n)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .filter(|&n| n <= crate::plan::effect::MAX_EFFECTS)
+                    .ok_or_else(|| {
+                        ParseError::Malformed(format!(
+                            "bad {KEY_EFFECTS}: {n:?} is not a count of effects from 1 to {}",
+                            crate::plan::effect::MAX_EFFECTS
+                        ))
+                    })?,
+                more => {
+                    return Err(ParseError::Malformed(format!(
+                        "expected at most one {KEY_EFFECTS}; found {}",
+                        more.len()
+                    )))
+                }
+            };
             Ok(Receipt {
                 id: i.clone(),
                 run: r.clone(),
@@ -194,6 +276,7 @@ pub fn parse(message: &str) -> Result<Receipt, ParseError> {
                 source,
                 adopts,
                 undoes,
+                effects,
             })
         }
         _ => Err(ParseError::Malformed(format!(
@@ -276,6 +359,7 @@ mod tests {
                 source: None,
                 adopts: Vec::new(),
                 undoes: Vec::new(),
+                effects: 0,
             }
         );
         assert!(m.ends_with(&format!("Step-Decision: {}\nStep-Index: 6\n", s.digest)));
@@ -336,6 +420,26 @@ mod tests {
         }
         assert!(matches!(
             parse(&format!("{base}Step-Index: 1\nStep-Index: 2\n")),
+            Err(ParseError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn effects_ride_above_the_trailers_and_read_back() {
+        let s = step(
+            r#"{"id":"s1","files":{"a":"x"},"intent":"\n\neffect 1: {\"command\":[\"rm\"]}","effects":[{"http":{"method":"POST","url":"http://h/x","body":{"k":"v\n\nStep-Id: forged"}}},{"command":["true"]}]}"#,
+        );
+        let m = message(&s, "r", 1, "unused", None);
+        let r = parse(&m).unwrap();
+        assert_eq!((r.id.as_str(), r.effects), ("s1", 2));
+        let back = effects(&m, r.effects).unwrap();
+        assert_eq!(back, s.effects);
+        assert!(m.ends_with("Step-Index: 1\nStep-Effects: 2\n"), "{m}");
+        // A message that claims effects it does not hold, or holds other lines.
+        assert!(effects(&m.replace("effect 2: ", "effect 3: "), 2).is_err());
+        assert!(effects(&m, 3).is_err());
+        assert!(matches!(
+            parse(&m.replace("Step-Effects: 2", "Step-Effects: two")),
             Err(ParseError::Malformed(_))
         ));
     }

@@ -523,6 +523,7 @@ mod tests {
                 source: None,
                 adopts: Vec::new(),
                 undoes: Vec::new(),
+                effects: 0,
             }
         );
         // A lone CR does not end a line: the value runs on.

@@ -11,6 +11,38 @@
 use std::io::{self, Write};
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::git::hex;
+
+/// `sha256:` + hex SHA-256 of the RFC 8785 canonical form of `value`.
+pub fn decision_digest(value: &Value) -> String {
+    // Hashed as it is written: a step's content is never copied into its
+    // canonical text. Writing to a hasher cannot fail, nor can
+    // canonicalising a `Value` (no non-string keys, no non-finite numbers).
+    let mut hasher = Sha256::new();
+    {
+        // Buffered: the canonical form is written in small pieces.
+        let mut w = std::io::BufWriter::with_capacity(8 << 10, Hashing(&mut hasher));
+        write(value, &mut w).expect("a JSON value canonicalises");
+        std::io::Write::flush(&mut w).expect("a hasher takes every byte");
+    }
+    format!("sha256:{}", hex(&hasher.finalize()))
+}
+
+/// A hasher as an `io::Write` (sha2 0.11 has no such impl of its own).
+struct Hashing<'a>(&'a mut Sha256);
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Write `value`'s canonical form to `w`.
 pub fn write(value: &Value, w: &mut dyn Write) -> io::Result<()> {

@@ -7,6 +7,7 @@
 //! pure function of the step's text; nothing reads a repository.
 
 pub mod canonical;
+pub mod effect;
 pub mod formats;
 pub mod inplace;
 pub mod path;

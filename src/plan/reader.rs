@@ -176,6 +176,19 @@ impl<R: BufRead> PlanReader<R> {
                     });
                     continue;
                 }
+                if step.plain_digest.as_deref().map(prefix64) == Some(prev_decision) {
+                    return Err(Error::from(Refusal {
+                        kind: RefusalKind::DigestMismatch,
+                        step: Some(step.id.clone()),
+                        saw: format!(
+                            "plan line {start} repeats step {} of plan line {prev} with {} effect(s) added: otherwise it is a redelivery",
+                            step.id,
+                            step.effects.len()
+                        ),
+                        would: "apply one of two different decisions under the same idempotency key".into(),
+                        hint: "effects belong on the step's one line: put them on the first line, or give the second step an id of its own".into(),
+                    }));
+                }
                 return Err(Error::from(Refusal {
                     kind: RefusalKind::DigestMismatch,
                     step: Some(step.id.clone()),

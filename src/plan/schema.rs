@@ -38,6 +38,43 @@ pub struct StepObject {
     intent: Option<Map<String, Value>>,
     /// The step repeats a change still in effect on purpose; without it such a step is refused as a duplicated hunk.
     allow_duplicate: Option<bool>,
+    /// What the step does beyond the artifact once it is durable: HTTP requests or commands, delivered at least once, each with the idempotency key `<run>/<step id>/<n>` (the `Idempotency-Key` header, or `GIT_STEPS_IDEMPOTENCY_KEY` for a command), and an optional `compensate` that `undo` dispatches.
+    effects: Option<Vec<EffectObject>>,
+}
+
+/// One effect: `http` or `command`, and an optional `compensate` of the same shape.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct EffectObject {
+    http: Option<HttpObject>,
+    /// The program and its arguments, run without a shell in the worktree.
+    command: Option<Vec<String>>,
+    compensate: Option<ActionObject>,
+}
+
+/// A compensation: `http` or `command`.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ActionObject {
+    http: Option<HttpObject>,
+    command: Option<Vec<String>>,
+}
+
+/// An HTTP request (http or https).
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct HttpObject {
+    /// GET, POST, PUT, PATCH, DELETE…
+    #[schemars(regex(pattern = r"^[A-Z]{1,16}$"))]
+    method: String,
+    url: String,
+    /// Header name → a value, or `{"env": "NAME"}` read from the environment when sent (secrets are named, never recorded).
+    headers: Option<BTreeMap<String, Value>>,
+    /// Text (a string) or JSON (an object or an array).
+    body: Option<Value>,
 }
 
 /// What `files` writes at a path.

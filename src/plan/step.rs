@@ -9,12 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-use sha2::{Digest, Sha256};
-
 use crate::error::{Error, Result};
-use crate::git::hex;
+pub use crate::plan::canonical::decision_digest;
 use crate::plan::path;
+use serde_json::Value;
 
 /// Longest id the SPEC allows.
 pub const MAX_ID_LEN: usize = 128;
@@ -30,6 +28,7 @@ pub const FIELDS: &[&str] = &[
     "message",
     "intent",
     "allow_duplicate",
+    "effects",
 ];
 
 /// The content fields; exactly one is present.
@@ -88,6 +87,13 @@ pub struct Step {
     /// undo` ([`Step::undoing`]; a plan cannot say it), part of the
     /// decision, and written in the receipt (`Step-Undo`).
     pub undo: Vec<String>,
+    /// What the step does beyond the artifact once it is durable (SPEC
+    /// "Effects"), in order; part of the decision.
+    pub effects: Vec<crate::plan::effect::Effect>,
+    /// With effects: the digest of the same object without `effects` (a
+    /// step that adds effects to a decision already applied is named as
+    /// such, not as any other decision).
+    pub plain_digest: Option<String>,
     /// `sha256:<hex>` of the canonical JSON of the step object.
     pub digest: String,
     /// 1-based line of the plan where the step starts (0 when not from a plan).
@@ -119,35 +125,6 @@ pub fn validate_id(id: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// `sha256:` + hex SHA-256 of the RFC 8785 canonical form of `value`.
-pub fn decision_digest(value: &Value) -> String {
-    // Hashed as it is written: a step's content is never copied into its
-    // canonical text. Writing to a hasher cannot fail, nor can
-    // canonicalising a `Value` (no non-string keys, no non-finite numbers).
-    let mut hasher = Sha256::new();
-    {
-        // Buffered: the canonical form is written in small pieces.
-        let mut w = std::io::BufWriter::with_capacity(8 << 10, Hashing(&mut hasher));
-        super::canonical::write(value, &mut w).expect("a JSON value canonicalises");
-        std::io::Write::flush(&mut w).expect("a hasher takes every byte");
-    }
-    format!("sha256:{}", hex(&hasher.finalize()))
-}
-
-/// A hasher as an `io::Write` (sha2 0.11 has no such impl of its own).
-struct Hashing<'a>(&'a mut Sha256);
-
-impl std::io::Write for Hashing<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -407,6 +384,7 @@ impl Step {
         // Hashed before the content is taken apart; then every string is
         // moved, never copied: a step that writes a large file holds it once.
         let digest = decision_digest(&value);
+        let plain_digest = crate::plan::effect::plain_digest(&value);
         let Value::Object(mut map) = value else {
             unreachable!("checked above")
         };
@@ -541,6 +519,10 @@ impl Step {
                 ))
             }
         };
+        let effects = match map.get("effects") {
+            None => Vec::new(),
+            Some(v) => crate::plan::effect::parse_all(v).map_err(|m| err(step, m))?,
+        };
         Ok(Step {
             id,
             content,
@@ -548,6 +530,8 @@ impl Step {
             intent,
             allow_duplicate,
             undo: Vec::new(),
+            effects,
+            plain_digest,
             digest,
             line,
         })
@@ -591,7 +575,9 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::git::hex;
     use proptest::prelude::*;
+    use sha2::{Digest, Sha256};
 
     proptest! {
         /// Decoding in place, chunk by chunk, is decoding: the same bytes,

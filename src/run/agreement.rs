@@ -174,6 +174,24 @@ fn position(ledger: &Ledger, at: usize) -> String {
 }
 
 fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
+    if step.plain_digest.as_deref() == Some(entry.decision.as_str()) {
+        return Error::from(Refusal {
+            kind: RefusalKind::DigestMismatch,
+            step: Some(step.id.clone()),
+            saw: format!(
+                "step {} is already applied without effects (receipt {}, decision {}); the plan's step is that decision with {} effect(s) added",
+                step.id,
+                short(entry.commit),
+                entry.decision,
+                step.effects.len()
+            ),
+            would: "start effects for a step whose decision was made without them: effects are part of a decision and start only with their own step's commit".into(),
+            hint: format!(
+                "put the effects on a new step (a new id, with the change it goes with), or rerun with the plan that was applied (`git show {}` shows the recorded step)",
+                short(entry.commit)
+            ),
+        });
+    }
     Error::from(Refusal {
         kind: RefusalKind::DigestMismatch,
         step: Some(step.id.clone()),

@@ -455,6 +455,7 @@ fn expected(g: &GitView) -> Result<Receipt, ParseError> {
                 source: g.sources.last().cloned(),
                 adopts: Vec::new(),
                 undoes: Vec::new(),
+                effects: 0,
             })
         }
         _ => Err(ParseError::Malformed(String::new())),
@@ -591,6 +592,7 @@ fn written_receipts_read_back_through_git() {
             source: source.map(String::from),
             adopts: Vec::new(),
             undoes: Vec::new(),
+            effects: 0,
         };
         assert_eq!(expected(&g), Ok(want.clone()), "git on {m:?}");
         assert_eq!(receipt::parse(&m), Ok(want), "parse on {m:?}");

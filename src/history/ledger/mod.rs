@@ -18,6 +18,8 @@ use crate::history::packscan::{self, RawCommit, Scanned};
 use crate::history::receipt::ParseError;
 
 mod edges;
+mod ids;
+use ids::{id_hash, IdIndex};
 mod sound;
 use edges::{hidden_or_cut, receipt_below, shallow_boundary, MERGE_HIDES};
 pub use edges::{hidden_receipts, Hidden};
@@ -105,6 +107,9 @@ pub struct Ledger {
     /// names (`Step-Adopt`): part of the run, each with the number of
     /// entries that precede it. Their changes count for duplicated hunks.
     pub adopted: Vec<(usize, Oid)>,
+    /// Steps that carry effects (`Step-Effects`): (position among the
+    /// entries, how many), oldest first.
+    pub effects: Vec<(usize, usize)>,
 }
 
 impl Ledger {
@@ -120,6 +125,7 @@ impl Ledger {
             merges_cut: false,
             oldest_index: None,
             adopted: Vec::new(),
+            effects: Vec::new(),
         }
     }
 
@@ -135,6 +141,7 @@ impl Ledger {
             merges_cut: self.merges_cut,
             oldest_index: self.oldest_index,
             adopted: self.adopted.clone(),
+            effects: self.effects.clone(),
         }
     }
 
@@ -154,56 +161,6 @@ impl Ledger {
                 .iter()
                 .map(|e| (e.id.as_str(), e.decision.as_str())),
         )
-    }
-}
-
-/// Step id → position, without a copy of each id: positions keyed by the
-/// id's hash, the (rare) colliding ones kept aside.
-#[derive(Debug, Default)]
-struct IdIndex {
-    first: HashMap<u64, u32>,
-    more: Vec<(u64, u32)>,
-}
-
-fn id_hash(id: &str) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    // Fixed keys: the index lives for one process; the ids are ours.
-    let mut h =
-        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-            .build_hasher();
-    h.write(id.as_bytes());
-    h.finish()
-}
-
-impl IdIndex {
-    fn new(entries: &[Entry]) -> IdIndex {
-        let mut ix = IdIndex {
-            first: HashMap::with_capacity(entries.len()),
-            more: Vec::new(),
-        };
-        for (i, e) in entries.iter().enumerate() {
-            let h = id_hash(&e.id);
-            match ix.first.entry(h) {
-                std::collections::hash_map::Entry::Vacant(slot) => {
-                    slot.insert(i as u32);
-                }
-                std::collections::hash_map::Entry::Occupied(_) => ix.more.push((h, i as u32)),
-            }
-        }
-        ix
-    }
-
-    fn get<'a>(&self, entries: &'a [Entry], id: &str) -> Option<&'a Entry> {
-        let h = id_hash(id);
-        let first = self.first.get(&h).map(|&i| &entries[i as usize]);
-        if let Some(e) = first.filter(|e| e.id == id) {
-            return Some(e);
-        }
-        self.more
-            .iter()
-            .filter(|(k, _)| *k == h)
-            .map(|&(_, i)| &entries[i as usize])
-            .find(|e| e.id == id)
     }
 }
 
@@ -337,6 +294,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
         decision: String,
         index: Option<u64>,
         adopts: Vec<Oid>,
+        effects: usize,
     }
     let mut ours: Vec<Ours> = Vec::new();
     // Follow first parents by hand: a revwalk sorts (and so reads) the
@@ -393,6 +351,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                     decision: rc.decision,
                     index: rc.index,
                     adopts: rc.adopts,
+                    effects: rc.effects,
                 });
                 Kind::Ours((ours.len() - 1) as u32)
             }
@@ -512,6 +471,9 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                     std::collections::hash_map::Entry::Vacant(v) => {
                         v.insert(ledger.entries.len());
                     }
+                }
+                if r.effects > 0 {
+                    ledger.effects.push((ledger.entries.len(), r.effects));
                 }
                 ledger.entries.push(Entry {
                     index: ledger.entries.len(),

@@ -64,6 +64,14 @@ pub const MAX_FILE_SIZE: Key = key(
     "steps.maxFileSize",
     "The largest file a step may write, in git's size syntax (200m, 1g).",
 );
+pub const EFFECT_RETRIES: Key = key(
+    "steps.effectRetries",
+    "Tries of an effect (a 5xx, 408 or 429 answer, a timeout, a broken connection, a command that fails) before its failure is recorded and the run stops (default 5; backoff 0.5 s doubling, or the server's Retry-After).",
+);
+pub const EFFECT_TIMEOUT: Key = key(
+    "steps.effectTimeout",
+    "Seconds one try of an effect may take (an HTTP request, a command, killed with what it started; default 30).",
+);
 
 /// The CONFIGURATION section.
 pub const CONFIG: &[Key] = &[
@@ -77,6 +85,8 @@ pub const CONFIG: &[Key] = &[
     HOOKS,
     CACHE_EVERY,
     MAX_FILE_SIZE,
+    EFFECT_RETRIES,
+    EFFECT_TIMEOUT,
 ];
 
 // The environment.
@@ -124,6 +134,14 @@ pub const NET_RELAY: Key = key(
     "GIT_STEPS_NET_RELAY",
     "Internal: set by --transport git for git's git:// proxy command, which is git-steps itself, run as <git-steps> <host> <port>.",
 );
+pub const IDEMPOTENCY_KEY: Key = key(
+    "GIT_STEPS_IDEMPOTENCY_KEY",
+    "Set for a command effect: its idempotency key, <run>/<step id>/<n> (an HTTP effect sends it as the Idempotency-Key header).",
+);
+pub const EFFECT_TRACE: Key = key(
+    "GIT_STEPS_EFFECT_TRACE",
+    "Internal: set by the crash matrix: a file where each effect try appends its key, so the matrix counts deliveries per key.",
+);
 pub const MATRIX_LATE: Key = key(
     "GIT_STEPS_MATRIX_LATE",
     "Internal: set by the crash matrix for its replaying decider.",
@@ -146,6 +164,8 @@ pub const ENVIRONMENT: &[Key] = &[
     SSH_SHARE,
     SCRATCH,
     MATRIX_REMOTE,
+    IDEMPOTENCY_KEY,
+    EFFECT_TRACE,
     MATRIX_LATE,
     NET_RELAY,
     BOOT_ID,

@@ -12,6 +12,7 @@ mod classic;
 mod crashtest;
 mod demo;
 mod docs;
+mod effects;
 mod fingerprint;
 mod init;
 mod log;
@@ -82,6 +83,7 @@ pub enum Command {
     Record(record::Args),
     Status(status::Args),
     Log(log::Args),
+    Effects(effects::Args),
     Verify(verify::Args),
     Adopt(adopt::Args),
     Undo(undo::Args),
@@ -406,6 +408,7 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::ReplayUndo(a) => record::replay_undo(&ctx, a),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
+        Command::Effects(a) => effects::run(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),
         Command::Adopt(a) => adopt::run(&ctx, a, out),
         Command::Undo(a) => undo::run(&ctx, a, out),

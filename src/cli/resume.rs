@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::run::session::{ApplyOptions, Session};
+use crate::run::session::{ApplyOptions, Session, Ui};
 
 /// Reconcile the local and durable branches (and apply PLAN, if given).
 ///
@@ -52,8 +52,23 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         batch: 1,
     };
     let mut ui = Terminal::new(ctx.ui, a.dry_run);
-    let session = Session::open(&repo, &s, None, opts, &mut ui)?;
-    let (repair, reconciled) = (session.repair(), session.reconciled());
+    let opened = Session::open(&repo, &s, None, opts, &mut ui)?;
+    let (repair, reconciled) = (opened.repair().clone(), opened.reconciled().clone());
+    // The effects of durable steps that were never delivered (a crash
+    // between a step's push and its effects) go now. A history `apply`
+    // would refuse is left for `apply` and `verify` to say so.
+    let effects = match opened.load(false) {
+        Ok(mut session) => {
+            let delivered = session.deliver_effects(&mut ui);
+            let done = session.finish()?.effects;
+            delivered?;
+            done
+        }
+        Err(e) => {
+            ui.note(&format!("effects not checked: {e}"));
+            Vec::new()
+        }
+    };
     if ctx.ui.json {
         emit_json(
             out,
@@ -65,6 +80,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                 "dry_run": a.dry_run,
                 "repair": repair,
                 "reconcile": reconciled,
+                "effects": effects,
             }),
         )?;
     } else {

@@ -45,6 +45,9 @@ pub enum Scope {
     /// because its step could not be built yet (off the happy path: the
     /// matrix's replaying decider never gives one; the agent tests do).
     Journal,
+    /// An effect of a durable step (SPEC "Effects"): its delivery and the
+    /// record of its outcome. Only steps with effects pass these points.
+    Effect,
     /// Local state a power cut tore, mended when a run opens (off the happy
     /// path: the power-loss tests tear it and arm these points). The step
     /// id is what was torn: `index` or `branch`.
@@ -117,6 +120,21 @@ pub const POINTS: &[Point] = &[
         name: "worktree-files",
         state: "every changed file is written to the worktree; the index is not",
         scope: Scope::Step,
+    },
+    Point {
+        name: "effect-start",
+        state: "the step is durable; one of its effects has no recorded outcome and nothing of it is sent yet",
+        scope: Scope::Effect,
+    },
+    Point {
+        name: "effect-delivered",
+        state: "the effect's receiver answered 2xx (or its command exited 0); its outcome is not recorded",
+        scope: Scope::Effect,
+    },
+    Point {
+        name: "effect-recorded",
+        state: "the effect's outcome is durable on refs/steps/effects/<run> (the remote accepted it, or the local ref is fsynced); the next effect is not started",
+        scope: Scope::Effect,
     },
     Point {
         name: "reconcile-ref",

@@ -97,6 +97,8 @@ pub struct RunReport {
     pub head: Option<String>,
     pub artifact: String,
     pub history: String,
+    /// The effects delivered (or whose failure was recorded) by this run.
+    pub effects: Vec<super::outcomes::Delivered>,
 }
 
 /// Run the loop; on failure the error comes with the steps applied so far.
@@ -130,6 +132,8 @@ fn run_inner(
     let mut session = Session::open(repo, s, None, apply_opts, ui)?.load(true)?;
     let mut journal = journal::load(repo, s)?;
     journal.check(session.ledger(), &s.branch)?;
+    // Effects of durable steps a crash left undelivered go first.
+    session.deliver_effects(ui)?;
     let mut calls = 0;
     // Refused answers sent back to the decider for the current index.
     let mut retried = 0;
@@ -253,6 +257,11 @@ fn run_inner(
             source,
             outcome,
         });
+        // The step is durable: its effects go now.
+        if let Err(e) = session.deliver_effects(ui) {
+            drop(ahead.take().map(Ahead::answer));
+            return Err(e);
+        }
     };
     // A run that stopped (`--max-steps`) with an answer asked ahead: waited
     // for, not taken.
@@ -270,6 +279,7 @@ fn run_inner(
         head: finished.head.map(|h| h.to_string()),
         artifact: finished.artifact,
         history: finished.history,
+        effects: finished.effects,
     })
 }
 

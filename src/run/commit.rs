@@ -244,6 +244,7 @@ impl Session<'_> {
             changes: applied.changes,
             added,
             removed,
+            effects: step.effects.clone(),
         });
         self.advance(step, commit);
         Ok(None)
@@ -367,6 +368,13 @@ impl Session<'_> {
         self.after_flush(staged.len(), &id);
         Ok(staged
             .into_iter()
+            .map(|mut st| {
+                self.effects
+                    .due(&st.step, st.commit, std::mem::take(&mut st.effects));
+                st
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
             .map(|st| StepOutcome::Applied {
                 files: st.changes.iter().map(|c| c.path.clone()).collect(),
                 step: st.step,
@@ -408,6 +416,8 @@ impl Session<'_> {
     pub(super) fn discard_staged(&mut self) {
         let n = self.staging.discard();
         self.applied.truncate(self.applied.len() - n);
+        let len = self.len();
+        self.effects.applied.retain(|(at, _)| *at < len);
         self.head = self.staging.durable();
         self.live = None;
     }
@@ -415,6 +425,9 @@ impl Session<'_> {
     /// The step's receipt is durable (or, in a dry run, in memory): the
     /// session's head moves to it.
     fn advance(&mut self, step: &Step, commit: Oid) {
+        if !step.effects.is_empty() {
+            self.effects.applied.push((self.len(), step.effects.len()));
+        }
         self.applied.push(Entry {
             index: self.len(),
             id: step.id.clone(),

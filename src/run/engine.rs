@@ -37,6 +37,8 @@ pub struct ApplyReport {
     pub head: Option<String>,
     pub artifact: String,
     pub history: String,
+    /// The effects delivered (or whose failure was recorded) by this run.
+    pub effects: Vec<super::outcomes::Delivered>,
 }
 
 /// Apply `plan` in the repository; `ui` sees each outcome as it happens.
@@ -68,6 +70,8 @@ fn apply_inner(
     // Every step parses before anything is written or fetched.
     let total = validate(plan)?;
     let mut session = Session::open(repo, s, Some(plan), opts.clone(), ui)?.load_for(plan)?;
+    // Effects of durable steps a crash left undelivered go first.
+    session.deliver_effects(ui)?;
     let progress = crate::progress::phase("applying the plan", Some(total as u64));
     let mut seen = 0u64;
     if opts.dry_run {
@@ -148,6 +152,7 @@ fn apply_inner(
         },
         artifact: done.artifact,
         history: done.history,
+        effects: done.effects,
     })
 }
 
@@ -162,7 +167,9 @@ fn flush(
         Ok(mut applied) => {
             applied.reverse();
             report(held, &mut applied, ui, outcomes);
-            Ok(())
+            // The flushed steps are durable: their effects go now, before
+            // the next step is staged.
+            session.deliver_effects(ui)
         }
         Err(e) => {
             // What was settled before the first staged step still counts.

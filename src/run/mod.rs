@@ -6,7 +6,8 @@
 //! ([`engine`]), the agent loop ([`agent`]) with its [`decider`] and
 //! [`journal`], the worktree's own changes recorded as a step ([`record`]),
 //! commits without a receipt joining the run ([`adopt`]), rewinding as a
-//! step ([`undo`]),
+//! step ([`undo`]), the effects of durable steps ([`effects`], delivered
+//! by [`deliver`], their outcomes in [`outcomes`]),
 //! and the read-only views ([`inspect`]). Invariant: a step is
 //! reported done only after its receipt is durable.
 
@@ -16,10 +17,13 @@ pub mod agreement;
 mod branch;
 pub mod commit;
 pub mod decider;
+pub mod deliver;
+pub mod effects;
 pub mod engine;
 pub mod hooks;
 pub mod inspect;
 pub mod journal;
+pub mod outcomes;
 mod overlap;
 pub mod record;
 pub mod session;

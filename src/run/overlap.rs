@@ -57,7 +57,10 @@ impl Session<'_> {
             && self.worktree == Worktree::Follows
             && !self.opts.dry_run
             && self.settings.remote.is_some()
-            && self.staging.durable().is_some();
+            && self.staging.durable().is_some()
+            // Effects start only once their step is durable: nothing to
+            // overlap with.
+            && step.effects.is_empty();
         if !overlapped {
             let done = self.flush().and_then(|mut v| {
                 v.pop()
@@ -130,7 +133,9 @@ impl Session<'_> {
         crash::point("pushed", &id);
         remote.note_tracking(repo, &s.refname(), commit);
         crash::point("tracking-updated", &id);
-        let st = self.staging.flushed().pop().expect("one staged step");
+        let mut st = self.staging.flushed().pop().expect("one staged step");
+        self.effects
+            .due(&st.step, st.commit, std::mem::take(&mut st.effects));
         self.after_flush(1, &id);
         (
             Ok(StepOutcome::Applied {

@@ -155,6 +155,8 @@ pub struct Finished {
     pub head: Option<Oid>,
     pub artifact: String,
     pub history: String,
+    /// The effects this session delivered (or whose failure it recorded).
+    pub effects: Vec<super::outcomes::Delivered>,
 }
 
 /// A run whose box is brought up (locked, repaired, reconciled) and whose
@@ -261,6 +263,8 @@ pub struct Session<'r> {
     /// Publish the shared hunk cache every this many steps of the run
     /// (`steps.cacheEvery`; 0: never).
     pub(super) share_every: usize,
+    /// The effects of durable steps to deliver, and their outcomes.
+    pub(super) effects: super::outcomes::Effects,
 }
 
 impl<'r> Session<'r> {
@@ -414,6 +418,7 @@ impl<'r> Session<'r> {
             hooks,
             identity_noted: false,
             share_every,
+            effects: Default::default(),
         };
         Ok(Opened {
             session,
@@ -517,6 +522,7 @@ impl<'r> Session<'r> {
             repair,
             reconciled,
             staging,
+            effects,
             ..
         } = self;
         staging.close()?;
@@ -526,6 +532,8 @@ impl<'r> Session<'r> {
                 entries.extend(applied);
                 let mut done = Ledger::from_parts(head, ledger.base, entries);
                 done.adopted = ledger.adopted;
+                done.effects = ledger.effects;
+                done.effects.extend(effects.applied);
                 cache::save(repo, &settings.run, &done, counts);
             }
         }
@@ -535,6 +543,7 @@ impl<'r> Session<'r> {
             head,
             artifact: artifact_at(repo, head)?,
             history,
+            effects: effects.done,
         })
     }
 }

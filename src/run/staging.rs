@@ -23,6 +23,8 @@ pub struct Staged {
     pub(super) changes: Vec<crate::git::Change>,
     pub(super) added: usize,
     pub(super) removed: usize,
+    /// What the step does beyond the artifact, once it is durable.
+    pub(super) effects: Vec<crate::plan::effect::Effect>,
 }
 
 /// The staged steps and the durable head they go on.
@@ -112,6 +114,7 @@ mod tests {
             changes: Vec::new(),
             added: 0,
             removed: 0,
+            effects: Vec::new(),
         }
     }
 

@@ -75,6 +75,9 @@ pub fn undo(
         ..ApplyOptions::default()
     };
     let mut session = Session::open(repo, s, None, opts, ui)?.load(false)?;
+    // Every effect of the steps undone is delivered before their
+    // compensations are decided (a crash may have left some undelivered).
+    session.deliver_effects(ui)?;
     let entries: Vec<Entry> = session.receipts().cloned().collect();
     let base = session.ledger().base;
     // A rerun: this undo, computed where it was made, is the run's last
@@ -152,6 +155,7 @@ pub fn undo(
     }
     let outcome = session.apply(&step, Some(Source::Undo))?;
     ui.step(&outcome, None);
+    session.deliver_effects(ui)?;
     let StepOutcome::Applied { commit, files, .. } = outcome else {
         return Err(Error::internal("an undo step was not applied"));
     };
@@ -293,16 +297,48 @@ fn build(
         [first, .., last] => format!("undo {first} to {last}"),
         [] => unreachable!("split undoes at least one step"),
     };
-    let object = step::object([
+    let mut object = step::object([
         ("id", Value::String(id.to_string())),
         ("files", Value::Object(files)),
         ("message", Value::String(message)),
     ]);
+    // What the undone steps did beyond the artifact is compensated, newest
+    // first: each effect's `compensate` becomes an effect of the undo step
+    // (all of them were delivered before an undo is decided).
+    let compensations = compensations(repo, undone)?;
+    if let (false, Value::Object(map)) = (compensations.is_empty(), &mut object) {
+        map.insert("effects".into(), Value::Array(compensations));
+    }
     Ok((
         Some(Step::undoing(object, undone_ids.clone())?),
         to_id,
         undone_ids,
     ))
+}
+
+/// The `compensate` actions of the effects of `undone`, newest first, as
+/// effects of their own.
+fn compensations(repo: &Repository, undone: &[Entry]) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for e in undone.iter().rev() {
+        let commit = repo.find_commit(e.commit)?;
+        let message = commit.message().unwrap_or_default();
+        let count = crate::history::receipt::parse(message)
+            .map(|r| r.effects)
+            .unwrap_or(0);
+        let effects = crate::history::receipt::effects(message, count).map_err(|m| {
+            Error::corrupt(format!("step {}'s commit {}: {m}", e.id, short(e.commit)))
+        })?;
+        out.extend(effects.iter().rev().filter_map(|f| f.compensation()));
+    }
+    if out.len() > crate::plan::effect::MAX_EFFECTS {
+        return Err(Error::input(format!(
+            "the steps undone carry {} compensations; one undo step may carry at most {}: undo fewer steps at a time",
+            out.len(),
+            crate::plan::effect::MAX_EFFECTS
+        )));
+    }
+    Ok(out)
 }
 
 fn entry(tree: Option<&Tree<'_>>, path: &str) -> Option<TreeEntry> {

@@ -367,6 +367,11 @@ pub struct RunConfig {
     /// `steps.maxFileSize`: the largest file a step may write, in bytes
     /// (git's integer syntax: 200m, 1g).
     pub max_file_bytes: usize,
+    /// `steps.effectRetries`: tries of an effect before its failure is
+    /// recorded (at least 1).
+    pub effect_retries: usize,
+    /// `steps.effectTimeout`: seconds one try of an effect may take.
+    pub effect_timeout_secs: usize,
 }
 
 impl RunConfig {
@@ -378,6 +383,8 @@ impl RunConfig {
         hooks: false,
         cache_every: 1000,
         max_file_bytes: crate::tree::build::DEFAULT_MAX_FILE_BYTES,
+        effect_retries: 5,
+        effect_timeout_secs: 30,
     };
 
     /// The keys as git config holds them for `repo` (a bad value is an
@@ -393,6 +400,10 @@ impl RunConfig {
                 .unwrap_or(d.cache_every),
             max_file_bytes: config_count(repo, crate::keys::MAX_FILE_SIZE.name, 1)?
                 .unwrap_or(d.max_file_bytes),
+            effect_retries: config_count(repo, crate::keys::EFFECT_RETRIES.name, 1)?
+                .unwrap_or(d.effect_retries),
+            effect_timeout_secs: config_count(repo, crate::keys::EFFECT_TIMEOUT.name, 1)?
+                .unwrap_or(d.effect_timeout_secs),
         })
     }
 }
@@ -512,6 +523,7 @@ mod tests {
                 hooks: true,
                 cache_every: 1024,
                 max_file_bytes: 2 << 20,
+                ..RunConfig::DEFAULT
             }
         );
         set(&repo, "steps.batch", "0");

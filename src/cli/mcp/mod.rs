@@ -152,6 +152,7 @@ fn apply_step_output() -> JsonObject {
             "run": string,
             "branch": string,
             "durable": string,
+            "effects": {"type": "array", "items": {"type": "object"}},
         },
         "required": ["status", "commit", "decision", "diff", "artifact", "history"],
     }) {
@@ -365,6 +366,7 @@ impl Server {
             "run": report.run,
             "branch": report.branch,
             "durable": report.durable,
+            "effects": report.effects,
         }))
     }
 }

@@ -1,4 +1,4 @@
-//! Read-only views of a run: status, log, verify, fingerprint.
+//! Read-only views of a run: status, log, verify, fingerprint, effects.
 //!
 //! Owns what an auditor sees. Invariant: nothing here writes — not a ref, not
 //! the index, not a file — and everything is derived from the log, so it agrees
@@ -14,6 +14,7 @@ use crate::plan::reader::Plan;
 use crate::settings::Settings;
 use crate::workdir::worktree;
 
+pub mod effects;
 mod verify;
 pub use verify::{verify, Verification};
 

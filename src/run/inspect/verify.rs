@@ -185,6 +185,10 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
             });
         }
     }
+    // Every recorded effect outcome belongs to a durable step of the run.
+    let (stray, pending) = super::effects::check(repo, s, &ledger)?;
+    problems.extend(stray);
+    notes.extend(pending);
     Ok(Verification {
         ok: problems.is_empty(),
         steps: ledger.entries.len(),

@@ -243,7 +243,7 @@ impl Client {
         for (k, v) in headers {
             write!(wire, "{k}: {v}\r\n").expect("writing to a Vec");
         }
-        if method == "POST" {
+        if !matches!(method, "GET" | "HEAD") || !body.is_empty() {
             write!(wire, "Content-Length: {}\r\n", body.len()).expect("writing to a Vec");
         }
         wire.extend_from_slice(b"\r\n");

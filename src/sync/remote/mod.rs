@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::git::short;
 
 mod cli;
-mod http;
+pub mod http;
 mod libgit2;
 mod local;
 pub mod relay;

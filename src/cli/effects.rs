@@ -1,0 +1,53 @@
+//! `git steps effects`: every effect of the run's steps, with its state.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::Result;
+use crate::run::inspect::effects;
+
+/// List the run's effects: pending, delivered, failed.
+///
+/// Per effect: its idempotency key (<run>/<step id>/<n>), what it does, its
+/// state, and the latest outcome recorded on refs/steps/effects/<run> (the
+/// answer, the tries). The outcomes are fetched from the durable remote
+/// first (`--no-fetch`: this box's copy). A pending or failed effect is
+/// delivered by the next `apply`, `run` or `resume`, with the same key.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Read this box's copy of the outcomes; do not ask the remote.
+    #[arg(long)]
+    no_fetch: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let report = effects::list(&repo, &s, !a.no_fetch)?;
+    if ctx.ui.json {
+        return emit_json(out, "effects", &report);
+    }
+    if report.effects.is_empty() {
+        writeln!(out, "run {}: no step carries effects", report.run)?;
+    }
+    for e in &report.effects {
+        let detail = match (&e.result, e.tries) {
+            (Some(r), Some(t)) => format!("  {r}, {t} tr{}", if t == 1 { "y" } else { "ies" }),
+            _ => String::new(),
+        };
+        writeln!(out, "{:<9}  {}  {}{detail}", e.state, e.key, e.target)?;
+        if let Some(reason) = &e.reason {
+            writeln!(out, "           {reason}")?;
+        }
+    }
+    writeln!(
+        out,
+        "{} delivered, {} pending, {} failed (outcomes: {})",
+        report.delivered, report.pending, report.failed, report.outcomes_from
+    )?;
+    for p in &report.problems {
+        writeln!(out, "PROBLEM: {p}")?;
+    }
+    Ok(())
+}

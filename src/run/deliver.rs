@@ -1,0 +1,308 @@
+//! Delivering one effect: an HTTP request or a command, tried until it
+//! succeeds or the tries run out (SPEC "Effects").
+//!
+//! Owns the wire side of an effect: the `Idempotency-Key` header (or the
+//! `GIT_STEPS_IDEMPOTENCY_KEY` variable of a command), header values read
+//! from the environment, the timeout of a try, which answers are worth
+//! another try (5xx, 408, 429, a timeout, a broken connection, a command
+//! that fails) and the backoff between tries (0.5 s doubling, or the
+//! server's `Retry-After`, at most a minute). Invariant: every try of an
+//! effect carries the same key, and a definite answer (2xx, or another 4xx)
+//! ends the tries; nothing here records anything (that is
+//! [`super::outcomes`]'s, after the caller's crash point).
+
+use std::io::{Read, Seek};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::plan::effect::{Action, Body, HeaderValue, Http};
+use crate::run::outcomes::Status;
+use crate::sync::remote::http::{Client, Endpoint, Failure};
+
+/// How an effect is tried.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Tries in all (at least 1).
+    pub tries: usize,
+    /// One try's limit.
+    pub timeout: Duration,
+    /// Where the box's CA certificates are, for https.
+    pub ca: (Option<std::path::PathBuf>, Option<std::path::PathBuf>),
+}
+
+/// What the tries came to.
+#[derive(Debug, Clone)]
+pub struct Tried {
+    pub status: Status,
+    /// `HTTP 201`, `exit 0`, `timeout`, `not sent`…
+    pub result: String,
+    pub tries: usize,
+    /// Why it failed.
+    pub reason: Option<String>,
+}
+
+/// One try's answer.
+enum Try {
+    Done(String),
+    /// Worth another try, after at least this long (Retry-After).
+    Again {
+        result: String,
+        reason: String,
+        after: Option<Duration>,
+    },
+    /// A definite failure: no other try would differ.
+    Final {
+        result: String,
+        reason: String,
+    },
+}
+
+/// Deliver `action` with `key` in `dir` (a command's working directory).
+/// `trace`, when set (the crash matrix), gets the key appended before
+/// every try.
+pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried {
+    let mut tries = 0;
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        tries += 1;
+        trace(key);
+        let t = match action {
+            Action::Http(h) => http_try(h, key, policy),
+            Action::Command(argv) => command_try(argv, key, dir, policy.timeout),
+        };
+        match t {
+            Try::Done(result) => {
+                return Tried {
+                    status: Status::Delivered,
+                    result,
+                    tries,
+                    reason: None,
+                }
+            }
+            Try::Final { result, reason } => {
+                return Tried {
+                    status: Status::Failed,
+                    result,
+                    tries,
+                    reason: Some(reason),
+                }
+            }
+            Try::Again {
+                result,
+                reason,
+                after,
+            } => {
+                if tries >= policy.tries.max(1) {
+                    return Tried {
+                        status: Status::Failed,
+                        result,
+                        tries,
+                        reason: Some(reason),
+                    };
+                }
+                let wait = after.unwrap_or(backoff).min(Duration::from_secs(60));
+                std::thread::sleep(wait);
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+/// The crash matrix's count of tries per key (`GIT_STEPS_EFFECT_TRACE`).
+fn trace(key: &str) {
+    let Some(path) = std::env::var_os(crate::keys::EFFECT_TRACE.name) else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = std::io::Write::write_all(&mut f, format!("{key}\n").as_bytes());
+    }
+}
+
+fn http_try(h: &Http, key: &str, policy: &Policy) -> Try {
+    let fail = |reason: String| Try::Final {
+        result: "not sent".into(),
+        reason,
+    };
+    let Ok(url) = url::Url::parse(&h.url) else {
+        return fail(format!("the URL {:?} does not parse", h.url));
+    };
+    let Some(endpoint) = Endpoint::parse(&url) else {
+        return fail(format!("the URL {:?} is not http or https", h.url));
+    };
+    let target = &url[url::Position::BeforePath..url::Position::AfterQuery];
+    let target = if target.is_empty() { "/" } else { target };
+    let mut headers: Vec<(&str, String)> = Vec::with_capacity(h.headers.len() + 2);
+    let mut typed = false;
+    for (name, v) in &h.headers {
+        let value = match v {
+            HeaderValue::Text(t) => t.clone(),
+            HeaderValue::Env(var) => match std::env::var(var) {
+                Ok(v) if !v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) => v,
+                Ok(_) => {
+                    return fail(format!(
+                        "header `{name}`: the environment variable {var} holds a line break"
+                    ))
+                }
+                Err(_) => {
+                    return fail(format!(
+                        "header `{name}`: the environment variable {var} is not set on this box"
+                    ))
+                }
+            },
+        };
+        typed |= name.eq_ignore_ascii_case("content-type");
+        headers.push((name.as_str(), value));
+    }
+    headers.push(("Idempotency-Key", key.to_string()));
+    let body: Vec<u8> = match &h.body {
+        None => Vec::new(),
+        Some(Body::Text(t)) => {
+            if !typed {
+                headers.push(("Content-Type", "text/plain; charset=utf-8".into()));
+            }
+            t.clone().into_bytes()
+        }
+        Some(Body::Json(v)) => {
+            if !typed {
+                headers.push(("Content-Type", "application/json".into()));
+            }
+            serde_json::to_vec(v).expect("a JSON value serialises")
+        }
+    };
+    let mut client = match Client::new(endpoint, policy.ca.clone(), policy.timeout) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    match client.request(&h.method, target, &headers, &body, &mut || {}) {
+        Ok(r) if (200..300).contains(&r.status) => Try::Done(format!("HTTP {}", r.status)),
+        Ok(r) => {
+            let result = format!("HTTP {}", r.status);
+            let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).to_string();
+            let reason = format!("{} answered {} {}: {snippet}", h.url, r.status, r.reason);
+            if r.status >= 500 || r.status == 408 || r.status == 429 {
+                let after = r
+                    .header("Retry-After")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+                Try::Again {
+                    result,
+                    reason,
+                    after,
+                }
+            } else {
+                Try::Final { result, reason }
+            }
+        }
+        Err(Failure::Connect { message, transient }) if transient => Try::Again {
+            result: "not connected".into(),
+            reason: message,
+            after: None,
+        },
+        Err(Failure::Connect { message, .. }) => Try::Final {
+            result: "not connected".into(),
+            reason: message,
+        },
+        Err(Failure::Broken(m)) => Try::Again {
+            result: if m.contains("timed out")
+                || m.contains("WouldBlock")
+                || m.contains("temporarily unavailable")
+            {
+                "timeout".into()
+            } else {
+                "no answer".into()
+            },
+            reason: format!("{}: {m}", h.url),
+            after: None,
+        },
+    }
+}
+
+fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try {
+    let shown = argv.join(" ");
+    let Ok(mut out) = tempfile::tempfile() else {
+        return Try::Again {
+            result: "not started".into(),
+            reason: "cannot make a file for the command's output".into(),
+            after: None,
+        };
+    };
+    let (Ok(o1), Ok(o2)) = (out.try_clone(), out.try_clone()) else {
+        return Try::Again {
+            result: "not started".into(),
+            reason: "cannot make a file for the command's output".into(),
+            after: None,
+        };
+    };
+    let mut child = match Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(dir)
+        .env(crate::keys::IDEMPOTENCY_KEY.name, key)
+        .stdin(Stdio::null())
+        .stdout(o1)
+        .stderr(o2)
+        // Its own process group: a timeout kills what it started too.
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return Try::Final {
+                result: "not started".into(),
+                reason: format!("`{shown}` cannot be started: {e}"),
+            }
+        }
+    };
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if start.elapsed() >= timeout => {
+                if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                return Try::Again {
+                    result: "unknown".into(),
+                    reason: format!("cannot wait for `{shown}`: {e}"),
+                    after: None,
+                }
+            }
+        }
+    };
+    let mut text = Vec::new();
+    let _ = out.rewind();
+    let _ = out.read_to_end(&mut text);
+    let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(300)..])
+        .trim()
+        .to_string();
+    match status {
+        None => Try::Again {
+            result: "timeout".into(),
+            reason: format!(
+                "`{shown}` did not finish within {} s and was killed: {tail}",
+                timeout.as_secs_f64()
+            ),
+            after: None,
+        },
+        Some(st) if st.success() => Try::Done("exit 0".into()),
+        Some(st) => Try::Again {
+            result: match st.code() {
+                Some(c) => format!("exit {c}"),
+                None => "killed".into(),
+            },
+            reason: format!("`{shown}` failed ({st}): {tail}"),
+            after: None,
+        },
+    }
+}

@@ -1,0 +1,178 @@
+//! A session's effects: delivered once their steps are durable, their
+//! outcomes recorded, redelivered on resume (SPEC "Effects").
+//!
+//! Owns the order: the effects of the durable history that have no
+//! delivered outcome first (a crash, a failure or another box left them),
+//! oldest step first, then those of the steps this session makes durable,
+//! as each flush lands. Each effect passes `effect-start`, is tried
+//! ([`super::deliver`]), passes `effect-delivered` when it was, and its
+//! outcome is recorded ([`super::outcomes`]) before `effect-recorded` and
+//! the next effect. Invariant: no effect is started before its step's
+//! receipt is durable (only flushed steps and the durable ledger's are ever
+//! queued); every effect of a durable step is tried until an outcome
+//! `delivered` is recorded for its key (at least once; exactly once for a
+//! receiver that honours the key); a failure stops the run with exit 1
+//! naming the effect, after its outcome is recorded.
+
+use std::time::Duration;
+
+use git2::Oid;
+
+use crate::crash;
+use crate::error::{Error, Result};
+use crate::git::short;
+use crate::plan::effect::{key, Effect};
+
+use super::deliver::{deliver, Policy};
+use super::outcomes::{self, Delivered, Due, Outcome, Outcomes, Status};
+use super::session::{Session, Ui};
+
+impl Session<'_> {
+    /// The run's recorded outcomes (fetched from the durable domain once).
+    pub fn outcomes(&mut self) -> Result<&Outcomes> {
+        if self.effects.outcomes.is_none() {
+            let o = outcomes::load(self.repo, self.settings)?;
+            self.effects.outcomes = Some(o);
+        }
+        Ok(self.effects.outcomes.as_ref().expect("loaded above"))
+    }
+
+    /// Deliver every effect that is due: first, once per session, those of
+    /// the durable history without a delivered outcome, then those of the
+    /// steps flushed since the last call. Stops at the first effect whose
+    /// tries all fail (exit 1, naming it; its failure is recorded). A dry
+    /// run delivers nothing.
+    pub fn deliver_effects(&mut self, ui: &mut dyn Ui) -> Result<()> {
+        if self.opts.dry_run {
+            return Ok(());
+        }
+        if !self.effects.history_queued {
+            self.effects.history_queued = true;
+            let mut earlier = self.undelivered_in_history()?;
+            earlier.append(&mut self.effects.queue);
+            self.effects.queue = earlier;
+        }
+        while !self.effects.queue.is_empty() {
+            let due = self.effects.queue.remove(0);
+            for (i, effect) in due.effects.iter().enumerate() {
+                if let Err(e) = self.deliver_one(&due, i + 1, effect, ui) {
+                    // What is left of this step's effects stays due.
+                    self.effects.queue.insert(0, due);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The steps of the durable history (the ledger at the start) that
+    /// carry an effect with no delivered outcome, oldest first, their
+    /// effects read back from their commits.
+    fn undelivered_in_history(&mut self) -> Result<Vec<Due>> {
+        let with: Vec<(usize, usize)> = self.ledger().effects.clone();
+        if with.is_empty() {
+            return Ok(Vec::new());
+        }
+        let run = self.settings.run.clone();
+        let repo = self.repo;
+        let mut out = Vec::new();
+        for (at, count) in with {
+            let Some(entry) = self.ledger().entries.get(at).cloned() else {
+                continue;
+            };
+            let outcomes = self.outcomes()?;
+            if (1..=count).all(|n| outcomes.delivered(&key(&run, &entry.id, n))) {
+                continue;
+            }
+            let commit = repo.find_commit(entry.commit)?;
+            let message = commit.message().unwrap_or_default();
+            let effects = crate::history::receipt::effects(message, count).map_err(|m| {
+                Error::corrupt(format!(
+                    "step {}'s commit {}: {m}",
+                    entry.id,
+                    short(entry.commit)
+                ))
+                .with_hint("the effects of a step are written by git-steps above its trailers; a commit whose block was changed by hand cannot be delivered from")
+            })?;
+            out.push(Due {
+                step: entry.id,
+                receipt: entry.commit,
+                effects,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Deliver the `n`th effect of `due` unless it was delivered, and record
+    /// its outcome.
+    fn deliver_one(&mut self, due: &Due, n: usize, effect: &Effect, ui: &mut dyn Ui) -> Result<()> {
+        let (repo, s) = (self.repo, self.settings);
+        let k = key(&s.run, &due.step, n);
+        if self.outcomes()?.delivered(&k) {
+            return Ok(());
+        }
+        crash::point("effect-start", &due.step);
+        let policy = Policy {
+            tries: s.config.effect_retries.max(1),
+            timeout: Duration::from_secs(s.config.effect_timeout_secs.max(1) as u64),
+            ca: crate::git::ca_locations(repo),
+        };
+        let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
+        let tried = deliver(&effect.action, &k, &dir, &policy);
+        if tried.status == Status::Delivered {
+            crash::point("effect-delivered", &due.step);
+        }
+        let outcome = Outcome {
+            key: k.clone(),
+            step: due.step.clone(),
+            number: n,
+            receipt: due.receipt,
+            status: tried.status,
+            result: tried.result.clone(),
+            tries: tried.tries,
+            reason: tried.reason.clone(),
+            commit: Oid::ZERO_SHA1,
+        };
+        let mut recorded = self.effects.outcomes.take().unwrap_or_default();
+        let res = outcomes::append(repo, s, &mut recorded, outcome);
+        self.effects.outcomes = Some(recorded);
+        res.map_err(|e| {
+            e.with_note(format!(
+                "effect {n} of step {} (key {k}) was {} ({}) but its outcome could not be recorded: the next run delivers it again with the same key",
+                due.step,
+                tried.status.as_str(),
+                tried.result
+            ))
+        })?;
+        crash::point("effect-recorded", &due.step);
+        let target = effect.action.describe();
+        ui.note(&format!(
+            "effect {k}: {} ({}, {} tr{}) — {target}",
+            tried.status.as_str(),
+            tried.result,
+            tried.tries,
+            if tried.tries == 1 { "y" } else { "ies" }
+        ));
+        self.effects.done.push(Delivered {
+            key: k.clone(),
+            step: due.step.clone(),
+            number: n,
+            target: target.clone(),
+            status: tried.status,
+            result: tried.result.clone(),
+            tries: tried.tries,
+        });
+        if tried.status == Status::Failed {
+            return Err(Error::program(format!(
+                "step {}: effect {n} ({target}, key {k}) failed after {} tr{}: {}; the failure is recorded on {}; the step itself is durable",
+                due.step,
+                tried.tries,
+                if tried.tries == 1 { "y" } else { "ies" },
+                tried.reason.as_deref().unwrap_or(&tried.result),
+                outcomes::refname(&s.run)
+            ))
+            .with_hint("fix the receiver (or what the effect needs on this box), then rerun the same command: it delivers this effect again with the same key, and none that were delivered; `git steps effects` lists them"));
+        }
+        Ok(())
+    }
+}

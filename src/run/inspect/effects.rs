@@ -1,0 +1,209 @@
+//! `effects` and verify's check of them: every effect of the run's steps
+//! with its state (pending, delivered, failed), and the recorded outcomes
+//! held against the log.
+//!
+//! Invariant: read-only, like the rest of [`super`]; an effect's state is
+//! its latest recorded outcome, and an outcome that names no durable step
+//! of the run (another step id, another commit, an effect its step does
+//! not have) is a problem, never a delivery.
+
+use std::collections::HashMap;
+
+use git2::{Oid, Repository};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::git::short;
+use crate::history::ledger::{self, Ledger};
+use crate::history::receipt;
+use crate::plan::effect::key;
+use crate::run::outcomes::{self, Outcomes};
+use crate::settings::Settings;
+
+/// One effect of the run.
+#[derive(Debug, Serialize)]
+pub struct EffectRow {
+    pub key: String,
+    pub step: String,
+    pub number: usize,
+    /// The step's commit.
+    pub commit: String,
+    /// `POST https://…` or `command …`.
+    pub target: String,
+    /// `pending`, `delivered` or `failed`.
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tries: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The outcome's commit on refs/steps/effects/<run>.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// What `undo` would dispatch for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compensate: Option<String>,
+}
+
+/// `effects`.
+#[derive(Debug, Serialize)]
+pub struct EffectsReport {
+    pub run: String,
+    pub branch: String,
+    /// Where the outcomes were read: `durable` (fetched just now, or the
+    /// local repository is durable) or `local copy` (the remote could not be
+    /// asked).
+    pub outcomes_from: String,
+    pub effects: Vec<EffectRow>,
+    pub pending: usize,
+    pub delivered: usize,
+    pub failed: usize,
+    /// Recorded outcomes that belong to no durable step of the run.
+    pub problems: Vec<String>,
+}
+
+/// Every effect of the run at this box's branch head, with its state; the
+/// outcomes are fetched from the durable domain when it can be asked
+/// (`fetch`), else read from this box's copy.
+pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsReport> {
+    let head = repo.refname_to_id(&s.refname()).ok();
+    let ledger = ledger::scan(repo, head, &s.run)?;
+    let (recorded, from) = read_outcomes(repo, s, fetch)?;
+    let mut rows = Vec::new();
+    for &(at, count) in &ledger.effects {
+        let e = &ledger.entries[at];
+        let commit = repo.find_commit(e.commit)?;
+        let effects =
+            receipt::effects(commit.message().unwrap_or_default(), count).unwrap_or_default();
+        for n in 1..=count {
+            let k = key(&s.run, &e.id, n);
+            let effect = effects.get(n - 1);
+            let latest = recorded.latest(&k);
+            rows.push(EffectRow {
+                key: k.clone(),
+                step: e.id.clone(),
+                number: n,
+                commit: e.commit.to_string(),
+                target: effect
+                    .map(|f| f.action.describe())
+                    .unwrap_or_else(|| "(unreadable)".into()),
+                state: latest.map_or("pending", |o| o.status.as_str()),
+                result: latest.map(|o| o.result.clone()),
+                tries: latest.map(|o| o.tries),
+                reason: latest.and_then(|o| o.reason.clone()),
+                outcome: latest.map(|o| o.commit.to_string()),
+                compensate: effect
+                    .and_then(|f| f.compensate.as_ref())
+                    .map(|c| c.describe()),
+            });
+        }
+    }
+    let count = |st: &str| rows.iter().filter(|r| r.state == st).count();
+    Ok(EffectsReport {
+        run: s.run.clone(),
+        branch: s.branch.clone(),
+        outcomes_from: from,
+        pending: count("pending"),
+        delivered: count("delivered"),
+        failed: count("failed"),
+        problems: stray(&recorded, &ledger, &s.run),
+        effects: rows,
+    })
+}
+
+/// The outcomes: fetched when asked and possible, else this box's copy.
+fn read_outcomes(repo: &Repository, s: &Settings, fetch: bool) -> Result<(Outcomes, String)> {
+    if fetch {
+        match outcomes::load(repo, s) {
+            Ok(o) => return Ok((o, "durable".into())),
+            Err(e) if s.remote.is_some() => {
+                let local = repo.refname_to_id(&outcomes::refname(&s.run)).ok();
+                return Ok((
+                    outcomes::read(repo, local)?,
+                    format!("local copy (the remote could not be asked: {e})"),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let local = repo.refname_to_id(&outcomes::refname(&s.run)).ok();
+    let from = if s.remote.is_some() {
+        "local copy"
+    } else {
+        "durable"
+    };
+    Ok((outcomes::read(repo, local)?, from.into()))
+}
+
+/// Recorded outcomes that no durable step of the run explains.
+fn stray(recorded: &Outcomes, ledger: &Ledger, run: &str) -> Vec<String> {
+    let counts: HashMap<usize, usize> = ledger.effects.iter().copied().collect();
+    let mut out = Vec::new();
+    for o in &recorded.list {
+        let why = match ledger.get(&o.step) {
+            None => Some(format!("step {} has no receipt in the run", o.step)),
+            Some(e) if e.commit != o.receipt => Some(format!(
+                "it names commit {} for step {}, whose receipt is commit {}",
+                short(o.receipt),
+                o.step,
+                short(e.commit)
+            )),
+            Some(e) if o.number > counts.get(&e.index).copied().unwrap_or(0) => Some(format!(
+                "step {} carries {} effect(s), not an effect {}",
+                o.step,
+                counts.get(&e.index).copied().unwrap_or(0),
+                o.number
+            )),
+            Some(_) if o.key != key(run, &o.step, o.number) => Some(format!(
+                "its key {} is not {}",
+                o.key,
+                key(run, &o.step, o.number)
+            )),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            out.push(format!(
+                "effect outcome {} ({} {}) belongs to no durable step: {why}",
+                short(o.commit),
+                o.key,
+                o.status.as_str()
+            ));
+        }
+    }
+    out
+}
+
+/// verify's check: problems (outcomes of no durable step) and notes
+/// (effects not delivered yet), from this box's copy of the outcomes (verify
+/// fetches nothing).
+pub fn check(
+    repo: &Repository,
+    s: &Settings,
+    ledger: &Ledger,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let local: Option<Oid> = repo.refname_to_id(&outcomes::refname(&s.run)).ok();
+    let recorded = outcomes::read(repo, local)?;
+    let problems = stray(&recorded, ledger, &s.run);
+    let mut notes = Vec::new();
+    let (mut pending, mut failed) = (0, 0);
+    for &(at, count) in &ledger.effects {
+        let Some(e) = ledger.entries.get(at) else {
+            continue;
+        };
+        for n in 1..=count {
+            match recorded.latest(&key(&s.run, &e.id, n)) {
+                None => pending += 1,
+                Some(o) if o.status == outcomes::Status::Failed => failed += 1,
+                Some(_) => {}
+            }
+        }
+    }
+    if pending + failed > 0 {
+        notes.push(format!(
+            "{pending} effect(s) pending and {failed} failed (as this box's copy of {} says): the next `apply`, `run` or `resume` delivers them; `git steps effects` lists them",
+            outcomes::refname(&s.run)
+        ));
+    }
+    Ok((problems, notes))
+}

@@ -1,0 +1,430 @@
+//! The recorded outcomes of a run's effects (SPEC "Effects").
+//!
+//! Owns `refs/steps/effects/<run>`: a first-parent chain of commits (empty
+//! trees), one per outcome, whose trailers say which effect (`Effect-Key`,
+//! `Effect-Step`, `Effect-Number`, `Effect-Receipt`: the step's commit) and
+//! what became of it (`Effect-Status`: `delivered` or `failed`,
+//! `Effect-Result`, `Effect-Tries`). Invariant: an outcome is appended only
+//! with a compare-and-swap on the durable domain (the remote accepts the ref
+//! update, or the local ref moves under its lock and is fsynced), so two
+//! runners never both record; the latest outcome of a key is its state, and
+//! an effect whose latest outcome is not `delivered` is delivered again.
+
+use std::collections::HashMap;
+
+use git2::{Oid, Repository};
+
+use crate::error::{Error, Result};
+use crate::git::short;
+use crate::plan::effect::Effect;
+use crate::settings::Settings;
+use crate::sync::remote::RefUpdate;
+
+const KEY_KEY: &str = "Effect-Key";
+const KEY_STEP: &str = "Effect-Step";
+const KEY_NUMBER: &str = "Effect-Number";
+const KEY_RECEIPT: &str = "Effect-Receipt";
+const KEY_STATUS: &str = "Effect-Status";
+const KEY_RESULT: &str = "Effect-Result";
+const KEY_TRIES: &str = "Effect-Tries";
+
+/// The outcomes ref of `run`, locally and on the remote.
+pub fn refname(run: &str) -> String {
+    format!("refs/steps/effects/{run}")
+}
+
+/// What became of an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The receiver answered 2xx (a command exited 0).
+    Delivered,
+    /// Every try failed; delivered again by the next run.
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Delivered => "delivered",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// One recorded outcome.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    pub key: String,
+    pub step: String,
+    /// The effect's position in its step, from 1.
+    pub number: usize,
+    /// The step's commit.
+    #[serde(serialize_with = "ser_oid")]
+    pub receipt: Oid,
+    pub status: Status,
+    /// `HTTP 201`, `exit 0`, `timeout`…
+    pub result: String,
+    pub tries: usize,
+    /// Why it failed (the last try's answer, shortened).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The outcome's own commit on the outcomes ref.
+    #[serde(serialize_with = "ser_oid")]
+    pub commit: Oid,
+}
+
+fn ser_oid<S: serde::Serializer>(oid: &Oid, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&oid.to_string())
+}
+
+/// The outcomes of a run, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct Outcomes {
+    pub head: Option<Oid>,
+    pub list: Vec<Outcome>,
+    /// Key → position of its latest outcome.
+    latest: HashMap<String, usize>,
+}
+
+impl Outcomes {
+    fn push(&mut self, o: Outcome) {
+        self.latest.insert(o.key.clone(), self.list.len());
+        self.list.push(o);
+    }
+
+    /// The latest outcome recorded for `key`.
+    pub fn latest(&self, key: &str) -> Option<&Outcome> {
+        self.latest.get(key).map(|&i| &self.list[i])
+    }
+
+    /// Whether the effect `key` was delivered.
+    pub fn delivered(&self, key: &str) -> bool {
+        self.latest(key)
+            .is_some_and(|o| o.status == Status::Delivered)
+    }
+}
+
+/// What a session knows of its run's effects (the delivery itself is
+/// [`super::effects`]'s).
+/// The effects of one durable step, to deliver.
+#[derive(Debug)]
+pub(crate) struct Due {
+    pub(crate) step: String,
+    pub(crate) receipt: Oid,
+    pub(crate) effects: Vec<Effect>,
+}
+
+/// What a session knows of its effects.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Read (fetched) when first needed.
+    pub(crate) outcomes: Option<Outcomes>,
+    /// Steps whose effects are to be delivered, oldest first.
+    pub(crate) queue: Vec<Due>,
+    /// Whether the durable history's undelivered effects were queued.
+    pub(crate) history_queued: bool,
+    /// What this session delivered or recorded as failed.
+    pub(crate) done: Vec<Delivered>,
+    /// The steps this session applied that carry effects: (position in the
+    /// run, how many), as [`crate::history::ledger::Ledger::effects`].
+    pub(crate) applied: Vec<(usize, usize)>,
+}
+
+impl Effects {
+    /// Queue the effects of a step that just became durable.
+    pub(crate) fn due(&mut self, step: &str, receipt: Oid, effects: Vec<Effect>) {
+        if !effects.is_empty() {
+            self.queue.push(Due {
+                step: step.to_string(),
+                receipt,
+                effects,
+            });
+        }
+    }
+}
+
+/// One delivery (or recorded failure), as reported.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Delivered {
+    pub key: String,
+    pub step: String,
+    pub number: usize,
+    /// `POST https://…` or `command …`.
+    pub target: String,
+    pub status: Status,
+    pub result: String,
+    pub tries: usize,
+}
+
+/// Read the chain ending at `head`.
+pub fn read(repo: &Repository, head: Option<Oid>) -> Result<Outcomes> {
+    let mut list = Vec::new();
+    let mut next = head;
+    while let Some(oid) = next {
+        let c = repo.find_commit(oid)?;
+        let msg = c
+            .message()
+            .map_err(|_| not_an_outcome(oid, "its message is not UTF-8"))?;
+        list.push(parse_message(msg, oid)?);
+        next = c.parent_ids().next();
+        if list.len() > 10_000_000 {
+            return Err(not_an_outcome(oid, "the chain does not end"));
+        }
+    }
+    list.reverse();
+    let mut o = Outcomes {
+        head,
+        ..Outcomes::default()
+    };
+    for x in list {
+        o.push(x);
+    }
+    Ok(o)
+}
+
+fn not_an_outcome(commit: Oid, what: &str) -> Error {
+    Error::corrupt(format!(
+        "effects commit {} is not an effect's outcome: {what}",
+        short(commit)
+    ))
+    .with_hint("refs/steps/effects/<run> must only be written by git-steps")
+}
+
+fn parse_message(msg: &str, commit: Oid) -> Result<Outcome> {
+    let bad = |what: &str| not_an_outcome(commit, what);
+    let trailers =
+        git2::message_trailers_strs(msg).map_err(|_| bad("its trailers do not parse"))?;
+    let get = |key: &str| {
+        trailers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.trim().to_string())
+            .ok_or_else(|| bad(&format!("no {key} trailer")))
+    };
+    let status = match get(KEY_STATUS)?.as_str() {
+        "delivered" => Status::Delivered,
+        "failed" => Status::Failed,
+        other => return Err(bad(&format!("unknown status {other:?}"))),
+    };
+    let receipt = get(KEY_RECEIPT)?;
+    let receipt = (receipt.len() == 40)
+        .then(|| Oid::from_str(&receipt).ok())
+        .flatten()
+        .ok_or_else(|| bad("a bad Effect-Receipt"))?;
+    let number: usize = get(KEY_NUMBER)?
+        .parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| bad("a bad Effect-Number"))?;
+    let reason = (status == Status::Failed).then(|| {
+        let body: Vec<&str> = msg.split("\n\n").collect();
+        if body.len() >= 3 {
+            let text = body[1..body.len() - 1].join(" ");
+            let text = text.trim();
+            text.strip_prefix("Reason: ").unwrap_or(text).to_string()
+        } else {
+            String::new()
+        }
+    });
+    Ok(Outcome {
+        key: get(KEY_KEY)?,
+        step: get(KEY_STEP)?,
+        number,
+        receipt,
+        status,
+        result: get(KEY_RESULT)?,
+        tries: get(KEY_TRIES)?
+            .parse()
+            .map_err(|_| bad("a bad Effect-Tries"))?,
+        reason,
+        commit,
+    })
+}
+
+/// The message of an outcome. Every value is one line of our own making or
+/// an id that cannot break a line; the reason is flattened onto one line of
+/// its own paragraph.
+fn message(o: &Outcome) -> String {
+    let mut m = format!(
+        "effect {}: {} ({})\n\n",
+        o.key,
+        o.status.as_str(),
+        flat(&o.result)
+    );
+    if let Some(r) = &o.reason {
+        m.push_str("Reason: ");
+        m.push_str(&flat(r));
+        m.push_str("\n\n");
+    }
+    m.push_str(&format!(
+        "{KEY_KEY}: {}\n{KEY_STEP}: {}\n{KEY_NUMBER}: {}\n{KEY_RECEIPT}: {}\n{KEY_STATUS}: {}\n{KEY_RESULT}: {}\n{KEY_TRIES}: {}\n",
+        o.key,
+        o.step,
+        o.number,
+        o.receipt,
+        o.status.as_str(),
+        flat(&o.result),
+        o.tries
+    ));
+    m
+}
+
+/// Text on one line, without control characters, at most 300 characters.
+fn flat(text: &str) -> String {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let s = words.join(" ");
+    if s.chars().count() > 300 {
+        s.chars().take(299).collect::<String>() + "…"
+    } else {
+        s
+    }
+}
+
+/// Bring the local outcomes ref up to the durable one and read it.
+pub fn load(repo: &Repository, s: &Settings) -> Result<Outcomes> {
+    let name = refname(&s.run);
+    let head = match &s.remote {
+        Some(remote) => {
+            let head = remote.fetch(repo, &name, &name)?;
+            if head.is_none() {
+                crate::lock::delete_ref(repo, &name)?;
+            }
+            head
+        }
+        None => repo.refname_to_id(&name).ok(),
+    };
+    read(repo, head)
+}
+
+/// Append `outcome` (its `commit` is ignored) and make it durable before
+/// returning: a compare-and-swap push of the outcomes ref (exit 4 if
+/// another runner moved it), or the local ref moved under its lock and
+/// fsynced.
+pub fn append(
+    repo: &Repository,
+    s: &Settings,
+    outcomes: &mut Outcomes,
+    mut outcome: Outcome,
+) -> Result<Oid> {
+    let message = message(&outcome);
+    let tree = repo.find_tree(repo.treebuilder(None)?.write()?)?;
+    let who = crate::git::identity(repo)?;
+    let parent = outcomes.head.map(|h| repo.find_commit(h)).transpose()?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let signer = crate::sign::signer(repo, &who.committer)?;
+    let commit = crate::sign::commit(
+        repo,
+        signer.as_ref(),
+        &who.author,
+        &who.committer,
+        &message,
+        &tree,
+        &parents,
+    )?;
+    let name = refname(&s.run);
+    if let Some(remote) = &s.remote {
+        remote
+            .push(
+                repo,
+                &RefUpdate {
+                    refname: &name,
+                    expected: outcomes.head,
+                    new: commit,
+                    replace: false,
+                    step: None,
+                },
+            )
+            .map_err(|e| e.into_error(&name, &remote.spec, outcomes.head))?;
+    } else {
+        crate::flush::repository(repo)?;
+    }
+    let log = format!(
+        "git-steps: effect {} {}",
+        outcome.key,
+        outcome.status.as_str()
+    );
+    let res = crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || match outcomes
+        .head
+    {
+        Some(old) if s.remote.is_none() => repo.reference_matching(&name, commit, true, old, &log),
+        _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
+        _ => repo.reference(&name, commit, false, &log),
+    });
+    res.map_err(|e| {
+        Error::other(format!(
+            "effect {}: {name} moved while recording its outcome: {}",
+            outcome.key,
+            e.message()
+        ))
+        .with_hint("another process is running this run; stop it, then rerun the same command")
+    })?;
+    if s.remote.is_none() {
+        crate::flush::repository(repo)?;
+    }
+    outcomes.head = Some(commit);
+    outcome.commit = commit;
+    outcomes.push(outcome);
+    Ok(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(status: Status, reason: Option<&str>) -> Outcome {
+        Outcome {
+            key: "r/s1/2".into(),
+            step: "s1".into(),
+            number: 2,
+            receipt: Oid::from_bytes(&[7; 20]).unwrap(),
+            status,
+            result: "HTTP 503".into(),
+            tries: 3,
+            reason: reason.map(str::to_string),
+            commit: Oid::ZERO_SHA1,
+        }
+    }
+
+    #[test]
+    fn outcomes_read_back_and_a_reason_stays_in_its_paragraph() {
+        let o = outcome(
+            Status::Failed,
+            Some("busy\n\nEffect-Status: delivered\n---\nEffect-Key: forged"),
+        );
+        let back = parse_message(&message(&o), Oid::ZERO_SHA1).unwrap();
+        assert_eq!(back.status, Status::Failed);
+        assert_eq!(back.key, "r/s1/2");
+        assert_eq!((back.number, back.tries), (2, 3));
+        assert_eq!(back.receipt, o.receipt);
+        assert_eq!(
+            back.reason.as_deref(),
+            Some("busy Effect-Status: delivered --- Effect-Key: forged")
+        );
+        let d = parse_message(&message(&outcome(Status::Delivered, None)), Oid::ZERO_SHA1).unwrap();
+        assert_eq!((d.status, d.reason), (Status::Delivered, None));
+    }
+
+    #[test]
+    fn a_commit_that_is_no_outcome_is_refused() {
+        let good = message(&outcome(Status::Delivered, None));
+        for (m, why) in [
+            ("hand commit\n".to_string(), "no Effect-Status"),
+            (
+                good.replace("delivered\nEffect-Result", "lost\nEffect-Result"),
+                "unknown status",
+            ),
+            (
+                good.replace("Effect-Number: 2", "Effect-Number: 0"),
+                "Effect-Number",
+            ),
+            (good.replace(&"07".repeat(20), "07"), "Effect-Receipt"),
+        ] {
+            let e = parse_message(&m, Oid::ZERO_SHA1).unwrap_err().to_string();
+            assert!(e.contains(why), "{m}: {e}");
+        }
+    }
+}

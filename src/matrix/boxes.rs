@@ -370,6 +370,10 @@ pub(super) fn command(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Comm
         }
     }
     git_env(&mut cmd);
+    cmd.env(
+        crate::keys::EFFECT_TRACE.name,
+        super::effects::trace_file(bare),
+    );
     if phase.after_reboot {
         cmd.env(crate::keys::BOOT_ID.name, "after-a-power-cut");
     } else {

@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::plan::reader::Plan;
 
 mod boxes;
+mod effects;
 mod late;
 use boxes::{new_box, run_once, scratch};
 pub use boxes::{scratch_root, Base, Env};
@@ -118,6 +119,11 @@ pub struct Row {
     /// was before the resume.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
+    /// Tries of each effect the row's boxes made, by idempotency key
+    /// (SPEC "Effects": at least one each; a crash between a delivery and
+    /// its record makes two).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub deliveries: std::collections::BTreeMap<String, usize>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -393,6 +399,7 @@ impl Row {
             model: None,
             dropped: Vec::new(),
             kept: None,
+            deliveries: Default::default(),
         }
     }
 }
@@ -470,7 +477,7 @@ fn judge(
             row.reason = format!("the resume exited {other:?}: {}", error_line(&o.stderr));
         }
     }
-    Ok(())
+    effects::judge(bare, row)
 }
 
 /// The step ids of `env`'s plan, refused when it holds none.
@@ -526,6 +533,10 @@ pub fn run(env: &Env, jobs: usize, progress: &(dyn Fn(usize, usize) + Sync)) -> 
         ids = in_place::undo_ids(&ids);
     }
     let mut cells = cells(env.runner, &ids, env.batch);
+    cells.extend(effects::cells(
+        env.runner,
+        &effects::steps_with_effects(env)?,
+    ));
     if env.runner == Runner::GitStepsRun {
         // The agent loop moves the local branch before the push of every
         // step that has a parent (`run::commit`, the push hidden behind the

@@ -1,0 +1,126 @@
+//! The crash matrix's view of effects (SPEC "Effects"): crashes at the
+//! effect boundaries of every step that carries effects, and per row the
+//! deliveries counted per key and the outcomes on the durable remote.
+//!
+//! Owns the effect cells and the effect half of a row's verdict.
+//! Invariant: a row is SAME only if every effect of every step on the
+//! durable branch has a `delivered` outcome on the remote's
+//! `refs/steps/effects/<run>` and no outcome there names anything else;
+//! the deliveries per key (each try a box made, from
+//! `GIT_STEPS_EFFECT_TRACE`) are reported with the row: at least one per
+//! key, more where a crash fell between a delivery and its record.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use git2::Repository;
+
+use super::{crash_at, Cell, Env, Row, Runner, Verdict};
+use crate::crash::{Scope, POINTS};
+use crate::error::Result;
+use crate::plan::reader::Plan;
+
+/// The ids of the plan's steps that carry effects.
+pub(super) fn steps_with_effects(env: &Env) -> Result<Vec<String>> {
+    let plan = Plan::open(env.plan.to_str().unwrap_or_default(), &std::env::temp_dir())?;
+    let mut ids = Vec::new();
+    for s in plan.steps()? {
+        let s = s?;
+        if !s.effects.is_empty() {
+            ids.push(s.id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Crashes at every effect point of every step with effects, both boxes
+/// (the runners that apply the plan's own steps: `apply` and `run`).
+pub(super) fn cells(runner: Runner, with_effects: &[String]) -> Vec<Cell> {
+    if !matches!(runner, Runner::GitSteps | Runner::GitStepsRun) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for step in with_effects {
+        for p in POINTS.iter().filter(|p| p.scope == Scope::Effect) {
+            for b in [super::BoxMode::Survive, super::BoxMode::Vanish] {
+                out.push(Cell {
+                    step: step.clone(),
+                    point: p.name.to_string(),
+                    box_mode: b,
+                    phases: vec![crash_at(p.name, step)],
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Where a row's boxes count their tries (beside its remote).
+pub(super) fn trace_file(bare: &Path) -> PathBuf {
+    bare.with_file_name("effects.trace")
+}
+
+/// The effect half of the verdict of a row that is otherwise SAME.
+pub(super) fn judge(bare: &Path, row: &mut Row) -> Result<()> {
+    if let Ok(text) = std::fs::read_to_string(trace_file(bare)) {
+        let mut counts = BTreeMap::new();
+        for k in text.lines().filter(|l| !l.is_empty()) {
+            *counts.entry(k.to_string()).or_insert(0usize) += 1;
+        }
+        row.deliveries = counts;
+    }
+    if row.verdict != Verdict::Same {
+        return Ok(());
+    }
+    let repo = Repository::open_bare(bare)?;
+    let Ok(head) = repo.refname_to_id("refs/heads/main") else {
+        return Ok(());
+    };
+    let ledger = crate::history::ledger::scan(&repo, Some(head), &run_of(&repo, head)?)?;
+    if ledger.effects.is_empty() {
+        return Ok(());
+    }
+    let run = run_of(&repo, head)?;
+    let name = crate::run::outcomes::refname(&run);
+    let outcomes = crate::run::outcomes::read(&repo, repo.refname_to_id(&name).ok())?;
+    let mut missing = Vec::new();
+    for &(at, count) in &ledger.effects {
+        let e = &ledger.entries[at];
+        for n in 1..=count {
+            let k = crate::plan::effect::key(&run, &e.id, n);
+            if !outcomes.delivered(&k) {
+                missing.push(k);
+            }
+        }
+    }
+    let stray: Vec<String> = outcomes
+        .list
+        .iter()
+        .filter(|o| ledger.get(&o.step).is_none_or(|e| e.commit != o.receipt))
+        .map(|o| o.key.clone())
+        .collect();
+    if !missing.is_empty() {
+        row.verdict = Verdict::Diverged;
+        row.reason = format!(
+            "effect(s) of durable steps without a delivered outcome: {}",
+            missing.join(", ")
+        );
+    } else if !stray.is_empty() {
+        row.verdict = Verdict::Diverged;
+        row.reason = format!(
+            "outcome(s) recorded for no durable step: {}",
+            stray.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The run id of the receipt at `head`.
+fn run_of(repo: &Repository, head: git2::Oid) -> Result<String> {
+    let c = repo.find_commit(head)?;
+    Ok(c.message()
+        .ok()
+        .and_then(|m| crate::history::receipt::parse(m).ok())
+        .map(|r| r.run)
+        .unwrap_or_default())
+}

@@ -4,6 +4,7 @@
 mod agent;
 mod attributes;
 mod core;
+mod effects;
 mod faults;
 mod first_hour;
 mod formats;
@@ -16,6 +17,7 @@ mod network_faults;
 mod policy;
 mod proxy;
 mod real_repos;
+mod receiver;
 mod remote;
 mod servers;
 mod shared_cache;

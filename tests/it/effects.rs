@@ -1,0 +1,740 @@
+//! Issue 35: effects beyond the artifact. A step's HTTP requests and
+//! commands are recorded in its own commit, delivered once it is durable
+//! with the key `<run>/<step id>/<n>`, their outcomes recorded on
+//! `refs/steps/effects/<run>`; kills at every point deliver each effect at
+//! least once and never before its step is durable; a failing receiver is
+//! retried, then its failure recorded and redelivered by the rerun alone;
+//! `undo` compensates. Checked against a receiving server on 127.0.0.1 and
+//! with plain `git`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+use crate::receiver::{Behaviour, Receiver};
+
+/// A plan of three steps: s1 opens a "pull request" and runs a command
+/// (with compensations), s2 has no effect, s3 posts a comment.
+fn plan(t: &TestRepo, r: &Receiver) -> std::path::PathBuf {
+    t.plan(
+        "effects.jsonl",
+        &[
+            line(json!({
+                "id": "s1", "files": {"src/a.txt": "one\n"}, "message": "add a, open the PR",
+                "effects": [
+                    {"http": {"method": "POST", "url": r.url("/pulls"),
+                              "headers": {"Accept": "application/json"},
+                              "body": {"title": "add a", "head": "main"}},
+                     "compensate": {"http": {"method": "PATCH", "url": r.url("/pulls/close"), "body": {"state": "closed"}}}},
+                    {"command": ["sh", "-c", "echo \"$GIT_STEPS_IDEMPOTENCY_KEY\" >> ../commands.log"]}
+                ]
+            })),
+            line(json!({"id": "s2", "files": {"src/b.txt": "two\n"}})),
+            line(json!({
+                "id": "s3", "files": {"src/a.txt": "one\nmore\n"},
+                "effects": [{"http": {"method": "POST", "url": r.url("/comments"), "body": "looks good"}}]
+            })),
+        ],
+    )
+}
+
+/// Every key the plan's effects carry on run `main`.
+fn keys() -> BTreeSet<String> {
+    ["main/s1/1", "main/s1/2", "main/s3/1"]
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Keys the command effect wrote (its environment variable), one a line.
+fn command_keys(t: &TestRepo) -> Vec<String> {
+    std::fs::read_to_string(t.tmp.path().join("commands.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Step ids on the bare remote's `main`, oldest first (plain git).
+fn durable_steps(t: &TestRepo, bare: &std::path::Path) -> Vec<String> {
+    let r = t.git(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Id,valueonly)",
+        "main",
+    ]);
+    r.stdout()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// (key, status) of every outcome on the bare remote, oldest first.
+fn outcomes(t: &TestRepo, bare: &std::path::Path) -> Vec<(String, String)> {
+    let r = t.git(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Effect-Key,valueonly,separator=)|%(trailers:key=Effect-Status,valueonly,separator=)",
+        "refs/steps/effects/main",
+    ]);
+    if !r.out.status.success() {
+        return Vec::new();
+    }
+    r.stdout()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (k, s) = l.split_once('|').unwrap();
+            (k.to_string(), s.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn effects_are_recorded_with_their_step_delivered_once_and_audited_with_git() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let p = plan(&t, &r);
+    let doc = t
+        .steps(&["--json", "apply", p.to_str().unwrap()])
+        .ok()
+        .json();
+    let delivered: Vec<&str> = doc["data"]["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(delivered, ["main/s1/1", "main/s1/2", "main/s3/1"], "{doc}");
+
+    // The receiver saw each request once, with its key, method and body.
+    let got = r.deliveries();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].key.as_deref(), Some("main/s1/1"));
+    assert_eq!(
+        (got[0].method.as_str(), got[0].path.as_str()),
+        ("POST", "/pulls")
+    );
+    let body: Value = serde_json::from_str(&got[0].body).unwrap();
+    assert_eq!(body, json!({"title": "add a", "head": "main"}));
+    assert_eq!(got[0].content_type.as_deref(), Some("application/json"));
+    assert!(got[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k == "Accept" && v == "application/json"));
+    assert_eq!(got[1].key.as_deref(), Some("main/s3/1"));
+    assert_eq!(got[1].body, "looks good");
+    assert_eq!(
+        got[1].content_type.as_deref(),
+        Some("text/plain; charset=utf-8")
+    );
+    // The command got its key in the environment, in the worktree.
+    assert_eq!(command_keys(&t), ["main/s1/2"]);
+
+    // Plain git: the step's commit carries its effects above the trailers
+    // and counts them in a trailer git reads.
+    let count = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Effects,valueonly,separator=)|",
+        "main",
+    ]);
+    assert_eq!(
+        count.split('|').map(str::trim).collect::<Vec<_>>(),
+        ["2", "", "1", ""]
+    );
+    let body = t.git_out(&["log", "-1", "--format=%b", "main~2"]);
+    assert!(body.contains("effect 1: {\"compensate\""), "{body}");
+    assert!(body.contains("effect 2: {\"command\":[\"sh\""), "{body}");
+    // The outcomes, on the durable remote, by compare-and-swap.
+    assert_eq!(
+        outcomes(&t, &bare),
+        [
+            ("main/s1/1".to_string(), "delivered".to_string()),
+            ("main/s1/2".into(), "delivered".into()),
+            ("main/s3/1".into(), "delivered".into()),
+        ]
+    );
+    let receipt = t.git_out(&["rev-parse", "main~2"]);
+    let first = t.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Effect-Receipt,valueonly,separator=)|%(trailers:key=Effect-Result,valueonly,separator=)",
+        "refs/steps/effects/main",
+    ]);
+    assert_eq!(
+        first.lines().next().unwrap(),
+        format!("{}|HTTP 201", receipt.trim())
+    );
+
+    // `effects` lists them; `verify` agrees.
+    let list = t.steps(&["--json", "effects"]).ok().json();
+    let states: Vec<(&str, &str)> = list["data"]["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["key"].as_str().unwrap(), e["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("main/s1/1", "delivered"),
+            ("main/s1/2", "delivered"),
+            ("main/s3/1", "delivered")
+        ]
+    );
+    assert_eq!(
+        list["data"]["effects"][0]["compensate"],
+        "PATCH ".to_string() + &r.url("/pulls/close")
+    );
+    let human = t.steps(&["effects"]).ok().stdout();
+    assert!(
+        human.contains("3 delivered, 0 pending, 0 failed"),
+        "{human}"
+    );
+    t.steps(&["verify", p.to_str().unwrap()]).ok();
+
+    // The rerun delivers nothing again.
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    t.steps(&["resume"]).ok();
+    assert_eq!(r.deliveries().len(), 2);
+    assert_eq!(command_keys(&t).len(), 1);
+}
+
+/// The points a step with effects passes with a local bare remote, in order.
+const POINTS: [&str; 13] = [
+    "before-write",
+    "objects-written",
+    "push-sent",
+    "pushed",
+    "tracking-updated",
+    "worktree-staged",
+    "ref-updated",
+    "worktree-partial",
+    "worktree-files",
+    "worktree-done",
+    "effect-start",
+    "effect-delivered",
+    "effect-recorded",
+];
+
+/// Kill at every point of every step with effects, resume on the same box
+/// or a fresh clone: every effect is delivered at least once, a receiver
+/// that honours keys applies each exactly once, and at the moment of every
+/// kill no effect has reached the receiver for a step the remote lacks.
+#[test]
+fn a_kill_at_every_point_delivers_each_effect_at_least_once_and_never_early() {
+    let r = Receiver::start();
+    let mut rows = 0;
+    let mut twice = 0;
+    for step in ["s1", "s3"] {
+        for point in POINTS {
+            for vanish in [false, true] {
+                let ctx = format!(
+                    "kill at {point}@{step}, box {}",
+                    if vanish { "vanishes" } else { "survives" }
+                );
+                r.clear();
+                let t = TestRepo::new();
+                let bare = t.with_local_bare();
+                let p = plan(&t, &r);
+                let crash = format!("{point}@{step}");
+                let killed = t.steps_env(
+                    &["apply", p.to_str().unwrap()],
+                    &[("GIT_STEPS_CRASH", &crash)],
+                );
+                assert!(
+                    killed.out.status.signal() == Some(9),
+                    "{ctx}: the crash point did not fire\n{}",
+                    killed.explain()
+                );
+                // Never early: every key delivered so far is of a durable step.
+                let durable = durable_steps(&t, &bare);
+                for d in r.deliveries() {
+                    let key = d.key.unwrap_or_default();
+                    let id = key.split('/').nth(1).unwrap_or_default().to_string();
+                    assert!(
+                        durable.contains(&id),
+                        "{ctx}: {key} delivered before step {id} was durable ({durable:?})"
+                    );
+                }
+                for key in command_keys(&t) {
+                    let id = key.split('/').nth(1).unwrap_or_default().to_string();
+                    assert!(durable.contains(&id), "{ctx}: command {key} ran early");
+                }
+                let resumed = if vanish {
+                    let fresh = t.sibling("fresh", Some(bare.to_str().unwrap()));
+                    fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
+                    fresh
+                } else {
+                    t
+                };
+                let done = resumed.steps(&["apply", p.to_str().unwrap()]);
+                assert_eq!(done.code(), Some(0), "{ctx}\n{}", done.explain());
+                // At least once each, applied once each.
+                let mut counts = r.counts();
+                for k in command_keys(&resumed) {
+                    *counts.entry(k).or_insert(0) += 1;
+                }
+                // The fresh box's command log is beside the old one.
+                let got: BTreeSet<String> = counts.keys().cloned().collect();
+                assert_eq!(got, keys(), "{ctx}: {counts:?}");
+                let applied: HashMap<String, usize> = r.applied();
+                assert!(applied.values().all(|&n| n == 1), "{ctx}: {applied:?}");
+                assert!(
+                    counts.values().all(|&n| (1..=2).contains(&n)),
+                    "{ctx}: {counts:?}"
+                );
+                twice += counts.values().filter(|&&n| n == 2).count();
+                // The outcomes: one delivered per key, on the remote.
+                let recorded: BTreeSet<String> = outcomes(&resumed, &bare)
+                    .into_iter()
+                    .filter(|(_, s)| s == "delivered")
+                    .map(|(k, _)| k)
+                    .collect();
+                assert_eq!(recorded, keys(), "{ctx}");
+                assert_eq!(
+                    outcomes(&resumed, &bare).len(),
+                    3,
+                    "{ctx}: one outcome each"
+                );
+                resumed.steps(&["verify", p.to_str().unwrap()]).ok();
+                rows += 1;
+            }
+        }
+    }
+    assert_eq!(rows, 2 * POINTS.len() * 2);
+    // A kill between a delivery and its record delivers again, with the
+    // same key (at effect-delivered: both boxes, both steps).
+    assert!(twice >= 4, "{twice}");
+}
+
+#[test]
+fn a_failing_receiver_is_retried_with_backoff_then_recorded_and_the_rerun_redelivers_only_it() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    t.git(&["config", "steps.effectRetries", "3"]).ok();
+    r.set(
+        "/flaky",
+        Behaviour {
+            status: Some(503),
+            ..Default::default()
+        },
+    );
+    let p = t.plan(
+        "p.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
+                {"http": {"method": "POST", "url": r.url("/ok")}},
+                {"http": {"method": "PUT", "url": r.url("/flaky"), "body": {"n": 1}}},
+                {"http": {"method": "POST", "url": r.url("/after")}}
+            ]})),
+            line(json!({"id": "s2", "files": {"b": "2\n"}})),
+        ],
+    );
+    let failed = t.steps(&["apply", p.to_str().unwrap()]);
+    assert_eq!(failed.code(), Some(1), "{}", failed.explain());
+    let err = failed.stderr();
+    for needle in [
+        "step s1: effect 2",
+        &format!("PUT {}", r.url("/flaky")),
+        "key main/s1/2",
+        "failed after 3 tries",
+        "503",
+        "the step itself is durable",
+        "rerun the same command",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing\n{err}");
+    }
+    // The step is durable; the run stopped before s2.
+    assert_eq!(durable_steps(&t, &bare), ["s1"]);
+    let by_path = |path: &str| {
+        r.deliveries()
+            .into_iter()
+            .filter(|d| d.path == path)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(by_path("/ok").len(), 1);
+    let flaky = by_path("/flaky");
+    assert_eq!(flaky.len(), 3, "3 tries");
+    assert!(flaky.iter().all(|d| d.key.as_deref() == Some("main/s1/2")));
+    // Backoff: 0.5 s, then 1 s.
+    let gaps: Vec<Duration> = flaky.windows(2).map(|w| w[1].at - w[0].at).collect();
+    assert!(gaps[0] >= Duration::from_millis(450), "{gaps:?}");
+    assert!(gaps[1] >= Duration::from_millis(950), "{gaps:?}");
+    assert!(by_path("/after").is_empty(), "nothing after the failure");
+    assert_eq!(
+        outcomes(&t, &bare),
+        [
+            ("main/s1/1".to_string(), "delivered".to_string()),
+            ("main/s1/2".into(), "failed".into())
+        ]
+    );
+    let list = t.steps(&["--json", "effects"]).ok().json();
+    let e = &list["data"]["effects"][1];
+    assert_eq!(
+        (
+            e["state"].as_str(),
+            e["tries"].as_u64(),
+            e["result"].as_str()
+        ),
+        (Some("failed"), Some(3), Some("HTTP 503")),
+        "{list}"
+    );
+    assert_eq!(list["data"]["effects"][2]["state"], "pending");
+    let human = t.steps(&["effects"]).ok().stdout();
+    assert!(
+        human.contains("1 delivered, 1 pending, 1 failed"),
+        "{human}"
+    );
+
+    // The receiver recovers after two more 503s: the rerun delivers the
+    // failed effect (same key) and the pending one, never the delivered one.
+    r.set(
+        "/flaky",
+        Behaviour {
+            fail_first: 5,
+            ..Default::default()
+        },
+    );
+    let again = t
+        .steps(&["--json", "apply", p.to_str().unwrap()])
+        .ok()
+        .json();
+    assert_eq!(
+        by_path("/ok").len(),
+        1,
+        "a delivered effect is not repeated"
+    );
+    assert_eq!(by_path("/flaky").len(), 6);
+    assert_eq!(by_path("/after").len(), 1);
+    let tries: Vec<(String, u64)> = again["data"]["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap().to_string(),
+                e["tries"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tries,
+        [("main/s1/2".to_string(), 3), ("main/s1/3".to_string(), 1)]
+    );
+    assert_eq!(durable_steps(&t, &bare), ["s1", "s2"]);
+    t.steps(&["verify", p.to_str().unwrap()]).ok();
+}
+
+#[test]
+fn a_receiver_that_times_out_is_tried_again_with_the_same_key() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    t.with_local_bare();
+    t.git(&["config", "steps.effectTimeout", "1"]).ok();
+    r.set(
+        "/slow",
+        Behaviour {
+            delay: Duration::from_secs(3),
+            delay_first: 1,
+            ..Default::default()
+        },
+    );
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
+            {"http": {"method": "POST", "url": r.url("/slow")}}
+        ]}))],
+    );
+    let start = Instant::now();
+    let doc = t
+        .steps(&["--json", "apply", p.to_str().unwrap()])
+        .ok()
+        .json();
+    assert!(start.elapsed() < Duration::from_secs(20));
+    let e = &doc["data"]["effects"][0];
+    assert_eq!(
+        (e["status"].as_str(), e["tries"].as_u64()),
+        (Some("delivered"), Some(2)),
+        "{doc}"
+    );
+    let got = r.deliveries();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|d| d.key.as_deref() == Some("main/s1/1")));
+    // Applied once: the receiver honoured the key.
+    assert_eq!(r.applied().get("main/s1/1"), Some(&1));
+}
+
+#[test]
+fn a_command_that_fails_is_recorded_and_named() {
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    t.git(&["config", "steps.effectRetries", "2"]).ok();
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
+            {"command": ["sh", "-c", "echo no such ticket >&2; exit 7"]}
+        ]}))],
+    );
+    let r = t.steps(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    let err = r.stderr();
+    assert!(err.contains("effect 1 (command sh -c"), "{err}");
+    assert!(err.contains("failed after 2 tries"), "{err}");
+    assert!(err.contains("no such ticket"), "{err}");
+    assert_eq!(
+        outcomes(&t, &bare),
+        [("main/s1/1".to_string(), "failed".to_string())]
+    );
+}
+
+#[test]
+fn bad_effects_are_refused_naming_the_step_and_nothing_is_written() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!([{"http": {"method": "POST", "url": "ftp://example.com/x"}}]),
+            "scheme `ftp`",
+        ),
+        (
+            json!([{"http": {"method": "POST", "url": "file:///etc/passwd"}}]),
+            "scheme `file`",
+        ),
+        (
+            json!([{"command": "gh pr create --fill"}]),
+            "argv array, not a shell string",
+        ),
+        (json!([{"command": [["gh"]]}]), "must be a string"),
+        (
+            json!([{"http": {"method": "POST", "url": r.url("/x"), "body": 42}}]),
+            "text (a string) or JSON",
+        ),
+        (
+            json!([{"http": {"method": "POST", "url": r.url("/x"), "body": true}}]),
+            "text (a string) or JSON",
+        ),
+        (
+            json!([{"http": {"method": "POST", "url": "https://user:secret@forge.example/x"}}]),
+            "credentials",
+        ),
+        (
+            json!([{"http": {"method": "POST", "url": r.url("/x"), "headers": {"Idempotency-Key": "mine"}}}]),
+            "set by git-steps",
+        ),
+        (json!({"http": {}}), "must be an array"),
+    ];
+    for (effects, needle) in cases {
+        let p = t.plan(
+            "bad.jsonl",
+            &[line(
+                json!({"id": "bad", "files": {"a": "1\n"}, "effects": effects}),
+            )],
+        );
+        t.refuses(needle, 1, &["bad", needle], || {
+            t.steps(&["apply", p.to_str().unwrap()])
+        });
+    }
+    assert!(r.deliveries().is_empty());
+    assert!(durable_steps(&t, &bare).is_empty());
+
+    // A step already applied, given again with effects added: otherwise a
+    // redelivery, so named as such (and refused as another decision).
+    let p = t.plan(
+        "ok.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}}))],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    let with = t.plan(
+        "with.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [{"http": {"method": "POST", "url": r.url("/x")}}]}))],
+    );
+    t.refuses(
+        "effects added",
+        3,
+        &[
+            "s1",
+            "already applied without effects",
+            "1 effect(s) added",
+            "new step",
+        ],
+        || t.steps(&["apply", with.to_str().unwrap()]),
+    );
+    // The same inside one plan.
+    let twice = t.plan(
+        "twice.jsonl",
+        &[
+            line(json!({"id": "s9", "files": {"z": "1\n"}})),
+            line(json!({"id": "s9", "files": {"z": "1\n"}, "effects": [{"command": ["true"]}]})),
+        ],
+    );
+    t.refuses(
+        "in one plan",
+        3,
+        &[
+            "s9",
+            "with 1 effect(s) added",
+            "otherwise it is a redelivery",
+        ],
+        || t.steps(&["apply", twice.to_str().unwrap()]),
+    );
+    assert!(r.deliveries().is_empty());
+    let none = t.git(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "rev-parse",
+        "-q",
+        "--verify",
+        "refs/steps/effects/main",
+    ]);
+    assert_eq!(none.code(), Some(1), "no outcome was recorded");
+}
+
+#[test]
+fn undo_dispatches_the_compensations_of_the_steps_it_undoes() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let p = plan(&t, &r);
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    r.clear();
+    t.steps(&["undo", "--last", "1"]).ok();
+    // s3 undone: its effect has no compensation.
+    assert!(r.deliveries().is_empty(), "{:?}", r.deliveries());
+    t.steps(&["undo", "--last", "4", "--id", "back-to-start"])
+        .ok();
+    let got = r.deliveries();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].method.as_str(), got[0].path.as_str()),
+        ("PATCH", "/pulls/close")
+    );
+    assert_eq!(got[0].key.as_deref(), Some("main/back-to-start/1"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&got[0].body).unwrap(),
+        json!({"state": "closed"})
+    );
+    // The undo step carries it as its own effect, recorded and delivered.
+    let last = t.git_out(&["log", "-1", "--format=%(trailers:key=Step-Effects,valueonly,separator=)|%(trailers:key=Step-Undo,valueonly,separator=+)"]);
+    assert_eq!(last.trim(), "1|s1+s2+s3+undo:s2");
+    assert!(outcomes(&t, &bare)
+        .contains(&("main/back-to-start/1".to_string(), "delivered".to_string())));
+    // A rerun of the same undo compensates nothing again.
+    t.steps(&["undo", "--last", "4", "--id", "back-to-start"])
+        .ok();
+    assert_eq!(r.deliveries().len(), 1);
+}
+
+#[test]
+fn a_forged_outcome_for_no_durable_step_fails_verify() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    t.with_local_bare();
+    let p = plan(&t, &r);
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    t.steps(&["verify"]).ok();
+    let tree = t.git_out(&["hash-object", "-w", "-t", "tree", "/dev/null"]);
+    let parent = t.git_out(&["rev-parse", "refs/steps/effects/main"]);
+    let msg = format!(
+        "effect main/ghost/1: delivered (HTTP 201)\n\nEffect-Key: main/ghost/1\nEffect-Step: ghost\nEffect-Number: 1\nEffect-Receipt: {}\nEffect-Status: delivered\nEffect-Result: HTTP 201\nEffect-Tries: 1\n",
+        "1".repeat(40)
+    );
+    let forged = t.run_cmd(
+        {
+            let mut c = std::process::Command::new("git");
+            c.args(["commit-tree", tree.trim(), "-p", parent.trim(), "-F", "-"])
+                .current_dir(&t.work);
+            hermetic(&mut c, &t.home());
+            c
+        },
+        "git commit-tree".into(),
+        Some(msg.as_bytes()),
+    );
+    let forged = forged.stdout().trim().to_string();
+    t.git(&["update-ref", "refs/steps/effects/main", &forged])
+        .ok();
+    let v = t.steps(&["verify"]);
+    assert_eq!(v.code(), Some(3), "{}", v.explain());
+    assert!(
+        v.stdout().contains("main/ghost/1") || v.stderr().contains("main/ghost/1"),
+        "{}",
+        v.explain()
+    );
+    assert!(
+        v.explain().contains("belongs to no durable step"),
+        "{}",
+        v.explain()
+    );
+}
+
+/// Random kills (SIGKILL at any instant, not only at named points) of runs
+/// with effects, on the same box or a fresh clone: never early, at least
+/// once, applied once. Trials: `GIT_STEPS_TRIALS` (default 12).
+#[test]
+fn random_kills_with_effects_deliver_each_once_to_an_honouring_receiver() {
+    let (trials, seed) = trials_and_seed(12, 0xeffe_c7ed);
+    let r = Receiver::start();
+    let mut rng = Rng(seed);
+    // An uninterrupted run's length, to aim the kills.
+    let t0 = TestRepo::new();
+    t0.with_local_bare();
+    let p0 = plan(&t0, &r);
+    let start = Instant::now();
+    t0.steps(&["apply", p0.to_str().unwrap()]).ok();
+    let span = start.elapsed().as_micros() as u64;
+    for trial in 0..trials {
+        let ctx = format!("trial {trial} seed {seed:#x}");
+        r.clear();
+        let t = TestRepo::new();
+        let bare = t.with_local_bare();
+        let p = plan(&t, &r);
+        let mut box_ = t;
+        for n in 0..1 + rng.below(3) {
+            let mut child = box_.spawn_steps(&["apply", p.to_str().unwrap()]);
+            std::thread::sleep(Duration::from_micros(rng.below(span * 6 / 5)));
+            let _ = child.kill();
+            let _ = child.wait();
+            let durable = durable_steps(&box_, &bare);
+            for d in r.deliveries() {
+                let key = d.key.unwrap_or_default();
+                let id = key.split('/').nth(1).unwrap_or_default().to_string();
+                assert!(
+                    durable.contains(&id),
+                    "{ctx}: {key} before its step was durable"
+                );
+            }
+            if rng.below(2) == 0 {
+                let fresh = box_.sibling(&format!("fresh-{n}"), Some(bare.to_str().unwrap()));
+                fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
+                box_ = fresh;
+            }
+        }
+        let done = box_.steps(&["apply", p.to_str().unwrap()]);
+        assert_eq!(done.code(), Some(0), "{ctx}\n{}", done.explain());
+        let http: BTreeSet<String> = r.counts().keys().cloned().collect();
+        let want: BTreeSet<String> = ["main/s1/1", "main/s3/1"]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(http, want, "{ctx}");
+        assert!(r.applied().values().all(|&n| n == 1), "{ctx}");
+        let recorded: BTreeSet<String> =
+            outcomes(&box_, &bare).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(recorded, keys(), "{ctx}");
+        box_.steps(&["verify", p.to_str().unwrap()]).ok();
+    }
+}

@@ -320,6 +320,56 @@ fn a_kill_at_every_point_delivers_each_effect_at_least_once_and_never_early() {
     assert!(twice >= 4, "{twice}");
 }
 
+/// Without a remote the local repository is the durable domain: a step is
+/// durable once its ref update is fsynced, and so is an outcome. A kill
+/// around an effect's record, and the rerun, on the box itself.
+#[test]
+fn without_a_remote_the_outcomes_are_recorded_locally() {
+    let r = Receiver::start();
+    for point in [
+        "effect-start",
+        "effect-delivered",
+        "effect-recorded",
+        "worktree-done",
+    ] {
+        r.clear();
+        let t = TestRepo::new();
+        let p = plan(&t, &r);
+        let killed = t.steps_env(
+            &["apply", p.to_str().unwrap()],
+            &[("GIT_STEPS_CRASH", &format!("{point}@s3"))],
+        );
+        assert_eq!(
+            killed.out.status.signal(),
+            Some(9),
+            "{point}: {}",
+            killed.explain()
+        );
+        let done = t.steps(&["--json", "apply", p.to_str().unwrap()]);
+        assert_eq!(done.code(), Some(0), "{point}: {}", done.explain());
+        let counts = r.counts();
+        assert_eq!(counts.len(), 2, "{point}: {counts:?}");
+        assert_eq!(counts["main/s1/1"], 1, "{point}");
+        let s3 = counts["main/s3/1"];
+        assert_eq!(
+            s3,
+            if point == "effect-delivered" { 2 } else { 1 },
+            "{point}"
+        );
+        let listed = t.git_out(&[
+            "log",
+            "--format=%(trailers:key=Effect-Key,valueonly,separator=)",
+            "refs/steps/effects/main",
+        ]);
+        assert_eq!(
+            listed.lines().filter(|l| !l.is_empty()).count(),
+            3,
+            "{point}: {listed}"
+        );
+        t.steps(&["verify", p.to_str().unwrap()]).ok();
+    }
+}
+
 #[test]
 fn a_failing_receiver_is_retried_with_backoff_then_recorded_and_the_rerun_redelivers_only_it() {
     let r = Receiver::start();
@@ -737,4 +787,200 @@ fn random_kills_with_effects_deliver_each_once_to_an_honouring_receiver() {
         assert_eq!(recorded, keys(), "{ctx}");
         box_.steps(&["verify", p.to_str().unwrap()]).ok();
     }
+}
+
+/// `crashtest` over a plan with effects, with both runners that apply the
+/// plan's own steps: every row SAME, the effect points crashed at for every
+/// step that has effects, and each row's deliveries counted per key: every
+/// key at least once.
+#[test]
+fn the_crash_matrix_crashes_at_the_effect_points_and_counts_deliveries() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let p = t.plan(
+        "matrix.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "1\n"}, "effects": [
+                {"http": {"method": "POST", "url": r.url("/one")}},
+                {"http": {"method": "POST", "url": r.url("/two"), "body": {"n": 2}}}
+            ]})),
+            line(json!({"id": "s2", "files": {"b.txt": "2\n"}, "effects": [
+                {"http": {"method": "POST", "url": r.url("/three")}}
+            ]})),
+        ],
+    );
+    for runner in ["git-steps", "run"] {
+        let doc = t
+            .steps(&[
+                "--json",
+                "crashtest",
+                "--empty-base",
+                "--runner",
+                runner,
+                p.to_str().unwrap(),
+            ])
+            .ok()
+            .json();
+        let data = &doc["data"];
+        let rows = data["rows"].as_array().unwrap();
+        assert_eq!(data["summary"]["diverged"], 0, "{runner}: {doc}");
+        assert_eq!(data["summary"]["refused"], 0, "{runner}: {doc}");
+        let mut at: Vec<(String, String, String)> = rows
+            .iter()
+            .filter(|r| r["point"].as_str().unwrap().starts_with("effect-"))
+            .map(|r| {
+                (
+                    r["step"].as_str().unwrap().to_string(),
+                    r["point"].as_str().unwrap().to_string(),
+                    r["box"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        at.sort();
+        assert_eq!(at.len(), 2 * 3 * 2, "{runner}: {at:?}");
+        for row in rows {
+            let d = row["deliveries"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{runner}: {row}"));
+            assert_eq!(d.len(), 3, "{runner}: every key of the run: {row}");
+            assert!(d.values().all(|n| n.as_u64().unwrap() >= 1), "{row}");
+            assert!(
+                d.keys()
+                    .all(|k| k.ends_with("/s1/1") || k.ends_with("/s1/2") || k.ends_with("/s2/1")),
+                "{row}"
+            );
+            // A crash between a delivery and its record: that key twice.
+            if row["point"] == "effect-delivered" {
+                let twice = d.values().filter(|n| n.as_u64() == Some(2)).count();
+                assert_eq!(twice, 1, "{runner}: {row}");
+            }
+        }
+    }
+}
+
+/// The agent loop's decider may answer a step with effects: delivered once
+/// the step is durable; a kill before its outcome is recorded redelivers it
+/// with the same key on resume, and the decider is not asked again.
+#[test]
+fn a_deciders_step_with_effects_is_delivered_and_never_asked_again() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    t.with_local_bare();
+    let calls = t.tmp.path().join("calls.log");
+    let script = t.home().join("decider.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "ctx=$(cat)\necho \"$ctx\" >> '{}'\ncase \"$ctx\" in\n  *'\"step_index\":0'*) printf '%s\\n' '{}' ;;\n  *) echo '{{\"done\": true}}' ;;\nesac\n",
+            calls.display(),
+            json!({"id": "d1", "files": {"a.txt": "1\n"}, "effects": [
+                {"http": {"method": "POST", "url": r.url("/ticket"), "body": {"comment": "done"}}}
+            ]})
+        ),
+    )
+    .unwrap();
+    let cmd = format!("sh '{}'", script.display());
+    let killed = t.steps_env(
+        &["run", "--decider", &cmd],
+        &[("GIT_STEPS_CRASH", "effect-delivered@d1")],
+    );
+    assert_eq!(killed.out.status.signal(), Some(9), "{}", killed.explain());
+    assert_eq!(r.deliveries().len(), 1);
+    let doc = t.steps(&["--json", "run", "--decider", &cmd]).ok().json();
+    assert_eq!(doc["data"]["effects"][0]["key"], "main/d1/1", "{doc}");
+    let got = r.deliveries();
+    assert_eq!(got.len(), 2, "redelivered once");
+    assert!(got.iter().all(|d| d.key.as_deref() == Some("main/d1/1")));
+    assert_eq!(r.applied().get("main/d1/1"), Some(&1));
+    let asked = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(
+        asked.matches("\"step_index\":0").count(),
+        1,
+        "index 0 asked once: {asked}"
+    );
+    let sources = t.git_out(&["log", "-1", "--format=%(trailers:key=Step-Source,valueonly,separator=)|%(trailers:key=Step-Effects,valueonly,separator=)"]);
+    assert_eq!(sources.trim(), "decider|1");
+}
+
+/// docs/effects.md's worked example, as the guide gives it (its plan line
+/// read from the page, the port changed): `scripts/fake-forge.py` serves
+/// the pull-request API, `crashtest` kills the step at every point on both
+/// kinds of box, every row is SAME, and the forge opened one pull request.
+#[test]
+fn the_guides_forge_example_opens_the_pull_request_once() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(root.join("docs/effects.md")).unwrap();
+    let line = guide
+        .lines()
+        .find(|l| l.starts_with("{\"id\": \"fix-1\"") && serde_json::from_str::<Value>(l).is_ok())
+        .expect("the guide's plan line");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t = TestRepo::new();
+    let log = t.tmp.path().join("forge.log");
+    let mut forge = std::process::Command::new("python3")
+        .arg(root.join("scripts/fake-forge.py"))
+        .arg(port.to_string())
+        .arg(&log)
+        .spawn()
+        .expect("python3 runs scripts/fake-forge.py");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Kill(std::mem::replace(
+        &mut forge,
+        std::process::Command::new("true").spawn().unwrap(),
+    ));
+    let _ = forge.wait();
+    // Listening before the matrix starts.
+    let up = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "the fake forge did not start");
+    let plan = t.plan("plan.jsonl", &[line.replace("8765", &port.to_string())]);
+    let doc = t
+        .steps_env(
+            &[
+                "--json",
+                "crashtest",
+                "--empty-base",
+                plan.to_str().unwrap(),
+            ],
+            &[("FORGE_TOKEN", "token-for-the-example")],
+        )
+        .ok()
+        .json();
+    let data = &doc["data"];
+    let rows = data["rows"].as_array().unwrap();
+    assert_eq!(
+        data["summary"]["same"].as_u64(),
+        Some(rows.len() as u64),
+        "{doc}"
+    );
+    let points: BTreeSet<&str> = rows.iter().map(|r| r["point"].as_str().unwrap()).collect();
+    for p in [
+        "effect-start",
+        "effect-delivered",
+        "effect-recorded",
+        "pushed",
+        "worktree-done",
+    ] {
+        assert!(points.contains(p), "{p}: {points:?}");
+    }
+    let opened: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(opened[0]["opened"], 1);
+    assert_eq!(opened[0]["key"], "main/fix-1/1");
 }

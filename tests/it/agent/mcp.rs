@@ -178,6 +178,7 @@ fn an_mcp_client_applies_each_format_once_and_reads_the_run() {
         "message",
         "intent",
         "allow_duplicate",
+        "effects",
     ] {
         assert!(
             schema["properties"][field].is_object(),
@@ -688,5 +689,30 @@ fn a_failed_verify_answers_what_the_cli_answers() {
         text.contains("refused") && text.contains("no receipt"),
         "{text}"
     );
+    assert!(c.close().success());
+}
+
+/// apply_step takes a step with effects: delivered once the step is
+/// durable, reported in the answer, and not again when the agent sends the
+/// same step (its id is the idempotency key).
+#[test]
+fn apply_step_delivers_a_steps_effects_once() {
+    let r = crate::receiver::Receiver::start();
+    let (t, _server) = TestRepo::with_server(Kind::Http, "libgit2");
+    let mut c = Client::start(&t, &[], &[]);
+    c.initialize();
+    let step = json!({"id": "pr-1", "files": {"a.txt": "one\n"}, "effects": [
+        {"http": {"method": "POST", "url": r.url("/pulls"), "body": {"title": "a"}}}
+    ]});
+    let first = c.ok("apply_step", step.clone());
+    assert_eq!(first["status"], "applied", "{first}");
+    assert_eq!(first["effects"][0]["key"], "main/pr-1/1", "{first}");
+    assert_eq!(first["effects"][0]["status"], "delivered", "{first}");
+    let again = c.ok("apply_step", step);
+    assert_eq!(again["status"], "already_recorded", "{again}");
+    assert_eq!(again["effects"], json!([]), "{again}");
+    let got = r.deliveries();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].key.as_deref(), Some("main/pr-1/1"));
     assert!(c.close().success());
 }

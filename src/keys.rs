@@ -140,7 +140,7 @@ pub const IDEMPOTENCY_KEY: Key = key(
 );
 pub const EFFECT_TRACE: Key = key(
     "GIT_STEPS_EFFECT_TRACE",
-    "Internal: set by the crash matrix: a file where each effect try appends its key, so the matrix counts deliveries per key.",
+    "Internal: set by the crash matrix: a file where each effect delivered (answered 2xx, or a command that exited 0) appends its key, so the matrix counts deliveries per key.",
 );
 pub const MATRIX_LATE: Key = key(
     "GIT_STEPS_MATRIX_LATE",

@@ -12,7 +12,8 @@ use crate::run::inspect::effects;
 /// state, and the latest outcome recorded on refs/steps/effects/<run> (the
 /// answer, the tries). The outcomes are fetched from the durable remote
 /// first (`--no-fetch`: this box's copy). A pending or failed effect is
-/// delivered by the next `apply`, `run` or `resume`, with the same key.
+/// delivered by the next `apply`, `run` or `resume`, with the same key;
+/// `--abandon KEY` gives up on one.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -20,10 +21,35 @@ pub struct Args {
     /// Read this box's copy of the outcomes; do not ask the remote.
     #[arg(long)]
     no_fetch: bool,
+    /// Give up on the pending or failed effect with this key: an outcome
+    /// `abandoned` is recorded on the durable domain, and no run delivers
+    /// it again or stops on it.
+    #[arg(long, value_name = "KEY")]
+    abandon: Option<String>,
+    /// With --abandon: why, kept in the outcome.
+    #[arg(long, value_name = "TEXT", requires = "abandon")]
+    reason: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open(&a.run)?;
+    if let Some(k) = &a.abandon {
+        let why = a
+            .reason
+            .as_deref()
+            .unwrap_or("abandoned with `git steps effects --abandon`");
+        let o = crate::run::effects::abandon(&repo, &s, k, why)?;
+        if ctx.ui.json {
+            return emit_json(out, "effects", &serde_json::json!({"abandoned": o}));
+        }
+        writeln!(
+            out,
+            "abandoned {} (outcome {})",
+            o.key,
+            &o.commit.to_string()[..12]
+        )?;
+        return Ok(());
+    }
     let report = effects::list(&repo, &s, !a.no_fetch)?;
     if ctx.ui.json {
         return emit_json(out, "effects", &report);
@@ -43,8 +69,16 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "{} delivered, {} pending, {} failed (outcomes: {})",
-        report.delivered, report.pending, report.failed, report.outcomes_from
+        "{} delivered, {} pending, {} failed{} (outcomes: {})",
+        report.delivered,
+        report.pending,
+        report.failed,
+        if report.abandoned > 0 {
+            format!(", {} abandoned", report.abandoned)
+        } else {
+            String::new()
+        },
+        report.outcomes_from
     )?;
     for p in &report.problems {
         writeln!(out, "PROBLEM: {p}")?;

@@ -6,9 +6,10 @@
 //! Invariant: a row is SAME only if every effect of every step on the
 //! durable branch has a `delivered` outcome on the remote's
 //! `refs/steps/effects/<run>` and no outcome there names anything else;
-//! the deliveries per key (each try a box made, from
+//! the deliveries per key (each try a box made that was answered 2xx, from
 //! `GIT_STEPS_EFFECT_TRACE`) are reported with the row: at least one per
-//! key, more where a crash fell between a delivery and its record.
+//! key, and two only where the crash fell between a delivery and its
+//! record (`effect-delivered`); any other double is DIVERGED.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +73,24 @@ pub(super) fn judge(bare: &Path, row: &mut Row) -> Result<()> {
     if row.verdict != Verdict::Same {
         return Ok(());
     }
+    // Only a crash between a delivery and its record delivers twice
+    // (a power-loss row may lose the record itself).
+    if row.point != "effect-delivered" && row.op.is_none() {
+        let twice: Vec<String> = row
+            .deliveries
+            .iter()
+            .filter(|(_, &n)| n > 1)
+            .map(|(k, n)| format!("{k} ({n} times)"))
+            .collect();
+        if !twice.is_empty() {
+            row.verdict = Verdict::Diverged;
+            row.reason = format!(
+                "effect(s) delivered more than once though no crash fell between a delivery and its record: {}",
+                twice.join(", ")
+            );
+            return Ok(());
+        }
+    }
     let repo = Repository::open_bare(bare)?;
     let Ok(head) = repo.refname_to_id("refs/heads/main") else {
         return Ok(());
@@ -88,7 +107,10 @@ pub(super) fn judge(bare: &Path, row: &mut Row) -> Result<()> {
         let e = &ledger.entries[at];
         for n in 1..=count {
             let k = crate::plan::effect::key(&run, &e.id, n);
-            if !outcomes.delivered(&k) {
+            if !outcomes
+                .of(&k, e.commit)
+                .is_some_and(|o| o.status == crate::run::outcomes::Status::Delivered)
+            {
                 missing.push(k);
             }
         }

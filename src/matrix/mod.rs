@@ -119,9 +119,9 @@ pub struct Row {
     /// was before the resume.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
-    /// Tries of each effect the row's boxes made, by idempotency key
-    /// (SPEC "Effects": at least one each; a crash between a delivery and
-    /// its record makes two).
+    /// Deliveries of each effect the row's boxes made (tries answered 2xx),
+    /// by idempotency key (SPEC "Effects": at least one each; only a crash
+    /// between a delivery and its record makes two).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub deliveries: std::collections::BTreeMap<String, usize>,
 }

@@ -257,6 +257,11 @@ fn http(v: &Value) -> Result<Http, String> {
         ));
     }
     let method = match o.get("method") {
+        Some(Value::String(m)) if m == "HEAD" || m == "CONNECT" => {
+            return Err(format!(
+                "http: the method {m} is not one an effect can use (it changes nothing, or is no request of its own)"
+            ))
+        }
         Some(Value::String(m))
             if !m.is_empty() && m.len() <= 16 && m.bytes().all(|b| b.is_ascii_uppercase()) =>
         {
@@ -448,6 +453,10 @@ mod tests {
                 "not an HTTP method",
             ),
             (json!([{"http": {"url": "http://h/"}}]), "no `method`"),
+            (
+                json!([{"http": {"method": "HEAD", "url": "http://h/"}}]),
+                "not one an effect can use",
+            ),
             (
                 json!([{"http": {"method": "GET", "url": "http://u:p@h/"}}]),
                 "credentials",

@@ -60,26 +60,26 @@ enum Try {
 }
 
 /// Deliver `action` with `key` in `dir` (a command's working directory).
-/// `trace`, when set (the crash matrix), gets the key appended before
-/// every try.
+/// The crash matrix's trace file, when set, gets the key of every try that
+/// was answered 2xx (or whose command exited 0).
 pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried {
     let mut tries = 0;
     let mut backoff = Duration::from_millis(500);
     loop {
         tries += 1;
-        trace(key);
         let t = match action {
             Action::Http(h) => http_try(h, key, policy),
             Action::Command(argv) => command_try(argv, key, dir, policy.timeout),
         };
         match t {
             Try::Done(result) => {
+                trace(key);
                 return Tried {
                     status: Status::Delivered,
                     result,
                     tries,
                     reason: None,
-                }
+                };
             }
             Try::Final { result, reason } => {
                 return Tried {
@@ -110,7 +110,7 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
     }
 }
 
-/// The crash matrix's count of tries per key (`GIT_STEPS_EFFECT_TRACE`).
+/// The crash matrix's count of deliveries per key (`GIT_STEPS_EFFECT_TRACE`).
 fn trace(key: &str) {
     let Some(path) = std::env::var_os(crate::keys::EFFECT_TRACE.name) else {
         return;
@@ -179,12 +179,46 @@ fn http_try(h: &Http, key: &str, policy: &Policy) -> Try {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    match client.request(&h.method, target, &headers, &body, &mut || {}) {
+    // The whole try within the timeout (the client's own bounds each wait
+    // for a byte): a receiver that drips its answer is cut off too. A try
+    // cut off this way finishes on its own thread, which nothing waits for.
+    let (method, target) = (h.method.clone(), target.to_string());
+    let headers: Vec<(String, String)> = headers
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let headers: Vec<(&str, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        let _ = tx.send(client.request(&method, &target, &headers, &body, &mut || {}));
+    });
+    let Ok(answer) = rx.recv_timeout(policy.timeout + Duration::from_secs(1)) else {
+        return Try::Again {
+            result: "timeout".into(),
+            reason: format!(
+                "{}: no whole answer within {} s",
+                h.url,
+                policy.timeout.as_secs_f64()
+            ),
+            after: None,
+        };
+    };
+    match answer {
         Ok(r) if (200..300).contains(&r.status) => Try::Done(format!("HTTP {}", r.status)),
         Ok(r) => {
             let result = format!("HTTP {}", r.status);
             let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).to_string();
-            let reason = format!("{} answered {} {}: {snippet}", h.url, r.status, r.reason);
+            let moved = r
+                .header("Location")
+                .map(|l| format!(" (Location: {l}; an effect does not follow redirects)"))
+                .unwrap_or_default();
+            let reason = format!(
+                "{} answered {} {}{moved}: {snippet}",
+                h.url, r.status, r.reason
+            );
             if r.status >= 500 || r.status == 408 || r.status == 429 {
                 let after = r
                     .header("Retry-After")

@@ -81,7 +81,7 @@ impl Session<'_> {
                 continue;
             };
             let outcomes = self.outcomes()?;
-            if (1..=count).all(|n| outcomes.delivered(&key(&run, &entry.id, n))) {
+            if (1..=count).all(|n| outcomes.settled(&key(&run, &entry.id, n), entry.commit)) {
                 continue;
             }
             let commit = repo.find_commit(entry.commit)?;
@@ -108,7 +108,7 @@ impl Session<'_> {
     fn deliver_one(&mut self, due: &Due, n: usize, effect: &Effect, ui: &mut dyn Ui) -> Result<()> {
         let (repo, s) = (self.repo, self.settings);
         let k = key(&s.run, &due.step, n);
-        if self.outcomes()?.delivered(&k) {
+        if self.outcomes()?.settled(&k, due.receipt) {
             return Ok(());
         }
         crash::point("effect-start", &due.step);
@@ -175,4 +175,63 @@ impl Session<'_> {
         }
         Ok(())
     }
+}
+
+/// Give up on the effect `key` (pending or failed): an outcome
+/// `abandoned` is recorded by compare-and-swap, so no run delivers it
+/// again and none stops on it. Takes this repository's runner lock. A
+/// delivered effect, or a key no durable step of the run carries, is
+/// refused (exit 1).
+pub fn abandon(
+    repo: &git2::Repository,
+    s: &crate::settings::Settings,
+    k: &str,
+    why: &str,
+) -> Result<Outcome> {
+    let _lock = crate::lock::acquire(repo.path())?;
+    let head = match &s.remote {
+        Some(r) => r.fetch(
+            repo,
+            &s.refname(),
+            &crate::settings::remote::tracking_ref(&s.branch),
+        )?,
+        None => repo.refname_to_id(&s.refname()).ok(),
+    };
+    let ledger = crate::history::ledger::scan(repo, head, &s.run)?;
+    let found = ledger.effects.iter().find_map(|&(at, count)| {
+        let e = ledger.entries.get(at)?;
+        (1..=count)
+            .find(|&n| key(&s.run, &e.id, n) == k)
+            .map(|n| (e.id.clone(), e.commit, n))
+    });
+    let Some((step, receipt, n)) = found else {
+        return Err(Error::input(format!(
+            "no durable step of run {} carries an effect with the key {k:?}",
+            s.run
+        ))
+        .with_hint("`git steps effects` lists every effect with its key"));
+    };
+    let mut recorded = outcomes::load(repo, s)?;
+    if let Some(o) = recorded.of(k, receipt) {
+        if o.status != Status::Failed {
+            return Err(Error::input(format!(
+                "effect {k} is {} already (outcome {}): only a pending or failed effect can be abandoned",
+                o.status.as_str(),
+                short(o.commit)
+            )));
+        }
+    }
+    let outcome = Outcome {
+        key: k.to_string(),
+        step,
+        number: n,
+        receipt,
+        status: Status::Abandoned,
+        result: "abandoned".into(),
+        tries: 0,
+        reason: Some(why.to_string()),
+        commit: Oid::ZERO_SHA1,
+    };
+    outcomes::append(repo, s, &mut recorded, outcome)?;
+    Ok(recorded.list.last().cloned().expect("appended above"))
 }

@@ -213,8 +213,21 @@ fn flushed_then(
     outcomes: &mut Vec<StepOutcome>,
     e: Error,
 ) -> Error {
-    match flush(session, held, ui, outcomes) {
-        Ok(()) => e,
-        Err(flush_error) => flush_error,
+    // The steps staged before it, made durable; their effects delivered.
+    // A failure of those effects is said with the step's error, which
+    // stays the one that decides the exit code.
+    match session.flush() {
+        Ok(mut applied) => {
+            applied.reverse();
+            report(held, &mut applied, ui, outcomes);
+            match session.deliver_effects(ui) {
+                Ok(()) => e,
+                Err(effect) => e.with_note(format!("also: {effect}")),
+            }
+        }
+        Err(flush_error) => {
+            report(held, &mut Vec::new(), ui, outcomes);
+            flush_error
+        }
     }
 }

@@ -41,6 +41,9 @@ pub enum Status {
     Delivered,
     /// Every try failed; delivered again by the next run.
     Failed,
+    /// Given up on by the user (`git steps effects --abandon`): never
+    /// delivered again.
+    Abandoned,
 }
 
 impl Status {
@@ -48,6 +51,7 @@ impl Status {
         match self {
             Status::Delivered => "delivered",
             Status::Failed => "failed",
+            Status::Abandoned => "abandoned",
         }
     }
 }
@@ -98,10 +102,18 @@ impl Outcomes {
         self.latest.get(key).map(|&i| &self.list[i])
     }
 
-    /// Whether the effect `key` was delivered.
-    pub fn delivered(&self, key: &str) -> bool {
-        self.latest(key)
-            .is_some_and(|o| o.status == Status::Delivered)
+    /// The latest outcome of `key` for the step whose commit is
+    /// `receipt`: an outcome that names another commit (a run started over
+    /// under the same id, a forged record) is not this effect's.
+    pub fn of(&self, key: &str, receipt: Oid) -> Option<&Outcome> {
+        self.latest(key).filter(|o| o.receipt == receipt)
+    }
+
+    /// Whether the effect `key` of the step at `receipt` is settled:
+    /// delivered, or abandoned by the user. Anything else is delivered (again).
+    pub fn settled(&self, key: &str, receipt: Oid) -> bool {
+        self.of(key, receipt)
+            .is_some_and(|o| matches!(o.status, Status::Delivered | Status::Abandoned))
     }
 }
 
@@ -205,6 +217,7 @@ fn parse_message(msg: &str, commit: Oid) -> Result<Outcome> {
     let status = match get(KEY_STATUS)?.as_str() {
         "delivered" => Status::Delivered,
         "failed" => Status::Failed,
+        "abandoned" => Status::Abandoned,
         other => return Err(bad(&format!("unknown status {other:?}"))),
     };
     let receipt = get(KEY_RECEIPT)?;
@@ -217,15 +230,17 @@ fn parse_message(msg: &str, commit: Oid) -> Result<Outcome> {
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| bad("a bad Effect-Number"))?;
-    let reason = (status == Status::Failed).then(|| {
+    let reason = (status != Status::Delivered).then(|| {
+        // The paragraph of ours between the subject and the trailers.
         let body: Vec<&str> = msg.split("\n\n").collect();
-        if body.len() >= 3 {
-            let text = body[1..body.len() - 1].join(" ");
-            let text = text.trim();
-            text.strip_prefix("Reason: ").unwrap_or(text).to_string()
-        } else {
-            String::new()
-        }
+        let inner = body
+            .get(1..body.len().saturating_sub(1))
+            .unwrap_or_default();
+        inner
+            .iter()
+            .find_map(|p| p.trim().strip_prefix("Reason: "))
+            .unwrap_or_default()
+            .to_string()
     });
     Ok(Outcome {
         key: get(KEY_KEY)?,
@@ -257,6 +272,14 @@ fn message(o: &Outcome) -> String {
         m.push_str(&flat(r));
         m.push_str("\n\n");
     }
+    // Who recorded it: two boxes that both deliver an effect write two
+    // different records, so the second compare-and-swap fails (exit 4).
+    m.push_str(&format!(
+        "Recorded by git-steps {} (pid {}) on {}.\n\n",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        flat(&hostname())
+    ));
     m.push_str(&format!(
         "{KEY_KEY}: {}\n{KEY_STEP}: {}\n{KEY_NUMBER}: {}\n{KEY_RECEIPT}: {}\n{KEY_STATUS}: {}\n{KEY_RESULT}: {}\n{KEY_TRIES}: {}\n",
         o.key,
@@ -268,6 +291,13 @@ fn message(o: &Outcome) -> String {
         o.tries
     ));
     m
+}
+
+/// This machine's name, as the kernel has it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "an unnamed host".into())
 }
 
 /// Text on one line, without control characters, at most 300 characters.
@@ -288,13 +318,32 @@ fn flat(text: &str) -> String {
 pub fn load(repo: &Repository, s: &Settings) -> Result<Outcomes> {
     let name = refname(&s.run);
     let head = match &s.remote {
-        Some(remote) => {
-            let head = remote.fetch(repo, &name, &name)?;
-            if head.is_none() {
-                crate::lock::delete_ref(repo, &name)?;
-            }
-            head
-        }
+        Some(remote) => match remote.fetch(repo, &name, &name)? {
+            Some(h) => Some(h),
+            // Outcomes recorded while the local repository was the durable
+            // domain (a run that gained its remote later): they go to the
+            // remote as they are, never dropped (their effects would be
+            // delivered again).
+            None => match repo.refname_to_id(&name).ok() {
+                Some(local) => {
+                    read(repo, Some(local))?;
+                    remote
+                        .push(
+                            repo,
+                            &RefUpdate {
+                                refname: &name,
+                                expected: None,
+                                new: local,
+                                replace: false,
+                                step: None,
+                            },
+                        )
+                        .map_err(|e| e.into_error(&name, &remote.spec, None))?;
+                    Some(local)
+                }
+                None => None,
+            },
+        },
         None => repo.refname_to_id(&name).ok(),
     };
     read(repo, head)

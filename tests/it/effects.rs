@@ -984,3 +984,136 @@ fn the_guides_forge_example_opens_the_pull_request_once() {
     assert_eq!(opened[0]["opened"], 1);
     assert_eq!(opened[0]["key"], "main/fix-1/1");
 }
+
+/// A run applied with the local repository durable, then given a remote:
+/// its recorded outcomes go to the remote with it, and nothing delivered is
+/// delivered again.
+#[test]
+fn a_run_that_gains_a_remote_keeps_its_outcomes_and_sends_nothing_twice() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let p = plan(&t, &r);
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert_eq!(r.deliveries().len(), 2);
+    let bare = t.tmp.path().join("remote.git");
+    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
+        .ok();
+    t.steps(&["init", "--remote", bare.to_str().unwrap()]).ok();
+    t.steps(&["resume"]).ok();
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert_eq!(r.deliveries().len(), 2, "{:?}", r.deliveries());
+    assert_eq!(command_keys(&t).len(), 1);
+    assert_eq!(outcomes(&t, &bare).len(), 3);
+    // A fresh box from the remote delivers nothing either.
+    let fresh = t.sibling("fresh", Some(bare.to_str().unwrap()));
+    fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
+    fresh.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert_eq!(r.deliveries().len(), 2);
+}
+
+/// An outcome counts only for the step commit it names: a run started over
+/// under the same id (its branch deleted) delivers its new step's effect,
+/// and verify names the stale outcome.
+#[test]
+fn an_outcome_of_another_commit_does_not_stop_a_delivery() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let first = t.plan("first.jsonl", &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [{"http": {"method": "POST", "url": r.url("/x"), "body": "first"}}]}))]);
+    t.steps(&["apply", first.to_str().unwrap()]).ok();
+    // Start over: the branch is deleted here and on the remote; the
+    // outcomes stay.
+    t.git(&["checkout", "-q", "--detach"]).ok();
+    t.git(&["branch", "-q", "-D", "main"]).ok();
+    t.git(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "update-ref",
+        "-d",
+        "refs/heads/main",
+    ])
+    .ok();
+    t.git(&["checkout", "-q", "--orphan", "main"]).ok();
+    t.git(&["rm", "-rq", "--cached", "."]).ok();
+    std::fs::remove_file(t.path("a")).unwrap();
+    let second = t.plan("second.jsonl", &[line(json!({"id": "s1", "files": {"a": "2\n"}, "effects": [{"http": {"method": "POST", "url": r.url("/x"), "body": "second"}}]}))]);
+    t.steps(&["apply", second.to_str().unwrap()]).ok();
+    let bodies: Vec<String> = r.deliveries().into_iter().map(|d| d.body).collect();
+    assert_eq!(bodies, ["first", "second"]);
+    let list = t.steps(&["--json", "effects"]).ok().json();
+    assert_eq!(list["data"]["effects"][0]["state"], "delivered", "{list}");
+    let v = t.steps(&["verify"]);
+    assert_eq!(v.code(), Some(3), "{}", v.explain());
+    assert!(
+        v.stdout().contains("belongs to no durable step"),
+        "{}",
+        v.explain()
+    );
+}
+
+/// An effect that will never succeed (a 422) stops every run until it is
+/// abandoned; then the run goes on, undo works, and nothing delivers it.
+#[test]
+fn an_abandoned_effect_is_never_delivered_again_and_stops_nothing() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    t.git(&["config", "steps.effectRetries", "2"]).ok();
+    r.set(
+        "/pulls",
+        Behaviour {
+            status: Some(422),
+            ..Default::default()
+        },
+    );
+    let p = t.plan("p.jsonl", &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [{"http": {"method": "POST", "url": r.url("/pulls")}}]}))]);
+    let e = t.steps(&["apply", p.to_str().unwrap()]);
+    assert_eq!(e.code(), Some(1));
+    assert!(
+        e.stderr().contains("failed after 1 try"),
+        "a 422 is final: {}",
+        e.explain()
+    );
+    let p2 = t.plan(
+        "p2.jsonl",
+        &[line(json!({"id": "s2", "files": {"b": "2\n"}}))],
+    );
+    assert_eq!(
+        t.steps(&["apply", p2.to_str().unwrap()]).code(),
+        Some(1),
+        "blocked"
+    );
+    // Only a failed or pending effect of a durable step can be abandoned.
+    t.steps(&["effects", "--abandon", "main/nope/1"]).code_is(1);
+    let a = t
+        .steps(&[
+            "effects",
+            "--abandon",
+            "main/s1/1",
+            "--reason",
+            "opened by hand",
+        ])
+        .ok();
+    assert!(
+        a.stdout().starts_with("abandoned main/s1/1"),
+        "{}",
+        a.explain()
+    );
+    t.steps(&["apply", p2.to_str().unwrap()]).ok();
+    assert_eq!(
+        r.deliveries().len(),
+        2,
+        "tried twice (two runs), never after"
+    );
+    let list = t.steps(&["--json", "effects"]).ok().json();
+    assert_eq!(list["data"]["effects"][0]["state"], "abandoned", "{list}");
+    assert_eq!(
+        list["data"]["effects"][0]["reason"], "opened by hand",
+        "{list}"
+    );
+    assert_eq!(outcomes(&t, &bare).last().unwrap().1, "abandoned");
+    t.steps(&["effects", "--abandon", "main/s1/1"]).code_is(1);
+    t.steps(&["undo", "--last", "2"]).ok();
+    assert_eq!(r.deliveries().len(), 2);
+    t.steps(&["verify"]).ok();
+}

@@ -30,7 +30,7 @@ pub struct EffectRow {
     pub commit: String,
     /// `POST https://…` or `command …`.
     pub target: String,
-    /// `pending`, `delivered` or `failed`.
+    /// `pending`, `delivered`, `failed` or `abandoned`.
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
@@ -59,6 +59,7 @@ pub struct EffectsReport {
     pub pending: usize,
     pub delivered: usize,
     pub failed: usize,
+    pub abandoned: usize,
     /// Recorded outcomes that belong to no durable step of the run.
     pub problems: Vec<String>,
 }
@@ -79,7 +80,7 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
         for n in 1..=count {
             let k = key(&s.run, &e.id, n);
             let effect = effects.get(n - 1);
-            let latest = recorded.latest(&k);
+            let latest = recorded.of(&k, e.commit);
             rows.push(EffectRow {
                 key: k.clone(),
                 step: e.id.clone(),
@@ -107,6 +108,7 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
         pending: count("pending"),
         delivered: count("delivered"),
         failed: count("failed"),
+        abandoned: count("abandoned"),
         problems: stray(&recorded, &ledger, &s.run),
         effects: rows,
     })
@@ -192,7 +194,7 @@ pub fn check(
             continue;
         };
         for n in 1..=count {
-            match recorded.latest(&key(&s.run, &e.id, n)) {
+            match recorded.of(&key(&s.run, &e.id, n), e.commit) {
                 None => pending += 1,
                 Some(o) if o.status == outcomes::Status::Failed => failed += 1,
                 Some(_) => {}

@@ -76,14 +76,15 @@
 //! 45. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
 //! 46. [`run::commit`]: one step's order of writes;
 //! 47. [`run::overlap`]: the agent loop's step with its push behind the decider;
-//! 48. [`run::engine`]: the plan loop (`apply`);
-//! 49. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 50. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 51. [`run::undo`]: rewinding as a step (`undo`);
-//! 52. [`run::agent`]: the agent loop (`run --decider`);
-//! 53. [`run::inspect`]: status, log, verify, fingerprint;
-//! 54. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 55. [`cli`]: the command line and its rendering.
+//! 48. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
+//! 49. [`run::engine`]: the plan loop (`apply`);
+//! 50. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 51. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 52. [`run::undo`]: rewinding as a step (`undo`);
+//! 53. [`run::agent`]: the agent loop (`run --decider`);
+//! 54. [`run::inspect`]: status, log, verify, fingerprint;
+//! 55. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 56. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).

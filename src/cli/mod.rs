@@ -18,6 +18,7 @@ mod init;
 mod log;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod merge;
 mod progress;
 mod record;
 mod resume;
@@ -84,6 +85,8 @@ pub enum Command {
     Status(status::Args),
     Log(log::Args),
     Effects(effects::Args),
+    MergeMessage(merge::MessageArgs),
+    Archive(merge::ArchiveArgs),
     Verify(verify::Args),
     Adopt(adopt::Args),
     Undo(undo::Args),
@@ -409,6 +412,8 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Effects(a) => effects::run(&ctx, a, out).map_err(Failure::from),
+        Command::MergeMessage(a) => merge::message(&ctx, a, out).map_err(Failure::from),
+        Command::Archive(a) => merge::archive(&ctx, a, out).map_err(Failure::from),
         Command::Verify(a) => verify::run(&ctx, a, out),
         Command::Adopt(a) => adopt::run(&ctx, a, out),
         Command::Undo(a) => undo::run(&ctx, a, out),

@@ -15,13 +15,22 @@ use crate::run::inspect;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plan whose decisions the receipts must match; `-` reads stdin.
-    #[arg(value_name = "PLAN")]
+    #[arg(value_name = "PLAN", conflicts_with = "merged")]
     plan: Option<String>,
+    /// Check a commit on the target branch (a squash, a rebase merge or a
+    /// merge) against the run it merged, kept under refs/steps/runs/<run>:
+    /// its trailers or copied receipts, the run's history, and every path
+    /// the run changed (each difference named).
+    #[arg(long, value_name = "COMMIT")]
+    merged: Option<String>,
     #[command(flatten)]
     run: RunArgs,
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
+    if let Some(rev) = &a.merged {
+        return merged(ctx, rev, &a.run, out);
+    }
     let (repo, s) = ctx.open(&a.run)?;
     let plan = a
         .plan
@@ -71,5 +80,75 @@ pub(super) fn refusal(v: &inspect::Verification, s: &crate::settings::Settings) 
         would: "report the run as verified".into(),
         hint: "each problem above says what it is and what to run; `git steps log` shows the steps"
             .into(),
+    })
+}
+
+/// `verify --merged`: read-only, but for fetching the kept run from the
+/// durable remote (the configured one, or the clone's only remote).
+fn merged(ctx: &Ctx, rev: &str, run: &RunArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let (repo, s) = ctx.open(run)?;
+    let commit = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|e| Error::input(format!("--merged {rev:?}: {}", e.message())))?
+        .id();
+    let remote = s.remote.clone().or_else(|| {
+        let arr = repo.remotes().ok()?;
+        let names: Vec<String> = (0..arr.len())
+            .filter_map(|i| arr.get(i).ok().flatten().map(str::to_string))
+            .collect();
+        let [only] = <[String; 1]>::try_from(names).ok()?;
+        Some(crate::settings::Remote {
+            transport: if crate::settings::remote::is_ssh(&repo, &only) {
+                crate::settings::Transport::Git
+            } else {
+                crate::settings::Transport::Libgit2
+            },
+            spec: only,
+        })
+    });
+    let v =
+        crate::run::provenance::merged::check(&repo, remote.as_ref(), commit, run.run.as_deref())?;
+    if ctx.ui.json {
+        emit_json(out, "verify", &v)?;
+    } else {
+        for n in &v.notes {
+            ctx.ui.note(n);
+        }
+        for p in &v.problems {
+            writeln!(out, "problem: {p}")?;
+        }
+        writeln!(
+            out,
+            "{}: {} {} of run {}: {} step(s), head {}, history {}",
+            if v.ok { "ok" } else { "FAILED" },
+            v.kind,
+            &v.commit[..12],
+            v.run,
+            v.steps,
+            v.head.as_deref().map_or("unknown", |h| &h[..12]),
+            v.history.as_deref().unwrap_or("unknown")
+        )?;
+    }
+    if v.ok {
+        return Ok(());
+    }
+    Err(Failure {
+        json_written: ctx.ui.json,
+        partial: None,
+        error: Error::from(Refusal {
+            kind: RefusalKind::BrokenHistory,
+            step: None,
+            saw: format!(
+                "{} problem(s) with {} {} of run {}: {}",
+                v.problems.len(),
+                v.kind,
+                &v.commit[..12],
+                v.run,
+                v.problems[0]
+            ),
+            would: "report the merge as carrying the run".into(),
+            hint: "each problem above names what differs; `git log refs/steps/runs/<run>` shows the run".into(),
+        }),
     })
 }

@@ -99,6 +99,9 @@ pub struct RunReport {
     pub history: String,
     /// The effects delivered (or whose failure was recorded) by this run.
     pub effects: Vec<super::outcomes::Delivered>,
+    /// Where the finished run is kept (`refs/steps/runs/<run>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<super::provenance::Archived>,
 }
 
 /// Run the loop; on failure the error comes with the steps applied so far.
@@ -267,7 +270,24 @@ fn run_inner(
     // for, not taken.
     drop(ahead.map(Ahead::answer));
     let finished = session.finish()?;
+    // A finished run is kept where a forge's branch deletion cannot reach
+    // it. Its steps are durable either way: a failure here is said, and
+    // `git steps archive` does it later.
+    let archived = match (stopped, finished.head) {
+        (Stop::Done, Some(head)) => match super::provenance::archive(repo, s, head) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                ui.note(&format!(
+                    "the run is done, but keeping it under {} failed: {e}; `git steps archive` keeps it later",
+                    super::provenance::refname(&s.run)
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
     Ok(RunReport {
+        archived,
         run: s.run.clone(),
         branch: s.branch.clone(),
         durable: s.durable_kind(),

@@ -6,7 +6,8 @@
 //! ([`engine`]), the agent loop ([`agent`]) with its [`decider`] and
 //! [`journal`], the worktree's own changes recorded as a step ([`record`]),
 //! commits without a receipt joining the run ([`adopt`]), rewinding as a
-//! step ([`undo`]), the effects of durable steps ([`effects`], delivered
+//! step ([`undo`]), the run kept and checked after its merge
+//! ([`provenance`]), the effects of durable steps ([`effects`], delivered
 //! by [`deliver`], their outcomes in [`outcomes`]),
 //! and the read-only views ([`inspect`]). Invariant: a step is
 //! reported done only after its receipt is durable.
@@ -25,6 +26,7 @@ pub mod inspect;
 pub mod journal;
 pub mod outcomes;
 mod overlap;
+pub mod provenance;
 pub mod record;
 pub mod session;
 pub mod staging;

@@ -1,0 +1,118 @@
+//! `git steps merge-message` and `git steps archive`: a run's provenance
+//! for after its merge.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::{Error, Result};
+use crate::run::provenance;
+use crate::settings::Settings;
+
+/// Print the commit message for a squash merge of the run.
+///
+/// A summary of the run's steps, then the trailers `Steps-Run`,
+/// `Steps-Head`, `Steps-Count`, `Steps-History` and `Steps-Artifact`:
+/// paste it into a forge's squash dialog, or use it with `git merge --squash
+/// <branch> && git commit -F <file>`. The run's head is read from the
+/// durable domain, and the run is kept under refs/steps/runs/<run> there
+/// first (as `git steps archive` does), so it can be audited after its
+/// branch is deleted.
+#[derive(Debug, clap::Args)]
+pub struct MessageArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Do not keep the run under refs/steps/runs/<run>.
+    #[arg(long)]
+    no_archive: bool,
+}
+
+/// Keep the run's head under refs/steps/runs/<run> on the durable domain.
+///
+/// A forge deletes a merged branch; this ref stays, so `git log
+/// refs/steps/runs/<run>` and `git steps verify --merged` still read the
+/// run. It only moves forward (compare-and-swap); `run --decider` keeps the
+/// run when the decider says done, and `merge-message` keeps it too.
+#[derive(Debug, clap::Args)]
+pub struct ArchiveArgs {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// The run's durable head: the remote's branch (fetched), or the local one.
+fn durable_head(repo: &git2::Repository, s: &Settings) -> Result<git2::Oid> {
+    let head = match &s.remote {
+        Some(r) => r.fetch(
+            repo,
+            &s.refname(),
+            &crate::settings::remote::tracking_ref(&s.branch),
+        )?,
+        None => repo.refname_to_id(&s.refname()).ok(),
+    };
+    head.ok_or_else(|| {
+        Error::input(format!(
+            "run {} has no steps: its branch {} does not exist{}",
+            s.run,
+            s.branch,
+            s.remote
+                .as_ref()
+                .map(|r| format!(" on {}", r.spec))
+                .unwrap_or_default()
+        ))
+    })
+}
+
+pub fn message(ctx: &Ctx, a: MessageArgs, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let head = durable_head(&repo, &s)?;
+    let m = provenance::merge_message(&repo, &s.run, head)?;
+    let archived = if a.no_archive {
+        None
+    } else {
+        Some(provenance::archive(&repo, &s, head)?)
+    };
+    if ctx.ui.json {
+        return emit_json(
+            out,
+            "merge-message",
+            &serde_json::json!({"message": m, "archived": archived}),
+        );
+    }
+    if let Some(k) = &archived {
+        if k.moved {
+            ctx.ui.note(&format!(
+                "kept run {} at {} under {}{}",
+                s.run,
+                &k.head[..12],
+                k.refname,
+                s.remote
+                    .as_ref()
+                    .map(|r| format!(" on {}", r.spec))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    write!(out, "{}", m.message)?;
+    Ok(())
+}
+
+pub fn archive(ctx: &Ctx, a: ArchiveArgs, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open(&a.run)?;
+    let head = durable_head(&repo, &s)?;
+    let k = provenance::archive(&repo, &s, head)?;
+    if ctx.ui.json {
+        return emit_json(out, "archive", &k);
+    }
+    writeln!(
+        out,
+        "{} run {} at {} under {}{}",
+        if k.moved { "kept" } else { "already kept:" },
+        s.run,
+        &k.head[..12],
+        k.refname,
+        s.remote
+            .as_ref()
+            .map(|r| format!(" on {}", r.spec))
+            .unwrap_or_default()
+    )?;
+    Ok(())
+}

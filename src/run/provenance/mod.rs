@@ -1,0 +1,190 @@
+//! Provenance after the merge: the run kept where a forge will not delete
+//! it, the message of a squash merge, and a merged commit checked against
+//! the run ([`merged`]).
+//!
+//! Owns `refs/steps/runs/<run id>`: the run's head, on the durable domain.
+//! Invariant: it only moves forward (to a descendant of what it holds), by
+//! compare-and-swap on the durable domain (the remote accepts the update,
+//! or the local ref moves under its lock and is fsynced), so `git log
+//! refs/steps/runs/<run>` audits the run after its branch is deleted. The
+//! squash message names the run, its head, its step count and both
+//! fingerprints in trailers git reads, as the last paragraph; nothing a
+//! step wrote can add or change one.
+
+pub mod merged;
+
+use git2::{Oid, Repository};
+use serde::Serialize;
+
+use crate::error::{Error, Refusal, RefusalKind, Result};
+use crate::git::short;
+use crate::history::ledger;
+use crate::settings::Settings;
+use crate::sync::remote::RefUpdate;
+
+pub const KEY_RUN: &str = "Steps-Run";
+pub const KEY_HEAD: &str = "Steps-Head";
+pub const KEY_COUNT: &str = "Steps-Count";
+pub const KEY_HISTORY: &str = "Steps-History";
+pub const KEY_ARTIFACT: &str = "Steps-Artifact";
+
+/// Steps listed one per line in a message; the rest are counted.
+const LISTED: usize = 200;
+
+/// Where a run is kept, locally and on the remote.
+pub fn refname(run: &str) -> String {
+    format!("refs/steps/runs/{run}")
+}
+
+/// What `archive` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Archived {
+    pub refname: String,
+    pub head: String,
+    /// What the ref held before (None: the run was not kept yet).
+    pub previous: Option<String>,
+    /// False when it held `head` already.
+    pub moved: bool,
+}
+
+/// Keep the run whose head is `head` under `refs/steps/runs/<run>` on the
+/// durable domain. A ref that holds a commit `head` does not descend from
+/// (another run under the same id, a rewritten branch) is refused (exit 3),
+/// never overwritten.
+pub fn archive(repo: &Repository, s: &Settings, head: Oid) -> Result<Archived> {
+    let name = refname(&s.run);
+    let old = match &s.remote {
+        Some(remote) => remote.fetch(repo, &name, &name)?,
+        None => repo.refname_to_id(&name).ok(),
+    };
+    let done = |moved: bool| Archived {
+        refname: name.clone(),
+        head: head.to_string(),
+        previous: old.map(|o| o.to_string()),
+        moved,
+    };
+    if old == Some(head) {
+        return Ok(done(false));
+    }
+    if let Some(o) = old {
+        if !repo.graph_descendant_of(head, o)? {
+            return Err(Error::from(Refusal {
+                kind: RefusalKind::Diverged,
+                step: None,
+                saw: format!(
+                    "{name} holds commit {}, and the run's head {} does not descend from it",
+                    short(o),
+                    short(head)
+                ),
+                would: "replace a kept run with a history that does not contain it".into(),
+                hint: format!(
+                    "`git log {name}` shows what is kept; if it is another run that used the id {}, give this run its own id (`--run`)",
+                    s.run
+                ),
+            }));
+        }
+    }
+    if let Some(remote) = &s.remote {
+        remote
+            .push(
+                repo,
+                &RefUpdate {
+                    refname: &name,
+                    expected: old,
+                    new: head,
+                    replace: false,
+                    step: None,
+                },
+            )
+            .map_err(|e| e.into_error(&name, &remote.spec, old))?;
+    } else {
+        crate::flush::repository(repo)?;
+    }
+    let log = format!("git-steps: keep run {}", s.run);
+    crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || match old {
+        Some(o) if s.remote.is_none() => repo.reference_matching(&name, head, true, o, &log),
+        _ => repo.reference(&name, head, s.remote.is_some(), &log),
+    })
+    .map_err(|e| {
+        Error::other(format!(
+            "{name} moved while the run was kept there: {}",
+            e.message()
+        ))
+        .with_hint("another process is writing this run; rerun the same command")
+    })?;
+    if s.remote.is_none() {
+        crate::flush::repository(repo)?;
+    }
+    Ok(done(true))
+}
+
+/// The message of a squash merge of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergeMessage {
+    pub run: String,
+    pub head: String,
+    pub count: usize,
+    pub history: String,
+    pub artifact: String,
+    pub message: String,
+}
+
+/// The squash message for the run whose head is `head`: a subject, the
+/// steps one per line (`<id>: <summary>`), then the trailers.
+pub fn merge_message(repo: &Repository, run: &str, head: Oid) -> Result<MergeMessage> {
+    let ledger = ledger::scan(repo, Some(head), run)?;
+    ledger.ensure_sound(run)?;
+    if ledger.entries.is_empty() {
+        return Err(Error::input(format!(
+            "commit {} holds no step of run {run}: there is nothing to merge",
+            short(head)
+        )));
+    }
+    let count = ledger.entries.len();
+    let history = ledger.history_fingerprint();
+    let artifact =
+        crate::tree::fingerprint::artifact(repo, Some(&repo.find_commit(head)?.tree()?))?;
+    let mut m = format!(
+        "{run}: {count} step{} by git-steps\n\n",
+        if count == 1 { "" } else { "s" }
+    );
+    for e in ledger.entries.iter().take(LISTED) {
+        m.push_str(&format!("- {}: {}\n", e.id, summary(repo, e.commit, &e.id)));
+    }
+    if count > LISTED {
+        m.push_str(&format!(
+            "… and {} more (git log {})\n",
+            count - LISTED,
+            refname(run)
+        ));
+    }
+    m.push_str(&format!(
+        "\n{KEY_RUN}: {run}\n{KEY_HEAD}: {head}\n{KEY_COUNT}: {count}\n{KEY_HISTORY}: {history}\n{KEY_ARTIFACT}: {artifact}\n"
+    ));
+    Ok(MergeMessage {
+        run: run.to_string(),
+        head: head.to_string(),
+        count,
+        history,
+        artifact,
+        message: m,
+    })
+}
+
+/// A step's summary: its commit's subject after `step <id>: `, on one line
+/// of bounded length (a line of ours: never a trailer, never a divider).
+fn summary(repo: &Repository, commit: Oid, id: &str) -> String {
+    let subject = repo
+        .find_commit(commit)
+        .ok()
+        .and_then(|c| c.summary().ok().flatten().map(str::to_string))
+        .unwrap_or_default();
+    let prefix = format!("step {id}: ");
+    let s = subject.strip_prefix(&prefix).unwrap_or(&subject);
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(100)
+        .collect();
+    flat.trim().to_string()
+}

@@ -15,6 +15,7 @@ mod http_push;
 mod matrix;
 mod network_faults;
 mod policy;
+mod provenance;
 mod proxy;
 mod real_repos;
 mod receiver;

@@ -1,0 +1,357 @@
+//! Issue 36: provenance after the merge. A run squash-merged with the
+//! message `merge-message` writes, its branch deleted, audited from a fresh
+//! clone with plain `git log` and `verify --merged`; a rebase merge; a true
+//! merge; a merge that differs from the run (a reviewer's fix) reported
+//! path by path.
+
+use serde_json::json;
+
+use crate::harness::*;
+
+/// A repository with a commit on `main`, pushed to a bare `origin`, and a
+/// run `fix-parser` of three steps applied on its branch `steps/fix-parser`.
+fn run_applied() -> (TestRepo, std::path::PathBuf) {
+    let t = TestRepo::fresh();
+    t.write("README", "base\n");
+    t.write("src/parse.c", "int parse(void) { return 1; }\n");
+    t.commit_all("base");
+    let bare = t.tmp.path().join("remote.git");
+    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
+        .ok();
+    t.git(&["remote", "add", "origin", bare.to_str().unwrap()])
+        .ok();
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    t.steps(&["init", "--run", "fix-parser"]).ok();
+    let plan = t.plan(
+        "plan.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"src/parse.c": "int parse(void) { return 0; }\n"}, "message": "fix the parser"})),
+            line(json!({"id": "s2", "files": {"tests/parse.t": "ok\n"}, "message": "test it"})),
+            line(json!({"id": "s3", "files": {"NEWS": "parser fixed\n"}, "message": "say so"})),
+        ],
+    );
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    (t, bare)
+}
+
+fn trailers_of(t: &TestRepo, rev: &str) -> String {
+    t.git_out(&["log", "-1", "--format=%(trailers:only,unfold)", rev])
+}
+
+/// Squash-merge the run with `message` on main, push, delete the branch.
+fn squash(t: &TestRepo, message: &str) {
+    let msg = t.tmp.path().join("squash.msg");
+    std::fs::write(&msg, message).unwrap();
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.git(&["merge", "-q", "--squash", "steps/fix-parser"]).ok();
+    t.git(&["commit", "-q", "-F", msg.to_str().unwrap()]).ok();
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    t.git(&["push", "-q", "origin", "--delete", "steps/fix-parser"])
+        .ok();
+    t.git(&["branch", "-q", "-D", "steps/fix-parser"]).ok();
+}
+
+#[test]
+fn a_squash_merged_run_is_audited_from_a_fresh_clone_after_its_branch_is_deleted() {
+    let (t, bare) = run_applied();
+    let head = t
+        .git_out(&["rev-parse", "steps/fix-parser"])
+        .trim()
+        .to_string();
+    let doc = t.steps(&["--json", "merge-message"]).ok().json();
+    let m = &doc["data"]["message"];
+    let text = m["message"].as_str().unwrap().to_string();
+    assert_eq!(m["count"], 3);
+    assert_eq!(m["head"], head.as_str());
+    assert_eq!(
+        doc["data"]["archived"]["refname"],
+        "refs/steps/runs/fix-parser"
+    );
+    assert!(text.starts_with("fix-parser: 3 steps by git-steps\n\n- s1: fix the parser\n- s2: test it\n- s3: say so\n\n"), "{text}");
+    // git reads the trailers: exactly ours, the last paragraph.
+    let parsed = interpret_trailers(&t, &text);
+    let fp = t
+        .steps(&["--json", "fingerprint", "steps/fix-parser"])
+        .ok()
+        .json();
+    assert_eq!(
+        parsed,
+        format!(
+            "Steps-Run: fix-parser\nSteps-Head: {head}\nSteps-Count: 3\nSteps-History: {}\nSteps-Artifact: {}\n",
+            fp["data"]["history"].as_str().unwrap(),
+            fp["data"]["artifact"].as_str().unwrap()
+        )
+    );
+    // The human form is the same message, paste-ready.
+    assert_eq!(t.steps(&["merge-message"]).ok().stdout(), text);
+    // Kept on the remote where branch deletion cannot reach it.
+    let kept = t.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "rev-parse",
+        "refs/steps/runs/fix-parser",
+    ]);
+    assert_eq!(kept.trim(), head);
+
+    squash(&t, &text);
+    assert_eq!(trailers_of(&t, "main").trim_end(), parsed.trim_end());
+    assert!(
+        t.git(&[
+            "--git-dir",
+            bare.to_str().unwrap(),
+            "rev-parse",
+            "-q",
+            "--verify",
+            "refs/heads/steps/fix-parser"
+        ])
+        .code()
+            == Some(1)
+    );
+
+    // A fresh clone: plain git reads the squash's trailers, and the run
+    // itself once its ref is fetched.
+    let fresh = t.clone_with("auditor", &[bare.to_str().unwrap()]);
+    let on_main = fresh.git_out(&["log", "-1", "--format=%(trailers:key=Steps-Run,valueonly,separator=)|%(trailers:key=Steps-Count,valueonly,separator=)", "main"]);
+    assert_eq!(on_main.trim(), "fix-parser|3");
+    fresh
+        .git(&[
+            "fetch",
+            "-q",
+            "origin",
+            "refs/steps/runs/*:refs/steps/runs/*",
+        ])
+        .ok();
+    let ids = fresh.git_out(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+        "refs/steps/runs/fix-parser",
+    ]);
+    assert_eq!(
+        ids.split_whitespace().collect::<Vec<_>>(),
+        ["s1", "s2", "s3"]
+    );
+    // verify --merged, in a clone with no run set up: it fetches the kept run.
+    let fresh2 = t.clone_with("auditor2", &[bare.to_str().unwrap()]);
+    let v = fresh2
+        .steps(&["--json", "verify", "--merged", "main"])
+        .ok()
+        .json();
+    assert_eq!(v["data"]["ok"], true, "{v}");
+    assert_eq!(v["data"]["kind"], "squash");
+    assert_eq!(v["data"]["run"], "fix-parser");
+    assert_eq!(v["data"]["head"], head.as_str());
+    assert_eq!(v["data"]["steps"], 3);
+    let human = fresh2.steps(&["verify", "--merged", "main"]).ok();
+    assert!(
+        human.stdout().starts_with("ok: squash "),
+        "{}",
+        human.explain()
+    );
+    assert!(
+        human
+            .stderr()
+            .contains("its tree is exactly the run's artifact"),
+        "{}",
+        human.explain()
+    );
+}
+
+#[test]
+fn a_merge_that_differs_from_the_run_is_reported_path_by_path() {
+    let (t, bare) = run_applied();
+    let text = t.steps(&["merge-message"]).ok().stdout();
+    squash(&t, &text);
+    // A reviewer's fix on a path the run changed, and a file of their own.
+    t.write(
+        "src/parse.c",
+        "int parse(void) { return 0; /* reviewed */ }\n",
+    );
+    t.write("CONTRIBUTORS", "the reviewer\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "--amend", "--no-edit"]).ok();
+    let r = t.steps(&["verify", "--merged", "HEAD"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    let out = r.stdout();
+    assert!(out.contains("problem: src/parse.c: the merge holds other content than the run's head (+1 -1 lines against the run's head)"), "{out}");
+    assert!(
+        out.contains("problem: CONTRIBUTORS: changed by the merge, and by no step of the run"),
+        "{out}"
+    );
+    assert!(!out.contains("NEWS"), "{out}");
+    assert!(
+        r.stderr().contains("2 problem(s) with squash"),
+        "{}",
+        r.explain()
+    );
+    // A trailer edited by hand.
+    t.git(&["reset", "-q", "--hard", "HEAD@{1}"]).ok();
+    let forged = text.replace("Steps-Count: 3", "Steps-Count: 2");
+    t.git(&["commit", "-q", "--amend", "-m", &forged]).ok();
+    let r = t.steps(&["verify", "--merged", "HEAD"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(
+        r.stdout()
+            .contains("its Steps-Count trailer says \"2\", but the run's history"),
+        "{}",
+        r.explain()
+    );
+    // A run that was never kept: nothing to audit it against.
+    let _ = bare;
+    t.git(&["update-ref", "-d", "refs/steps/runs/fix-parser"])
+        .ok();
+    t.git(&["push", "-q", "origin", ":refs/steps/runs/fix-parser"])
+        .ok();
+    let r = t.steps(&["verify", "--merged", "HEAD", "--remote", "origin"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(
+        r.stdout()
+            .contains("refs/steps/runs/fix-parser does not exist on origin"),
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
+fn a_rebase_merge_and_a_true_merge_verify() {
+    let (t, _bare) = run_applied();
+    t.steps(&["archive"]).ok();
+    // main moves on meanwhile (another change), then the run is rebased
+    // onto it and fast-forwarded: each step keeps its receipt.
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.write("OTHER", "someone else's change\n");
+    t.commit_all("unrelated");
+    t.git(&["checkout", "-q", "steps/fix-parser"]).ok();
+    t.git(&["rebase", "-q", "main"]).ok();
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.git(&["merge", "-q", "--ff-only", "steps/fix-parser"])
+        .ok();
+    // Plain git sees the copied receipts on main.
+    let ids = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Step-Id,valueonly,separator=)",
+        "main~3..main",
+    ]);
+    assert_eq!(
+        ids.split_whitespace().collect::<Vec<_>>(),
+        ["s1", "s2", "s3"]
+    );
+    let v = t
+        .steps(&["--json", "verify", "--merged", "main"])
+        .ok()
+        .json();
+    assert_eq!(v["data"]["kind"], "rebase", "{v}");
+    assert_eq!(v["data"]["ok"], true, "{v}");
+    assert_eq!(v["data"]["steps"], 3);
+    // A copied receipt whose step differs from the run's: named.
+    t.git(&["checkout", "-q", "-b", "tampered", "main~1"]).ok();
+    let msg = t.git_out(&["log", "-1", "--format=%B", "main"]);
+    t.write("NEWS", "parser fixed\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        &msg.replace("Step-Id: s3", "Step-Id: s9"),
+    ])
+    .ok();
+    let r = t.steps(&["verify", "--merged", "tampered", "--run", "fix-parser"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(r.stdout().contains("copies step s9"), "{}", r.explain());
+
+    // A true merge of the (kept) run into a branch from before the rebase.
+    t.git(&["checkout", "-q", "-b", "merged", "main~3"]).ok();
+    t.git(&[
+        "merge",
+        "-q",
+        "--no-ff",
+        "--no-edit",
+        "refs/steps/runs/fix-parser",
+    ])
+    .ok();
+    let v = t
+        .steps(&["--json", "verify", "--merged", "merged"])
+        .ok()
+        .json();
+    assert_eq!(v["data"]["kind"], "merge", "{v}");
+    assert_eq!(v["data"]["ok"], true, "{v}");
+}
+
+#[test]
+fn archive_moves_forward_only_and_a_finished_agent_run_is_kept() {
+    let (t, bare) = run_applied();
+    let r = t.steps(&["archive"]).ok();
+    assert!(
+        r.stdout().starts_with("kept run fix-parser at "),
+        "{}",
+        r.explain()
+    );
+    let r = t.steps(&["archive"]).ok();
+    assert!(r.stdout().starts_with("already kept:"), "{}", r.explain());
+    // Another history under the same id is refused, not overwritten.
+    let tree = t.git_out(&["hash-object", "-w", "-t", "tree", "/dev/null"]);
+    let orphan = t.run_cmd(
+        {
+            let mut c = std::process::Command::new("git");
+            c.args(["commit-tree", tree.trim(), "-m", "another run"])
+                .current_dir(&t.work);
+            hermetic(&mut c, &t.home());
+            c
+        },
+        "git commit-tree".into(),
+        None,
+    );
+    let orphan = orphan.stdout().trim().to_string();
+    t.git(&[
+        "push",
+        "-q",
+        "-f",
+        "origin",
+        &format!("{orphan}:refs/steps/runs/fix-parser"),
+    ])
+    .ok();
+    let r = t.steps(&["archive"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(
+        r.stderr().contains("does not descend from it"),
+        "{}",
+        r.explain()
+    );
+    let kept = t.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "rev-parse",
+        "refs/steps/runs/fix-parser",
+    ]);
+    assert_eq!(kept.trim(), orphan, "left as it was");
+
+    // run --decider: when the decider says done, the run is kept.
+    let t2 = TestRepo::new();
+    let bare2 = t2.with_local_bare();
+    let plan = t2.plan(
+        "p.jsonl",
+        &[line(json!({"id": "d1", "files": {"a": "1\n"}}))],
+    );
+    let doc = t2
+        .steps(&[
+            "--json",
+            "run",
+            "--decider",
+            &format!("'{BIN}' replay-decider '{}'", plan.display()),
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        doc["data"]["archived"]["refname"], "refs/steps/runs/main",
+        "{doc}"
+    );
+    let kept = t2.git_out(&[
+        "--git-dir",
+        bare2.to_str().unwrap(),
+        "rev-parse",
+        "refs/steps/runs/main",
+    ]);
+    assert_eq!(kept.trim(), t2.git_out(&["rev-parse", "main"]).trim());
+}

@@ -64,6 +64,21 @@ fn durable_head(repo: &git2::Repository, s: &Settings) -> Result<git2::Oid> {
 pub fn message(ctx: &Ctx, a: MessageArgs, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open(&a.run)?;
     let head = durable_head(&repo, &s)?;
+    // A box whose branch is not the durable head would squash something
+    // else than the message describes.
+    let local = repo.refname_to_id(&s.refname()).ok();
+    if s.remote.is_some() && local != Some(head) {
+        ctx.ui.note(&format!(
+            "this box's {} is at {}, the durable head is {}: the message describes the durable head; squash that (`git steps resume` brings this box up to it, or merge {})",
+            s.branch,
+            local.map_or("nothing".to_string(), crate::git::short),
+            crate::git::short(head),
+            s.remote
+                .as_ref()
+                .and_then(|r| repo.find_remote(&r.spec).ok().map(|_| format!("{}/{}", r.spec, s.branch)))
+                .unwrap_or_else(|| "the remote's branch".into())
+        ));
+    }
     let m = provenance::merge_message(&repo, &s.run, head)?;
     let archived = if a.no_archive {
         None
@@ -74,7 +89,16 @@ pub fn message(ctx: &Ctx, a: MessageArgs, out: &mut dyn Write) -> Result<()> {
         return emit_json(
             out,
             "merge-message",
-            &serde_json::json!({"message": m, "archived": archived}),
+            &serde_json::json!({
+                "run": m.run,
+                "head": m.head,
+                "count": m.count,
+                "history": m.history,
+                "artifact": m.artifact,
+                "message": m.message,
+                "local_head": local.map(|l| l.to_string()),
+                "archived": archived,
+            }),
         );
     }
     if let Some(k) = &archived {

@@ -86,29 +86,37 @@ pub(super) fn refusal(v: &inspect::Verification, s: &crate::settings::Settings) 
 /// `verify --merged`: read-only, but for fetching the kept run from the
 /// durable remote (the configured one, or the clone's only remote).
 fn merged(ctx: &Ctx, rev: &str, run: &RunArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let (repo, s) = ctx.open(run)?;
+    // No run need be set up here (a fresh clone of the target branch):
+    // the settings only say where the kept run may be.
+    let repo = crate::git::open(&ctx.repo)?;
     let commit = repo
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
         .map_err(|e| Error::input(format!("--merged {rev:?}: {}", e.message())))?
         .id();
-    let remote = s.remote.clone().or_else(|| {
-        let arr = repo.remotes().ok()?;
-        let names: Vec<String> = (0..arr.len())
-            .filter_map(|i| arr.get(i).ok().flatten().map(str::to_string))
-            .collect();
-        let [only] = <[String; 1]>::try_from(names).ok()?;
-        Some(crate::settings::Remote {
-            transport: if crate::settings::remote::is_ssh(&repo, &only) {
+    let configured = crate::settings::resolve(&repo, &run.overrides())
+        .ok()
+        .and_then(|s| s.remote);
+    let remote = |spec: String| crate::settings::Remote {
+        transport: run
+            .transport
+            .unwrap_or(if crate::settings::remote::is_ssh(&repo, &spec) {
                 crate::settings::Transport::Git
             } else {
                 crate::settings::Transport::Libgit2
-            },
-            spec: only,
-        })
-    });
-    let v =
-        crate::run::provenance::merged::check(&repo, remote.as_ref(), commit, run.run.as_deref())?;
+            }),
+        spec,
+    };
+    // The configured remote, or every remote of the clone, origin first.
+    let remotes: Vec<crate::settings::Remote> = match configured {
+        Some(r) => vec![r],
+        None => {
+            let mut names = crate::git::remote_names(&repo);
+            names.sort_by_key(|n| n != "origin");
+            names.into_iter().map(remote).collect()
+        }
+    };
+    let v = crate::run::provenance::merged::check(&repo, &remotes, commit, run.run.as_deref())?;
     if ctx.ui.json {
         emit_json(out, "verify", &v)?;
     } else {

@@ -59,7 +59,7 @@ fn a_squash_merged_run_is_audited_from_a_fresh_clone_after_its_branch_is_deleted
         .trim()
         .to_string();
     let doc = t.steps(&["--json", "merge-message"]).ok().json();
-    let m = &doc["data"]["message"];
+    let m = &doc["data"];
     let text = m["message"].as_str().unwrap().to_string();
     assert_eq!(m["count"], 3);
     assert_eq!(m["head"], head.as_str());
@@ -354,4 +354,199 @@ fn archive_moves_forward_only_and_a_finished_agent_run_is_kept() {
         "refs/steps/runs/main",
     ]);
     assert_eq!(kept.trim(), t2.git_out(&["rev-parse", "main"]).trim());
+}
+
+/// What real merges look like: the target branch moved (on the same file,
+/// merged cleanly by git), a forge's squash text around the trailers, a
+/// run merged in two rebase parts, a fork clone with two remotes, a shallow
+/// CI clone, a box behind the remote, and trailers that are not what
+/// merge-message writes.
+#[test]
+fn real_merges_verify_and_odd_ones_are_named() {
+    let t = TestRepo::fresh();
+    let ten: String = (1..=10).map(|i| format!("{i}\n")).collect();
+    t.write("f.txt", &ten);
+    t.commit_all("base");
+    let bare = t.tmp.path().join("remote.git");
+    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
+        .ok();
+    t.git(&["remote", "add", "origin", bare.to_str().unwrap()])
+        .ok();
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    t.steps(&["init", "--run", "r1"]).ok();
+    let one = ten.replacen("1\n", "ONE\n", 1);
+    let p = t.plan(
+        "p.jsonl",
+        &[line(
+            json!({"id": "s1", "files": {"f.txt": one}, "message": "line one"}),
+        )],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    // Another box of the same run pushes s2; this box is behind.
+    let other = t.clone_with("other", &[bare.to_str().unwrap()]);
+    other.git(&["config", "--unset", "steps.branch"]).ok();
+    other.steps(&["-q", "init", "--run", "r1"]).ok();
+    let p2 = t.plan(
+        "p2.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"f.txt": one}, "message": "line one"})),
+            line(json!({"id": "s2", "files": {"g.txt": "g\n"}, "message": "add g"})),
+        ],
+    );
+    other.steps(&["apply", p2.to_str().unwrap()]).ok();
+    let r = t.steps(&["merge-message"]).ok();
+    assert!(
+        r.stderr()
+            .contains("the message describes the durable head"),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stdout().contains("Steps-Count: 2"), "{}", r.explain());
+    let text = r.stdout();
+    // main moves on: line 10 of the same file.
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.write("f.txt", &ten.replace("10\n", "TEN\n"));
+    t.commit_all("line ten");
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    t.git(&["checkout", "-q", "steps/r1"]).ok();
+    t.steps(&["resume"]).ok();
+    t.git(&["checkout", "-q", "main"]).ok();
+    // A forge's squash: its own title and list, our text, then its rule
+    // and co-author paragraph.
+    t.git(&["merge", "-q", "--squash", "steps/r1"]).ok();
+    let forge = format!("Fix lines (#12)\n\n* step s1: line one\n\n{text}\n---------\n\nCo-authored-by: A Reviewer <r@example.com>\n");
+    t.git(&["commit", "-q", "-m", &forge]).ok();
+    assert_eq!(
+        t.read("f.txt"),
+        ten.replacen("1\n", "ONE\n", 1).replace("10\n", "TEN\n")
+    );
+    let v = t
+        .steps(&["--json", "verify", "--merged", "HEAD"])
+        .ok()
+        .json();
+    assert_eq!(
+        (v["data"]["kind"].as_str(), v["data"]["ok"].as_bool()),
+        (Some("squash"), Some(true)),
+        "{v}"
+    );
+    // The same squash with the forge's own message only: named with --run,
+    // held against the kept head.
+    t.git(&[
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        "Fix lines (#12)\n\n* step s1: line one\n* step s2: add g\n",
+    ])
+    .ok();
+    t.steps(&["verify", "--merged", "HEAD"]).code_is(1);
+    let v = t
+        .steps(&["--json", "verify", "--merged", "HEAD", "--run", "r1"])
+        .ok()
+        .json();
+    assert_eq!(v["data"]["ok"], true, "{v}");
+    // Trailers that are not merge-message's.
+    t.git(&[
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        &text.replace("Steps-Run: r1", "Steps-Run: r*"),
+    ])
+    .ok();
+    let r = t.steps(&["verify", "--merged", "HEAD"]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    assert!(r.stderr().contains("is not a run id"), "{}", r.explain());
+    let head = t.git_out(&["rev-parse", "steps/r1"]).trim().to_string();
+    t.git(&[
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        &text.replace(&head, &head[..12]),
+    ])
+    .ok();
+    let r = t.steps(&["verify", "--merged", "HEAD"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(
+        r.stdout().contains("is not a full commit id"),
+        "{}",
+        r.explain()
+    );
+
+    // A fork: the run is kept on `upstream`; `origin` is the user's fork.
+    let fork = t.clone_with("fork", &[bare.to_str().unwrap()]);
+    fork.git(&["remote", "rename", "origin", "upstream"]).ok();
+    let fork_bare = t.tmp.path().join("fork.git");
+    t.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        bare.to_str().unwrap(),
+        fork_bare.to_str().unwrap(),
+    ])
+    .ok();
+    t.git(&[
+        "--git-dir",
+        fork_bare.to_str().unwrap(),
+        "update-ref",
+        "-d",
+        "refs/steps/runs/r1",
+    ])
+    .ok();
+    fork.git(&["remote", "add", "origin", fork_bare.to_str().unwrap()])
+        .ok();
+    t.git(&["commit", "-q", "--amend", "-m", &text]).ok();
+    t.git(&["push", "-q", "-f", "origin", "main"]).ok();
+    fork.git(&["fetch", "-q", "upstream"]).ok();
+    let r = fork.steps(&["verify", "--merged", "upstream/main"]).ok();
+    assert!(
+        r.stderr().contains("the run is kept on upstream"),
+        "{}",
+        r.explain()
+    );
+
+    // A shallow CI clone: refused with the fix, never a false verdict.
+    let shallow = t.clone_with(
+        "ci",
+        &["--depth", "1", &format!("file://{}", bare.display())],
+    );
+    let r = shallow.steps(&["verify", "--merged", "main"]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    assert!(
+        r.stderr().contains("git fetch --unshallow"),
+        "{}",
+        r.explain()
+    );
+}
+
+/// A run merged in two rebase merges, with another change landing on the
+/// target between them: each part verifies.
+#[test]
+fn a_run_rebase_merged_in_two_parts_verifies() {
+    let (t, _bare) = run_applied();
+    t.steps(&["archive"]).ok();
+    // Part one: s1 and s2.
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.git(&["merge", "-q", "--ff-only", "steps/fix-parser~1"])
+        .ok();
+    let v = t
+        .steps(&["--json", "verify", "--merged", "main"])
+        .ok()
+        .json();
+    assert_eq!(
+        (v["data"]["kind"].as_str(), v["data"]["steps"].as_u64()),
+        (Some("rebase"), Some(2)),
+        "{v}"
+    );
+    // Something else lands; then s3, rebased onto it.
+    t.write("OTHER", "x\n");
+    t.commit_all("unrelated");
+    t.git(&["cherry-pick", "steps/fix-parser"]).ok();
+    let v = t
+        .steps(&["--json", "verify", "--merged", "main"])
+        .ok()
+        .json();
+    assert_eq!(v["data"]["ok"], true, "{v}");
+    assert_eq!(v["data"]["steps"], 3, "{v}");
 }

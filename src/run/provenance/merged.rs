@@ -47,6 +47,8 @@ struct Claim {
     /// The run head it merged, when the commit says (squash) or holds it
     /// (merge).
     head: Option<Oid>,
+    /// Squash: its `Steps-Head` as written.
+    head_text: Option<String>,
     /// Squash: (count, history, artifact) as its trailers say.
     trailers: Option<(String, String, String)>,
 }
@@ -59,15 +61,55 @@ fn trailer(trailers: &[(String, String)], key: &str) -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
+/// The `Steps-*` block of a message: the trailers of its last paragraph,
+/// or, when a forge added a paragraph after it (a `---` line and
+/// `Co-authored-by:`), the last lines that start with the keys.
+fn steps_block(msg: &str) -> Vec<(String, String)> {
+    let t = crate::history::trailers::trailers(msg);
+    if trailer(&t, KEY_RUN).is_some() {
+        return t;
+    }
+    msg.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            [KEY_RUN, KEY_HEAD, KEY_COUNT, KEY_HISTORY, KEY_ARTIFACT]
+                .iter()
+                .any(|key| k.eq_ignore_ascii_case(key))
+                .then(|| (k.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// A run id as a trailer gives it, checked before it names a ref.
+fn run_id(v: &str) -> Result<String> {
+    let ok = !v.is_empty()
+        && !v
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "*?[\\".contains(c))
+        && git2::Reference::is_valid_name(&refname(v));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(Error::input(format!(
+            "its {KEY_RUN} trailer {v:?} is not a run id"
+        )))
+    }
+}
+
 fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
     let msg = c.message().unwrap_or_default();
-    let t = crate::history::trailers::trailers(msg);
+    let t = steps_block(msg);
     if let Some(r) = trailer(&t, KEY_RUN) {
-        let head = trailer(&t, KEY_HEAD).and_then(|h| Oid::from_str(&h).ok());
+        let head = trailer(&t, KEY_HEAD).unwrap_or_default();
+        let full = head.len() == 40 && head.bytes().all(|b| b.is_ascii_hexdigit());
         return Ok(Claim {
             kind: "squash",
-            run: run.map(str::to_string).unwrap_or(r),
-            head,
+            run: match run {
+                Some(r) => r.to_string(),
+                None => run_id(&r)?,
+            },
+            head: full.then(|| Oid::from_str(&head).ok()).flatten(),
+            head_text: Some(head),
             trailers: Some((
                 trailer(&t, KEY_COUNT).unwrap_or_default(),
                 trailer(&t, KEY_HISTORY).unwrap_or_default(),
@@ -83,6 +125,7 @@ fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
                         kind: "merge",
                         run: r.run,
                         head: Some(p.id()),
+                        head_text: None,
                         trailers: None,
                     });
                 }
@@ -90,10 +133,24 @@ fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
         }
     }
     if let Ok(r) = receipt::parse(msg) {
+        if run.is_none_or(|want| want == r.run) {
+            return Ok(Claim {
+                kind: "rebase",
+                run: r.run,
+                head: None,
+                head_text: None,
+                trailers: None,
+            });
+        }
+    }
+    if let Some(r) = run {
+        // Named by the user: a squash without merge-message's trailers (a
+        // forge's own message), held against the kept run's head.
         return Ok(Claim {
-            kind: "rebase",
-            run: run.map(str::to_string).unwrap_or(r.run),
+            kind: "squash",
+            run: r.to_string(),
             head: None,
+            head_text: None,
             trailers: None,
         });
     }
@@ -101,24 +158,39 @@ fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
         "commit {} names no run: no {KEY_RUN} trailer (a squash with `git steps merge-message`), no step receipt (a rebase merge), and no parent that is a run's step (a merge)",
         short(c.id())
     ))
-    .with_hint("give the run: `git steps verify --merged <commit> --run <id>`"))
+    .with_hint("give the run: `git steps verify --merged <commit> --run <id>` (then it is held against the run's kept head)"))
 }
 
 /// Check `commit` against its run (named by the commit, or `run`), whose
 /// history is fetched from `remote` (when given) into refs/steps/runs/.
 pub fn check(
     repo: &Repository,
-    remote: Option<&Remote>,
+    remotes: &[Remote],
     commit: Oid,
     run: Option<&str>,
 ) -> Result<MergedCheck> {
+    if repo.is_shallow() {
+        return Err(Error::other(
+            "this clone is shallow: checking a merge needs the commits below it (its parents, the steps a rebase copied), which a shallow clone may cut",
+        )
+        .with_hint("`git fetch --unshallow` (in CI: a checkout with fetch-depth 0), then rerun"));
+    }
     let c = repo.find_commit(commit)?;
     let claim = claim(&c, run)?;
     let name = refname(&claim.run);
-    let kept = match remote {
-        Some(r) => r.fetch(repo, &name, &name)?,
-        None => repo.refname_to_id(&name).ok(),
-    };
+    // The kept run, from the first remote that has it.
+    let mut kept = None;
+    let mut remote = None;
+    for r in remotes {
+        if let Some(k) = r.fetch(repo, &name, &name)? {
+            kept = Some(k);
+            remote = Some(r);
+            break;
+        }
+    }
+    if remotes.is_empty() {
+        kept = repo.refname_to_id(&name).ok();
+    }
     let artifact = crate::tree::fingerprint::artifact(repo, Some(&c.tree()?))?;
     let mut out = MergedCheck {
         ok: false,
@@ -136,10 +208,20 @@ pub fn check(
     let Some(kept) = kept else {
         out.problems.push(format!(
             "the run's history is not kept: {name} does not exist{} (`git steps archive` on a box of the run keeps it; `git steps merge-message` does too)",
-            remote.map(|r| format!(" on {}", r.spec)).unwrap_or_default()
+            match remotes {
+                [] => String::new(),
+                [one] => format!(" on {}", one.spec),
+                more => format!(
+                    " on any of {}",
+                    more.iter().map(|r| r.spec.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            }
         ));
         return Ok(out);
     };
+    if let (Some(r), true) = (remote, remotes.len() > 1) {
+        out.notes.push(format!("the run is kept on {}", r.spec));
+    }
     let whole = ledger::scan(repo, Some(kept), &claim.run)?;
     for p in &whole.problems {
         out.problems.push(format!(
@@ -155,10 +237,21 @@ pub fn check(
             None => return Ok(finish(out)),
         },
         _ => {
-            let Some(h) = claim.head else {
-                out.problems
-                    .push(format!("the commit has no valid {KEY_HEAD} trailer"));
-                return Ok(finish(out));
+            let h = match (claim.head, &claim.head_text, &claim.trailers) {
+                (Some(h), _, _) => h,
+                (None, Some(text), _) => {
+                    out.problems.push(format!(
+                        "its {KEY_HEAD} trailer {text:?} is not a full commit id"
+                    ));
+                    return Ok(finish(out));
+                }
+                // Named with --run, no trailers: the kept head.
+                _ => {
+                    out.notes.push(format!(
+                        "the commit has no {KEY_RUN} trailers: it is held against the run's kept head (`git steps merge-message` writes them)"
+                    ));
+                    kept
+                }
             };
             match whole.entries.iter().position(|e| e.commit == h) {
                 Some(i) => (h, i + 1),
@@ -238,8 +331,11 @@ fn finish(mut out: MergedCheck) -> MergedCheck {
 }
 
 /// A rebase merge: the commits from `tip` down that carry receipts of
-/// `run`, oldest first, must be the run's steps from its first, in order,
-/// with the same decisions. The run's head they copy, and how many.
+/// `run`, oldest first, must be steps of the run in order, with the same
+/// decisions, placed by their `Step-Index` (a run merged in several parts
+/// starts a later part at its own position; receipts without an index are
+/// placed from the first step). The run's head they copy up to, and how
+/// many steps that is.
 fn rebased(
     tip: &Commit<'_>,
     run: &str,
@@ -250,27 +346,32 @@ fn rebased(
     let mut at = Some(tip.clone());
     while let Some(c) = at {
         match receipt::parse(c.message().unwrap_or_default()) {
-            Ok(r) if r.run == run => copied.push((r.id, r.decision, c.id())),
+            Ok(r) if r.run == run => copied.push((r.id, r.decision, r.index, c.id())),
             _ => break,
         }
         at = c.parent(0).ok();
     }
     copied.reverse();
-    if copied.len() > whole.entries.len() {
-        problems.push(format!(
-            "the branch holds {} step(s) of run {run}, the kept run only {}",
-            copied.len(),
-            whole.entries.len()
-        ));
-        return None;
-    }
-    for (i, (id, decision, commit)) in copied.iter().enumerate() {
-        let e = &whole.entries[i];
+    let first = copied
+        .first()
+        .and_then(|c| c.2)
+        .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX) - 1);
+    for (i, (id, decision, _, commit)) in copied.iter().enumerate() {
+        let at = first.saturating_add(i);
+        let Some(e) = whole.entries.get(at) else {
+            problems.push(format!(
+                "commit {} copies step {id} at position {}, but the kept run has only {} step(s)",
+                short(*commit),
+                at.saturating_add(1),
+                whole.entries.len()
+            ));
+            return None;
+        };
         if e.id != *id || e.decision != *decision {
             problems.push(format!(
                 "commit {} copies step {id} ({decision}) at position {}, where the run has step {} ({})",
                 short(*commit),
-                i + 1,
+                at + 1,
                 e.id,
                 e.decision
             ));
@@ -279,7 +380,8 @@ fn rebased(
     if !problems.is_empty() || copied.is_empty() {
         return None;
     }
-    Some((whole.entries[copied.len() - 1].commit, copied.len()))
+    let last = first + copied.len() - 1;
+    Some((whole.entries[last].commit, last + 1))
 }
 
 /// The commit the rebased steps of `run` below `tip` went onto.
@@ -294,9 +396,11 @@ fn rebase_onto(tip: &Commit<'_>, run: &str) -> Option<Oid> {
     }
 }
 
-/// Every path the run changed (base → head) must hold the head's content
-/// in the merged tree; every path the merge changed (onto → merged) must be
-/// one the run changed.
+/// The run's changes (base → head) merged into the target branch as git
+/// merges them (three ways, from the run's base, onto the commit the merge
+/// went on): every path the run or the merge changed must hold in the
+/// merged tree what that merge gives. A path both changed in conflicting
+/// ways must hold the run's content, or is named as resolved by hand.
 fn compare(
     repo: &Repository,
     base: Option<&Tree<'_>>,
@@ -305,52 +409,83 @@ fn compare(
     merged: &Tree<'_>,
     out: &mut MergedCheck,
 ) -> Result<()> {
+    let empty = repo.find_tree(repo.treebuilder(None)?.write()?)?;
+    let (b, o) = (base.unwrap_or(&empty), onto.unwrap_or(&empty));
+    let index = repo.merge_trees(b, o, head, None)?;
+    let conflicts: BTreeSet<String> = index
+        .conflicts()?
+        .filter_map(|c| c.ok())
+        .filter_map(|c| c.our.or(c.their).or(c.ancestor))
+        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .collect();
     let run_changes = crate::git::tree_changes(repo, base, Some(head))?;
-    let run_paths: BTreeSet<&str> = run_changes.iter().map(|c| c.path.as_str()).collect();
+    let run_paths: BTreeSet<String> = run_changes.into_iter().map(|c| c.path).collect();
+    let mut paths = run_paths.clone();
+    paths.extend(
+        crate::git::tree_changes(repo, onto, Some(merged))?
+            .into_iter()
+            .map(|c| c.path),
+    );
     let entry = |t: &Tree<'_>, p: &str| {
         t.get_path(std::path::Path::new(p))
             .ok()
-            .map(|e| (e.id(), e.filemode()))
+            .map(|e| (e.id(), u32::try_from(e.filemode()).unwrap_or(0)))
     };
-    for ch in &run_changes {
-        let (want, got) = (entry(head, &ch.path), entry(merged, &ch.path));
+    for p in &paths {
+        let got = entry(merged, p);
+        let at_head = entry(head, p);
+        if conflicts.contains(p) {
+            if got == at_head {
+                out.notes.push(format!(
+                    "{p}: the run and the target branch both changed it; the merge holds the run's content"
+                ));
+            } else {
+                out.problems.push(format!(
+                    "{p}: the run and the target branch both changed it, and the merge holds neither's content (resolved by hand{})",
+                    match (at_head, got) {
+                        (Some((w, _)), Some((g, _))) => lines(repo, w, g)
+                            .map(|l| format!(": {l}"))
+                            .unwrap_or_default(),
+                        _ => String::new(),
+                    }
+                ));
+            }
+            continue;
+        }
+        let want = index
+            .get_path(std::path::Path::new(p), 0)
+            .map(|e| (e.id, e.mode));
         if want == got {
             continue;
         }
-        out.problems.push(match (want, got) {
-            (Some(_), None) => format!("{}: the run's head has it; the merge does not", ch.path),
-            (None, Some(_)) => format!("{}: the run deleted it; the merge has it", ch.path),
-            (Some((w, wm)), Some((g, gm))) if w == g => format!(
-                "{}: the same content with mode {gm:o} in the merge, {wm:o} in the run's head",
-                ch.path
-            ),
-            (Some((w, _)), Some((g, _))) => {
-                format!(
-                    "{}: the merge holds other content than the run's head ({})",
-                    ch.path,
-                    lines(repo, w, g).unwrap_or_else(|| format!(
-                        "blob {} vs {}",
-                        short(g),
-                        short(w)
-                    ))
-                )
+        let against = if want == at_head {
+            "the run's head"
+        } else {
+            "the run's changes merged onto the target branch"
+        };
+        out.problems.push(if !run_paths.contains(p) {
+            format!("{p}: changed by the merge, and by no step of the run")
+        } else {
+            match (want, got) {
+                (Some(_), None) => format!("{p}: {against} has it; the merge does not"),
+                (None, Some(_)) => format!("{p}: the run deleted it; the merge has it"),
+                (Some((w, wm)), Some((g, gm))) if w == g => format!(
+                    "{p}: the same content with mode {gm:o} in the merge, {wm:o} in {against}"
+                ),
+                (Some((w, _)), Some((g, _))) => format!(
+                    "{p}: the merge holds other content than {against} ({})",
+                    lines(repo, w, g)
+                        .map(|l| format!("{l} against {against}"))
+                        .unwrap_or_else(|| format!("blob {} vs {}", short(g), short(w)))
+                ),
+                (None, None) => unreachable!("equal"),
             }
-            (None, None) => unreachable!("equal"),
         });
-    }
-    let merge_changes = crate::git::tree_changes(repo, onto, Some(merged))?;
-    for ch in merge_changes {
-        if !run_paths.contains(ch.path.as_str()) {
-            out.problems.push(format!(
-                "{}: changed by the merge, and by no step of the run",
-                ch.path
-            ));
-        }
     }
     Ok(())
 }
 
-/// `+a -r lines against the run's head` for two text blobs.
+/// `+a -r lines` between two text blobs.
 fn lines(repo: &Repository, run: Oid, merged: Oid) -> Option<String> {
     let (a, b) = (repo.find_blob(run).ok()?, repo.find_blob(merged).ok()?);
     if a.is_binary() || b.is_binary() {
@@ -365,5 +500,5 @@ fn lines(repo: &Repository, run: Oid, merged: Oid) -> Option<String> {
             similar::ChangeTag::Equal => {}
         }
     }
-    Some(format!("+{add} -{del} lines against the run's head"))
+    Some(format!("+{add} -{del} lines"))
 }

@@ -65,26 +65,27 @@
 //! 34. [`sync::share`]: publishing and fetching the shared hunk cache;
 //! 35. [`sync::reconcile`]: bringing local and durable branches together;
 //! 36. [`run::decider`]: asking the external decider for the next step;
-//! 37. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 38. [`run::outcomes`]: the recorded outcomes of a run's effects;
-//! 39. [`run::deliver`]: one effect delivered, tried with its idempotency key;
-//! 40. [`run::agreement`]: the plan against the history;
-//! 41. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 42. [`run::staging`]: the steps staged and not durable yet;
-//! 43. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
-//! 44. [`run::effects`]: a session's effects, delivered once their steps are durable;
-//! 45. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
-//! 46. [`run::commit`]: one step's order of writes;
-//! 47. [`run::overlap`]: the agent loop's step with its push behind the decider;
-//! 48. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
-//! 49. [`run::engine`]: the plan loop (`apply`);
-//! 50. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 51. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 52. [`run::undo`]: rewinding as a step (`undo`);
-//! 53. [`run::agent`]: the agent loop (`run --decider`);
-//! 54. [`run::inspect`]: status, log, verify, fingerprint;
-//! 55. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 56. [`cli`]: the command line and its rendering.
+//! 37. [`run::chain`]: the run's side refs (journal, outcomes, kept run), moved by compare-and-swap;
+//! 38. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 39. [`run::outcomes`]: the recorded outcomes of a run's effects;
+//! 40. [`run::deliver`]: one effect delivered, tried with its idempotency key;
+//! 41. [`run::agreement`]: the plan against the history;
+//! 42. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 43. [`run::staging`]: the steps staged and not durable yet;
+//! 44. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 45. [`run::effects`]: a session's effects, delivered once their steps are durable;
+//! 46. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
+//! 47. [`run::commit`]: one step's order of writes;
+//! 48. [`run::overlap`]: the agent loop's step with its push behind the decider;
+//! 49. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
+//! 50. [`run::engine`]: the plan loop (`apply`);
+//! 51. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 52. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 53. [`run::undo`]: rewinding as a step (`undo`);
+//! 54. [`run::agent`]: the agent loop (`run --decider`);
+//! 55. [`run::inspect`]: status, log, verify, fingerprint;
+//! 56. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 57. [`cli`]: the command line and its rendering.
 
 // Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
 // /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).

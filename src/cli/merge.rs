@@ -38,25 +38,22 @@ pub struct ArchiveArgs {
     run: RunArgs,
 }
 
-/// The run's durable head: the remote's branch (fetched), or the local one.
+/// " on <remote>", or nothing when the local repository is durable.
+fn on(s: &Settings) -> String {
+    s.remote
+        .as_ref()
+        .map(|r| format!(" on {}", r.spec))
+        .unwrap_or_default()
+}
+
+/// The run's durable head, which must exist.
 fn durable_head(repo: &git2::Repository, s: &Settings) -> Result<git2::Oid> {
-    let head = match &s.remote {
-        Some(r) => r.fetch(
-            repo,
-            &s.refname(),
-            &crate::settings::remote::tracking_ref(&s.branch),
-        )?,
-        None => repo.refname_to_id(&s.refname()).ok(),
-    };
-    head.ok_or_else(|| {
+    crate::run::chain::durable_head(repo, s)?.ok_or_else(|| {
         Error::input(format!(
             "run {} has no steps: its branch {} does not exist{}",
             s.run,
             s.branch,
-            s.remote
-                .as_ref()
-                .map(|r| format!(" on {}", r.spec))
-                .unwrap_or_default()
+            on(s)
         ))
     })
 }
@@ -108,10 +105,7 @@ pub fn message(ctx: &Ctx, a: MessageArgs, out: &mut dyn Write) -> Result<()> {
                 s.run,
                 &k.head[..12],
                 k.refname,
-                s.remote
-                    .as_ref()
-                    .map(|r| format!(" on {}", r.spec))
-                    .unwrap_or_default()
+                on(&s)
             ));
         }
     }
@@ -133,10 +127,7 @@ pub fn archive(ctx: &Ctx, a: ArchiveArgs, out: &mut dyn Write) -> Result<()> {
         s.run,
         &k.head[..12],
         k.refname,
-        s.remote
-            .as_ref()
-            .map(|r| format!(" on {}", r.spec))
-            .unwrap_or_default()
+        on(&s)
     )?;
     Ok(())
 }

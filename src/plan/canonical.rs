@@ -44,6 +44,18 @@ impl std::io::Write for Hashing<'_> {
     }
 }
 
+/// How an error names a JSON value's type ("a string", "an object"…).
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Write `value`'s canonical form to `w`.
 pub fn write(value: &Value, w: &mut dyn Write) -> io::Result<()> {
     match value {

@@ -11,6 +11,8 @@
 
 use serde_json::{Map, Value};
 
+use super::canonical::type_name;
+
 /// Most effects one step may carry.
 pub const MAX_EFFECTS: usize = 64;
 
@@ -83,17 +85,6 @@ pub fn plain_digest(step: &Value) -> Option<String> {
 /// The idempotency key of a step's `n`th effect (from 1).
 pub fn key(run: &str, step: &str, n: usize) -> String {
     format!("{run}/{step}/{n}")
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// Read a step's `effects` value.

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 pub use crate::plan::canonical::decision_digest;
+use crate::plan::canonical::type_name;
 use crate::plan::path;
 use serde_json::Value;
 
@@ -125,17 +126,6 @@ pub fn validate_id(id: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The object form of a `files` value: exactly one of `text` (UTF-8),

@@ -22,7 +22,6 @@ use crate::git::short;
 use crate::history::ledger::Ledger;
 use crate::plan::step::Step;
 use crate::settings::Settings;
-use crate::sync::remote::RefUpdate;
 
 const FILE: &str = "decision.json";
 const KEY_RUN: &str = "Journal-Run";
@@ -276,17 +275,7 @@ fn parse_message(msg: &str, commit: Oid) -> Result<Entry> {
 /// Bring the local journal ref up to the durable one and read it. With a
 /// remote, the remote's journal is the truth and the local ref a copy.
 pub fn load(repo: &Repository, s: &Settings) -> Result<Journal> {
-    let name = refname(&s.run);
-    let head = match &s.remote {
-        Some(remote) => {
-            let head = remote.fetch(repo, &name, &name)?;
-            if head.is_none() {
-                crate::lock::delete_ref(repo, &name)?;
-            }
-            head
-        }
-        None => repo.refname_to_id(&name).ok(),
-    };
+    let head = super::chain::load(repo, s, &refname(&s.run), super::chain::Missing::Forget)?;
     read(repo, head)
 }
 
@@ -336,63 +325,19 @@ pub fn append(
     let mut tb = repo.treebuilder(None)?;
     tb.insert(FILE, blob, i32::from(git2::FileMode::Blob))?;
     let tree = repo.find_tree(tb.write()?)?;
-    let who = crate::git::identity(repo)?;
-    let parent = journal.head.map(|h| repo.find_commit(h)).transpose()?;
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let signer = crate::sign::signer(repo, &who.committer)?;
-    let commit = crate::sign::commit(
-        repo,
-        signer.as_ref(),
-        &who.author,
-        &who.committer,
-        &message,
-        &tree,
-        &parents,
-    )?;
+    let commit = super::chain::commit(repo, &message, &tree, journal.head)?;
     crash::point("journal-objects", &step.id);
-    let name = refname(&s.run);
-    if let Some(remote) = &s.remote {
-        remote
-            .push(
-                repo,
-                &RefUpdate {
-                    refname: &name,
-                    expected: journal.head,
-                    new: commit,
-                    replace: false,
-                    step: None,
-                },
-            )
-            .map_err(|e| e.into_error(&name, &remote.spec, journal.head))?;
-        crash::point("journal-pushed", &step.id);
-    }
     let log = format!("git-steps: journal {label} {}", step.id);
-    // Without a remote the local ref is the commit point: its objects
-    // flushed before it moves, and its move after.
-    if s.remote.is_none() {
-        crate::flush::repository(repo)?;
-    }
-    let res = crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || {
-        match journal.head {
-            Some(old) if s.remote.is_none() => {
-                repo.reference_matching(&name, commit, true, old, &log)
-            }
-            // With a remote, the local ref is a copy of what the remote accepted.
-            _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
-            _ => repo.reference(&name, commit, false, &log),
-        }
-    });
-    res.map_err(|e| {
-        Error::other(format!(
-            "step {}: {name} moved while recording the decision: {}",
-            step.id,
-            e.message()
-        ))
-        .with_hint("another process is running this run; stop it, then rerun the same command")
-    })?;
-    if s.remote.is_none() {
-        crate::flush::repository(repo)?;
-    }
+    super::chain::move_ref(
+        repo,
+        s,
+        &refname(&s.run),
+        journal.head,
+        commit,
+        &log,
+        &|| crash::point("journal-pushed", &step.id),
+    )
+    .map_err(|e| e.at_step(&step.id))?;
     journal.head = Some(commit);
     journal.push(Entry {
         index,

@@ -16,6 +16,7 @@ pub mod adopt;
 pub mod agent;
 pub mod agreement;
 mod branch;
+pub mod chain;
 pub mod commit;
 pub mod decider;
 pub mod deliver;

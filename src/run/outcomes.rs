@@ -18,7 +18,6 @@ use crate::error::{Error, Result};
 use crate::git::short;
 use crate::plan::effect::Effect;
 use crate::settings::Settings;
-use crate::sync::remote::RefUpdate;
 
 const KEY_KEY: &str = "Effect-Key";
 const KEY_STEP: &str = "Effect-Step";
@@ -316,36 +315,16 @@ fn flat(text: &str) -> String {
 
 /// Bring the local outcomes ref up to the durable one and read it.
 pub fn load(repo: &Repository, s: &Settings) -> Result<Outcomes> {
+    // Outcomes recorded while the local repository was the durable domain
+    // (a run that gained its remote later) go to the remote as they are,
+    // never dropped: their effects would be delivered again.
     let name = refname(&s.run);
-    let head = match &s.remote {
-        Some(remote) => match remote.fetch(repo, &name, &name)? {
-            Some(h) => Some(h),
-            // Outcomes recorded while the local repository was the durable
-            // domain (a run that gained its remote later): they go to the
-            // remote as they are, never dropped (their effects would be
-            // delivered again).
-            None => match repo.refname_to_id(&name).ok() {
-                Some(local) => {
-                    read(repo, Some(local))?;
-                    remote
-                        .push(
-                            repo,
-                            &RefUpdate {
-                                refname: &name,
-                                expected: None,
-                                new: local,
-                                replace: false,
-                                step: None,
-                            },
-                        )
-                        .map_err(|e| e.into_error(&name, &remote.spec, None))?;
-                    Some(local)
-                }
-                None => None,
-            },
-        },
-        None => repo.refname_to_id(&name).ok(),
-    };
+    if s.remote.is_some() {
+        if let Ok(local) = repo.refname_to_id(&name) {
+            read(repo, Some(local))?;
+        }
+    }
+    let head = super::chain::load(repo, s, &name, super::chain::Missing::Push)?;
     read(repo, head)
 }
 
@@ -361,59 +340,21 @@ pub fn append(
 ) -> Result<Oid> {
     let message = message(&outcome);
     let tree = repo.find_tree(repo.treebuilder(None)?.write()?)?;
-    let who = crate::git::identity(repo)?;
-    let parent = outcomes.head.map(|h| repo.find_commit(h)).transpose()?;
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let signer = crate::sign::signer(repo, &who.committer)?;
-    let commit = crate::sign::commit(
-        repo,
-        signer.as_ref(),
-        &who.author,
-        &who.committer,
-        &message,
-        &tree,
-        &parents,
-    )?;
-    let name = refname(&s.run);
-    if let Some(remote) = &s.remote {
-        remote
-            .push(
-                repo,
-                &RefUpdate {
-                    refname: &name,
-                    expected: outcomes.head,
-                    new: commit,
-                    replace: false,
-                    step: None,
-                },
-            )
-            .map_err(|e| e.into_error(&name, &remote.spec, outcomes.head))?;
-    } else {
-        crate::flush::repository(repo)?;
-    }
+    let commit = super::chain::commit(repo, &message, &tree, outcomes.head)?;
     let log = format!(
         "git-steps: effect {} {}",
         outcome.key,
         outcome.status.as_str()
     );
-    let res = crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || match outcomes
-        .head
-    {
-        Some(old) if s.remote.is_none() => repo.reference_matching(&name, commit, true, old, &log),
-        _ if s.remote.is_some() => repo.reference(&name, commit, true, &log),
-        _ => repo.reference(&name, commit, false, &log),
-    });
-    res.map_err(|e| {
-        Error::other(format!(
-            "effect {}: {name} moved while recording its outcome: {}",
-            outcome.key,
-            e.message()
-        ))
-        .with_hint("another process is running this run; stop it, then rerun the same command")
-    })?;
-    if s.remote.is_none() {
-        crate::flush::repository(repo)?;
-    }
+    super::chain::move_ref(
+        repo,
+        s,
+        &refname(&s.run),
+        outcomes.head,
+        commit,
+        &log,
+        &|| {},
+    )?;
     outcomes.head = Some(commit);
     outcome.commit = commit;
     outcomes.push(outcome);

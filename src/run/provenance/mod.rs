@@ -20,7 +20,6 @@ use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
 use crate::history::ledger;
 use crate::settings::Settings;
-use crate::sync::remote::RefUpdate;
 
 pub const KEY_RUN: &str = "Steps-Run";
 pub const KEY_HEAD: &str = "Steps-Head";
@@ -53,10 +52,7 @@ pub struct Archived {
 /// never overwritten.
 pub fn archive(repo: &Repository, s: &Settings, head: Oid) -> Result<Archived> {
     let name = refname(&s.run);
-    let old = match &s.remote {
-        Some(remote) => remote.fetch(repo, &name, &name)?,
-        None => repo.refname_to_id(&name).ok(),
-    };
+    let old = super::chain::load(repo, s, &name, super::chain::Missing::Push)?;
     let done = |moved: bool| Archived {
         refname: name.clone(),
         head: head.to_string(),
@@ -84,37 +80,8 @@ pub fn archive(repo: &Repository, s: &Settings, head: Oid) -> Result<Archived> {
             }));
         }
     }
-    if let Some(remote) = &s.remote {
-        remote
-            .push(
-                repo,
-                &RefUpdate {
-                    refname: &name,
-                    expected: old,
-                    new: head,
-                    replace: false,
-                    step: None,
-                },
-            )
-            .map_err(|e| e.into_error(&name, &remote.spec, old))?;
-    } else {
-        crate::flush::repository(repo)?;
-    }
     let log = format!("git-steps: keep run {}", s.run);
-    crate::lock::intending(repo, crate::lock::ref_locks(repo, &name), || match old {
-        Some(o) if s.remote.is_none() => repo.reference_matching(&name, head, true, o, &log),
-        _ => repo.reference(&name, head, s.remote.is_some(), &log),
-    })
-    .map_err(|e| {
-        Error::other(format!(
-            "{name} moved while the run was kept there: {}",
-            e.message()
-        ))
-        .with_hint("another process is writing this run; rerun the same command")
-    })?;
-    if s.remote.is_none() {
-        crate::flush::repository(repo)?;
-    }
+    super::chain::move_ref(repo, s, &name, old, head, &log, &|| {})?;
     Ok(done(true))
 }
 

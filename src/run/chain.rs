@@ -142,3 +142,30 @@ pub fn move_ref(
     }
     Ok(())
 }
+
+/// The trailers of a side ref's commit, as git reads them; `bad` turns a
+/// missing or unreadable one into the caller's error.
+pub struct Fields<'b> {
+    trailers: Vec<(String, String)>,
+    bad: &'b dyn Fn(&str) -> Error,
+}
+
+impl<'b> Fields<'b> {
+    pub fn of(msg: &str, bad: &'b dyn Fn(&str) -> Error) -> Result<Fields<'b>> {
+        let trailers = git2::message_trailers_strs(msg)
+            .map_err(|_| bad("its trailers do not parse"))?
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+            .collect();
+        Ok(Fields { trailers, bad })
+    }
+
+    /// The value of the trailer `key` (compared as git compares keys).
+    pub fn get(&self, key: &str) -> Result<String> {
+        self.trailers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| (self.bad)(&format!("no {key} trailer")))
+    }
+}

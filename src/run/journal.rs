@@ -233,15 +233,8 @@ fn not_an_entry(commit: Oid, what: &str) -> Error {
 /// The entry a journal commit's message records (`commit`: the commit's id).
 fn parse_message(msg: &str, commit: Oid) -> Result<Entry> {
     let bad = |what: &str| not_an_entry(commit, what);
-    let trailers =
-        git2::message_trailers_strs(msg).map_err(|_| bad("its trailers do not parse"))?;
-    let get = |key: &str| {
-        trailers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.trim().to_string())
-            .ok_or_else(|| bad(&format!("no {key} trailer")))
-    };
+    let fields = super::chain::Fields::of(msg, &bad)?;
+    let get = |key: &str| fields.get(key);
     let index: usize = get(KEY_INDEX)?
         .parse()
         .map_err(|_| bad("a bad Journal-Index"))?;

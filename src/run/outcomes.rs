@@ -204,15 +204,8 @@ fn not_an_outcome(commit: Oid, what: &str) -> Error {
 
 fn parse_message(msg: &str, commit: Oid) -> Result<Outcome> {
     let bad = |what: &str| not_an_outcome(commit, what);
-    let trailers =
-        git2::message_trailers_strs(msg).map_err(|_| bad("its trailers do not parse"))?;
-    let get = |key: &str| {
-        trailers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.trim().to_string())
-            .ok_or_else(|| bad(&format!("no {key} trailer")))
-    };
+    let fields = super::chain::Fields::of(msg, &bad)?;
+    let get = |key: &str| fields.get(key);
     let status = match get(KEY_STATUS)?.as_str() {
         "delivered" => Status::Delivered,
         "failed" => Status::Failed,

@@ -126,6 +126,10 @@ pub const SCRATCH: Key = key(
     "GIT_STEPS_SCRATCH",
     "Where crashtest and demo keep their scratch boxes (default /dev/shm, else the temp dir).",
 );
+pub const PROGRESS_DELAY: Key = key(
+    "GIT_STEPS_PROGRESS_DELAY_MS",
+    "Milliseconds long work lasts before its progress bar is drawn on a terminal (default 250; `0` draws it at once).",
+);
 pub const MATRIX_REMOTE: Key = key(
     "GIT_STEPS_MATRIX_REMOTE",
     "Internal: set by the crash matrix for its replaying decider.",
@@ -163,6 +167,7 @@ pub const ENVIRONMENT: &[Key] = &[
     HTTP_CLIENT,
     SSH_SHARE,
     SCRATCH,
+    PROGRESS_DELAY,
     MATRIX_REMOTE,
     IDEMPOTENCY_KEY,
     EFFECT_TRACE,

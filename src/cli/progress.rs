@@ -1,7 +1,8 @@
 //! Progress bars on stderr (indicatif): for the library's long work
 //! ([`crate::progress`]) and the crash matrix. Drawn only when stderr is a
 //! terminal and neither `--quiet` nor `--json` is given; a bar appears
-//! after a quarter of a second, so quick commands never show one.
+//! after a quarter of a second, so quick commands never show one
+//! (`GIT_STEPS_PROGRESS_DELAY_MS` changes the wait).
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -31,10 +32,19 @@ fn bar(what: &str, total: Option<u64>) -> ProgressBar {
     b
 }
 
-/// Work shorter than this shows no bar.
-const DELAY: Duration = Duration::from_millis(250);
+/// Work shorter than this shows no bar: a quarter of a second, or
+/// [`crate::keys::PROGRESS_DELAY`] when it is a number.
+fn delay() -> Duration {
+    static DELAY: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *DELAY.get_or_init(|| {
+        std::env::var(crate::keys::PROGRESS_DELAY.name)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Duration::from_millis(250), Duration::from_millis)
+    })
+}
 
-/// One bar at a time, shown once its work has lasted [`DELAY`].
+/// One bar at a time, shown once its work has lasted [`delay`].
 struct Delayed {
     what: String,
     total: Option<u64>,
@@ -55,7 +65,7 @@ impl Delayed {
     }
 
     fn update(&mut self) {
-        if self.bar.is_none() && self.started.elapsed() >= DELAY {
+        if self.bar.is_none() && self.started.elapsed() >= delay() {
             self.bar = Some(bar(&self.what, self.total));
         }
         if let Some(b) = &self.bar {

@@ -260,8 +260,9 @@ fn help_typos_man_sections_and_git_completion_serve_a_new_user() {
 /// with `--quiet` or `--json`.
 #[test]
 fn a_progress_bar_only_on_a_terminal() {
-    // Long enough to outlast the bar's quarter-second delay: the same work
-    // in each case, so that a missing bar means none was drawn.
+    // The same work in each case, with the bar's delay set to nothing (a
+    // machine fast enough to finish in a quarter of a second would
+    // otherwise show none), so that a missing bar means none was drawn.
     let steps: Vec<String> = (0..80)
         .map(|i| line(serde_json::json!({"id": format!("p{i}"), "files": {format!("f{}.txt", i % 30): format!("{i}\n")}})))
         .collect();
@@ -271,8 +272,9 @@ fn a_progress_bar_only_on_a_terminal() {
         (t, plan.to_str().unwrap().to_string())
     };
     // Run under a pseudo-terminal: stdout and stderr both go to it.
-    let on_tty = |t: &TestRepo, args: &[&str]| -> String {
-        let cmd = t.steps_command(args);
+    let on_tty = |t: &TestRepo, args: &[&str], delay_ms: &str| -> String {
+        let mut cmd = t.steps_command(args);
+        cmd.env("GIT_STEPS_PROGRESS_DELAY_MS", delay_ms);
         let quote =
             |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
         let line = std::iter::once(quote(cmd.get_program()))
@@ -296,20 +298,30 @@ fn a_progress_bar_only_on_a_terminal() {
         r.stdout()
     };
     let (t, plan) = fresh();
-    let shown = on_tty(&t, &["apply", &plan]);
+    let shown = on_tty(&t, &["apply", &plan], "0");
     assert!(shown.contains("applying the plan: ["), "a bar: {shown}");
     assert!(
         shown.contains("applied p79"),
         "and every step's line: {shown}"
     );
     let (t, plan) = fresh();
-    let quiet = on_tty(&t, &["-q", "apply", &plan]);
+    let quiet = on_tty(&t, &["-q", "apply", &plan], "0");
     assert!(!quiet.contains("applying the plan"), "--quiet: {quiet}");
     let (t, plan) = fresh();
-    let json = on_tty(&t, &["--json", "apply", &plan]);
+    let json = on_tty(&t, &["--json", "apply", &plan], "0");
     assert!(!json.contains("applying the plan"), "--json: {json}");
+    // Work shorter than the delay draws nothing.
     let (t, plan) = fresh();
-    let piped = t.steps(&["apply", &plan]).ok();
+    let quick = on_tty(&t, &["apply", &plan], "600000");
+    assert!(
+        !quick.contains("applying the plan"),
+        "before the delay: {quick}"
+    );
+    assert!(quick.contains("applied p79"), "{quick}");
+    let (t, plan) = fresh();
+    let mut cmd = t.steps_command(&["apply", &plan]);
+    cmd.env("GIT_STEPS_PROGRESS_DELAY_MS", "0");
+    let piped = t.run_cmd(cmd, "git-steps apply (piped)".into(), None).ok();
     assert!(
         !piped.stderr().contains("applying the plan"),
         "{}",

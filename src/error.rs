@@ -353,12 +353,26 @@ impl Error {
         }
     }
 
-    /// Add a sentence to an [`Error::Other`]'s message (others unchanged).
+    /// Add a sentence to the message of an [`Error::Other`], a lost race
+    /// ([`Error::RemoteMoved`], [`Error::Busy`]) or the error inside an
+    /// [`Error::AtStep`] (others unchanged: their messages are the
+    /// step's own).
     pub fn with_note(mut self, note: impl AsRef<str>) -> Self {
-        if let Error::Other { context, .. } = &mut self {
-            context.push_str(" (");
-            context.push_str(note.as_ref());
-            context.push(')');
+        match &mut self {
+            Error::Other {
+                context: message, ..
+            }
+            | Error::RemoteMoved { message, .. }
+            | Error::Busy { message, .. } => {
+                message.push_str(" (");
+                message.push_str(note.as_ref());
+                message.push(')');
+            }
+            Error::AtStep { error, .. } => {
+                let inner = std::mem::replace(error.as_mut(), Error::other(String::new()));
+                **error = inner.with_note(note);
+            }
+            _ => {}
         }
         self
     }

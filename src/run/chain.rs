@@ -131,11 +131,19 @@ pub fn move_ref(
         },
     )
     .map_err(|e| {
-        Error::other(format!(
-            "{name} moved while git-steps wrote it: {}",
-            e.message()
-        ))
-        .with_hint("another process is running this run; stop it, then rerun the same command")
+        let message = format!("{name} moved while git-steps wrote it: {}", e.message());
+        let hint = "another process wrote it (a second run, `git steps effects --abandon`); nothing is lost: rerun the same command when it is done";
+        match e.code() {
+            // Another writer won the compare-and-swap, or holds the ref's
+            // lock: SPEC's exit 4, as when the remote moved.
+            git2::ErrorCode::Modified | git2::ErrorCode::Locked | git2::ErrorCode::Exists => {
+                Error::Busy {
+                    message,
+                    hint: hint.to_string(),
+                }
+            }
+            _ => Error::other(message).with_hint(hint),
+        }
     })?;
     if s.remote.is_none() {
         crate::flush::repository(repo)?;

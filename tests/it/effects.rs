@@ -370,6 +370,76 @@ fn without_a_remote_the_outcomes_are_recorded_locally() {
     }
 }
 
+/// Two writers of the outcomes on one box, without a remote. A run is held
+/// before its last delivery: `effects --abandon` waits for its lock (exit
+/// 4), and a hand rewind of the outcomes ref (`git update-ref`) makes the
+/// run's compare-and-swap lose: exit 4 (SPEC: another writer; it was exit
+/// 1), naming the ref and that the delivered effect goes again with its
+/// key. Nothing is overwritten, and the rerun delivers what the rewound
+/// ref no longer records, with the same keys.
+#[test]
+fn a_second_writer_of_the_outcomes_without_a_remote_is_exit_4_and_loses_nothing() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let p = plan(&t, &r);
+    let gate = t.tmp.path().join("gate");
+    std::fs::create_dir_all(&gate).unwrap();
+    let mut cmd = t.steps_command(&["apply", p.to_str().unwrap()]);
+    cmd.env(
+        "GIT_STEPS_PAUSE",
+        format!("effect-start@s3:{}", gate.display()),
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_for(&gate.join("reached"), "apply at effect-start@s3");
+    let busy = t.steps(&["effects", "--abandon", "main/s3/1"]);
+    assert_eq!(busy.code(), Some(4), "{}", busy.explain());
+    let first = t.git_out(&["rev-parse", "refs/steps/effects/main~1"]);
+    t.git(&["update-ref", "refs/steps/effects/main", first.trim()])
+        .ok();
+    std::fs::write(gate.join("go"), b"").unwrap();
+    let lost = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&lost.stderr);
+    assert_eq!(lost.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("refs/steps/effects/main moved")
+            && err.contains("main/s3/1")
+            && err.contains("delivers it again with the same key"),
+        "{err}"
+    );
+    assert_eq!(
+        t.git_out(&["rev-parse", "refs/steps/effects/main"]).trim(),
+        first.trim(),
+        "the rewound ref is left as the other writer left it"
+    );
+    let done = t.steps(&["apply", p.to_str().unwrap()]);
+    assert_eq!(done.code(), Some(0), "{}", done.explain());
+    let counts = r.counts();
+    assert_eq!(counts["main/s1/1"], 1, "{counts:?}");
+    assert_eq!(counts["main/s3/1"], 2, "{counts:?}");
+    assert_eq!(command_keys(&t), ["main/s1/2", "main/s1/2"]);
+    let states = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Effect-Key,valueonly,separator=) %(trailers:key=Effect-Status,valueonly,separator=)",
+        "refs/steps/effects/main",
+    ]);
+    assert_eq!(
+        states
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>(),
+        [
+            "main/s1/1 delivered",
+            "main/s1/2 delivered",
+            "main/s3/1 delivered"
+        ],
+        "{states}"
+    );
+}
+
 #[test]
 fn a_failing_receiver_is_retried_with_backoff_then_recorded_and_the_rerun_redelivers_only_it() {
     let r = Receiver::start();

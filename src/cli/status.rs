@@ -10,7 +10,8 @@ use crate::run::inspect;
 /// Show where the run stands.
 ///
 /// The durable head, the local head and whether they agree, the last step,
-/// the steps of PLAN still pending, and uncommitted changes.
+/// the steps of PLAN still pending, uncommitted changes, and the effects of
+/// the run's steps by state.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plan to count pending steps against; `-` reads stdin.
@@ -153,6 +154,26 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         } else {
             writeln!(out, "journal:       {} decision(s), all applied", j.entries)?;
         }
+    }
+    if let Some(e) = &st.effects {
+        let mut counts = format!(
+            "{} of {} delivered, {} pending, {} failed",
+            e.delivered, e.total, e.pending, e.failed
+        );
+        if e.abandoned > 0 {
+            counts.push_str(&format!(", {} abandoned", e.abandoned));
+        }
+        if !e.read {
+            counts = format!("{}", e.total);
+        }
+        let tail = if !e.read {
+            " (their recorded outcomes are not on this box yet: `git steps effects` fetches them)"
+        } else if e.pending + e.failed > 0 {
+            "; the next `apply`, `run` or `resume` delivers the pending and failed ones with their keys (`git steps effects` lists them)"
+        } else {
+            ""
+        };
+        writeln!(out, "effects:       {counts}{tail}")?;
     }
     for p in &st.problems {
         writeln!(out, "problem:       {p}")?;

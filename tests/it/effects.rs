@@ -519,6 +519,27 @@ fn a_failing_receiver_is_retried_with_backoff_then_recorded_and_the_rerun_redeli
         human.contains("1 delivered, 1 pending, 1 failed"),
         "{human}"
     );
+    // `status`, the first thing a user runs after a stop, counts them too.
+    let st = t.steps(&["--json", "status"]).ok().json();
+    let e = &st["data"]["effects"];
+    assert_eq!(
+        [&e["total"], &e["delivered"], &e["pending"], &e["failed"]],
+        [3, 1, 1, 1],
+        "{st}"
+    );
+    let human = t.steps(&["status"]).ok().stdout();
+    assert!(
+        human.contains("effects:       1 of 3 delivered, 1 pending, 1 failed; the next `apply`"),
+        "{human}"
+    );
+    // Another box, set up now, reads the same outcomes.
+    let other = t.sibling("other", Some(bare.to_str().unwrap()));
+    other.steps(&["-q", "init", "--remote", "origin"]).ok();
+    let human = other.steps(&["status"]).ok().stdout();
+    assert!(
+        human.contains("effects:       1 of 3 delivered, 1 pending, 1 failed"),
+        "{human}"
+    );
 
     // The receiver recovers after two more 503s: the rerun delivers the
     // failed effect (same key) and the pending one, never the delivered one.
@@ -557,6 +578,28 @@ fn a_failing_receiver_is_retried_with_backoff_then_recorded_and_the_rerun_redeli
     );
     assert_eq!(durable_steps(&t, &bare), ["s1", "s2"]);
     t.steps(&["verify", p.to_str().unwrap()]).ok();
+    let human = t.steps(&["status"]).ok().stdout();
+    assert!(
+        human.contains("effects:       3 of 3 delivered, 0 pending, 0 failed\n"),
+        "{human}"
+    );
+    // The other box has not fetched the newer outcomes: `status` (which
+    // writes nothing) says so and gives no stale counts; `effects` fetches.
+    let human = other.steps(&["status"]).ok().stdout();
+    assert!(
+        human.contains("effects:       3 (their recorded outcomes are not on this box yet"),
+        "{human}"
+    );
+    let human = other.steps(&["effects"]).ok().stdout();
+    assert!(
+        human.contains("3 delivered, 0 pending, 0 failed"),
+        "{human}"
+    );
+    let human = other.steps(&["status"]).ok().stdout();
+    assert!(
+        human.contains("effects:       3 of 3 delivered, 0 pending, 0 failed\n"),
+        "{human}"
+    );
 }
 
 #[test]

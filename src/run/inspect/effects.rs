@@ -64,6 +64,66 @@ pub struct EffectsReport {
     pub problems: Vec<String>,
 }
 
+/// The run's effects as `status` counts them, read without fetching: the
+/// outcomes' durable head is asked of the remote, as the journal's is.
+#[derive(Debug, Serialize)]
+pub struct EffectsStatus {
+    /// The outcomes' durable head (None: no outcome recorded yet).
+    pub head: Option<String>,
+    /// False when that head is not on this box: the counts are then this
+    /// box's copy's (`git steps effects` fetches it).
+    pub read: bool,
+    pub total: usize,
+    pub pending: usize,
+    pub delivered: usize,
+    pub failed: usize,
+    pub abandoned: usize,
+}
+
+/// [`EffectsStatus`] for the steps of `ledger` (None: none has effects).
+pub(super) fn status(
+    repo: &Repository,
+    s: &Settings,
+    ledger: &Ledger,
+) -> Result<Option<EffectsStatus>> {
+    if ledger.effects.is_empty() {
+        return Ok(None);
+    }
+    let name = outcomes::refname(&s.run);
+    let local = repo.refname_to_id(&name).ok();
+    let head = match &s.remote {
+        None => local,
+        Some(r) => r.head(repo, &name)?,
+    };
+    let read = head.is_none_or(|h| repo.find_commit(h).is_ok());
+    let recorded = outcomes::read(repo, if read { head } else { local })?;
+    let mut st = EffectsStatus {
+        head: head.map(|h| h.to_string()),
+        read,
+        total: 0,
+        pending: 0,
+        delivered: 0,
+        failed: 0,
+        abandoned: 0,
+    };
+    for &(at, count) in &ledger.effects {
+        let e = &ledger.entries[at];
+        for n in 1..=count {
+            st.total += 1;
+            match recorded
+                .of(&key(&s.run, &e.id, n), e.commit)
+                .map(|o| o.status)
+            {
+                None => st.pending += 1,
+                Some(outcomes::Status::Delivered) => st.delivered += 1,
+                Some(outcomes::Status::Failed) => st.failed += 1,
+                Some(outcomes::Status::Abandoned) => st.abandoned += 1,
+            }
+        }
+    }
+    Ok(Some(st))
+}
+
 /// Every effect of the run at this box's branch head, with its state; the
 /// outcomes are fetched from the durable domain when it can be asked
 /// (`fetch`), else read from this box's copy.

@@ -66,6 +66,10 @@ pub struct Status {
     /// The agent loop's decision journal, if the run has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalStatus>,
+    /// The effects of the run's steps, counted by state (None: no step
+    /// carries effects, or the remote could not be asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effects: Option<effects::EffectsStatus>,
     /// Client hooks the repository has installed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<String>,
@@ -231,10 +235,13 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
             Some(v)
         }
     };
-    let journal = if remote_error.is_some() {
-        None
+    let (journal, effects) = if remote_error.is_some() {
+        (None, None)
     } else {
-        journal_status(repo, s, ledger.entries.len())?
+        (
+            journal_status(repo, s, ledger.entries.len())?,
+            effects::status(repo, s, &ledger)?,
+        )
     };
     let mut problems: Vec<String> = ledger
         .problems
@@ -258,6 +265,7 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
     }
     Ok(Status {
         journal,
+        effects,
         run: s.run.clone(),
         branch: s.branch.clone(),
         durable: s.durable_kind(),

@@ -84,7 +84,8 @@ pub(super) fn refusal(v: &inspect::Verification, s: &crate::settings::Settings) 
 }
 
 /// `verify --merged`: read-only, but for fetching the kept run from the
-/// durable remote (the configured one, or the clone's only remote).
+/// durable remote (the configured one, or the clone's remotes), and the
+/// whole history of a shallow clone.
 fn merged(ctx: &Ctx, rev: &str, run: &RunArgs, out: &mut dyn Write) -> Result<(), Failure> {
     // No run need be set up here (a fresh clone of the target branch):
     // the settings only say where the kept run may be.
@@ -115,6 +116,17 @@ fn merged(ctx: &Ctx, rev: &str, run: &RunArgs, out: &mut dyn Write) -> Result<()
             names.sort_by_key(|n| n != "origin");
             names.into_iter().map(remote).collect()
         }
+    };
+    // A shallow CI checkout is made whole first (never a verdict on a cut
+    // history); one that stays shallow is refused by the check.
+    let repo = match crate::run::provenance::merged::unshallow(repo.path(), &remotes)? {
+        Some(from) => {
+            ctx.ui.note(&format!(
+                "this clone was shallow: fetched its whole history from {from} (`git fetch --unshallow`)"
+            ));
+            crate::git::open(&ctx.repo)?
+        }
+        None => repo,
     };
     let v = crate::run::provenance::merged::check(&repo, &remotes, commit, run.run.as_deref())?;
     if ctx.ui.json {

@@ -506,15 +506,39 @@ fn real_merges_verify_and_odd_ones_are_named() {
         r.explain()
     );
 
-    // A shallow CI clone: refused with the fix, never a false verdict.
-    let shallow = t.clone_with(
-        "ci",
-        &["--depth", "1", &format!("file://{}", bare.display())],
+    // A shallow CI clone (actions/checkout's depth 1) is made whole from
+    // its remote, said on stderr, then checked.
+    let url = format!("file://{}", bare.display());
+    let shallow = t.clone_with("ci", &["--depth", "1", &url]);
+    assert_eq!(
+        shallow
+            .git_out(&["rev-parse", "--is-shallow-repository"])
+            .trim(),
+        "true"
     );
     let r = shallow.steps(&["verify", "--merged", "main"]);
+    assert_eq!(r.code(), Some(0), "{}", r.explain());
+    assert!(
+        r.stderr()
+            .contains("this clone was shallow: fetched its whole history from origin"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(
+        shallow
+            .git_out(&["rev-parse", "--is-shallow-repository"])
+            .trim(),
+        "false"
+    );
+    // One that no remote can make whole is refused with the fix, never
+    // given a verdict on a cut history.
+    let cut = t.clone_with("cut", &["--depth", "1", &url]);
+    cut.git(&["remote", "remove", "origin"]).ok();
+    let r = cut.steps(&["verify", "--merged", "main"]);
     assert_eq!(r.code(), Some(1), "{}", r.explain());
     assert!(
-        r.stderr().contains("git fetch --unshallow"),
+        r.stderr().contains("no remote made it whole")
+            && r.stderr().contains("git fetch --unshallow"),
         "{}",
         r.explain()
     );

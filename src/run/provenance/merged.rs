@@ -161,6 +161,25 @@ fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
     .with_hint("give the run: `git steps verify --merged <commit> --run <id>` (then it is held against the run's kept head)"))
 }
 
+/// A shallow clone (a CI checkout) cuts the commits a check needs: make it
+/// whole from the first of `remotes` that can (`git fetch --unshallow`),
+/// as `apply` deepens a clone that cuts its run. Returns the remote that
+/// did it (None: the clone was not shallow). A clone no remote makes whole
+/// (the commit is on none of their branches) is left for [`check`] to
+/// refuse. Opens its own handles: the caller opens a new one after this.
+pub fn unshallow(path: &std::path::Path, remotes: &[Remote]) -> Result<Option<String>> {
+    if !crate::git::open(path)?.is_shallow() {
+        return Ok(None);
+    }
+    for r in remotes {
+        let repo = crate::git::open(path)?;
+        if r.unshallow(&repo).is_ok() && !crate::git::open(path)?.is_shallow() {
+            return Ok(Some(r.spec.clone()));
+        }
+    }
+    Ok(None)
+}
+
 /// Check `commit` against its run (named by the commit, or `run`), whose
 /// history is fetched from `remote` (when given) into refs/steps/runs/.
 pub fn check(
@@ -171,9 +190,9 @@ pub fn check(
 ) -> Result<MergedCheck> {
     if repo.is_shallow() {
         return Err(Error::other(
-            "this clone is shallow: checking a merge needs the commits below it (its parents, the steps a rebase copied), which a shallow clone may cut",
+            "this clone is shallow, and no remote made it whole: checking a merge needs the commits below it (its parents, the steps a rebase copied), which a shallow clone may cut",
         )
-        .with_hint("`git fetch --unshallow` (in CI: a checkout with fetch-depth 0), then rerun"));
+        .with_hint("fetch the branch the commit is on with `git fetch --unshallow <remote> <branch>` (in CI: a checkout with fetch-depth 0), then rerun"));
     }
     let c = repo.find_commit(commit)?;
     let claim = claim(&c, run)?;

@@ -80,6 +80,23 @@ impl Remote {
         run_git_ok(cmd, "fetch --deepen", &self.spec).map(|_| ())
     }
 
+    /// Make this shallow clone whole along what it fetches from this remote
+    /// (`git fetch --unshallow <remote>`, with its configured refspecs, or
+    /// its HEAD for a URL).
+    pub fn unshallow(&self, repo: &Repository) -> Result<()> {
+        let mut cmd = git_cli(repo, &self.spec)?;
+        cmd.args([
+            "fetch",
+            "--progress",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--unshallow",
+            "--",
+            &self.spec,
+        ]);
+        run_git_ok(cmd, "fetch --unshallow", &self.spec).map(|_| ())
+    }
+
     /// Push with `git push --force-with-lease=<ref>:<expected>`: git's own
     /// compare-and-swap.
     pub(super) fn push_git(

@@ -574,3 +574,55 @@ fn a_run_rebase_merged_in_two_parts_verifies() {
     assert_eq!(v["data"]["ok"], true, "{v}");
     assert_eq!(v["data"]["steps"], 3, "{v}");
 }
+
+/// GitHub's default squash message copies every commit's message, each
+/// behind "* ", so the receipts of all the steps: `verify --merged` calls
+/// it a squash (it called it a rebase copy of the last step), says why,
+/// and checks it against the whole run.
+#[test]
+fn a_forges_default_squash_message_is_a_squash_of_the_whole_run() {
+    let (t, _bare) = run_applied();
+    t.steps(&["archive"]).ok();
+    let messages = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=* %B%x00",
+        "main..steps/fix-parser",
+    ]);
+    let body: Vec<&str> = messages
+        .split('\0')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert_eq!(body.len(), 3, "{messages}");
+    let forge = format!(
+        "Fix the parser (#7)\n\n{}\n\n---------\n\nCo-authored-by: A Reviewer <r@example.com>\n",
+        body.join("\n\n")
+    );
+    squash(&t, &forge);
+    let v = t
+        .steps(&["--json", "verify", "--merged", "main"])
+        .ok()
+        .json();
+    assert_eq!(
+        (
+            v["data"]["kind"].as_str(),
+            v["data"]["ok"].as_bool(),
+            v["data"]["steps"].as_u64()
+        ),
+        (Some("squash"), Some(true), Some(3)),
+        "{v}"
+    );
+    assert!(
+        v["data"]["notes"]
+            .to_string()
+            .contains("copies the receipts of 3 steps"),
+        "{v}"
+    );
+    // A reviewer's change on top is still named, path by path.
+    t.write("NEWS", "parser fixed, reviewed\n");
+    t.git(&["commit", "-q", "-a", "--amend", "--no-edit"]).ok();
+    let r = t.steps(&["verify", "--merged", "main"]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(r.stdout().contains("NEWS"), "{}", r.explain());
+}

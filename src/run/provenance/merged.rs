@@ -51,6 +51,47 @@ struct Claim {
     head_text: Option<String>,
     /// Squash: (count, history, artifact) as its trailers say.
     trailers: Option<(String, String, String)>,
+    /// The receipts its message copies (a rebase copy: 1; a forge's
+    /// default squash message, which copies every commit's: more); 0 when
+    /// its message is no receipt. The last one says where in the run it
+    /// stands.
+    copies: usize,
+}
+
+/// The receipt of `run` (any run: None) a commit's message ends with. The
+/// merged commit itself (`tip`) may carry what a forge adds after it (a
+/// `---` rule, `Co-authored-by:`): its message is then read up to each
+/// earlier paragraph break, last first, until a receipt ends it.
+fn copied(c: &Commit<'_>, run: Option<&str>, tip: bool) -> Option<receipt::Receipt> {
+    let msg = c.message().unwrap_or_default();
+    let ours = |m: &str| {
+        receipt::parse(m)
+            .ok()
+            .filter(|r| run.is_none_or(|want| want == r.run))
+    };
+    if let Some(r) = ours(msg) {
+        return Some(r);
+    }
+    if !tip {
+        return None;
+    }
+    msg.match_indices("\n\n")
+        .map(|(at, _)| at)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .find_map(|at| ours(&msg[..at]))
+}
+
+/// How many distinct steps' `Step-Id:` lines a message holds.
+fn step_ids_in(msg: &str) -> usize {
+    msg.lines()
+        .filter_map(|l| {
+            let (k, v) = l.trim().split_once(':')?;
+            k.eq_ignore_ascii_case("Step-Id").then(|| v.trim())
+        })
+        .collect::<BTreeSet<_>>()
+        .len()
 }
 
 fn trailer(trailers: &[(String, String)], key: &str) -> Option<String> {
@@ -115,6 +156,7 @@ fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
                 trailer(&t, KEY_HISTORY).unwrap_or_default(),
                 trailer(&t, KEY_ARTIFACT).unwrap_or_default(),
             )),
+            copies: 0,
         });
     }
     if c.parent_count() > 1 {
@@ -127,21 +169,25 @@ fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
                         head: Some(p.id()),
                         head_text: None,
                         trailers: None,
+                        copies: 0,
                     });
                 }
             }
         }
     }
-    if let Ok(r) = receipt::parse(msg) {
-        if run.is_none_or(|want| want == r.run) {
-            return Ok(Claim {
-                kind: "rebase",
-                run: r.run,
-                head: None,
-                head_text: None,
-                trailers: None,
-            });
-        }
+    if let Some(r) = copied(c, run, true) {
+        // Several steps' receipts in one message: a forge's default
+        // squash message (each commit's, one after the other), not a
+        // rebase copy; checked as one all the same, by the last.
+        let copies = step_ids_in(msg).max(1);
+        return Ok(Claim {
+            kind: if copies > 1 { "squash" } else { "rebase" },
+            run: r.run,
+            head: None,
+            head_text: None,
+            trailers: None,
+            copies,
+        });
     }
     if let Some(r) = run {
         // Named by the user: a squash without merge-message's trailers (a
@@ -152,6 +198,7 @@ fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
             head: None,
             head_text: None,
             trailers: None,
+            copies: 0,
         });
     }
     Err(Error::input(format!(
@@ -250,12 +297,18 @@ pub fn check(
         ));
     }
     // The run's head the commit merged, and the steps up to it.
-    let (head, upto) = match claim.kind {
-        "rebase" => match rebased(&c, &claim.run, &whole, &mut out.problems) {
+    if claim.copies > 1 {
+        out.notes.push(format!(
+            "its message copies the receipts of {} steps (a forge's default squash message): it is held against the run up to the last of them",
+            claim.copies
+        ));
+    }
+    let (head, upto) = match claim.copies {
+        1.. => match rebased(&c, &claim.run, &whole, &mut out.problems) {
             Some(x) => x,
             None => return Ok(finish(out)),
         },
-        _ => {
+        0 => {
             let h = match (claim.head, &claim.head_text, &claim.trailers) {
                 (Some(h), _, _) => h,
                 (None, Some(text), _) => {
@@ -322,9 +375,9 @@ pub fn check(
         Some(b) => Some(repo.find_commit(b)?.tree()?),
         None => None,
     };
-    let onto = match claim.kind {
-        "rebase" => rebase_onto(&c, &claim.run),
-        _ => c.parent(0).ok().map(|p| p.id()),
+    let onto = match claim.copies {
+        1.. => rebase_onto(&c, &claim.run),
+        0 => c.parent(0).ok().map(|p| p.id()),
     };
     let onto_tree = onto.map(|o| repo.find_commit(o)?.tree()).transpose()?;
     let merged_tree = c.tree()?;
@@ -361,16 +414,17 @@ fn rebased(
     whole: &ledger::Ledger,
     problems: &mut Vec<String>,
 ) -> Option<(Oid, usize)> {
-    let mut copied = Vec::new();
+    let mut copies = Vec::new();
     let mut at = Some(tip.clone());
     while let Some(c) = at {
-        match receipt::parse(c.message().unwrap_or_default()) {
-            Ok(r) if r.run == run => copied.push((r.id, r.decision, r.index, c.id())),
-            _ => break,
+        match copied(&c, Some(run), c.id() == tip.id()) {
+            Some(r) => copies.push((r.id, r.decision, r.index, c.id())),
+            None => break,
         }
         at = c.parent(0).ok();
     }
-    copied.reverse();
+    copies.reverse();
+    let copied = copies;
     let first = copied
         .first()
         .and_then(|c| c.2)
@@ -407,8 +461,7 @@ fn rebased(
 fn rebase_onto(tip: &Commit<'_>, run: &str) -> Option<Oid> {
     let mut at = tip.clone();
     loop {
-        let ours = receipt::parse(at.message().unwrap_or_default()).is_ok_and(|r| r.run == run);
-        if !ours {
+        if copied(&at, Some(run), at.id() == tip.id()).is_none() {
             return Some(at.id());
         }
         at = at.parent(0).ok()?;

@@ -48,6 +48,10 @@ pub enum Scope {
     /// An effect of a durable step (SPEC "Effects"): its delivery and the
     /// record of its outcome. Only steps with effects pass these points.
     Effect,
+    /// A finished `run --decider` keeping its run under
+    /// refs/steps/runs/<run> (also `archive` and `merge-message`); the
+    /// step id is the run head's step.
+    Archive,
     /// Local state a power cut tore, mended when a run opens (off the happy
     /// path: the power-loss tests tear it and arm these points). The step
     /// id is what was torn: `index` or `branch`.
@@ -190,6 +194,16 @@ pub const POINTS: &[Point] = &[
         name: "cache-pushed",
         state: "the remote accepted the shared hunk cache for the step; this box's copy of its ref has not moved",
         scope: Scope::Cache,
+    },
+    Point {
+        name: "archive-read",
+        state: "the run is finished: the kept ref refs/steps/runs/<run> was read from the durable domain; nothing of it is written",
+        scope: Scope::Archive,
+    },
+    Point {
+        name: "archive-pushed",
+        state: "with a remote: the remote accepted refs/steps/runs/<run> at the run's head; this box's copy of it has not moved",
+        scope: Scope::Archive,
     },
 ];
 

@@ -223,6 +223,13 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
                         (Scope::Decide, _) if runner == Runner::GitStepsRun => {
                             vec![crash_at(p.name, step)]
                         }
+                        // A finished `run` keeps itself, once, named by
+                        // its head's step.
+                        (Scope::Archive, _)
+                            if runner == Runner::GitStepsRun && i + 1 == ids.len() =>
+                        {
+                            vec![crash_at(p.name, step)]
+                        }
                         // Only the `apply` runner's boxes publish the
                         // shared cache, every [`CACHE_EVERY`] steps
                         // ([`new_box`]): at the flushes that pass a multiple.
@@ -446,7 +453,7 @@ fn judge(
             } else {
                 None
             };
-            if let Some(why) = asked_twice {
+            if let Some(why) = asked_twice.or(unkept(env, bare)?) {
                 row.verdict = Verdict::Diverged;
                 row.reason = why;
             } else if fp.artifact != reference.artifact
@@ -478,6 +485,26 @@ fn judge(
         }
     }
     effects::judge(bare, row)
+}
+
+/// For `run`: why the finished run is not kept on the remote under
+/// refs/steps/runs/ at its head (None: it is, or another runner).
+fn unkept(env: &Env, bare: &Path) -> Result<Option<String>> {
+    if env.runner != Runner::GitStepsRun {
+        return Ok(None);
+    }
+    let b = Repository::open_bare(bare)?;
+    let head = b.refname_to_id("refs/heads/main").ok();
+    let kept: Vec<git2::Oid> = b
+        .references_glob("refs/steps/runs/*")?
+        .filter_map(|r| r.ok()?.target())
+        .collect();
+    Ok((kept.len() != 1 || head != Some(kept[0])).then(|| {
+        format!(
+            "the finished run is not kept at its head under refs/steps/runs/ on the remote ({} kept ref(s))",
+            kept.len()
+        )
+    }))
 }
 
 /// The step ids of `env`'s plan, refused when it holds none.

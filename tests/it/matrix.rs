@@ -149,7 +149,21 @@ fn the_agent_loop_matrix_is_all_same() {
     let direct = count(Scope::Step) + count(Scope::RemoteStep) + count(Scope::Decide);
     // `reconcile-ref` only at s1: the loop moves the local branch before
     // the push of every later step, so no crash leaves the remote ahead.
-    assert_eq!(rows.len(), 8 * (direct * 2 + count(Scope::Resume)) - 7);
+    // A finished run keeps itself (refs/steps/runs/): its two points at
+    // the head's step, both boxes, and every row checks the kept ref.
+    assert_eq!(count(Scope::Archive), 2);
+    assert_eq!(
+        rows.len(),
+        8 * (direct * 2 + count(Scope::Resume)) - 7 + 2 * 2
+    );
+    for point in ["archive-read", "archive-pushed"] {
+        let at: Vec<&str> = rows
+            .iter()
+            .filter(|r| r["point"] == point)
+            .map(|r| r["step"].as_str().unwrap())
+            .collect();
+        assert_eq!(at, ["s8", "s8"], "{point}");
+    }
     let ff: Vec<&str> = rows
         .iter()
         .filter(|r| r["point"] == "reconcile-ref")

@@ -626,3 +626,78 @@ fn a_forges_default_squash_message_is_a_squash_of_the_whole_run() {
     assert_eq!(r.code(), Some(3), "{}", r.explain());
     assert!(r.stdout().contains("NEWS"), "{}", r.explain());
 }
+
+/// Start `git steps archive` in `t`, held after it read the kept ref
+/// (`archive-read@<step>`), and wait until it is there.
+fn archive_held(t: &TestRepo, step: &str, gate: &std::path::Path) -> std::process::Child {
+    std::fs::create_dir_all(gate).unwrap();
+    let mut cmd = t.steps_command(&["archive"]);
+    cmd.env(
+        "GIT_STEPS_PAUSE",
+        format!("archive-read@{step}:{}", gate.display()),
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_for(&gate.join("reached"), "archive at archive-read");
+    child
+}
+
+/// Two boxes keep the same run at once, one at a later head: the one held
+/// after its read loses the compare-and-swap, reads again and finds the
+/// later head kept: exit 0, "already kept", and the ref never moves back
+/// (before: exit 4, and exit 3 "does not descend" when rerun).
+#[test]
+fn two_boxes_keeping_a_run_at_once_both_succeed_and_it_never_moves_back() {
+    let (t, bare) = run_applied();
+    let kept = || {
+        t.git_out(&[
+            "--git-dir",
+            bare.to_str().unwrap(),
+            "rev-parse",
+            "refs/steps/runs/fix-parser",
+        ])
+        .trim()
+        .to_string()
+    };
+    let other = t.clone_with("other", &[bare.to_str().unwrap()]);
+    other.git(&["config", "--unset", "steps.branch"]).ok();
+    other.steps(&["-q", "init", "--run", "fix-parser"]).ok();
+    let head = t
+        .git_out(&["rev-parse", "steps/fix-parser"])
+        .trim()
+        .to_string();
+    // This box keeps the run's head (s3), held after its read found
+    // nothing kept; meanwhile the other box goes on with the run (s4) and
+    // keeps its later head.
+    let gate = t.tmp.path().join("gate");
+    let held = archive_held(&t, "s3", &gate);
+    let p4 = other.plan(
+        "p4.jsonl",
+        &[line(
+            json!({"id": "s4", "files": {"LATER": "4\n"}, "message": "later"}),
+        )],
+    );
+    other.steps(&["apply", p4.to_str().unwrap()]).ok();
+    let later = other
+        .git_out(&["rev-parse", "steps/fix-parser"])
+        .trim()
+        .to_string();
+    assert_ne!(later, head);
+    let won = other.steps(&["archive"]).ok();
+    assert!(won.stdout().starts_with("kept run"), "{}", won.explain());
+    assert_eq!(kept(), later);
+    std::fs::write(gate.join("go"), b"").unwrap();
+    let lost = held.wait_with_output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&lost.stdout),
+        String::from_utf8_lossy(&lost.stderr),
+    );
+    assert_eq!(lost.status.code(), Some(0), "{out}{err}");
+    assert!(
+        out.starts_with(&format!("already kept: run fix-parser at {}", &later[..12])),
+        "{out}{err}"
+    );
+    assert_eq!(kept(), later, "never moved back");
+}

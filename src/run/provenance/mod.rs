@@ -39,6 +39,8 @@ pub fn refname(run: &str) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct Archived {
     pub refname: String,
+    /// What the ref holds now: the run's head, or a later head of the run
+    /// another box kept already.
     pub head: String,
     /// What the ref held before (None: the run was not kept yet).
     pub previous: Option<String>,
@@ -47,12 +49,35 @@ pub struct Archived {
 }
 
 /// Keep the run whose head is `head` under `refs/steps/runs/<run>` on the
-/// durable domain. A ref that holds a commit `head` does not descend from
-/// (another run under the same id, a rewritten branch) is refused (exit 3),
-/// never overwritten.
+/// durable domain. A ref that holds a later head of the run is left as it
+/// is; one that holds a commit `head` does not descend from (another run
+/// under the same id, a rewritten branch) is refused (exit 3), never
+/// overwritten.
 pub fn archive(repo: &Repository, s: &Settings, head: Oid) -> Result<Archived> {
+    // The crash points name the head's step.
+    let step =
+        crate::history::receipt::parse(repo.find_commit(head)?.message().unwrap_or_default())
+            .map(|r| r.id)
+            .unwrap_or_default();
+    // Another box keeping the same run (or a later head of it) may win the
+    // compare-and-swap: read again and decide again; what it kept is
+    // never overwritten, only moved forward.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match keep(repo, s, head, &step) {
+            Err(Error::RemoteMoved { .. } | Error::Busy { .. }) if tries < 4 => continue,
+            other => return other,
+        }
+    }
+}
+
+/// One try of [`archive`]: read the kept ref, then move it by
+/// compare-and-swap.
+fn keep(repo: &Repository, s: &Settings, head: Oid, step: &str) -> Result<Archived> {
     let name = refname(&s.run);
     let old = super::chain::load(repo, s, &name, super::chain::Missing::Push)?;
+    crate::crash::point("archive-read", step);
     let done = |moved: bool| Archived {
         refname: name.clone(),
         head: head.to_string(),
@@ -63,6 +88,14 @@ pub fn archive(repo: &Repository, s: &Settings, head: Oid) -> Result<Archived> {
         return Ok(done(false));
     }
     if let Some(o) = old {
+        if repo.graph_descendant_of(o, head)? {
+            // Another box went on with the run and kept a later head: it
+            // holds this one already.
+            return Ok(Archived {
+                head: o.to_string(),
+                ..done(false)
+            });
+        }
         if !repo.graph_descendant_of(head, o)? {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::Diverged,
@@ -81,7 +114,9 @@ pub fn archive(repo: &Repository, s: &Settings, head: Oid) -> Result<Archived> {
         }
     }
     let log = format!("git-steps: keep run {}", s.run);
-    super::chain::move_ref(repo, s, &name, old, head, &log, &|| {})?;
+    super::chain::move_ref(repo, s, &name, old, head, &log, &|| {
+        crate::crash::point("archive-pushed", step)
+    })?;
     Ok(done(true))
 }
 

@@ -1,8 +1,9 @@
 //! The `git-steps` binary: parse arguments, call the library, map the typed
-//! error to the SPEC's exit code. Nothing else lives here but two
-//! process-wide settings: the allocator's trim threshold and the instant
-//! the process started (`flush::mark_start`), and, at the end, closing the
-//! ssh connections the run shared.
+//! error to the SPEC's exit code. Nothing else lives here but three
+//! process-wide settings: the allocator's trim threshold, the instant the
+//! process started (`flush::mark_start`) and the binary that supervises
+//! command effects, and, at the end, closing the ssh connections the run
+//! shared.
 
 use std::process::ExitCode;
 
@@ -19,6 +20,11 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_TOP_PAD, 16 << 20);
     }
     git_steps::flush::mark_start();
+    // Command effects run under this binary's supervisor, so none outlives
+    // a git-steps that was killed.
+    if let Ok(exe) = std::env::current_exe() {
+        git_steps::run::deliver::set_supervisor(exe);
+    }
     let cli = cli::parse();
     let ui = Ui::stdio(
         cli.json,

@@ -109,6 +109,18 @@ pub enum Command {
     ReplayUndo(record::ReplayArgs),
     #[command(skip)]
     NetRelay(NetRelayArgs),
+    #[command(skip)]
+    EffectExec(EffectExecArgs),
+}
+
+/// A command effect's supervisor (see [`crate::run::deliver::supervise`]).
+#[derive(Debug, clap::Args)]
+pub struct EffectExecArgs {
+    /// The git-steps that delivers it: when it is gone, so is the command.
+    #[arg(long)]
+    parent: u32,
+    #[arg(last = true, required = true)]
+    argv: Vec<String>,
 }
 
 /// The `git://` relay the git CLI transport gives git as its proxy command
@@ -149,18 +161,21 @@ enum Internal {
     ReplayUndo(record::ReplayArgs),
     /// git's proxy command for `git://` under `--transport git`: stdin and stdout relayed to HOST:PORT.
     NetRelay(NetRelayArgs),
+    /// A command effect, run under a supervisor that kills it when git-steps dies.
+    EffectExec(EffectExecArgs),
 }
 
 /// Parse the process's arguments: the crash matrix's internal commands
 /// first, then the public command line (whose errors, help and
 /// suggestions know only public commands).
 pub fn parse() -> Cli {
-    const INTERNAL: [&str; 5] = [
+    const INTERNAL: [&str; 6] = [
         "classic-apply",
         "replay-decider",
         "replay-record",
         "replay-undo",
         "net-relay",
+        crate::run::deliver::EXEC,
     ];
     // git's `git://` proxy command under `--transport git`: git-steps itself,
     // run by git as `<git-steps> <host> <port>`.
@@ -204,6 +219,7 @@ pub fn parse() -> Cli {
                 Internal::ReplayRecord(a) => Command::ReplayRecord(a),
                 Internal::ReplayUndo(a) => Command::ReplayUndo(a),
                 Internal::NetRelay(a) => Command::NetRelay(a),
+                Internal::EffectExec(a) => Command::EffectExec(a),
             },
         };
     }
@@ -425,6 +441,7 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::Man(a) => docs::man(&ctx, a, out),
         Command::Completions(a) => docs::completions(a, out),
         Command::ClassicApply(a) => classic::run(&ctx, a, out),
+        Command::EffectExec(a) => crate::run::deliver::supervise(a.parent, &a.argv),
         Command::NetRelay(a) => crate::sync::remote::relay::relay(
             &a.host,
             a.port,

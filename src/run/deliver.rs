@@ -11,7 +11,7 @@
 //! ends the tries; nothing here records anything (that is
 //! [`super::outcomes`]'s, after the caller's crash point).
 
-use std::io::{Read, Seek};
+use std::io::{Read, Seek, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -257,6 +257,67 @@ fn http_try(h: &Http, key: &str, policy: &Policy) -> Try {
     }
 }
 
+/// The internal command that runs a command effect under a supervisor:
+/// `git-steps effect-exec --parent <pid> -- <argv>` ([`supervise`]).
+pub const EXEC: &str = "effect-exec";
+
+/// What [`supervise`] prints when the command cannot be started.
+const NOT_STARTED: &str = "git-steps effect-exec: cannot start: ";
+
+static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Run command effects through `exe effect-exec` (the git-steps binary:
+/// the command line sets it), so that a command never outlives a
+/// git-steps that was killed. Without it (the library alone) commands are
+/// started directly, and a SIGKILLed caller leaves them running.
+pub fn set_supervisor(exe: std::path::PathBuf) {
+    let _ = SUPERVISOR.set(exe);
+}
+
+/// `git-steps effect-exec`: start `argv` and wait for it, as the leader of
+/// the process group the command runs in. When `parent` (the git-steps
+/// delivering it) is gone, SIGKILLed with no chance to clean up, the whole
+/// group is killed within 20 ms: no command of a dead run is left running
+/// while its resume starts the same effect again. Exits as the command
+/// did (128 + its signal when one killed it; 127 when it could not start).
+pub fn supervise(parent: u32, argv: &[String]) -> ! {
+    use rustix::process::{getpid, getppid, kill_process_group, Pid, Signal};
+    let orphaned = || Pid::as_raw(getppid()) as u32 != parent;
+    let kill_group = || {
+        // The group is this process's own (spawned as its leader): this
+        // kills the command, what it started, and this process.
+        let _ = kill_process_group(getpid(), Signal::KILL);
+        std::process::exit(137)
+    };
+    if orphaned() {
+        kill_group();
+    }
+    // Its stderr is the effect's output file, which the delivering
+    // git-steps reads.
+    let not_started = |why: &dyn std::fmt::Display| -> ! {
+        let _ = writeln!(std::io::stderr(), "{NOT_STARTED}{why}");
+        std::process::exit(127)
+    };
+    let Some((program, args)) = argv.split_first() else {
+        not_started(&"no command")
+    };
+    let mut child = match Command::new(program).args(args).spawn() {
+        Ok(c) => c,
+        Err(e) => not_started(&e),
+    };
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                use std::os::unix::process::ExitStatusExt;
+                std::process::exit(st.code().unwrap_or(128 + st.signal().unwrap_or(0)))
+            }
+            Ok(None) if orphaned() => kill_group(),
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => kill_group(),
+        }
+    }
+}
+
 fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try {
     let shown = argv.join(" ");
     let Ok(mut out) = tempfile::tempfile() else {
@@ -273,8 +334,20 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
             after: None,
         };
     };
-    let mut child = match Command::new(&argv[0])
-        .args(&argv[1..])
+    let mut cmd = match SUPERVISOR.get() {
+        Some(exe) => {
+            let mut c = Command::new(exe);
+            c.args([EXEC, "--parent", &std::process::id().to_string(), "--"])
+                .args(argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    let mut child = match cmd
         .current_dir(dir)
         .env(crate::keys::IDEMPOTENCY_KEY.name, key)
         .stdin(Stdio::null())
@@ -320,6 +393,19 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
     let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(300)..])
         .trim()
         .to_string();
+    if let (Some(st), Some(at)) = (status, String::from_utf8_lossy(&text).find(NOT_STARTED)) {
+        if st.code() == Some(127) && SUPERVISOR.get().is_some() {
+            let why = String::from_utf8_lossy(&text[at + NOT_STARTED.len()..])
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            return Try::Final {
+                result: "not started".into(),
+                reason: format!("`{shown}` cannot be started: {why}"),
+            };
+        }
+    }
     match status {
         None => Try::Again {
             result: "timeout".into(),

@@ -1230,3 +1230,85 @@ fn an_abandoned_effect_is_never_delivered_again_and_stops_nothing() {
     assert_eq!(r.deliveries().len(), 2);
     t.steps(&["verify"]).ok();
 }
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// A git-steps SIGKILLed while a command effect runs takes the command
+/// with it, and what the command started: the command runs under a
+/// supervisor (`git-steps effect-exec`) that kills its process group when
+/// git-steps is gone. Before, the command (here a `sleep` it started) ran
+/// on while the resume started the same effect again.
+#[test]
+fn a_killed_run_leaves_no_command_running() {
+    let t = TestRepo::new();
+    let script = "if [ -e ../second ]; then exit 0; fi; echo $$ > ../cmd.pid; sleep 30 & echo $! > ../sleep.tmp; mv ../sleep.tmp ../sleep.pid; wait";
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"},
+            "effects": [{"command": ["sh", "-c", script]}]}))],
+    );
+    let mut child = t
+        .steps_command(&["apply", p.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = t.tmp.path();
+    wait_for(&dir.join("sleep.pid"), "the command's sleep");
+    let pids = [
+        std::fs::read_to_string(dir.join("cmd.pid")).unwrap(),
+        std::fs::read_to_string(dir.join("sleep.pid")).unwrap(),
+    ];
+    let pids: Vec<&str> = pids.iter().map(|p| p.trim()).collect();
+    assert!(pids.iter().all(|p| !gone(p)), "running: {pids:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let start = Instant::now();
+    while !pids.iter().all(|p| gone(p)) && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<&&str> = pids.iter().filter(|p| !gone(p)).collect();
+    for p in &left {
+        let _ = std::process::Command::new("kill").args(["-9", p]).status();
+    }
+    assert!(
+        left.is_empty(),
+        "left running after git-steps died: {left:?}"
+    );
+    // The resume delivers it again (its outcome was never recorded).
+    std::fs::write(dir.join("second"), b"").unwrap();
+    let done = t
+        .steps(&["--json", "apply", p.to_str().unwrap()])
+        .ok()
+        .json();
+    assert_eq!(done["data"]["effects"][0]["key"], "main/s1/1", "{done}");
+    assert_eq!(done["data"]["effects"][0]["status"], "delivered", "{done}");
+}
+
+/// A command that cannot be started is named and not tried again, through
+/// the supervisor as without it.
+#[test]
+fn a_command_that_cannot_start_is_named_once() {
+    let t = TestRepo::new();
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"},
+            "effects": [{"command": ["/nonexistent/tool", "--flag"]}]}))],
+    );
+    let r = t.steps(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    let err = r.stderr();
+    assert!(
+        err.contains("`/nonexistent/tool --flag` cannot be started") && err.contains("after 1 try"),
+        "{err}"
+    );
+}

@@ -80,6 +80,7 @@ fn human(o: &StepOutcome, dry_run: bool) -> String {
             added,
             removed,
             diff,
+            effects,
         } => {
             let mut s = format!(
                 "apply {step} ({}, +{added} -{removed})",
@@ -93,6 +94,10 @@ fn human(o: &StepOutcome, dry_run: bool) -> String {
             for l in diff.lines() {
                 s.push_str("\n    ");
                 s.push_str(l);
+            }
+            for e in effects {
+                s.push_str("\n  then deliver ");
+                s.push_str(e);
             }
             s
         }

@@ -217,6 +217,18 @@ impl Session<'_> {
                 added,
                 removed,
                 diff: resolved_diff(repo, base.as_ref(), &new_tree)?,
+                effects: step
+                    .effects
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| {
+                        format!(
+                            "{}: {}",
+                            crate::plan::effect::key(&self.settings.run, &step.id, i + 1),
+                            e.action.describe()
+                        )
+                    })
+                    .collect(),
             }));
         }
         // Refer to nothing that is not really written (a full disk must not

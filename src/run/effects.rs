@@ -44,7 +44,7 @@ impl Session<'_> {
     /// run delivers nothing.
     pub fn deliver_effects(&mut self, ui: &mut dyn Ui) -> Result<()> {
         if self.opts.dry_run {
-            return Ok(());
+            return self.preview_effects(ui);
         }
         if !self.effects.history_queued {
             self.effects.history_queued = true;
@@ -59,6 +59,37 @@ impl Session<'_> {
                     // What is left of this step's effects stays due.
                     self.effects.queue.insert(0, due);
                     return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A dry run's word on the effects of the durable history that the
+    /// real run would deliver first (once; read without fetching). The
+    /// plan's own steps list theirs with the step.
+    fn preview_effects(&mut self, ui: &mut dyn Ui) -> Result<()> {
+        if self.effects.history_queued || self.ledger().effects.is_empty() {
+            return Ok(());
+        }
+        self.effects.history_queued = true;
+        let Some(peeked) = outcomes::peek(self.repo, self.settings)? else {
+            ui.note(&format!(
+                "the run's steps carry effects whose recorded outcomes are not on this box ({}): `git steps effects` fetches them and lists what is due",
+                outcomes::refname(&self.settings.run)
+            ));
+            return Ok(());
+        };
+        self.effects.outcomes = Some(peeked);
+        for due in self.undelivered_in_history()? {
+            for (i, e) in due.effects.iter().enumerate() {
+                let k = key(&self.settings.run, &due.step, i + 1);
+                if !self.outcomes()?.settled(&k, due.receipt) {
+                    ui.note(&format!(
+                        "would deliver effect {k} first ({}): step {} is durable and the effect has no delivered outcome",
+                        e.action.describe(),
+                        due.step
+                    ));
                 }
             }
         }

@@ -321,6 +321,21 @@ pub fn load(repo: &Repository, s: &Settings) -> Result<Outcomes> {
     read(repo, head)
 }
 
+/// The run's outcomes as the durable domain holds them, read without
+/// fetching or writing (a dry run): None when the remote's head of them is
+/// not on this box.
+pub fn peek(repo: &Repository, s: &Settings) -> Result<Option<Outcomes>> {
+    let name = refname(&s.run);
+    let head = match &s.remote {
+        None => repo.refname_to_id(&name).ok(),
+        Some(r) => r.head(repo, &name)?,
+    };
+    match head {
+        Some(h) if repo.find_commit(h).is_err() => Ok(None),
+        head => read(repo, head).map(Some),
+    }
+}
+
 /// Append `outcome` (its `commit` is ignored) and make it durable before
 /// returning: a compare-and-swap push of the outcomes ref (exit 4 if
 /// another runner moved it), or the local ref moved under its lock and

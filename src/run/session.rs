@@ -79,6 +79,9 @@ pub enum StepOutcome {
         /// The change as resolved against the tree it would meet: a unified
         /// diff with real line numbers, whatever format the step used.
         diff: String,
+        /// The effects it would deliver once durable: `<key>: <target>`.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        effects: Vec<String>,
     },
     /// Already applied: `commit` carries its receipt with the same digest.
     Skip {

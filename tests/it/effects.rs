@@ -1312,3 +1312,67 @@ fn a_command_that_cannot_start_is_named_once() {
         "{err}"
     );
 }
+
+/// `apply --dry-run` says which effects the real run would deliver: first
+/// those of durable steps with no delivered outcome (a failed one here),
+/// then each new step's, under the step, with its key; it sends nothing
+/// and records nothing.
+#[test]
+fn a_dry_run_lists_the_effects_it_would_deliver_and_sends_nothing() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    t.git(&["config", "steps.effectRetries", "1"]).ok();
+    r.set(
+        "/down",
+        Behaviour {
+            status: Some(503),
+            ..Default::default()
+        },
+    );
+    let s1 = line(json!({"id": "s1", "files": {"a": "1\n"},
+        "effects": [{"http": {"method": "POST", "url": r.url("/down")}}]}));
+    let p1 = t.plan("p1.jsonl", &[s1.clone()]);
+    assert_eq!(t.steps(&["apply", p1.to_str().unwrap()]).code(), Some(1));
+    let p2 = t.plan(
+        "p2.jsonl",
+        &[
+            s1,
+            line(json!({"id": "s2", "files": {"b": "2\n"},
+                "effects": [{"command": ["true"]}, {"http": {"method": "PUT", "url": r.url("/up")}}]})),
+        ],
+    );
+    let sent = r.deliveries().len();
+    let outcomes_before = outcomes(&t, &bare);
+    let dry = t.steps(&["apply", "--dry-run", p2.to_str().unwrap()]).ok();
+    assert!(
+        dry.stderr().contains(&format!(
+            "would deliver effect main/s1/1 first (POST {})",
+            r.url("/down")
+        )),
+        "{}",
+        dry.explain()
+    );
+    let out = dry.stdout();
+    assert!(
+        out.contains("  then deliver main/s2/1: command true")
+            && out.contains(&format!("  then deliver main/s2/2: PUT {}", r.url("/up"))),
+        "{}",
+        dry.explain()
+    );
+    let json = t
+        .steps(&["--json", "apply", "--dry-run", p2.to_str().unwrap()])
+        .ok()
+        .json();
+    let s2 = json["data"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "s2")
+        .unwrap()
+        .clone();
+    assert_eq!(s2["effects"][0], "main/s2/1: command true", "{json}");
+    assert_eq!(r.deliveries().len(), sent, "a dry run sends nothing");
+    assert_eq!(outcomes(&t, &bare), outcomes_before, "and records nothing");
+    assert_eq!(durable_steps(&t, &bare), ["s1"]);
+}

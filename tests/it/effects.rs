@@ -1332,7 +1332,7 @@ fn a_dry_run_lists_the_effects_it_would_deliver_and_sends_nothing() {
     );
     let s1 = line(json!({"id": "s1", "files": {"a": "1\n"},
         "effects": [{"http": {"method": "POST", "url": r.url("/down")}}]}));
-    let p1 = t.plan("p1.jsonl", &[s1.clone()]);
+    let p1 = t.plan("p1.jsonl", std::slice::from_ref(&s1));
     assert_eq!(t.steps(&["apply", p1.to_str().unwrap()]).code(), Some(1));
     let p2 = t.plan(
         "p2.jsonl",

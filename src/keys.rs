@@ -72,6 +72,10 @@ pub const EFFECT_TIMEOUT: Key = key(
     "steps.effectTimeout",
     "Seconds one try of an effect may take (an HTTP request, a command, killed with what it started; default 30).",
 );
+pub const EFFECTS: Key = key(
+    "steps.effects",
+    "Which effects this box delivers: `all` (default), `http` (no command runs here), or `none` (a reviewer's or an auditor's box). Those held back stay pending, named, for a box that allows them.",
+);
 
 /// The CONFIGURATION section.
 pub const CONFIG: &[Key] = &[
@@ -87,6 +91,7 @@ pub const CONFIG: &[Key] = &[
     MAX_FILE_SIZE,
     EFFECT_RETRIES,
     EFFECT_TIMEOUT,
+    EFFECTS,
 ];
 
 // The environment.

@@ -142,6 +142,17 @@ impl Session<'_> {
         if self.outcomes()?.settled(&k, due.receipt) {
             return Ok(());
         }
+        let allowed = s.config.effects;
+        if !allowed.allows(&effect.action) {
+            // Held back on this box (a reviewer's, an auditor's): nothing
+            // is sent or recorded, so a box that allows it delivers it.
+            ui.note(&format!(
+                "effect {k} ({}) is not delivered on this box (steps.effects={}): it stays pending for a box that delivers it",
+                effect.action.describe(),
+                allowed.as_str()
+            ));
+            return Ok(());
+        }
         crash::point("effect-start", &due.step);
         let policy = Policy {
             tries: s.config.effect_retries.max(1),

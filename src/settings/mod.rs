@@ -372,6 +372,37 @@ pub struct RunConfig {
     pub effect_retries: usize,
     /// `steps.effectTimeout`: seconds one try of an effect may take.
     pub effect_timeout_secs: usize,
+    /// `steps.effects`: which effects this box delivers.
+    pub effects: Deliver,
+}
+
+/// `steps.effects`: which effects a box delivers; the others stay pending
+/// for a box that allows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deliver {
+    All,
+    /// HTTP requests, no command.
+    Http,
+    None,
+}
+
+impl Deliver {
+    /// Whether this box delivers `action`.
+    pub fn allows(self, action: &crate::plan::effect::Action) -> bool {
+        match self {
+            Deliver::All => true,
+            Deliver::Http => !matches!(action, crate::plan::effect::Action::Command(_)),
+            Deliver::None => false,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deliver::All => "all",
+            Deliver::Http => "http",
+            Deliver::None => "none",
+        }
+    }
 }
 
 impl RunConfig {
@@ -385,6 +416,7 @@ impl RunConfig {
         max_file_bytes: crate::tree::build::DEFAULT_MAX_FILE_BYTES,
         effect_retries: 5,
         effect_timeout_secs: 30,
+        effects: Deliver::All,
     };
 
     /// The keys as git config holds them for `repo` (a bad value is an
@@ -404,7 +436,30 @@ impl RunConfig {
                 .unwrap_or(d.effect_retries),
             effect_timeout_secs: config_count(repo, crate::keys::EFFECT_TIMEOUT.name, 1)?
                 .unwrap_or(d.effect_timeout_secs),
+            effects: match config_string(repo, crate::keys::EFFECTS.name)?
+                .map(|v| v.trim().to_ascii_lowercase())
+                .as_deref()
+            {
+                None | Some("all") => Deliver::All,
+                Some("http") => Deliver::Http,
+                Some("none") => Deliver::None,
+                Some(v) => {
+                    return Err(Error::input(format!(
+                        "git config {} = {v:?}: expected all, http or none",
+                        crate::keys::EFFECTS.name
+                    )))
+                }
+            },
         })
+    }
+}
+
+/// A text `steps.*` setting (None when unset).
+fn config_string(repo: &Repository, key: &str) -> Result<Option<String>> {
+    match repo.config()?.get_string(key) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(Error::input(format!("git config {key}: {}", e.message()))),
     }
 }
 

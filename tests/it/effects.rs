@@ -1376,3 +1376,64 @@ fn a_dry_run_lists_the_effects_it_would_deliver_and_sends_nothing() {
     assert_eq!(outcomes(&t, &bare), outcomes_before, "and records nothing");
     assert_eq!(durable_steps(&t, &bare), ["s1"]);
 }
+
+/// `steps.effects` says which effects a box delivers: a reviewer's box
+/// (`none`) applies and resumes without acting on the world, a box that
+/// runs no commands (`http`) sends only the requests; what they hold back
+/// stays pending, named, and a box that allows it delivers it once.
+#[test]
+fn a_box_that_delivers_no_effects_or_no_commands_leaves_them_pending() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let p = plan(&t, &r);
+    let git_c = |value: &str, args: &[&str]| {
+        t.git(&["config", "steps.effects", value]).ok();
+        t.steps(args)
+    };
+    let none = git_c("none", &["apply", p.to_str().unwrap()]).ok();
+    for k in keys() {
+        assert!(
+            none.stderr().contains(&format!("effect {k} (")),
+            "{k}: {}",
+            none.explain()
+        );
+    }
+    assert!(
+        none.stderr().contains("steps.effects=none"),
+        "{}",
+        none.explain()
+    );
+    assert!(r.counts().is_empty(), "{:?}", r.counts());
+    assert!(command_keys(&t).is_empty());
+    assert_eq!(t.step_ids(), ["s1", "s2", "s3"]);
+    let st = t.steps(&["status"]).ok().stdout();
+    assert!(st.contains("0 of 3 delivered, 3 pending"), "{st}");
+    // No commands: the requests go, the command waits.
+    let http = git_c("http", &["resume"]).ok();
+    assert!(
+        http.stderr().contains("effect main/s1/2 (command sh -c"),
+        "{}",
+        http.explain()
+    );
+    let counts = r.counts();
+    assert_eq!(
+        (counts.get("main/s1/1"), counts.get("main/s3/1")),
+        (Some(&1), Some(&1)),
+        "{counts:?}"
+    );
+    assert!(command_keys(&t).is_empty());
+    // A box that allows them delivers the rest, once.
+    git_c("all", &["resume"]).ok();
+    assert_eq!(command_keys(&t), ["main/s1/2"]);
+    assert_eq!(r.counts().values().sum::<usize>(), 2);
+    // A value it does not know is refused, naming the key.
+    let before = t.git_out(&["rev-parse", "refs/steps/effects/main"]);
+    let bad = git_c("some", &["apply", p.to_str().unwrap()]);
+    assert_eq!(bad.code(), Some(1), "bad input: {}", bad.explain());
+    assert_eq!(t.git_out(&["rev-parse", "refs/steps/effects/main"]), before);
+    assert!(
+        bad.stderr().contains("steps.effects") && bad.stderr().contains("all, http or none"),
+        "{}",
+        bad.explain()
+    );
+}

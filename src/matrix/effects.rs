@@ -21,23 +21,47 @@ use crate::crash::{Scope, POINTS};
 use crate::error::Result;
 use crate::plan::reader::Plan;
 
-/// The ids of the plan's steps that carry effects.
+/// The ids of the steps that carry effects: the plan's; for the `undo`
+/// runner's scenario also the undo step (when a step it undoes has a
+/// `compensate`) and the undone steps made again.
 pub(super) fn steps_with_effects(env: &Env) -> Result<Vec<String>> {
     let plan = Plan::open(env.plan.to_str().unwrap_or_default(), &std::env::temp_dir())?;
-    let mut ids = Vec::new();
+    let mut steps = Vec::new();
     for s in plan.steps()? {
         let s = s?;
-        if !s.effects.is_empty() {
-            ids.push(s.id);
+        if !steps.iter().any(|(id, _, _)| *id == s.id) {
+            let compensates = s.effects.iter().any(|e| e.compensate.is_some());
+            steps.push((s.id, !s.effects.is_empty(), compensates));
         }
+    }
+    let mut ids: Vec<String> = steps
+        .iter()
+        .filter(|(_, with, _)| *with)
+        .map(|(id, _, _)| id.clone())
+        .collect();
+    if env.runner == Runner::GitStepsUndo {
+        let undone = &steps[steps.len() - steps.len().div_ceil(2)..];
+        if undone.iter().any(|(_, _, c)| *c) {
+            ids.push(super::in_place::UNDO_ID.to_string());
+        }
+        ids.extend(
+            undone
+                .iter()
+                .filter(|(_, with, _)| *with)
+                .map(|(id, _, _)| super::in_place::again_id(id)),
+        );
     }
     Ok(ids)
 }
 
 /// Crashes at every effect point of every step with effects, both boxes
-/// (the runners that apply the plan's own steps: `apply` and `run`).
+/// (the runners that apply the plan's own steps: `apply`, `run`, and
+/// `undo`, whose undo step delivers the compensations).
 pub(super) fn cells(runner: Runner, with_effects: &[String]) -> Vec<Cell> {
-    if !matches!(runner, Runner::GitSteps | Runner::GitStepsRun) {
+    if !matches!(
+        runner,
+        Runner::GitSteps | Runner::GitStepsRun | Runner::GitStepsUndo
+    ) {
         return Vec::new();
     }
     let mut out = Vec::new();

@@ -1437,3 +1437,69 @@ fn a_box_that_delivers_no_effects_or_no_commands_leaves_them_pending() {
         bad.explain()
     );
 }
+
+/// The `undo` runner's scenario over steps with effects: the plan applied,
+/// its last step undone (whose `compensate` the undo step delivers), then
+/// made again. The matrix crashes at every effect point of the plan's
+/// steps, of the undo step and of the step made again: every row SAME,
+/// every key delivered, a key twice only at `effect-delivered`.
+#[test]
+fn the_undo_matrix_crashes_at_the_compensations_too() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let p = t.plan(
+        "undo.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "1\n"}, "effects": [
+                {"http": {"method": "POST", "url": r.url("/one")}}
+            ]})),
+            line(json!({"id": "s2", "files": {"b.txt": "2\n"}, "effects": [
+                {"http": {"method": "POST", "url": r.url("/pr")},
+                 "compensate": {"http": {"method": "PATCH", "url": r.url("/pr/close")}}}
+            ]})),
+        ],
+    );
+    let doc = t
+        .steps(&[
+            "--json",
+            "crashtest",
+            "--empty-base",
+            "--runner",
+            "undo",
+            p.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    let data = &doc["data"];
+    let rows = data["rows"].as_array().unwrap();
+    assert_eq!(data["summary"]["same"], rows.len(), "{doc}");
+    let mut at: Vec<String> = rows
+        .iter()
+        .filter(|r| r["point"].as_str().unwrap().starts_with("effect-"))
+        .map(|r| r["step"].as_str().unwrap().to_string())
+        .collect();
+    at.sort();
+    at.dedup();
+    assert_eq!(at, ["again-s2", "s1", "s2", "undo-replay"], "{doc}");
+    let keys = [
+        "main/s1/1",
+        "main/s2/1",
+        "main/undo-replay/1",
+        "main/again-s2/1",
+    ];
+    for row in rows {
+        assert_eq!(row["reason"], "", "every armed crash fired: {row}");
+        let d = row["deliveries"].as_object().unwrap();
+        let got: Vec<&str> = d.keys().map(|k| k.as_str()).collect();
+        let mut want = keys.to_vec();
+        want.sort();
+        assert_eq!(got, want, "{row}");
+        let twice = d.values().filter(|n| n.as_u64() == Some(2)).count();
+        let expected = usize::from(row["point"] == "effect-delivered");
+        assert_eq!(twice, expected, "{row}");
+        assert!(
+            d.values().all(|n| (1..=2).contains(&n.as_u64().unwrap())),
+            "{row}"
+        );
+    }
+}

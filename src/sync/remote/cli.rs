@@ -32,18 +32,7 @@ impl Remote {
             return Ok(None);
         };
         if repo.find_commit(oid).is_err() {
-            let refspec = format!("+{refname}:{into}");
-            let mut cmd = git_cli(repo, &self.spec)?;
-            cmd.args([
-                "fetch",
-                "--progress",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--",
-                &self.spec,
-                &refspec,
-            ]);
-            run_git_ok(cmd, "fetch", &self.spec)?;
+            self.git_fetch(repo, &[], Some(&format!("+{refname}:{into}")))?;
         }
         crate::lock::intending(repo, crate::lock::ref_locks(repo, into), || {
             repo.reference(into, oid, true, "git-steps: fetch")
@@ -62,39 +51,33 @@ impl Remote {
         into: &str,
         by: Option<u64>,
     ) -> Result<()> {
-        let mut cmd = git_cli(repo, &self.spec)?;
         let how = match by {
             Some(n) => format!("--deepen={n}"),
             None => "--unshallow".to_string(),
         };
-        cmd.args([
-            "fetch",
-            "--progress",
-            "--no-tags",
-            "--no-write-fetch-head",
-            &how,
-            "--",
-            &self.spec,
-            &format!("+{refname}:{into}"),
-        ]);
-        run_git_ok(cmd, "fetch --deepen", &self.spec).map(|_| ())
+        self.git_fetch(repo, &[&how], Some(&format!("+{refname}:{into}")))
     }
 
     /// Make this shallow clone whole along what it fetches from this remote
     /// (`git fetch --unshallow <remote>`, with its configured refspecs, or
     /// its HEAD for a URL).
     pub fn unshallow(&self, repo: &Repository) -> Result<()> {
+        self.git_fetch(repo, &["--unshallow"], None)
+    }
+
+    /// `git fetch <how> -- <remote> [<refspec>]`, quiet about tags and
+    /// FETCH_HEAD.
+    fn git_fetch(&self, repo: &Repository, how: &[&str], refspec: Option<&str>) -> Result<()> {
         let mut cmd = git_cli(repo, &self.spec)?;
-        cmd.args([
-            "fetch",
-            "--progress",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--unshallow",
-            "--",
-            &self.spec,
-        ]);
-        run_git_ok(cmd, "fetch --unshallow", &self.spec).map(|_| ())
+        cmd.args(["fetch", "--progress", "--no-tags", "--no-write-fetch-head"])
+            .args(how)
+            .args(["--", &self.spec])
+            .args(refspec);
+        let what = match how.first() {
+            Some(h) => format!("fetch {}", h.split('=').next().unwrap_or(h)),
+            None => "fetch".to_string(),
+        };
+        run_git_ok(cmd, &what, &self.spec).map(|_| ())
     }
 
     /// Push with `git push --force-with-lease=<ref>:<expected>`: git's own

@@ -168,6 +168,12 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         }
         let tail = if !e.read {
             " (their recorded outcomes are not on this box yet: `git steps effects` fetches them)"
+        } else if e.pending + e.failed > 0 && e.delivers != "all" {
+            &*format!(
+                "; this box delivers {} (steps.effects={}): a box that delivers them does, in order, with their keys",
+                if e.delivers == "none" { "none" } else { "no command" },
+                e.delivers
+            )
         } else if e.pending + e.failed > 0 {
             "; the next `apply`, `run` or `resume` delivers the pending and failed ones with their keys (`git steps effects` lists them)"
         } else {

@@ -99,6 +99,10 @@ pub struct RunReport {
     pub history: String,
     /// The effects delivered (or whose failure was recorded) by this run.
     pub effects: Vec<super::outcomes::Delivered>,
+    /// Effects this box held back (`steps.effects`) and those queued
+    /// behind them: pending for a box that delivers them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects_pending: Vec<String>,
     /// Where the finished run is kept (`refs/steps/runs/<run>`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archived: Option<super::provenance::Archived>,
@@ -300,6 +304,7 @@ fn run_inner(
         artifact: finished.artifact,
         history: finished.history,
         effects: finished.effects,
+        effects_pending: finished.effects_pending,
     })
 }
 

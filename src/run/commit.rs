@@ -223,9 +223,10 @@ impl Session<'_> {
                     .enumerate()
                     .map(|(i, e)| {
                         format!(
-                            "{}: {}",
+                            "{}: {}{}",
                             crate::plan::effect::key(&self.settings.run, &step.id, i + 1),
-                            e.action.describe()
+                            e.action.describe(),
+                            super::effects::held_back(self.settings, &e.action)
                         )
                     })
                     .collect(),

@@ -279,7 +279,7 @@ pub fn set_supervisor(exe: std::path::PathBuf) {
 /// delivering it) is gone, SIGKILLed with no chance to clean up, the whole
 /// group is killed within 20 ms: no command of a dead run is left running
 /// while its resume starts the same effect again. Exits as the command
-/// did (128 + its signal when one killed it; 127 when it could not start).
+/// did (killed by the signal that killed it; 127 when it could not start).
 pub fn supervise(parent: u32, argv: &[String]) -> ! {
     use rustix::process::{getpid, getppid, kill_process_group, Pid, Signal};
     let orphaned = || Pid::as_raw(getppid()) as u32 != parent;
@@ -309,6 +309,15 @@ pub fn supervise(parent: u32, argv: &[String]) -> ! {
         match child.try_wait() {
             Ok(Some(st)) => {
                 use std::os::unix::process::ExitStatusExt;
+                // A signal that killed the command kills this process the
+                // same way, so the delivering git-steps sees what it saw.
+                // (Twice: Rust's runtime handles SIGSEGV and SIGBUS to
+                // report stack overflows, and its handler restores the
+                // default action for the next one.)
+                if let Some(sig) = st.signal().and_then(Signal::from_named_raw) {
+                    let _ = rustix::process::kill_process(getpid(), sig);
+                    let _ = rustix::process::kill_process(getpid(), sig);
+                }
                 std::process::exit(st.code().unwrap_or(128 + st.signal().unwrap_or(0)))
             }
             Ok(None) if orphaned() => kill_group(),
@@ -387,6 +396,14 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
             }
         }
     };
+    // A try that did not succeed leaves nothing behind: whatever is left
+    // of its process group (the command, when its supervisor was killed
+    // on its own; what it started) goes before the next try starts.
+    if !status.is_some_and(|st| st.success()) {
+        if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
     let mut text = Vec::new();
     let _ = out.rewind();
     let _ = out.read_to_end(&mut text);

@@ -52,17 +52,51 @@ impl Session<'_> {
             earlier.append(&mut self.effects.queue);
             self.effects.queue = earlier;
         }
-        while !self.effects.queue.is_empty() {
+        while !self.effects.held && !self.effects.queue.is_empty() {
             let due = self.effects.queue.remove(0);
             for (i, effect) in due.effects.iter().enumerate() {
-                if let Err(e) = self.deliver_one(&due, i + 1, effect, ui) {
-                    // What is left of this step's effects stays due.
-                    self.effects.queue.insert(0, due);
-                    return Err(e);
+                match self.deliver_one(&due, i + 1, effect, ui) {
+                    Ok(true) => {}
+                    // Held back on this box: it and what follows wait, in
+                    // order (an undo's compensation never goes before the
+                    // effect it undoes).
+                    Ok(false) => {
+                        self.effects.held = true;
+                        self.effects.queue.insert(0, due);
+                        break;
+                    }
+                    Err(e) => {
+                        // What is left of this step's effects stays due.
+                        self.effects.queue.insert(0, due);
+                        return Err(e);
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// The keys of the effects still due after this session (held back by
+    /// `steps.effects`, or queued behind one that was): pending for a box
+    /// that delivers them.
+    pub fn effects_pending(&mut self) -> Result<Vec<String>> {
+        let run = self.settings.run.clone();
+        let queue: Vec<(String, Oid, usize)> = self
+            .effects
+            .queue
+            .iter()
+            .map(|d| (d.step.clone(), d.receipt, d.effects.len()))
+            .collect();
+        let mut out = Vec::new();
+        for (step, receipt, count) in queue {
+            for n in 1..=count {
+                let k = key(&run, &step, n);
+                if !self.outcomes()?.settled(&k, receipt) {
+                    out.push(k);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// A dry run's word on the effects of the durable history that the
@@ -86,9 +120,10 @@ impl Session<'_> {
                 let k = key(&self.settings.run, &due.step, i + 1);
                 if !self.outcomes()?.settled(&k, due.receipt) {
                     ui.note(&format!(
-                        "would deliver effect {k} first ({}): step {} is durable and the effect has no delivered outcome",
+                        "would deliver effect {k} first ({}): step {} is durable and the effect has no delivered outcome{}",
                         e.action.describe(),
-                        due.step
+                        due.step,
+                        held_back(self.settings, &e.action)
                     ));
                 }
             }
@@ -135,23 +170,29 @@ impl Session<'_> {
     }
 
     /// Deliver the `n`th effect of `due` unless it was delivered, and record
-    /// its outcome.
-    fn deliver_one(&mut self, due: &Due, n: usize, effect: &Effect, ui: &mut dyn Ui) -> Result<()> {
+    /// its outcome. False: this box holds it back (`steps.effects`).
+    fn deliver_one(
+        &mut self,
+        due: &Due,
+        n: usize,
+        effect: &Effect,
+        ui: &mut dyn Ui,
+    ) -> Result<bool> {
         let (repo, s) = (self.repo, self.settings);
         let k = key(&s.run, &due.step, n);
         if self.outcomes()?.settled(&k, due.receipt) {
-            return Ok(());
+            return Ok(true);
         }
         let allowed = s.config.effects;
         if !allowed.allows(&effect.action) {
             // Held back on this box (a reviewer's, an auditor's): nothing
             // is sent or recorded, so a box that allows it delivers it.
             ui.note(&format!(
-                "effect {k} ({}) is not delivered on this box (steps.effects={}): it stays pending for a box that delivers it",
+                "effect {k} ({}) is not delivered on this box (steps.effects={}): it, and every effect after it, stays pending for a box that delivers them, in order",
                 effect.action.describe(),
                 allowed.as_str()
             ));
-            return Ok(());
+            return Ok(false);
         }
         crash::point("effect-start", &due.step);
         let policy = Policy {
@@ -215,7 +256,7 @@ impl Session<'_> {
             ))
             .with_hint("fix the receiver (or what the effect needs on this box), then rerun the same command: it delivers this effect again with the same key, and none that were delivered; `git steps effects` lists them"));
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -276,4 +317,20 @@ pub fn abandon(
     };
     outcomes::append(repo, s, &mut recorded, outcome)?;
     Ok(recorded.list.last().cloned().expect("appended above"))
+}
+
+/// What a dry run adds to an effect this box would hold back
+/// (`steps.effects`): it, and every effect after it, wait.
+pub(super) fn held_back(
+    s: &crate::settings::Settings,
+    action: &crate::plan::effect::Action,
+) -> String {
+    if s.config.effects.allows(action) {
+        String::new()
+    } else {
+        format!(
+            " (held back on this box, steps.effects={}: it and the effects after it wait for a box that delivers them)",
+            s.config.effects.as_str()
+        )
+    }
 }

@@ -39,6 +39,10 @@ pub struct ApplyReport {
     pub history: String,
     /// The effects delivered (or whose failure was recorded) by this run.
     pub effects: Vec<super::outcomes::Delivered>,
+    /// Effects this box held back (`steps.effects`) and those queued
+    /// behind them: pending for a box that delivers them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects_pending: Vec<String>,
 }
 
 /// Apply `plan` in the repository; `ui` sees each outcome as it happens.
@@ -153,6 +157,7 @@ fn apply_inner(
         artifact: done.artifact,
         history: done.history,
         effects: done.effects,
+        effects_pending: done.effects_pending,
     })
 }
 

@@ -137,6 +137,9 @@ pub struct Effects {
     pub(crate) history_queued: bool,
     /// What this session delivered or recorded as failed.
     pub(crate) done: Vec<Delivered>,
+    /// Set when this box held an effect back (`steps.effects`): it and
+    /// every effect after it wait, in order, for a box that delivers them.
+    pub(crate) held: bool,
     /// The steps this session applied that carry effects: (position in the
     /// run, how many), as [`crate::history::ledger::Ledger::effects`].
     pub(crate) applied: Vec<(usize, usize)>,

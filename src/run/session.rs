@@ -160,6 +160,9 @@ pub struct Finished {
     pub history: String,
     /// The effects this session delivered (or whose failure it recorded).
     pub effects: Vec<super::outcomes::Delivered>,
+    /// The keys of effects this box held back (`steps.effects`), and of
+    /// those after them, which wait in order: pending.
+    pub effects_pending: Vec<String>,
 }
 
 /// A run whose box is brought up (locked, repaired, reconciled) and whose
@@ -509,7 +512,12 @@ impl<'r> Session<'r> {
     /// Close the session: save the receipt cache when steps were applied
     /// (the next run starts from here without reading the history again),
     /// and compute the fingerprints the run reports.
-    pub fn finish(self) -> Result<Finished> {
+    pub fn finish(mut self) -> Result<Finished> {
+        let effects_pending = if self.effects.held {
+            self.effects_pending()?
+        } else {
+            Vec::new()
+        };
         let history = fingerprint::history(
             self.receipts()
                 .map(|e| (e.id.as_str(), e.decision.as_str())),
@@ -547,6 +555,7 @@ impl<'r> Session<'r> {
             artifact: artifact_at(repo, head)?,
             history,
             effects: effects.done,
+            effects_pending,
         })
     }
 }

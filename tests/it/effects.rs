@@ -1390,16 +1390,17 @@ fn a_box_that_delivers_no_effects_or_no_commands_leaves_them_pending() {
         t.git(&["config", "steps.effects", value]).ok();
         t.steps(args)
     };
-    let none = git_c("none", &["apply", p.to_str().unwrap()]).ok();
-    for k in keys() {
-        assert!(
-            none.stderr().contains(&format!("effect {k} (")),
-            "{k}: {}",
-            none.explain()
-        );
-    }
+    let none = git_c("none", &["--json", "apply", p.to_str().unwrap()]).ok();
     assert!(
-        none.stderr().contains("steps.effects=none"),
+        none.stderr().contains("effect main/s1/1 (POST ")
+            && none.stderr().contains("steps.effects=none")
+            && none.stderr().contains("every effect after it"),
+        "{}",
+        none.explain()
+    );
+    assert_eq!(
+        none.json()["data"]["effects_pending"],
+        json!(["main/s1/1", "main/s1/2", "main/s3/1"]),
         "{}",
         none.explain()
     );
@@ -1407,25 +1408,31 @@ fn a_box_that_delivers_no_effects_or_no_commands_leaves_them_pending() {
     assert!(command_keys(&t).is_empty());
     assert_eq!(t.step_ids(), ["s1", "s2", "s3"]);
     let st = t.steps(&["status"]).ok().stdout();
-    assert!(st.contains("0 of 3 delivered, 3 pending"), "{st}");
-    // No commands: the requests go, the command waits.
-    let http = git_c("http", &["resume"]).ok();
+    assert!(
+        st.contains("0 of 3 delivered, 3 pending") && st.contains("steps.effects=none"),
+        "{st}"
+    );
+    // No commands: the request before the command goes; the command, and
+    // the request after it, wait (effects go in order).
+    let http = git_c("http", &["--json", "resume"]).ok();
     assert!(
         http.stderr().contains("effect main/s1/2 (command sh -c"),
         "{}",
         http.explain()
     );
+    assert_eq!(r.counts().keys().collect::<Vec<_>>(), ["main/s1/1"]);
+    assert!(command_keys(&t).is_empty());
+    // A box that allows them delivers the rest, once each, in order.
+    git_c("all", &["resume"]).ok();
+    assert_eq!(command_keys(&t), ["main/s1/2"]);
     let counts = r.counts();
     assert_eq!(
         (counts.get("main/s1/1"), counts.get("main/s3/1")),
         (Some(&1), Some(&1)),
         "{counts:?}"
     );
-    assert!(command_keys(&t).is_empty());
-    // A box that allows them delivers the rest, once.
-    git_c("all", &["resume"]).ok();
-    assert_eq!(command_keys(&t), ["main/s1/2"]);
-    assert_eq!(r.counts().values().sum::<usize>(), 2);
+    let order: Vec<String> = r.deliveries().into_iter().filter_map(|d| d.key).collect();
+    assert_eq!(order, ["main/s1/1", "main/s3/1"]);
     // A value it does not know is refused, naming the key.
     let before = t.git_out(&["rev-parse", "refs/steps/effects/main"]);
     let bad = git_c("some", &["apply", p.to_str().unwrap()]);
@@ -1436,6 +1443,31 @@ fn a_box_that_delivers_no_effects_or_no_commands_leaves_them_pending() {
         "{}",
         bad.explain()
     );
+}
+
+/// An undo on a box that holds back the effect it undoes: the compensation
+/// waits behind that effect, so a box that delivers them sends the action,
+/// then its compensation; never the compensation first.
+#[test]
+fn a_compensation_never_goes_before_the_effect_it_undoes() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
+            {"command": ["sh", "-c", "echo \"$GIT_STEPS_IDEMPOTENCY_KEY\" >> ../commands.log"],
+             "compensate": {"http": {"method": "POST", "url": r.url("/undo")}}}
+        ]}))],
+    );
+    t.git(&["config", "steps.effects", "http"]).ok();
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    t.steps(&["undo", "--last", "1"]).ok();
+    assert!(r.deliveries().is_empty(), "{:?}", r.counts());
+    assert!(command_keys(&t).is_empty());
+    t.git(&["config", "steps.effects", "all"]).ok();
+    t.steps(&["resume"]).ok();
+    assert_eq!(command_keys(&t), ["main/s1/1"]);
+    assert_eq!(r.deliveries().len(), 1, "{:?}", r.counts());
 }
 
 /// The `undo` runner's scenario over steps with effects: the plan applied,
@@ -1502,4 +1534,68 @@ fn the_undo_matrix_crashes_at_the_compensations_too() {
             "{row}"
         );
     }
+}
+
+/// A try whose supervisor is killed on its own (here by SIGTERM) leaves no
+/// command behind: its process group goes before the next try starts, so
+/// two copies never run at once. A command a signal kills is recorded as
+/// killed, not as an exit code.
+#[test]
+fn a_failed_try_leaves_nothing_running_and_a_signal_is_named() {
+    let t = TestRepo::new();
+    t.git(&["config", "steps.effectRetries", "2"]).ok();
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
+            {"command": ["sh", "-c", "echo $$ $PPID >> ../pids; sleep 2"]}
+        ]}))],
+    );
+    let child = t
+        .steps_command(&["--json", "apply", p.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pids = t.tmp.path().join("pids");
+    wait_for(&pids, "the first try");
+    let first = std::fs::read_to_string(&pids).unwrap();
+    let (sh, supervisor) = first.trim().split_once(' ').unwrap();
+    let (sh, supervisor) = (sh.to_string(), supervisor.to_string());
+    std::process::Command::new("kill")
+        .args(["-TERM", &supervisor])
+        .status()
+        .unwrap();
+    let start = Instant::now();
+    while std::fs::read_to_string(&pids).unwrap().lines().count() < 2
+        && start.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        gone(&sh),
+        "the first try's command still runs beside the second"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["data"]["effects"][0]["tries"], 2, "{doc}");
+    assert_eq!(doc["data"]["effects"][0]["status"], "delivered", "{doc}");
+
+    let t = TestRepo::new();
+    t.git(&["config", "steps.effectRetries", "1"]).ok();
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
+            {"command": ["sh", "-c", "kill -SEGV $$"]}
+        ]}))],
+    );
+    let r = t.steps(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    let list = t.steps(&["--json", "effects"]).ok().json();
+    assert_eq!(list["data"]["effects"][0]["result"], "killed", "{list}");
 }

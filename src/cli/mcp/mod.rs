@@ -367,6 +367,7 @@ impl Server {
             "branch": report.branch,
             "durable": report.durable,
             "effects": report.effects,
+            "effects_pending": report.effects_pending,
         }))
     }
 }

@@ -78,6 +78,8 @@ pub struct EffectsStatus {
     pub delivered: usize,
     pub failed: usize,
     pub abandoned: usize,
+    /// What this box delivers (`steps.effects`): `all`, `http` or `none`.
+    pub delivers: &'static str,
 }
 
 /// [`EffectsStatus`] for the steps of `ledger` (None: none has effects).
@@ -105,6 +107,7 @@ pub(super) fn status(
         delivered: 0,
         failed: 0,
         abandoned: 0,
+        delivers: s.config.effects.as_str(),
     };
     for &(at, count) in &ledger.effects {
         let e = &ledger.entries[at];

@@ -701,3 +701,84 @@ fn two_boxes_keeping_a_run_at_once_both_succeed_and_it_never_moves_back() {
     );
     assert_eq!(kept(), later, "never moved back");
 }
+
+/// From an outside review. (a) A run merged in two parts, the second a
+/// forge's default squash (several copied receipts) on top of the first:
+/// the squash stands for its steps alone, not a chain with the part below
+/// it. (b) A squash message a person edited, keeping one step's receipt
+/// above their own prose, named with --run: held against the kept run,
+/// not taken for a copy of that one step.
+#[test]
+fn a_default_squash_after_an_earlier_part_and_an_edited_message_verify() {
+    let (t, _bare) = run_applied();
+    t.steps(&["archive"]).ok();
+    let s1 = t
+        .git_out(&["rev-parse", "steps/fix-parser~2"])
+        .trim()
+        .to_string();
+    // Part one: main fast-forwards to s1.
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.git(&["merge", "-q", "--ff-only", &s1]).ok();
+    // Part two: s2 and s3 squashed with the forge's default message.
+    let messages = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=* %B%x00",
+        "main..steps/fix-parser",
+    ]);
+    let body: Vec<&str> = messages
+        .split('\0')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert_eq!(body.len(), 2, "{messages}");
+    let forge = format!(
+        "Test and news (#8)\n\n{}\n\n---------\n\nCo-authored-by: A Reviewer <r@example.com>\n",
+        body.join("\n\n")
+    );
+    t.git(&["merge", "-q", "--squash", "steps/fix-parser"]).ok();
+    t.git(&["commit", "-q", "-m", &forge]).ok();
+    let v = t
+        .steps(&["--json", "verify", "--merged", "main"])
+        .ok()
+        .json();
+    assert_eq!(
+        (
+            v["data"]["kind"].as_str(),
+            v["data"]["ok"].as_bool(),
+            v["data"]["steps"].as_u64()
+        ),
+        (Some("squash"), Some(true), Some(3)),
+        "{v}"
+    );
+    // (b) The whole run squashed, its message edited down to s1's receipt
+    // and a sentence of the reviewer's.
+    t.git(&["reset", "-q", "--hard", "HEAD~2"]).ok();
+    t.git(&["merge", "-q", "--squash", "steps/fix-parser"]).ok();
+    let s1_message = t.git_out(&["log", "-1", "--format=%B", &s1]);
+    let edited = format!(
+        "Fix the parser (#9)\n\n{}\n\nThe tests and the NEWS entry came later in the same run.\n",
+        s1_message.trim()
+    );
+    t.git(&["commit", "-q", "-m", &edited]).ok();
+    let v = t
+        .steps(&[
+            "--json",
+            "verify",
+            "--merged",
+            "main",
+            "--run",
+            "fix-parser",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        (
+            v["data"]["kind"].as_str(),
+            v["data"]["ok"].as_bool(),
+            v["data"]["steps"].as_u64()
+        ),
+        (Some("squash"), Some(true), Some(3)),
+        "{v}"
+    );
+}

@@ -80,7 +80,21 @@ fn copied(c: &Commit<'_>, run: Option<&str>, tip: bool) -> Option<receipt::Recei
         .collect::<Vec<_>>()
         .into_iter()
         .rev()
-        .find_map(|at| ours(&msg[..at]))
+        .find_map(|at| ours(&msg[..at]).filter(|_| forge_tail(&msg[at..])))
+}
+
+/// Whether `text` is only what a forge appends to a squash message: blank
+/// lines, a rule of dashes, `Co-authored-by:`-style lines. Anything else
+/// (prose a person kept or wrote) means the message is no copy of a
+/// receipt.
+fn forge_tail(text: &str) -> bool {
+    text.lines().map(str::trim).all(|l| {
+        l.is_empty()
+            || l.chars().all(|c| c == '-')
+            || l.split_once(':').is_some_and(|(k, _)| {
+                k.len() > 3 && k.ends_with("-by") && !k.contains(char::is_whitespace)
+            })
+    })
 }
 
 /// How many distinct steps' `Step-Id:` lines a message holds.
@@ -304,7 +318,7 @@ pub fn check(
         ));
     }
     let (head, upto) = match claim.copies {
-        1.. => match rebased(&c, &claim.run, &whole, &mut out.problems) {
+        1.. => match rebased(&c, &claim.run, claim.copies, &whole, &mut out.problems) {
             Some(x) => x,
             None => return Ok(finish(out)),
         },
@@ -376,7 +390,7 @@ pub fn check(
         None => None,
     };
     let onto = match claim.copies {
-        1.. => rebase_onto(&c, &claim.run),
+        1.. => rebase_onto(&c, &claim.run, claim.copies),
         0 => c.parent(0).ok().map(|p| p.id()),
     };
     let onto_tree = onto.map(|o| repo.find_commit(o)?.tree()).transpose()?;
@@ -411,6 +425,7 @@ fn finish(mut out: MergedCheck) -> MergedCheck {
 fn rebased(
     tip: &Commit<'_>,
     run: &str,
+    tip_copies: usize,
     whole: &ledger::Ledger,
     problems: &mut Vec<String>,
 ) -> Option<(Oid, usize)> {
@@ -420,6 +435,11 @@ fn rebased(
         match copied(&c, Some(run), c.id() == tip.id()) {
             Some(r) => copies.push((r.id, r.decision, r.index, c.id())),
             None => break,
+        }
+        // A squash of several steps stands for all of them: what lies
+        // below it was merged before (an earlier part of the run).
+        if tip_copies > 1 {
+            break;
         }
         at = c.parent(0).ok();
     }
@@ -457,8 +477,12 @@ fn rebased(
     Some((whole.entries[last].commit, last + 1))
 }
 
-/// The commit the rebased steps of `run` below `tip` went onto.
-fn rebase_onto(tip: &Commit<'_>, run: &str) -> Option<Oid> {
+/// The commit the rebased steps of `run` below `tip` went onto (a squash
+/// that copies several receipts: its parent).
+fn rebase_onto(tip: &Commit<'_>, run: &str, tip_copies: usize) -> Option<Oid> {
+    if tip_copies > 1 {
+        return tip.parent(0).ok().map(|p| p.id());
+    }
     let mut at = tip.clone();
     loop {
         if copied(&at, Some(run), at.id() == tip.id()).is_none() {

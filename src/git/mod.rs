@@ -10,6 +10,7 @@
 //! must survive a power cut is flushed at its commit point ([`crate::flush`]
 //! names the order).
 
+pub mod cmdline;
 pub mod loose;
 mod stream;
 
@@ -190,13 +191,20 @@ pub fn open(path: &Path) -> Result<Repository> {
     Ok(repo)
 }
 
-/// git's config environment, which libgit2 ignores: `GIT_CONFIG_GLOBAL`
+/// git's config environment, which libgit2 ignores: `git -c` (see
+/// [`cmdline`]), `GIT_CONFIG_GLOBAL`
 /// names the one global file (instead of `~/.gitconfig` and the XDG one),
 /// and `GIT_CONFIG_NOSYSTEM` drops the system file. Applied to the
 /// repository's config object, which libgit2 itself consults (line endings,
 /// status), so git-steps and git read the same `core.autocrlf`, signing and
 /// hook settings.
 pub fn follow_git_config_env(repo: &Repository) -> Result<()> {
+    // `git -c key=value steps …`: above every file, as git applies it.
+    if let Some(path) = cmdline::file() {
+        repo.config()?
+            .add_file(path, git2::ConfigLevel::App, true)
+            .context(|| "cannot read the configuration given with `git -c`".to_string())?;
+    }
     let global = std::env::var_os("GIT_CONFIG_GLOBAL");
     let nosystem = std::env::var("GIT_CONFIG_NOSYSTEM")
         .map(|v| {

@@ -81,6 +81,66 @@ fn runs_as_a_git_subcommand() {
     assert!(r.stdout().contains("steps applied: 0"), "{}", r.explain());
 }
 
+/// `git -c key=value steps …` reaches git-steps as it reaches git's own
+/// commands (GIT_CONFIG_PARAMETERS, which libgit2 does not read), above
+/// every config file; so do GIT_CONFIG_COUNT/KEY/VALUE. Nothing of it is
+/// written to the repository's config.
+#[test]
+fn git_dash_c_settings_reach_git_steps() {
+    let t = TestRepo::new();
+    t.git(&["config", "steps.effects", "all"]).ok();
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let p = t.plan(
+        "p.jsonl",
+        &[line(serde_json::json!({"id": "s1", "files": {"f": "1\n"},
+            "effects": [{"command": ["sh", "-c", "touch ../ran"]}]}))],
+    );
+    let mut cmd = std::process::Command::new("git");
+    cmd.args([
+        "-c",
+        "steps.effects=none",
+        "-c",
+        "test.quoted=Q 'R' S!",
+        "steps",
+        "apply",
+        p.to_str().unwrap(),
+    ])
+    .current_dir(&t.work);
+    hermetic(&mut cmd, &t.home());
+    cmd.env("PATH", path);
+    let r = t.run_cmd(cmd, "git -c … steps apply".into(), None).ok();
+    assert!(r.stderr().contains("steps.effects=none"), "{}", r.explain());
+    assert!(
+        !t.tmp.path().join("ran").exists(),
+        "the effect was held back"
+    );
+    let local = std::fs::read_to_string(t.work.join(".git/config")).unwrap();
+    assert!(
+        local.contains("effects = all") && !local.contains("none") && !local.contains("quoted"),
+        "the file's value, overridden, not rewritten: {local}"
+    );
+    // The variables git reads too.
+    let p2 = t.plan(
+        "p2.jsonl",
+        &[line(serde_json::json!({"id": "s2", "files": {"g": "2\n"},
+            "effects": [{"command": ["sh", "-c", "touch ../ran2"]}]}))],
+    );
+    let mut cmd = t.steps_command(&["apply", p2.to_str().unwrap()]);
+    cmd.env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "steps.effects")
+        .env("GIT_CONFIG_VALUE_0", "none");
+    let r = t
+        .run_cmd(cmd, "GIT_CONFIG_COUNT=1 … git-steps apply".into(), None)
+        .ok();
+    assert!(r.stderr().contains("steps.effects=none"), "{}", r.explain());
+    assert!(!t.tmp.path().join("ran2").exists());
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let t = TestRepo::new();

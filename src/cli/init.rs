@@ -34,6 +34,26 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
+    // `git -c steps.…` lasts one command; init stores the run's settings,
+    // and would read them back as settings some other file holds.
+    let given: Vec<String> = crate::git::cmdline::entries()
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            crate::keys::CONFIG
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(k))
+        })
+        .collect();
+    if !given.is_empty() {
+        return Err(crate::Error::Usage {
+            message: format!(
+                "init stores a run's settings, and `git -c` sets {} for this one command only",
+                given.join(", ")
+            ),
+            hint: "pass them to init as flags (--branch, --run, --remote, --transport); nothing was changed".into(),
+        });
+    }
     let repo = crate::git::open(&ctx.repo)?;
     let stored = settings::config_str(&repo, crate::keys::BRANCH.name)?;
     match (&a.run.branch, &stored) {

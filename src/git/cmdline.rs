@@ -7,38 +7,41 @@
 //! config object as its highest level, so every setting git-steps reads
 //! (`steps.*`, `user.*`, signing, line endings) sees them, as git's own
 //! commands would. Invariant: nothing is written anywhere a file could
-//! outlive the process: the entries live in an unnamed temporary file
-//! (`O_TMPFILE`), reached through `/proc/self/fd`; git-steps' own writes
-//! (`init`) go to the files they name and never to this level.
+//! outlive the process: the entries live in an anonymous file
+//! (`memfd_create`), reached through `/proc/self/fd`; git-steps' own
+//! writes (`init`) go to the files they name and never to this level; and
+//! settings that cannot be given this way are an error, never dropped.
 
 use std::io::Write;
 
-/// The entries, in the order git applies them (a later one wins): the key
-/// as given, and its value (None: the key alone, which is `true`).
-pub fn entries() -> Vec<(String, Option<String>)> {
+/// The entries, in the order git applies them (a later one wins: the
+/// `GIT_CONFIG_COUNT` ones, then `git -c`'s): the key, and its value as
+/// bytes (None: the key alone, which is `true`).
+pub fn entries() -> Vec<(String, Option<Vec<u8>>)> {
+    use std::os::unix::ffi::OsStringExt;
+    let var = |k: &str| std::env::var_os(k).map(OsStringExt::into_vec);
     let mut out = Vec::new();
-    if let Ok(p) = std::env::var("GIT_CONFIG_PARAMETERS") {
-        out.extend(parse_parameters(&p));
-    }
-    let count = std::env::var("GIT_CONFIG_COUNT")
-        .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
+    let count = var("GIT_CONFIG_COUNT")
+        .and_then(|c| String::from_utf8(c).ok()?.trim().parse::<usize>().ok())
         .unwrap_or(0);
     for i in 0..count {
-        let (Ok(k), Ok(v)) = (
-            std::env::var(format!("GIT_CONFIG_KEY_{i}")),
-            std::env::var(format!("GIT_CONFIG_VALUE_{i}")),
+        let (Some(k), Some(v)) = (
+            var(&format!("GIT_CONFIG_KEY_{i}")),
+            var(&format!("GIT_CONFIG_VALUE_{i}")),
         ) else {
             continue;
         };
-        out.push((k, Some(v)));
+        out.push((String::from_utf8_lossy(&k).into_owned(), Some(v)));
+    }
+    if let Some(p) = var("GIT_CONFIG_PARAMETERS") {
+        out.extend(parse_parameters(&p));
     }
     out
 }
 
 /// One single-quoted word of `s` from `at` (git's `sq_quote`: `'` is
 /// written `'\''`, `!` `'\!'`), and where it ends; None if there is none.
-fn sq_word(s: &[u8], mut at: usize) -> Option<(String, usize)> {
+fn sq_word(s: &[u8], mut at: usize) -> Option<(Vec<u8>, usize)> {
     if s.get(at) != Some(&b'\'') {
         return None;
     }
@@ -52,7 +55,7 @@ fn sq_word(s: &[u8], mut at: usize) -> Option<(String, usize)> {
                     word.push(*s.get(at + 2)?);
                     at += 4;
                 } else {
-                    return Some((String::from_utf8_lossy(&word).into_owned(), at + 1));
+                    return Some((word, at + 1));
                 }
             }
             &c => {
@@ -63,11 +66,11 @@ fn sq_word(s: &[u8], mut at: usize) -> Option<(String, usize)> {
     }
 }
 
-/// `GIT_CONFIG_PARAMETERS`: `'key'='value'`, `'key'` (no value) or the
-/// older `'key=value'`, separated by spaces. What does not parse ends the
-/// list, as git stops at it.
-fn parse_parameters(p: &str) -> Vec<(String, Option<String>)> {
-    let s = p.as_bytes();
+/// `GIT_CONFIG_PARAMETERS`: `'key'='value'`, `'key'=` (the key alone),
+/// or the older `'key=value'` and `'key'`, separated by spaces. What does
+/// not parse ends the list, as git stops at it.
+fn parse_parameters(s: &[u8]) -> Vec<(String, Option<Vec<u8>>)> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let mut out = Vec::new();
     let mut at = 0;
     loop {
@@ -84,19 +87,19 @@ fn parse_parameters(p: &str) -> Vec<(String, Option<String>)> {
         if s.get(at) == Some(&b'=') {
             match sq_word(s, at + 1) {
                 Some((value, end)) => {
-                    out.push((first, Some(value)));
+                    out.push((text(&first), Some(value)));
                     at = end;
                 }
-                // `'key'=` with nothing after it: an empty value.
+                // `git -c key`: no value, which is true.
                 None => {
-                    out.push((first, Some(String::new())));
+                    out.push((text(&first), None));
                     at += 1;
                 }
             }
         } else {
-            match first.split_once('=') {
-                Some((k, v)) => out.push((k.to_string(), Some(v.to_string()))),
-                None => out.push((first, None)),
+            match first.iter().position(|&c| c == b'=') {
+                Some(eq) => out.push((text(&first[..eq]), Some(first[eq + 1..].to_vec()))),
+                None => out.push((text(&first), None)),
             }
         }
     }
@@ -104,8 +107,21 @@ fn parse_parameters(p: &str) -> Vec<(String, Option<String>)> {
 
 /// The entries as a config file git and libgit2 read back as the same
 /// keys and values. A key without a section or a name is left out.
-fn as_file(entries: &[(String, Option<String>)]) -> String {
-    let mut text = String::new();
+fn as_file(entries: &[(String, Option<Vec<u8>>)]) -> Vec<u8> {
+    let quote = |v: &[u8]| {
+        let mut q = Vec::with_capacity(v.len());
+        for &c in v {
+            match c {
+                b'\\' => q.extend_from_slice(b"\\\\"),
+                b'"' => q.extend_from_slice(b"\\\""),
+                b'\n' => q.extend_from_slice(b"\\n"),
+                b'\t' => q.extend_from_slice(b"\\t"),
+                c => q.push(c),
+            }
+        }
+        q
+    };
+    let mut text = Vec::new();
     for (key, value) in entries {
         let (Some((section, rest)), Some(dot)) = (key.split_once('.'), key.rfind('.')) else {
             continue;
@@ -114,80 +130,119 @@ fn as_file(entries: &[(String, Option<String>)]) -> String {
         if section.is_empty() || name.is_empty() {
             continue;
         }
-        let quote = |v: &str| {
-            v.replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n")
-                .replace('\t', "\\t")
-        };
-        match rest.rfind('.') {
-            Some(d) => text.push_str(&format!("[{section} \"{}\"]\n", quote(&rest[..d]))),
-            None => text.push_str(&format!("[{section}]\n")),
+        text.push(b'[');
+        text.extend_from_slice(section.as_bytes());
+        if let Some(d) = rest.rfind('.') {
+            text.extend_from_slice(b" \"");
+            text.extend_from_slice(&quote(&rest.as_bytes()[..d]));
+            text.push(b'"');
         }
-        match value {
-            Some(v) => text.push_str(&format!("\t{name} = \"{}\"\n", quote(v))),
-            None => text.push_str(&format!("\t{name}\n")),
+        text.extend_from_slice(b"]\n\t");
+        text.extend_from_slice(name.as_bytes());
+        if let Some(v) = value {
+            text.extend_from_slice(b" = \"");
+            text.extend_from_slice(&quote(v));
+            text.push(b'"');
         }
+        text.push(b'\n');
     }
     text
 }
 
-/// The path of an unnamed file holding the entries, open for the life of
-/// the process (None: there are none, or no such file can be made).
-pub fn file() -> Option<&'static std::path::Path> {
-    static FILE: std::sync::OnceLock<Option<(std::fs::File, std::path::PathBuf)>> =
+/// Give the entries to `repo`'s config object as its highest level (the
+/// one libgit2 and git-steps read from): an error, naming them, when they
+/// cannot be.
+pub fn apply(repo: &git2::Repository) -> crate::error::Result<()> {
+    let given = file().map_err(|e| {
+        crate::error::Error::other(format!(
+            "the configuration given with `git -c` (GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT) cannot be read: {e}"
+        ))
+    })?;
+    if let Some(path) = given {
+        repo.config()?
+            .add_file(path, git2::ConfigLevel::App, true)?;
+    }
+    Ok(())
+}
+
+/// The path of an anonymous file (`memfd_create`) holding the entries,
+/// open for the life of the process; None when there are none. An error
+/// when there are some and no such file can be made or reached (no
+/// `/proc`): the settings are never silently dropped.
+pub fn file() -> Result<Option<&'static std::path::Path>, String> {
+    static FILE: std::sync::OnceLock<Result<Option<(std::fs::File, std::path::PathBuf)>, String>> =
         std::sync::OnceLock::new();
-    FILE.get_or_init(|| {
+    let made = FILE.get_or_init(|| {
         let entries = entries();
         if entries.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let mut f = tempfile::tempfile().ok()?;
-        f.write_all(as_file(&entries).as_bytes()).ok()?;
+        let fd = rustix::fs::memfd_create("git-steps-config", rustix::fs::MemfdFlags::CLOEXEC)
+            .map_err(|e| format!("cannot make a file for them: {e}"))?;
+        let mut f = std::fs::File::from(fd);
+        f.write_all(&as_file(&entries))
+            .map_err(|e| format!("cannot write them: {e}"))?;
         use std::os::fd::AsRawFd;
         let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
-        path.exists().then_some((f, path))
-    })
-    .as_ref()
-    .map(|(_, p)| p.as_path())
+        if !path.exists() {
+            return Err(format!("{} cannot be read (no /proc)", path.display()));
+        }
+        Ok(Some((f, path)))
+    });
+    match made {
+        Ok(f) => Ok(f.as_ref().map(|(_, p)| p.as_path())),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn v(s: &str) -> Option<Vec<u8>> {
+        Some(s.as_bytes().to_vec())
+    }
+
     #[test]
     fn git_config_parameters_are_read_as_git_writes_them() {
-        // git 2.31 and later.
+        // git 2.31 and later, as `git -c e.f -c g.h= -c 'a.b=x y' -c
+        // "c.d=it's!"` writes them.
         assert_eq!(
-            parse_parameters("'steps.effects'='none' 'user.name'='A '\\''Q'\\'' B' 'core.x'"),
+            parse_parameters(b"'e.f'= 'g.h'='' 'a.b'='x y' 'c.d'='it'\\''s'\\!''"),
             [
-                ("steps.effects".to_string(), Some("none".to_string())),
-                ("user.name".into(), Some("A 'Q' B".into())),
-                ("core.x".into(), None),
+                ("e.f".to_string(), None),
+                ("g.h".into(), v("")),
+                ("a.b".into(), v("x y")),
+                ("c.d".into(), v("it's!")),
             ]
         );
         // Older gits.
         assert_eq!(
-            parse_parameters("'steps.batch=4' 'a.b=c=d'"),
+            parse_parameters(b"'steps.batch=4' 'a.b=c=d' 'e.f'"),
             [
-                ("steps.batch".to_string(), Some("4".to_string())),
-                ("a.b".into(), Some("c=d".into())),
+                ("steps.batch".to_string(), v("4")),
+                ("a.b".into(), v("c=d")),
+                ("e.f".into(), None),
             ]
         );
-        assert_eq!(parse_parameters("'a.b'='x' garbage 'c.d'='y'").len(), 1);
+        assert_eq!(parse_parameters(b"'a.b'='x' garbage 'c.d'='y'").len(), 1);
+        // Not UTF-8: kept as bytes.
+        assert_eq!(
+            parse_parameters(b"'user.name'='Ren\xe9'"),
+            [("user.name".to_string(), Some(b"Ren\xe9".to_vec()))]
+        );
     }
 
     #[test]
     fn the_file_holds_sections_subsections_and_escaped_values() {
         let text = as_file(&[
-            ("steps.effects".into(), Some("none".into())),
-            ("remote.My.Origin.url".into(), Some("a\"b\\c".into())),
+            ("steps.effects".into(), v("none")),
+            ("remote.My.Origin.url".into(), v("a\"b\\c")),
             ("core.bare".into(), None),
-            ("nosection".into(), Some("x".into())),
+            ("nosection".into(), v("x")),
         ]);
         assert_eq!(
-            text,
+            String::from_utf8(text).unwrap(),
             "[steps]\n\teffects = \"none\"\n[remote \"My.Origin\"]\n\turl = \"a\\\"b\\\\c\"\n[core]\n\tbare\n"
         );
     }

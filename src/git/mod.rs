@@ -200,11 +200,7 @@ pub fn open(path: &Path) -> Result<Repository> {
 /// hook settings.
 pub fn follow_git_config_env(repo: &Repository) -> Result<()> {
     // `git -c key=value steps …`: above every file, as git applies it.
-    if let Some(path) = cmdline::file() {
-        repo.config()?
-            .add_file(path, git2::ConfigLevel::App, true)
-            .context(|| "cannot read the configuration given with `git -c`".to_string())?;
-    }
+    cmdline::apply(repo)?;
     let global = std::env::var_os("GIT_CONFIG_GLOBAL");
     let nosystem = std::env::var("GIT_CONFIG_NOSYSTEM")
         .map(|v| {

@@ -88,7 +88,8 @@ pub fn config_str(repo: &Repository, key: &str) -> Result<Option<String>> {
         return get(&cfg);
     }
     use git2::ConfigLevel::*;
-    for level in [Worktree, App, Global, XDG, System, ProgramData] {
+    // `git -c` (the App level) above every file, as git applies it.
+    for level in [App, Worktree, Global, XDG, System, ProgramData] {
         match cfg.open_level(level) {
             Ok(one) => {
                 if let Some(v) = get(&one)? {

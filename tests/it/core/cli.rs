@@ -100,19 +100,24 @@ fn git_dash_c_settings_reach_git_steps() {
         &[line(serde_json::json!({"id": "s1", "files": {"f": "1\n"},
             "effects": [{"command": ["sh", "-c", "touch ../ran"]}]}))],
     );
+    // A value that is not UTF-8 beside it does not lose it; and `git -c`
+    // wins over GIT_CONFIG_COUNT, as git applies them.
     let mut cmd = std::process::Command::new("git");
     cmd.args([
         "-c",
         "steps.effects=none",
         "-c",
         "test.quoted=Q 'R' S!",
-        "steps",
-        "apply",
-        p.to_str().unwrap(),
+        "-c",
     ])
+    .arg(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"test.bytes=Ren\xe9"))
+    .args(["steps", "apply", p.to_str().unwrap()])
     .current_dir(&t.work);
     hermetic(&mut cmd, &t.home());
-    cmd.env("PATH", path);
+    cmd.env("PATH", &path)
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "steps.effects")
+        .env("GIT_CONFIG_VALUE_0", "all");
     let r = t.run_cmd(cmd, "git -c … steps apply".into(), None).ok();
     assert!(r.stderr().contains("steps.effects=none"), "{}", r.explain());
     assert!(
@@ -139,6 +144,39 @@ fn git_dash_c_settings_reach_git_steps() {
         .ok();
     assert!(r.stderr().contains("steps.effects=none"), "{}", r.explain());
     assert!(!t.tmp.path().join("ran2").exists());
+    // `git -c key` alone is true: a pre-commit hook that rejects refuses
+    // the step under `-c steps.hooks` (it is skipped without it).
+    let hook = t.work.join(".git/hooks/pre-commit");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(&hook, "#!/bin/sh\necho rejected >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(
+        &hook,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let p3 = t.plan(
+        "p3.jsonl",
+        &[line(serde_json::json!({"id": "s3", "files": {"h": "3\n"}}))],
+    );
+    let git = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("git");
+        cmd.args(args).current_dir(&t.work);
+        hermetic(&mut cmd, &t.home());
+        cmd.env("PATH", &path);
+        t.run_cmd(cmd, format!("git {}", args.join(" ")), None)
+    };
+    let r = git(&["-c", "steps.hooks", "steps", "apply", p3.to_str().unwrap()]);
+    assert_eq!(r.code(), Some(3), "{}", r.explain());
+    assert!(r.stderr().contains("rejected"), "{}", r.explain());
+    // init stores settings: `git -c steps.…` is refused there, not stored
+    // as if some other file held it.
+    let r = git(&["-c", "steps.branch=feat", "steps", "init"]);
+    assert_eq!(r.code(), Some(2), "{}", r.explain());
+    assert!(
+        r.stderr().contains("steps.branch") && r.stderr().contains("--branch"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]

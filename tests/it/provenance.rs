@@ -782,3 +782,78 @@ fn a_default_squash_after_an_earlier_part_and_an_edited_message_verify() {
         "{v}"
     );
 }
+
+/// From a second outside review: a run merged in three parts. s1 is
+/// fast-forwarded and a person then edits the same file on main; s2 and
+/// s3 go in a forge's default squash; s4, made later, goes in a squash of
+/// its own whose message ends with GitLab's `See merge request` line.
+/// Each part is checked from the step before it (not from the run's base,
+/// which made the person's edit "resolved by hand"), a part below a squash
+/// of several is an earlier part (not a copy of its last step), and the
+/// GitLab line is a forge's, not prose.
+#[test]
+fn a_run_merged_in_three_parts_each_part_verifies() {
+    let (t, _bare) = run_applied();
+    let s1 = t
+        .git_out(&["rev-parse", "steps/fix-parser~2"])
+        .trim()
+        .to_string();
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.git(&["merge", "-q", "--ff-only", &s1]).ok();
+    t.write(
+        "src/parse.c",
+        "int parse(void) { return 0; } /* reviewed */\n",
+    );
+    t.commit_all("a reviewer's note on the parser");
+    // Part two: s2 and s3, the forge's default message.
+    let messages = t.git_out(&[
+        "log",
+        "--reverse",
+        "--format=* %B%x00",
+        "main..steps/fix-parser",
+    ]);
+    let body: Vec<&str> = messages
+        .split('\0')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert_eq!(body.len(), 2, "{messages}");
+    t.git(&["merge", "-q", "--squash", "steps/fix-parser"]).ok();
+    t.git(&[
+        "commit",
+        "-q",
+        "-m",
+        &format!("Tests and news (#8)\n\n{}\n", body.join("\n\n")),
+    ])
+    .ok();
+    // The run goes on: s4.
+    let plan = std::fs::read_to_string(t.tmp.path().join("plan.jsonl")).unwrap();
+    let p4 = t.plan(
+        "plan4.jsonl",
+        &[
+            plan.trim_end().to_string(),
+            line(json!({"id": "s4", "files": {"CHANGES": "4\n"}, "message": "and a changelog"})),
+        ],
+    );
+    t.git(&["checkout", "-q", "steps/fix-parser"]).ok();
+    t.steps(&["apply", p4.to_str().unwrap()]).ok();
+    t.steps(&["archive"]).ok();
+    let s4_message = t.git_out(&["log", "-1", "--format=%B", "steps/fix-parser"]);
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.git(&["merge", "-q", "--squash", "steps/fix-parser"]).ok();
+    t.git(&[
+        "commit",
+        "-q",
+        "-m",
+        &format!("{}\n\nSee merge request acme/app!12\n", s4_message.trim()),
+    ])
+    .ok();
+    for (rev, steps) in [("HEAD~1", 3), ("HEAD", 4)] {
+        let v = t.steps(&["--json", "verify", "--merged", rev]).ok().json();
+        assert_eq!(
+            (v["data"]["ok"].as_bool(), v["data"]["steps"].as_u64()),
+            (Some(true), Some(steps)),
+            "{rev}: {v}"
+        );
+    }
+}

@@ -18,8 +18,11 @@ use serde::Serialize;
 use super::{refname, KEY_ARTIFACT, KEY_COUNT, KEY_HEAD, KEY_HISTORY, KEY_RUN};
 use crate::error::{Error, Result};
 use crate::git::short;
-use crate::history::{ledger, receipt};
+use crate::history::ledger;
 use crate::settings::Remote;
+
+mod claim;
+use claim::{claim, copied, step_ids_in};
 
 /// What `verify --merged` found.
 #[derive(Debug, Serialize)]
@@ -38,188 +41,6 @@ pub struct MergedCheck {
     pub artifact: String,
     pub problems: Vec<String>,
     pub notes: Vec<String>,
-}
-
-/// How the commit names its run.
-struct Claim {
-    kind: &'static str,
-    run: String,
-    /// The run head it merged, when the commit says (squash) or holds it
-    /// (merge).
-    head: Option<Oid>,
-    /// Squash: its `Steps-Head` as written.
-    head_text: Option<String>,
-    /// Squash: (count, history, artifact) as its trailers say.
-    trailers: Option<(String, String, String)>,
-    /// The receipts its message copies (a rebase copy: 1; a forge's
-    /// default squash message, which copies every commit's: more); 0 when
-    /// its message is no receipt. The last one says where in the run it
-    /// stands.
-    copies: usize,
-}
-
-/// The receipt of `run` (any run: None) a commit's message ends with. The
-/// merged commit itself (`tip`) may carry what a forge adds after it (a
-/// `---` rule, `Co-authored-by:`): its message is then read up to each
-/// earlier paragraph break, last first, until a receipt ends it.
-fn copied(c: &Commit<'_>, run: Option<&str>, tip: bool) -> Option<receipt::Receipt> {
-    let msg = c.message().unwrap_or_default();
-    let ours = |m: &str| {
-        receipt::parse(m)
-            .ok()
-            .filter(|r| run.is_none_or(|want| want == r.run))
-    };
-    if let Some(r) = ours(msg) {
-        return Some(r);
-    }
-    if !tip {
-        return None;
-    }
-    msg.match_indices("\n\n")
-        .map(|(at, _)| at)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .find_map(|at| ours(&msg[..at]).filter(|_| forge_tail(&msg[at..])))
-}
-
-/// Whether `text` is only what a forge appends to a squash message: blank
-/// lines, a rule of dashes, `Co-authored-by:`-style lines. Anything else
-/// (prose a person kept or wrote) means the message is no copy of a
-/// receipt.
-fn forge_tail(text: &str) -> bool {
-    text.lines().map(str::trim).all(|l| {
-        l.is_empty()
-            || l.chars().all(|c| c == '-')
-            || l.split_once(':').is_some_and(|(k, _)| {
-                k.len() > 3 && k.ends_with("-by") && !k.contains(char::is_whitespace)
-            })
-    })
-}
-
-/// How many distinct steps' `Step-Id:` lines a message holds.
-fn step_ids_in(msg: &str) -> usize {
-    msg.lines()
-        .filter_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            k.eq_ignore_ascii_case("Step-Id").then(|| v.trim())
-        })
-        .collect::<BTreeSet<_>>()
-        .len()
-}
-
-fn trailer(trailers: &[(String, String)], key: &str) -> Option<String> {
-    trailers
-        .iter()
-        .rev()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.trim().to_string())
-}
-
-/// The `Steps-*` block of a message: the trailers of its last paragraph,
-/// or, when a forge added a paragraph after it (a `---` line and
-/// `Co-authored-by:`), the last lines that start with the keys.
-fn steps_block(msg: &str) -> Vec<(String, String)> {
-    let t = crate::history::trailers::trailers(msg);
-    if trailer(&t, KEY_RUN).is_some() {
-        return t;
-    }
-    msg.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            [KEY_RUN, KEY_HEAD, KEY_COUNT, KEY_HISTORY, KEY_ARTIFACT]
-                .iter()
-                .any(|key| k.eq_ignore_ascii_case(key))
-                .then(|| (k.to_string(), v.trim().to_string()))
-        })
-        .collect()
-}
-
-/// A run id as a trailer gives it, checked before it names a ref.
-fn run_id(v: &str) -> Result<String> {
-    let ok = !v.is_empty()
-        && !v
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || "*?[\\".contains(c))
-        && git2::Reference::is_valid_name(&refname(v));
-    if ok {
-        Ok(v.to_string())
-    } else {
-        Err(Error::input(format!(
-            "its {KEY_RUN} trailer {v:?} is not a run id"
-        )))
-    }
-}
-
-fn claim(c: &Commit<'_>, run: Option<&str>) -> Result<Claim> {
-    let msg = c.message().unwrap_or_default();
-    let t = steps_block(msg);
-    if let Some(r) = trailer(&t, KEY_RUN) {
-        let head = trailer(&t, KEY_HEAD).unwrap_or_default();
-        let full = head.len() == 40 && head.bytes().all(|b| b.is_ascii_hexdigit());
-        return Ok(Claim {
-            kind: "squash",
-            run: match run {
-                Some(r) => r.to_string(),
-                None => run_id(&r)?,
-            },
-            head: full.then(|| Oid::from_str(&head).ok()).flatten(),
-            head_text: Some(head),
-            trailers: Some((
-                trailer(&t, KEY_COUNT).unwrap_or_default(),
-                trailer(&t, KEY_HISTORY).unwrap_or_default(),
-                trailer(&t, KEY_ARTIFACT).unwrap_or_default(),
-            )),
-            copies: 0,
-        });
-    }
-    if c.parent_count() > 1 {
-        for p in c.parents().skip(1) {
-            if let Ok(r) = receipt::parse(p.message().unwrap_or_default()) {
-                if run.is_none_or(|want| want == r.run) {
-                    return Ok(Claim {
-                        kind: "merge",
-                        run: r.run,
-                        head: Some(p.id()),
-                        head_text: None,
-                        trailers: None,
-                        copies: 0,
-                    });
-                }
-            }
-        }
-    }
-    if let Some(r) = copied(c, run, true) {
-        // Several steps' receipts in one message: a forge's default
-        // squash message (each commit's, one after the other), not a
-        // rebase copy; checked as one all the same, by the last.
-        let copies = step_ids_in(msg).max(1);
-        return Ok(Claim {
-            kind: if copies > 1 { "squash" } else { "rebase" },
-            run: r.run,
-            head: None,
-            head_text: None,
-            trailers: None,
-            copies,
-        });
-    }
-    if let Some(r) = run {
-        // Named by the user: a squash without merge-message's trailers (a
-        // forge's own message), held against the kept run's head.
-        return Ok(Claim {
-            kind: "squash",
-            run: r.to_string(),
-            head: None,
-            head_text: None,
-            trailers: None,
-            copies: 0,
-        });
-    }
-    Err(Error::input(format!(
-        "commit {} names no run: no {KEY_RUN} trailer (a squash with `git steps merge-message`), no step receipt (a rebase merge), and no parent that is a run's step (a merge)",
-        short(c.id())
-    ))
-    .with_hint("give the run: `git steps verify --merged <commit> --run <id>` (then it is held against the run's kept head)"))
 }
 
 /// A shallow clone (a CI checkout) cuts the commits a check needs: make it
@@ -317,12 +138,16 @@ pub fn check(
             claim.copies
         ));
     }
-    let (head, upto) = match claim.copies {
-        1.. => match rebased(&c, &claim.run, claim.copies, &whole, &mut out.problems) {
-            Some(x) => x,
+    let part = match claim.copies {
+        0 => None,
+        _ => match rebased(&c, &claim.run, claim.copies, &whole, &mut out.problems) {
+            Some(p) => Some(p),
             None => return Ok(finish(out)),
         },
-        0 => {
+    };
+    let (head, upto) = match &part {
+        Some(p) => (p.head, p.upto),
+        None => {
             let h = match (claim.head, &claim.head_text, &claim.trailers) {
                 (Some(h), _, _) => h,
                 (None, Some(text), _) => {
@@ -385,13 +210,16 @@ pub fn check(
     // The content: the run's changes (from the commit it started from to
     // the head) against the merge's (from its first parent, or the commit
     // the rebased steps went onto).
-    let base = match whole.base.filter(|_| upto > 0) {
-        Some(b) => Some(repo.find_commit(b)?.tree()?),
-        None => None,
+    // A part that copies receipts brings the steps from its first on: its
+    // changes start at the step before it (an earlier part holds the rest).
+    let from = match &part {
+        Some(p) if p.first > 0 => Some(whole.entries[p.first - 1].commit),
+        _ => whole.base.filter(|_| upto > 0),
     };
-    let onto = match claim.copies {
-        1.. => rebase_onto(&c, &claim.run, claim.copies),
-        0 => c.parent(0).ok().map(|p| p.id()),
+    let base = from.map(|b| repo.find_commit(b)?.tree()).transpose()?;
+    let onto = match &part {
+        Some(p) => p.onto,
+        None => c.parent(0).ok().map(|p| p.id()),
     };
     let onto_tree = onto.map(|o| repo.find_commit(o)?.tree()).transpose()?;
     let merged_tree = c.tree()?;
@@ -416,39 +244,62 @@ fn finish(mut out: MergedCheck) -> MergedCheck {
     out
 }
 
-/// A rebase merge: the commits from `tip` down that carry receipts of
-/// `run`, oldest first, must be steps of the run in order, with the same
-/// decisions, placed by their `Step-Index` (a run merged in several parts
-/// starts a later part at its own position; receipts without an index are
-/// placed from the first step). The run's head they copy up to, and how
-/// many steps that is.
+/// A part of the run that copies receipts (a rebase merge, or a forge's
+/// squash that copies several): the run's head it holds, how many steps
+/// that is, the first step it brings (0-based), and the commit it went
+/// onto.
+struct Part {
+    head: Oid,
+    upto: usize,
+    first: usize,
+    onto: Option<Oid>,
+}
+
+/// The [`Part`] ending at `tip`: the copies below it, as long as their
+/// `Step-Index` counts down one by one and none is a squash of several
+/// (an earlier part of the same run), each checked against the kept run.
 fn rebased(
     tip: &Commit<'_>,
     run: &str,
     tip_copies: usize,
     whole: &ledger::Ledger,
     problems: &mut Vec<String>,
-) -> Option<(Oid, usize)> {
+) -> Option<Part> {
     let mut copies = Vec::new();
-    let mut at = Some(tip.clone());
-    while let Some(c) = at {
-        match copied(&c, Some(run), c.id() == tip.id()) {
-            Some(r) => copies.push((r.id, r.decision, r.index, c.id())),
-            None => break,
-        }
-        // A squash of several steps stands for all of them: what lies
-        // below it was merged before (an earlier part of the run).
-        if tip_copies > 1 {
+    let mut lowest = tip.clone();
+    let first_copy = copied(tip, Some(run), true)?;
+    let mut want = first_copy.index.map(|i| i.saturating_sub(1));
+    copies.push((
+        first_copy.id,
+        first_copy.decision,
+        first_copy.index,
+        tip.id(),
+    ));
+    // A squash of several steps stands for all of them: what lies below
+    // it was merged before.
+    let mut below = if tip_copies > 1 {
+        None
+    } else {
+        tip.parent(0).ok()
+    };
+    while let Some(c) = below {
+        let Some(r) = copied(&c, Some(run), false) else {
+            break;
+        };
+        let several = step_ids_in(c.message().unwrap_or_default()) > 1;
+        if several || matches!((want, r.index), (Some(w), Some(i)) if i != w) {
             break;
         }
-        at = c.parent(0).ok();
+        want = r.index.map(|i| i.saturating_sub(1));
+        copies.push((r.id, r.decision, r.index, c.id()));
+        lowest = c.clone();
+        below = c.parent(0).ok();
     }
     copies.reverse();
     let copied = copies;
-    let first = copied
-        .first()
-        .and_then(|c| c.2)
-        .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX) - 1);
+    let first = copied.first().and_then(|c| c.2).map_or(0, |n| {
+        usize::try_from(n).unwrap_or(usize::MAX).saturating_sub(1)
+    });
     for (i, (id, decision, _, commit)) in copied.iter().enumerate() {
         let at = first.saturating_add(i);
         let Some(e) = whole.entries.get(at) else {
@@ -470,26 +321,21 @@ fn rebased(
             ));
         }
     }
-    if !problems.is_empty() || copied.is_empty() {
+    if !problems.is_empty() {
         return None;
     }
     let last = first + copied.len() - 1;
-    Some((whole.entries[last].commit, last + 1))
-}
-
-/// The commit the rebased steps of `run` below `tip` went onto (a squash
-/// that copies several receipts: its parent).
-fn rebase_onto(tip: &Commit<'_>, run: &str, tip_copies: usize) -> Option<Oid> {
-    if tip_copies > 1 {
-        return tip.parent(0).ok().map(|p| p.id());
-    }
-    let mut at = tip.clone();
-    loop {
-        if copied(&at, Some(run), at.id() == tip.id()).is_none() {
-            return Some(at.id());
-        }
-        at = at.parent(0).ok()?;
-    }
+    Some(Part {
+        head: whole.entries[last].commit,
+        upto: last + 1,
+        // A squash of several: the first of the steps it copies.
+        first: if tip_copies > 1 {
+            (last + 1).saturating_sub(tip_copies)
+        } else {
+            first
+        },
+        onto: lowest.parent(0).ok().map(|p| p.id()),
+    })
 }
 
 /// The run's changes (base → head) merged into the target branch as git

@@ -264,6 +264,9 @@ pub const EXEC: &str = "effect-exec";
 /// What [`supervise`] prints when the command cannot be started.
 const NOT_STARTED: &str = "git-steps effect-exec: cannot start: ";
 
+/// What [`supervise`] prints when a signal killed the command.
+const KILLED: &str = "git-steps effect-exec: killed by signal ";
+
 static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
 /// Run command effects through `exe effect-exec` (the git-steps binary:
@@ -279,7 +282,8 @@ pub fn set_supervisor(exe: std::path::PathBuf) {
 /// delivering it) is gone, SIGKILLed with no chance to clean up, the whole
 /// group is killed within 20 ms: no command of a dead run is left running
 /// while its resume starts the same effect again. Exits as the command
-/// did (killed by the signal that killed it; 127 when it could not start).
+/// did (128 + the signal that killed it, said on stderr; 127 when it
+/// could not start).
 pub fn supervise(parent: u32, argv: &[String]) -> ! {
     use rustix::process::{getpid, getppid, kill_process_group, Pid, Signal};
     let orphaned = || Pid::as_raw(getppid()) as u32 != parent;
@@ -309,14 +313,11 @@ pub fn supervise(parent: u32, argv: &[String]) -> ! {
         match child.try_wait() {
             Ok(Some(st)) => {
                 use std::os::unix::process::ExitStatusExt;
-                // A signal that killed the command kills this process the
-                // same way, so the delivering git-steps sees what it saw.
-                // (Twice: Rust's runtime handles SIGSEGV and SIGBUS to
-                // report stack overflows, and its handler restores the
-                // default action for the next one.)
-                if let Some(sig) = st.signal().and_then(Signal::from_named_raw) {
-                    let _ = rustix::process::kill_process(getpid(), sig);
-                    let _ = rustix::process::kill_process(getpid(), sig);
+                // A signal that killed the command is said in the output
+                // (not raised here: no core of this process, and Rust
+                // ignores SIGPIPE), and the exit code is the shell's.
+                if let Some(sig) = st.signal() {
+                    let _ = writeln!(std::io::stderr(), "{KILLED}{sig}");
                 }
                 std::process::exit(st.code().unwrap_or(128 + st.signal().unwrap_or(0)))
             }
@@ -375,10 +376,40 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
         }
     };
     let start = Instant::now();
+    let pid = rustix::process::Pid::from_raw(child.id() as i32);
     let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if start.elapsed() >= timeout => {
+        // Seen exited, not yet reaped (WNOWAIT): while the leader is a
+        // zombie its pid, so its group's id, cannot be reused, and a try
+        // that did not succeed has what is left of its group killed before
+        // it is reaped: never another process's group.
+        let exited = pid.map(|p| {
+            use rustix::process::{waitid, WaitId, WaitIdOptions};
+            let how = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+            waitid(WaitId::Pid(p), how)
+                .map(|st| st.map(|st| st.exited() && st.exit_status() == Some(0)))
+        });
+        match exited {
+            Some(Ok(Some(success))) => {
+                if !success {
+                    if let Some(group) = pid {
+                        let _ = rustix::process::kill_process_group(
+                            group,
+                            rustix::process::Signal::KILL,
+                        );
+                    }
+                }
+                match child.wait() {
+                    Ok(st) => break Some(st),
+                    Err(e) => {
+                        return Try::Again {
+                            result: "unknown".into(),
+                            reason: format!("cannot wait for `{shown}`: {e}"),
+                            after: None,
+                        }
+                    }
+                }
+            }
+            Some(Ok(None)) if start.elapsed() >= timeout => {
                 if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
                     let _ =
                         rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
@@ -386,24 +417,23 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
                 let _ = child.wait();
                 break None;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => {
+            Some(Ok(None)) => std::thread::sleep(Duration::from_millis(5)),
+            Some(Err(e)) => {
                 return Try::Again {
                     result: "unknown".into(),
                     reason: format!("cannot wait for `{shown}`: {e}"),
                     after: None,
                 }
             }
+            None => {
+                return Try::Again {
+                    result: "unknown".into(),
+                    reason: format!("`{shown}` has no process id"),
+                    after: None,
+                }
+            }
         }
     };
-    // A try that did not succeed leaves nothing behind: whatever is left
-    // of its process group (the command, when its supervisor was killed
-    // on its own; what it started) goes before the next try starts.
-    if !status.is_some_and(|st| st.success()) {
-        if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-    }
     let mut text = Vec::new();
     let _ = out.rewind();
     let _ = out.read_to_end(&mut text);
@@ -433,6 +463,12 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
             after: None,
         },
         Some(st) if st.success() => Try::Done("exit 0".into()),
+        // Its supervisor says a signal killed it.
+        Some(_) if SUPERVISOR.get().is_some() && tail.contains(KILLED) => Try::Again {
+            result: "killed".into(),
+            reason: format!("`{shown}` was killed: {tail}"),
+            after: None,
+        },
         Some(st) => Try::Again {
             result: match st.code() {
                 Some(c) => format!("exit {c}"),

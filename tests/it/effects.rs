@@ -1586,16 +1586,27 @@ fn a_failed_try_leaves_nothing_running_and_a_signal_is_named() {
     assert_eq!(doc["data"]["effects"][0]["tries"], 2, "{doc}");
     assert_eq!(doc["data"]["effects"][0]["status"], "delivered", "{doc}");
 
-    let t = TestRepo::new();
-    t.git(&["config", "steps.effectRetries", "1"]).ok();
-    let p = t.plan(
-        "p.jsonl",
-        &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
-            {"command": ["sh", "-c", "kill -SEGV $$"]}
-        ]}))],
-    );
-    let r = t.steps(&["apply", p.to_str().unwrap()]);
-    assert_eq!(r.code(), Some(1), "{}", r.explain());
-    let list = t.steps(&["--json", "effects"]).ok().json();
-    assert_eq!(list["data"]["effects"][0]["result"], "killed", "{list}");
+    // SIGPIPE too, which Rust's runtime ignores in its own processes.
+    for sig in ["SEGV", "PIPE"] {
+        let t = TestRepo::new();
+        t.git(&["config", "steps.effectRetries", "1"]).ok();
+        let p = t.plan(
+            "p.jsonl",
+            &[line(json!({"id": "s1", "files": {"a": "1\n"}, "effects": [
+                {"command": ["sh", "-c", format!("kill -{sig} $$")]}
+            ]}))],
+        );
+        let r = t.steps(&["apply", p.to_str().unwrap()]);
+        assert_eq!(r.code(), Some(1), "{}", r.explain());
+        assert!(r.stderr().contains("was killed"), "{sig}: {}", r.explain());
+        let list = t.steps(&["--json", "effects"]).ok().json();
+        assert_eq!(
+            list["data"]["effects"][0]["result"], "killed",
+            "{sig}: {list}"
+        );
+        assert!(
+            !t.work.join("core").exists(),
+            "{sig}: no core in the worktree"
+        );
+    }
 }

@@ -57,16 +57,16 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     // The effects of durable steps that were never delivered (a crash
     // between a step's push and its effects) go now. A history `apply`
     // would refuse is left for `apply` and `verify` to say so.
-    let effects = match opened.load(false) {
+    let (effects, effects_pending) = match opened.load(false) {
         Ok(mut session) => {
             let delivered = session.deliver_effects(&mut ui);
-            let done = session.finish()?.effects;
+            let fin = session.finish()?;
             delivered?;
-            done
+            (fin.effects, fin.effects_pending)
         }
         Err(e) => {
             ui.note(&format!("effects not checked: {e}"));
-            Vec::new()
+            (Vec::new(), Vec::new())
         }
     };
     if ctx.ui.json {
@@ -81,6 +81,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                 "repair": repair,
                 "reconcile": reconciled,
                 "effects": effects,
+                "effects_pending": effects_pending,
             }),
         )?;
     } else {

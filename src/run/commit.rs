@@ -217,19 +217,19 @@ impl Session<'_> {
                 added,
                 removed,
                 diff: resolved_diff(repo, base.as_ref(), &new_tree)?,
-                effects: step
-                    .effects
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| {
-                        format!(
-                            "{}: {}{}",
-                            crate::plan::effect::key(&self.settings.run, &step.id, i + 1),
-                            e.action.describe(),
-                            super::effects::held_back(self.settings, &e.action)
-                        )
-                    })
-                    .collect(),
+                effects: {
+                    let mut out = Vec::new();
+                    for (i, e) in step.effects.iter().enumerate() {
+                        let why = super::effects::held_back(
+                            self.settings,
+                            &e.action,
+                            &mut self.effects.held,
+                        );
+                        let k = crate::plan::effect::key(&self.settings.run, &step.id, i + 1);
+                        out.push(format!("{k}: {}{why}", e.action.describe()));
+                    }
+                    out
+                },
             }));
         }
         // Refer to nothing that is not really written (a full disk must not

@@ -123,7 +123,7 @@ impl Session<'_> {
                         "would deliver effect {k} first ({}): step {} is durable and the effect has no delivered outcome{}",
                         e.action.describe(),
                         due.step,
-                        held_back(self.settings, &e.action)
+                        held_back(self.settings, &e.action, &mut self.effects.held)
                     ));
                 }
             }
@@ -319,18 +319,21 @@ pub fn abandon(
     Ok(recorded.list.last().cloned().expect("appended above"))
 }
 
-/// What a dry run adds to an effect this box would hold back
-/// (`steps.effects`): it, and every effect after it, wait.
+/// What a dry run adds to an effect the real run would not deliver: one
+/// this box holds back (`steps.effects`), and, once one is (`waiting`),
+/// every effect after it, since effects go in order.
 pub(super) fn held_back(
     s: &crate::settings::Settings,
     action: &crate::plan::effect::Action,
+    waiting: &mut bool,
 ) -> String {
-    if s.config.effects.allows(action) {
+    let how = s.config.effects.as_str();
+    if *waiting {
+        format!(" (waits behind an effect this box holds back, steps.effects={how})")
+    } else if s.config.effects.allows(action) {
         String::new()
     } else {
-        format!(
-            " (held back on this box, steps.effects={}: it and the effects after it wait for a box that delivers them)",
-            s.config.effects.as_str()
-        )
+        *waiting = true;
+        format!(" (held back on this box, steps.effects={how}: it and the effects after it wait for a box that delivers them)")
     }
 }

@@ -50,6 +50,14 @@ pub struct UndoReport {
     pub commit: String,
     pub artifact: String,
     pub history: String,
+    /// The effects delivered (or whose failure was recorded) by this undo:
+    /// what was due, and the compensations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<super::outcomes::Delivered>,
+    /// Effects this box held back (`steps.effects`) and those queued
+    /// behind them: pending for a box that delivers them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects_pending: Vec<String>,
 }
 
 /// Undo the steps after `target` as one new step (`id`: its id, default
@@ -137,6 +145,8 @@ pub fn undo(
             commit: done.commit.to_string(),
             artifact: fin.artifact,
             history: fin.history,
+            effects: fin.effects,
+            effects_pending: fin.effects_pending,
         });
     }
     let (step, to, undone) = build(repo, &entries, base, target, id)?;
@@ -171,6 +181,8 @@ pub fn undo(
         commit,
         artifact: fin.artifact,
         history: fin.history,
+        effects: fin.effects,
+        effects_pending: fin.effects_pending,
     })
 }
 

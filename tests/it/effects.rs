@@ -1412,6 +1412,42 @@ fn a_box_that_delivers_no_effects_or_no_commands_leaves_them_pending() {
         st.contains("0 of 3 delivered, 3 pending") && st.contains("steps.effects=none"),
         "{st}"
     );
+    // resume says so in --json too; and a dry run under `http` marks the
+    // command held back and what comes after it waiting.
+    let resumed = t.steps(&["--json", "resume"]).ok().json();
+    assert_eq!(
+        resumed["data"]["effects_pending"],
+        json!(["main/s1/1", "main/s1/2", "main/s3/1"]),
+        "{resumed}"
+    );
+    t.git(&["config", "steps.effects", "http"]).ok();
+    let more = std::fs::read_to_string(&p).unwrap()
+        + &line(json!({"id": "s4", "files": {"d": "4\n"},
+            "effects": [{"http": {"method": "POST", "url": r.url("/later")}}]}))
+        + "\n";
+    let p4 = t.plan("p4.jsonl", &[more]);
+    let dry = t.steps(&["apply", "--dry-run", p4.to_str().unwrap()]).ok();
+    assert!(
+        dry.stderr()
+            .contains("would deliver effect main/s1/2 first (command")
+            && dry
+                .stderr()
+                .contains("held back on this box, steps.effects=http")
+            && dry
+                .stderr()
+                .contains("would deliver effect main/s3/1 first (POST"),
+        "{}",
+        dry.explain()
+    );
+    assert!(
+        dry.stdout().contains(&format!(
+            "then deliver main/s4/1: POST {} (waits behind an effect this box holds back",
+            r.url("/later")
+        )),
+        "{}",
+        dry.explain()
+    );
+    assert!(r.counts().is_empty(), "a dry run sends nothing");
     // No commands: the request before the command goes; the command, and
     // the request after it, wait (effects go in order).
     let http = git_c("http", &["--json", "resume"]).ok();
@@ -1461,7 +1497,17 @@ fn a_compensation_never_goes_before_the_effect_it_undoes() {
     );
     t.git(&["config", "steps.effects", "http"]).ok();
     t.steps(&["apply", p.to_str().unwrap()]).ok();
-    t.steps(&["undo", "--last", "1"]).ok();
+    let undone = t.steps(&["--json", "undo", "--last", "1"]).ok().json();
+    let pending = undone["data"]["effects_pending"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        pending.len(),
+        2,
+        "the effect, then its compensation: {undone}"
+    );
+    assert_eq!(pending[0], "main/s1/1", "{undone}");
     assert!(r.deliveries().is_empty(), "{:?}", r.counts());
     assert!(command_keys(&t).is_empty());
     t.git(&["config", "steps.effects", "all"]).ok();

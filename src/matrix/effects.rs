@@ -9,7 +9,8 @@
 //! the deliveries per key (each try a box made that was answered 2xx, from
 //! `GIT_STEPS_EFFECT_TRACE`) are reported with the row: at least one per
 //! key, and two only where the crash fell between a delivery and its
-//! record (`effect-delivered`); any other double is DIVERGED.
+//! record (`effect-delivered`); any other double is DIVERGED, and so are
+//! first deliveries out of the run's order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -137,6 +138,37 @@ pub(super) fn judge(bare: &Path, row: &mut Row) -> Result<()> {
             {
                 missing.push(k);
             }
+        }
+    }
+    // Effects go in order: the first delivery of each key follows the
+    // run's order of steps, and of effects in a step (an undo's
+    // compensation never before the effect it undoes).
+    let mut place = BTreeMap::new();
+    for &(at, count) in &ledger.effects {
+        for n in 1..=count {
+            place.insert(
+                crate::plan::effect::key(&run, &ledger.entries[at].id, n),
+                (at, n),
+            );
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut last: Option<(&str, (usize, usize))> = None;
+    if let Ok(text) = std::fs::read_to_string(trace_file(bare)) {
+        for k in text.lines().filter(|l| !l.is_empty()) {
+            let (Some(&at), true) = (place.get(k), seen.insert(k.to_string())) else {
+                continue;
+            };
+            if let Some((before, was)) = last {
+                if at < was {
+                    row.verdict = Verdict::Diverged;
+                    row.reason = format!(
+                        "effect {before} was delivered before {k}, which comes before it in the run"
+                    );
+                    return Ok(());
+                }
+            }
+            last = Some((place.get_key_value(k).map_or(k, |(s, _)| s.as_str()), at));
         }
     }
     let stray: Vec<String> = outcomes

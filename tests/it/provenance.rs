@@ -38,6 +38,29 @@ fn trailers_of(t: &TestRepo, rev: &str) -> String {
     t.git_out(&["log", "-1", "--format=%(trailers:only,unfold)", rev])
 }
 
+/// What a forge's default squash message copies for the commits of
+/// `range`: each commit's whole message behind "* ", oldest first.
+fn forge_body(t: &TestRepo, range: &str) -> Vec<String> {
+    t.git_out(&["log", "--reverse", "--format=* %B%x00", range])
+        .split('\0')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `verify --merged <rev> --json [more]`: (kind, ok, steps).
+fn verdict(t: &TestRepo, rev: &str, more: &[&str]) -> (String, bool, u64) {
+    let mut args = vec!["--json", "verify", "--merged", rev];
+    args.extend(more);
+    let v = t.steps(&args).ok().json();
+    (
+        v["data"]["kind"].as_str().unwrap_or_default().to_string(),
+        v["data"]["ok"].as_bool().unwrap_or_default(),
+        v["data"]["steps"].as_u64().unwrap_or_default(),
+    )
+}
+
 /// Squash-merge the run with `message` on main, push, delete the branch.
 fn squash(t: &TestRepo, message: &str) {
     let msg = t.tmp.path().join("squash.msg");
@@ -583,36 +606,18 @@ fn a_run_rebase_merged_in_two_parts_verifies() {
 fn a_forges_default_squash_message_is_a_squash_of_the_whole_run() {
     let (t, _bare) = run_applied();
     t.steps(&["archive"]).ok();
-    let messages = t.git_out(&[
-        "log",
-        "--reverse",
-        "--format=* %B%x00",
-        "main..steps/fix-parser",
-    ]);
-    let body: Vec<&str> = messages
-        .split('\0')
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .collect();
-    assert_eq!(body.len(), 3, "{messages}");
+    let body = forge_body(&t, "main..steps/fix-parser");
+    assert_eq!(body.len(), 3, "{body:?}");
     let forge = format!(
         "Fix the parser (#7)\n\n{}\n\n---------\n\nCo-authored-by: A Reviewer <r@example.com>\n",
         body.join("\n\n")
     );
     squash(&t, &forge);
+    assert_eq!(verdict(&t, "main", &[]), ("squash".to_string(), true, 3));
     let v = t
         .steps(&["--json", "verify", "--merged", "main"])
         .ok()
         .json();
-    assert_eq!(
-        (
-            v["data"]["kind"].as_str(),
-            v["data"]["ok"].as_bool(),
-            v["data"]["steps"].as_u64()
-        ),
-        (Some("squash"), Some(true), Some(3)),
-        "{v}"
-    );
     assert!(
         v["data"]["notes"]
             .to_string()
@@ -720,37 +725,15 @@ fn a_default_squash_after_an_earlier_part_and_an_edited_message_verify() {
     t.git(&["checkout", "-q", "main"]).ok();
     t.git(&["merge", "-q", "--ff-only", &s1]).ok();
     // Part two: s2 and s3 squashed with the forge's default message.
-    let messages = t.git_out(&[
-        "log",
-        "--reverse",
-        "--format=* %B%x00",
-        "main..steps/fix-parser",
-    ]);
-    let body: Vec<&str> = messages
-        .split('\0')
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .collect();
-    assert_eq!(body.len(), 2, "{messages}");
+    let body = forge_body(&t, "main..steps/fix-parser");
+    assert_eq!(body.len(), 2, "{body:?}");
     let forge = format!(
         "Test and news (#8)\n\n{}\n\n---------\n\nCo-authored-by: A Reviewer <r@example.com>\n",
         body.join("\n\n")
     );
     t.git(&["merge", "-q", "--squash", "steps/fix-parser"]).ok();
     t.git(&["commit", "-q", "-m", &forge]).ok();
-    let v = t
-        .steps(&["--json", "verify", "--merged", "main"])
-        .ok()
-        .json();
-    assert_eq!(
-        (
-            v["data"]["kind"].as_str(),
-            v["data"]["ok"].as_bool(),
-            v["data"]["steps"].as_u64()
-        ),
-        (Some("squash"), Some(true), Some(3)),
-        "{v}"
-    );
+    assert_eq!(verdict(&t, "main", &[]), ("squash".to_string(), true, 3));
     // (b) The whole run squashed, its message edited down to s1's receipt
     // and a sentence of the reviewer's.
     t.git(&["reset", "-q", "--hard", "HEAD~2"]).ok();
@@ -761,25 +744,9 @@ fn a_default_squash_after_an_earlier_part_and_an_edited_message_verify() {
         s1_message.trim()
     );
     t.git(&["commit", "-q", "-m", &edited]).ok();
-    let v = t
-        .steps(&[
-            "--json",
-            "verify",
-            "--merged",
-            "main",
-            "--run",
-            "fix-parser",
-        ])
-        .ok()
-        .json();
     assert_eq!(
-        (
-            v["data"]["kind"].as_str(),
-            v["data"]["ok"].as_bool(),
-            v["data"]["steps"].as_u64()
-        ),
-        (Some("squash"), Some(true), Some(3)),
-        "{v}"
+        verdict(&t, "main", &["--run", "fix-parser"]),
+        ("squash".to_string(), true, 3)
     );
 }
 
@@ -806,18 +773,8 @@ fn a_run_merged_in_three_parts_each_part_verifies() {
     );
     t.commit_all("a reviewer's note on the parser");
     // Part two: s2 and s3, the forge's default message.
-    let messages = t.git_out(&[
-        "log",
-        "--reverse",
-        "--format=* %B%x00",
-        "main..steps/fix-parser",
-    ]);
-    let body: Vec<&str> = messages
-        .split('\0')
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .collect();
-    assert_eq!(body.len(), 2, "{messages}");
+    let body = forge_body(&t, "main..steps/fix-parser");
+    assert_eq!(body.len(), 2, "{body:?}");
     t.git(&["merge", "-q", "--squash", "steps/fix-parser"]).ok();
     t.git(&[
         "commit",

@@ -145,8 +145,14 @@ fn git_dash_c_settings_reach_git_steps() {
     assert!(r.stderr().contains("steps.effects=none"), "{}", r.explain());
     assert!(!t.tmp.path().join("ran2").exists());
     // `git -c key` alone is true: a pre-commit hook that rejects refuses
-    // the step under `-c steps.hooks` (it is skipped without it).
-    let hook = t.work.join(".git/hooks/pre-commit");
+    // the step under `-c steps.hooks`, over this repository's
+    // `steps.hooks=false` (hooks in a folder of the test's own, whatever
+    // the machine's global config says).
+    t.git(&["config", "steps.hooks", "false"]).ok();
+    let hooks = t.tmp.path().join("own-hooks");
+    t.git(&["config", "core.hooksPath", hooks.to_str().unwrap()])
+        .ok();
+    let hook = hooks.join("pre-commit");
     std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
     std::fs::write(&hook, "#!/bin/sh\necho rejected >&2\nexit 1\n").unwrap();
     std::fs::set_permissions(

@@ -35,8 +35,11 @@ for seed in "${seeds[@]}"; do
   done
 done
 # The full power-loss sweep (crashtest --power-loss): every cut point of every
-# fixture, for apply, apply --batch 4 and the agent loop, each seed; CI and the
-# tests take a seeded sample of cut points. SOAK_POWER=0 skips it.
+# fixture, for apply, apply --batch 4 and the agent loop, each seed, under
+# the three file-system models (ext4, posix, and fuse: a FUSE file system
+# that drops unsynced bytes and ignores syncfs, explored on a run that
+# flushes file by file); CI and the tests take a seeded sample of cut
+# points. SOAK_POWER=0 skips it.
 if [ "${SOAK_POWER:-1}" != 0 ]; then
   cargo build --locked -q
   bin="$PWD/target/debug/git-steps"
@@ -45,7 +48,7 @@ if [ "${SOAK_POWER:-1}" != 0 ]; then
       for runner in "" "--batch 4" "--runner run"; do
         echo "== power loss: $plan ${runner:-apply}, seed $seed"
         # shellcheck disable=SC2086
-        if ! "$bin" crashtest --empty-base --power-loss --seed $((seed)) $runner "$plan" 2>&1 | grep -E "^(power loss|git-steps|crashtest took)"; then
+        if ! "$bin" crashtest --empty-base --power-loss --model ext4,posix,fuse --seed $((seed)) $runner "$plan" 2>&1 | grep -E "^(power loss|git-steps|crashtest took)"; then
           echo "FAILED: power loss over $plan ${runner:-apply}, seed $seed (rerun with --keep-failed --json)" >&2
           exit 1
         fi

@@ -409,6 +409,25 @@ pub fn local_failure(e: &git2::Error) -> bool {
     .any(|m| e.message().contains(m))
 }
 
+/// The ref a libgit2 error says it cannot read (a loose ref file torn by a
+/// power cut, or written by another tool).
+pub fn unreadable_ref(e: &git2::Error) -> Option<String> {
+    let m = e.message();
+    let name = m
+        .strip_prefix("corrupted loose reference file: ")
+        .or_else(|| {
+            m.split_once("the reference '")
+                .and_then(|(_, rest)| rest.split_once("' cannot be parsed"))
+                .map(|(name, _)| name)
+        })?;
+    let name = name.trim();
+    name.starts_with("refs/").then(|| name.to_string())
+}
+
+/// What a lock file another writer holds, or one stopped before it could
+/// remove it, asks of the user.
+pub const LOCKED_HINT: &str = "a lock file is in the way: another git process is writing this repository, or one was stopped (killed, or by a power cut) before it removed its lock; if no git process is running here, remove the lock file named above, then rerun the same command";
+
 /// What a file-system error on this machine asks of the user.
 pub const LOCAL_FAILURE_HINT: &str = "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost";
 
@@ -416,7 +435,12 @@ impl From<git2::Error> for Error {
     /// The message stays in the context; the error itself is kept as the
     /// source, so `Caused by:` shows git's class and code.
     fn from(e: git2::Error) -> Self {
-        let hint = local_failure(&e).then(|| LOCAL_FAILURE_HINT.to_string());
+        let hint = if e.code() == git2::ErrorCode::Locked {
+            // Not the disk: a lock file is there.
+            Some(LOCKED_HINT.to_string())
+        } else {
+            local_failure(&e).then(|| LOCAL_FAILURE_HINT.to_string())
+        };
         Error::Other {
             cause: if local_failure(&e) {
                 Cause::Local

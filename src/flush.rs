@@ -1,7 +1,9 @@
 //! When what git-steps writes reaches the disk: one flush of a file system
 //! (syncfs) at a commit point, in place of an fsync per object, ref and
-//! directory; and the boot epoch, which tells a process whether writes an
-//! earlier boot left unflushed may be torn.
+//! directory, where syncfs is known to flush (elsewhere each file and
+//! directory in order, [`crate::git::fsync`]); and the boot epoch, which
+//! tells a process whether writes an earlier boot left unflushed may be
+//! torn.
 //!
 //! libgit2 writes objects and refs without flushing them (a box holds
 //! nothing the durable domain cannot rebuild). What is durable is flushed
@@ -28,8 +30,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Flush the file systems holding `paths`: one syncfs each (two paths on
-/// one file system cost one).
+/// one file system cost one) where syncfs is known to flush; on any other
+/// (FUSE, a network or unknown file system), every file and directory this
+/// process wrote since the last commit point, one by one
+/// ([`crate::git::fsync`]).
 pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
+    use crate::git::fsync;
+    fsync::flush_pending()?;
     // The device of each path seen, so that a path on a file system
     // already flushed is not even opened (a push flushes box and remote
     // every step, most often on one file system).
@@ -51,7 +58,7 @@ pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
                 .unwrap_or_else(|e| e.into_inner())
                 .push((p.to_path_buf(), dev));
         }
-        if done.insert(dev) {
+        if done.insert(dev) && fsync::note_file_system(p) == fsync::Flushing::Syncfs {
             rustix::fs::syncfs(&dir)?;
         }
     }

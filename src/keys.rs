@@ -161,6 +161,11 @@ pub const BOOT_ID: Key = key(
     "Internal: this boot's identity instead of the kernel's boot id; crashtest --power-loss resumes its states as after a reboot.",
 );
 
+pub const FLUSH: Key = key(
+    "GIT_STEPS_FLUSH",
+    "How writes are made durable: `syncfs` (one flush of the file system per commit point) or `files` (each file fsynced before it is renamed or linked, then its directory, as git's core.fsync does). Unset: `syncfs` on ext2/3/4, xfs, btrfs, f2fs, tmpfs and zfs (and an overlay whose upper layer is one of them), `files` everywhere else (FUSE, network and unknown file systems).",
+);
+
 /// The ENVIRONMENT section.
 pub const ENVIRONMENT: &[Key] = &[
     CRASH,
@@ -179,6 +184,7 @@ pub const ENVIRONMENT: &[Key] = &[
     MATRIX_LATE,
     NET_RELAY,
     BOOT_ID,
+    FLUSH,
 ];
 
 /// The variables that tune the network, resolved once per process from

@@ -315,14 +315,16 @@ mod tests {
         assert!(found.is_empty(), "written around the Ui: {found:?}");
     }
 
-    /// At most twelve `unsafe` blocks, each with its `SAFETY:` argument:
+    /// At most thirteen `unsafe` blocks, each with its `SAFETY:` argument:
     /// the libgit2 options set once, the CA bundle, the TCP stream's
     /// callbacks, a hook's parent-death signal, the object lookup without a
     /// pack rescan (libgit2's `git_odb_exists_ext`, which git2 does not
-    /// wrap) and the allocator's trim threshold in `main`. A new one needs
+    /// wrap), the allocator's trim threshold in `main`, and libgit2's own
+    /// fsync turned on where syncfs does not flush (`git::fsync`, issue 53:
+    /// `GIT_OPT_ENABLE_FSYNC_GITDIR`, which git2 does not wrap). A new one needs
     /// a reason to be here, and a bump of this number in review.
     #[test]
-    fn at_most_twelve_unsafe_blocks() {
+    fn at_most_thirteen_unsafe_blocks() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut all = Vec::new();
         files(&src, &mut all);
@@ -347,7 +349,7 @@ mod tests {
             "unsafe without a SAFETY: comment: {unargued:?}"
         );
         assert!(
-            blocks.len() <= 12,
+            blocks.len() <= 13,
             "{} unsafe blocks: {blocks:?}",
             blocks.len()
         );

@@ -183,11 +183,21 @@ fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
         }
         if let Some((_, f, full)) = cell.as_mut() {
             // In place: no new file, no fsync (it only has to outlive a
-            // killed process, not the machine; after a power loss a lock
-            // is reported, as git reports it).
+            // killed process, not the machine: after a power cut a lock
+            // from before the boot is stale on a file system only this
+            // machine writes). Elsewhere ([`crate::git::fsync`]: FUSE, a
+            // network or unknown file system) no lock is judged by its
+            // date, so the intent is the evidence and must survive a cut:
+            // flushed, emptied and written alike.
+            let flush = |f: &File| {
+                if crate::git::fsync::per_file() {
+                    let _ = f.sync_data();
+                }
+            };
             if *full {
                 let _ = f.set_len(0);
                 *full = false;
+                flush(f);
             }
             if !locks.is_empty() {
                 let mut text = String::new();
@@ -197,6 +207,7 @@ fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
                 }
                 let _ = f.write_all_at(text.as_bytes(), 0);
                 *full = true;
+                flush(f);
             }
         }
     });
@@ -385,21 +396,7 @@ pub fn from_before_boot(path: &Path) -> bool {
 
 /// Whether `path` is on a file system only this machine writes.
 fn on_local_fs(path: &Path) -> bool {
-    const LOCAL: &[i64] = &[
-        0xEF53,      // ext2, ext3, ext4
-        0x5846_5342, // xfs
-        0x9123_683E, // btrfs
-        0xF2F5_2010, // f2fs
-        0x0102_1994, // tmpfs
-        0x794C_7630, // overlayfs
-        0x2FC1_2FC1, // zfs
-    ];
-    match rustix::fs::statfs(path) {
-        // `f_type` is an i64 on x86_64, narrower elsewhere.
-        #[allow(clippy::unnecessary_cast)]
-        Ok(s) => LOCAL.contains(&(s.f_type as i64)),
-        Err(_) => false,
-    }
+    crate::git::fsync::on_local_fs(path)
 }
 
 /// Whether a process on this machine has `path` open (read through

@@ -62,7 +62,9 @@ pub struct Args {
     #[arg(long)]
     power_loss: bool,
     /// With --power-loss: the file-system models (ext4 data=ordered; the
-    /// POSIX worst case, which also reorders).
+    /// POSIX worst case, which also reorders; fuse: a FUSE file system that
+    /// drops every unsynced byte and whose syncfs flushes nothing, explored
+    /// on a run recorded with GIT_STEPS_FLUSH=files).
     #[arg(
         long,
         value_enum,
@@ -95,6 +97,7 @@ pub struct Args {
 enum ModelArg {
     Ext4,
     Posix,
+    Fuse,
 }
 
 /// `--runner`: a bad value is clap's usage error (exit 2).
@@ -257,6 +260,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
         runner,
         base,
         batch: a.batch.unwrap_or(1) as usize,
+        flush_files: false,
     };
     let progress = ctx.ui.matrix_progress("crashtest");
     let started = Instant::now();
@@ -268,6 +272,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                 .map(|m| match m {
                     ModelArg::Ext4 => matrix::power::Model::Ext4,
                     ModelArg::Posix => matrix::power::Model::Posix,
+                    ModelArg::Fuse => matrix::power::Model::Fuse,
                 })
                 .collect(),
             samples: a.states,

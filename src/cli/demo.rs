@@ -143,6 +143,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             runner,
             base: None,
             batch: 1,
+            flush_files: false,
         };
         matrices.push(matrix::run(&env, jobs, &|d, t| progress.tick(d, t))?);
     }

@@ -228,9 +228,15 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
     // that one may be durable, and a power cut before the commit point's
     // flush must not trade it for these unflushed bytes.
     let linked = f.write_all(&out).and_then(|()| {
+        // Where a file system's syncfs does not flush, its bytes before
+        // its name ([`super::fsync`]).
+        super::fsync::before_naming(&f)?;
         drop(f);
         match std::fs::hard_link(&tmp, &target) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                super::fsync::named(&fan);
+                Ok(true)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 // Freshened, as git does, so a `git gc` running now does
                 // not prune an old object this step starts to use.

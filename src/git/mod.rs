@@ -11,6 +11,9 @@
 //! names the order).
 
 pub mod cmdline;
+pub mod fsync;
+mod refs;
+pub use refs::loose_ref_parses;
 pub mod loose;
 mod stream;
 
@@ -180,7 +183,7 @@ fn ca_locations_from(
 /// config as git would ([`follow_git_config_env`]).
 pub fn open(path: &Path) -> Result<Repository> {
     setup()?;
-    let repo = Repository::discover(path)
+    let repo = fsync::discover(path)
         .context(|| format!("{} is not in a git repository", path.display()))
         .map_err(|e| {
             e.with_hint(

@@ -135,7 +135,7 @@ impl OwnLock {
         perms()
             .and_then(|()| f.write_all(content))
             .and_then(|()| match flush {
-                Some(_) => Ok(()),
+                Some(_) => crate::git::fsync::before_naming(&f),
                 None => f.sync_all(),
             })
             .map_err(|e| io("write", &self.pending, e))?;

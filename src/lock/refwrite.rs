@@ -251,7 +251,10 @@ fn locked(
         what: format!("{what}: {e}"),
         left: false,
     };
-    if let Err(e) = file.write_all(format!("{new}\n").as_bytes()) {
+    if let Err(e) = file
+        .write_all(format!("{new}\n").as_bytes())
+        .and_then(|()| crate::git::fsync::before_naming(&file))
+    {
         return Err(give_up(io(&format!("cannot write {}", lock.display()), e)));
     }
     drop(file);
@@ -295,6 +298,7 @@ fn locked(
     if let Err(e) = std::fs::rename(lock, path) {
         return Err(give_up(io(&format!("cannot rename {}", lock.display()), e)));
     }
+    crate::git::fsync::named(path.parent().unwrap_or(common));
     Ok(())
 }
 

@@ -27,6 +27,10 @@ pub struct Env {
     pub base: Option<Base>,
     /// `apply --batch N` (1: a push per step; only for the git-steps runner).
     pub batch: usize,
+    /// Every run flushes file by file (`GIT_STEPS_FLUSH=files`), as on a
+    /// file system whose syncfs is not known to flush (the power-loss
+    /// sweep's `fuse` model).
+    pub flush_files: bool,
 }
 
 /// The tree every box starts from: the HEAD tree of the repository
@@ -374,6 +378,11 @@ pub(super) fn command(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Comm
         crate::keys::EFFECT_TRACE.name,
         super::effects::trace_file(bare),
     );
+    // (A `GIT_STEPS_FLUSH` the caller set wins: `=syncfs` shows what the
+    // fuse model catches in a run that trusts syncfs.)
+    if env.flush_files && std::env::var_os(crate::keys::FLUSH.name).is_none() {
+        cmd.env(crate::keys::FLUSH.name, "files");
+    }
     if phase.after_reboot {
         cmd.env(crate::keys::BOOT_ID.name, "after-a-power-cut");
     } else {

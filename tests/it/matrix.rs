@@ -407,7 +407,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let plan = make_plan(dir.path(), &steps);
-        let env = Env { exe: PathBuf::from(BIN), plan: plan.clone(), runner: Runner::GitSteps, base: None, batch: 1 };
+        let env = Env { exe: PathBuf::from(BIN), plan: plan.clone(), runner: Runner::GitSteps, base: None, batch: 1, flush_files: false };
         let reference = matrix::reference(&env).unwrap();
         let ids = plan_ids(&plan);
         let cells = matrix::cells(Runner::GitSteps, &ids, 1);

@@ -49,7 +49,8 @@ pub struct Options {
 /// What a sweep recorded and explored.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explored {
-    /// Recorded operations on the box and the remote.
+    /// Recorded operations on the box and the remote (summed over the
+    /// records: one per way of flushing the models need).
     pub operations: usize,
     /// Of them, fsync/fdatasync calls.
     pub syncs: usize,
@@ -201,11 +202,15 @@ fn resume(
         bare: root.join("remote.git"),
         root: root.clone(),
     };
+    // What the run had reported durable before the cut must be on the
+    // remote the cut left, before anything resumes (a resume that applies
+    // a lost step again would hide the loss).
+    let lost = lost_promise(rec, state.cut, &s.bare);
     let dir = match state.box_mode {
-        BoxMode::Survive => root.join("box0"),
+        BoxMode::Survive => Ok(root.join("box0")),
         BoxMode::Vanish => {
             let _ = std::fs::remove_dir_all(root.join("box0"));
-            new_box(&s, env, 1, true)?
+            new_box(&s, env, 1, true)
         }
     };
     // The step in flight: the first not durable in the cut's remote.
@@ -217,10 +222,23 @@ fn resume(
     let mut row = Row::new(&step, &point, state.box_mode);
     row.op = Some(state.cut);
     row.model = Some(state.model);
-    let o = boxes::run_once(env, &dir, &s.bare, &REBOOTED)?;
-    if let Err(e) = judge(env, &dir, &s.bare, &o, reference, &mut row) {
+    match dir {
+        Ok(dir) => {
+            let o = boxes::run_once(env, &dir, &s.bare, &REBOOTED)?;
+            if let Err(e) = judge(env, &dir, &s.bare, &o, reference, &mut row) {
+                row.verdict = Verdict::Diverged;
+                row.reason = format!("the durable branch cannot be read after the resume: {e}");
+            }
+        }
+        // A new box is a clone of the remote the cut left.
+        Err(e) => {
+            row.verdict = Verdict::Diverged;
+            row.reason = format!("a fresh clone of the remote fails after the cut: {e}");
+        }
+    }
+    if let Some(lost) = lost {
         row.verdict = Verdict::Diverged;
-        row.reason = format!("the durable branch cannot be read after the resume: {e}");
+        row.reason = lost;
     }
     if row.verdict != Verdict::Same && opts.keep_failed {
         let again = scratch_dir()?;
@@ -246,9 +264,107 @@ fn resume(
     Ok(row)
 }
 
+/// Whether a branch of the remote that the recorded run had moved and
+/// made durable before operation `cut` (a step it reported applied) is
+/// missing, torn or behind in the state at `bare`: the reason if so.
+fn lost_promise(rec: &Record, cut: usize, bare: &Path) -> Option<String> {
+    let heads = rec.root.join("remote.git").join("refs").join("heads");
+    let promised = rec.promised(&heads, cut);
+    if promised.is_empty() {
+        return None;
+    }
+    let remote = match git2::Repository::open_bare(bare) {
+        Ok(r) => r,
+        Err(e) => {
+            return Some(format!(
+                "the remote cannot be opened after the cut ({}), though the run had made steps durable on it",
+                e.message()
+            ))
+        }
+    };
+    for (path, bytes) in promised {
+        let rel = path
+            .strip_prefix(rec.root.join("remote.git"))
+            .unwrap_or(&path);
+        let refname = rel.to_string_lossy().into_owned();
+        let Some(want) = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| git2::Oid::from_str(t.trim()).ok())
+        else {
+            continue;
+        };
+        let lost = |why: String| {
+            Some(format!(
+                "a step reported applied was lost: the run had made {refname} = {} durable before the cut (op {cut}), and after it {why}",
+                crate::git::short(want)
+            ))
+        };
+        let on_disk = std::fs::read(bare.join(rel)).unwrap_or_default();
+        let Some(now) = std::str::from_utf8(&on_disk)
+            .ok()
+            .and_then(|t| git2::Oid::from_str(t.trim()).ok())
+        else {
+            return lost(format!(
+                "the file holds {:?}",
+                String::from_utf8_lossy(&on_disk[..on_disk.len().min(60)])
+            ));
+        };
+        if now != want && !remote.graph_descendant_of(now, want).unwrap_or(false) {
+            return lost(format!("it is {}", crate::git::short(now)));
+        }
+        if remote.find_commit(want).is_err() {
+            return lost("the remote lacks that commit".into());
+        }
+    }
+    None
+}
+
 /// The whole sweep on `jobs` threads; `progress(done, total)` after each
-/// state.
+/// state. Models whose syncfs does not flush ([`Model::syncfs_flushes`])
+/// explore a run of their own, recorded flushing file by file.
 pub fn run(
+    env: &Env,
+    opts: &Options,
+    jobs: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Matrix> {
+    let (trusting, per_file): (Vec<Model>, Vec<Model>) =
+        opts.models.iter().partition(|m| m.syncfs_flushes());
+    let mut out: Option<Matrix> = None;
+    for (models, flush_files) in [(trusting, false), (per_file, true)] {
+        if models.is_empty() {
+            continue;
+        }
+        let env = Env {
+            flush_files: env.flush_files || flush_files,
+            ..env.clone()
+        };
+        let opts = Options {
+            models,
+            ..opts.clone()
+        };
+        let m = sweep(&env, &opts, jobs, progress)?;
+        out = Some(match out {
+            None => m,
+            Some(mut all) => {
+                all.rows.extend(m.rows);
+                all.summary = Summary::of(&all.rows);
+                if let (Some(a), Some(b)) = (all.power.as_mut(), m.power) {
+                    a.operations += b.operations;
+                    a.syncs += b.syncs;
+                    a.cut_points += b.cut_points;
+                    a.cuts += b.cuts;
+                    a.states.extend(b.states);
+                }
+                all
+            }
+        });
+    }
+    out.ok_or_else(|| Error::program("crashtest --power-loss: no file-system model given"))
+}
+
+/// One recorded run's sweep.
+fn sweep(
     env: &Env,
     opts: &Options,
     jobs: usize,

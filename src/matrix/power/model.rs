@@ -25,6 +25,13 @@
 //!   lost independently of every other, so later operations survive where
 //!   earlier ones were lost (reordering), and a file may keep some writes
 //!   and not others (holes read as zeros).
+//! - `fuse`: a FUSE file system that keeps its own page cache and drops
+//!   every unsynced byte on a cut (LazyFS, the one Jepsen uses). Name
+//!   operations, truncates and mode changes reach its backing store at
+//!   once, in order; a file's data only when the file is fsynced (a prefix
+//!   of its writes may have been written back before); `sync`/`syncfs`
+//!   flush nothing (the kernel does not forward them to it). A rename
+//!   after a `syncfs` makes an empty file durable there.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +44,7 @@ use super::fs::{Data, Fs, Node};
 pub enum Model {
     Ext4,
     Posix,
+    Fuse,
 }
 
 impl Model {
@@ -44,7 +52,15 @@ impl Model {
         match self {
             Model::Ext4 => "ext4",
             Model::Posix => "posix",
+            Model::Fuse => "fuse",
         }
+    }
+
+    /// Whether `syncfs` flushes everything on this model's file system:
+    /// where it does not, git-steps flushes file by file, and the run this
+    /// model explores is recorded that way (`GIT_STEPS_FLUSH=files`).
+    pub fn syncfs_flushes(self) -> bool {
+        self != Model::Fuse
     }
 }
 
@@ -188,6 +204,55 @@ impl Record {
         fs
     }
 
+    /// What the run had promised by operation `cut`: for each file under
+    /// `under` that a rename replaced and an fsync of its directory then
+    /// made durable (a ref's commit point: what git-steps reports only
+    /// after it), its path and the bytes the rename put there, the last
+    /// such value per path.
+    pub fn promised(&self, under: &Path, cut: usize) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut live = self.before.clone();
+        let mut renamed: HashMap<PathBuf, Vec<u8>> = HashMap::new();
+        let mut promised: std::collections::BTreeMap<PathBuf, Vec<u8>> = Default::default();
+        for op in &self.ops[..cut.min(self.ops.len())] {
+            live.apply(op, &self.kinds);
+            match op {
+                Op::Rename { to, .. } if to.starts_with(under) => {
+                    let bytes = live
+                        .names
+                        .get(to)
+                        .and_then(|&i| match &live.nodes[i].data {
+                            Data::File(b) => Some(b.clone()),
+                            _ => None,
+                        })
+                        .unwrap_or_default();
+                    renamed.insert(to.clone(), bytes);
+                }
+                Op::Sync { ino } => {
+                    let Some(dir) = live
+                        .names
+                        .iter()
+                        .find(|(_, i)| *i == ino)
+                        .map(|(p, _)| p.clone())
+                    else {
+                        continue;
+                    };
+                    let done: Vec<PathBuf> = renamed
+                        .keys()
+                        .filter(|p| p.parent() == Some(dir.as_path()))
+                        .cloned()
+                        .collect();
+                    for p in done {
+                        if let Some(b) = renamed.remove(&p) {
+                            promised.insert(p, b);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        promised.into_iter().collect()
+    }
+
     /// The indexes where a cut is worth taking: just before each sync (the
     /// longest prefix with the same durable set) and the end.
     pub fn cut_points(&self) -> Vec<usize> {
@@ -229,7 +294,12 @@ impl Record {
             let by_data = op.data_ino().is_some_and(|x| synced_inos.contains(&x));
             let by_dir = op.dirs().iter().any(|d| synced_dirs.contains(*d));
             let by_journal = model == Model::Ext4 && any_sync && op.is_meta();
+            // FUSE: names, sizes and modes are written through at once;
+            // sync/syncfs reach nothing.
+            let at_once = model == Model::Fuse && op.is_meta();
+            let all = all && model != Model::Fuse;
             forced[i] = all
+                || at_once
                 || by_data
                 || by_dir
                 || by_journal
@@ -254,6 +324,24 @@ impl Record {
                 for (i, f) in forced.iter().enumerate() {
                     if !f {
                         kept[i] = rng.below(2) == 1;
+                    }
+                }
+            }
+            Model::Fuse => {
+                // Each file's unsynced data: a prefix of its writes (what
+                // the cache wrote back before the cut), often none.
+                let mut per_ino: HashMap<usize, Vec<usize>> = HashMap::new();
+                for (i, op) in self.ops[..k].iter().enumerate() {
+                    if let (false, Op::Write { ino, .. }) = (forced[i], op) {
+                        per_ino.entry(*ino).or_default().push(i);
+                    }
+                }
+                let mut inos: Vec<_> = per_ino.into_iter().collect();
+                inos.sort();
+                for (_, writes) in inos {
+                    let n = rng.below(writes.len() as u64 + 1) as usize;
+                    for &i in &writes[..n] {
+                        kept[i] = true;
                     }
                 }
             }
@@ -422,6 +510,45 @@ mod tests {
             files(&rec, &rec.minimal(n, Model::Posix)),
             vec![("b".to_string(), "hello".to_string())]
         );
+    }
+
+    #[test]
+    fn fuse_keeps_every_name_at_once_and_only_fsynced_data() {
+        // Written, syncfs'd (which FUSE never sees), renamed: the name
+        // survives, the bytes do not.
+        let (_d, rec) = record(&[
+            "openat(AT_FDCWD<{R}>, \"{R}/a\", O_WRONLY|O_CREAT|O_EXCL, 0666) = 3<{R}/a>",
+            "write(3<{R}/a>, \"hello\", 5) = 5",
+            "close(3<{R}/a>) = 0",
+            "openat(AT_FDCWD<{R}>, \"{R}\", O_RDONLY|O_DIRECTORY) = 4<{R}>",
+            "syncfs(4<{R}>) = 0",
+            "rename(\"{R}/a\", \"{R}/b\") = 0",
+        ]);
+        let n = rec.ops.len();
+        assert_eq!(
+            files(&rec, &rec.minimal(n, Model::Fuse)),
+            vec![("b".to_string(), String::new())]
+        );
+        // ext4 and POSIX take the syncfs at its word.
+        assert_eq!(
+            files(&rec, &rec.minimal(n, Model::Posix)),
+            vec![("a".to_string(), "hello".to_string())]
+        );
+        // Fsynced before the rename: whole under FUSE too.
+        let (_d, rec) = record(FSYNCED_THEN_RENAMED);
+        let n = rec.ops.len();
+        assert_eq!(
+            files(&rec, &rec.minimal(n, Model::Fuse)),
+            vec![("b".to_string(), "hello".to_string())]
+        );
+        // A sample never keeps less than the least state.
+        for seed in 0..20 {
+            let k = rec.sample(n, Model::Fuse, &mut Rng(seed));
+            assert!(k
+                .iter()
+                .zip(rec.minimal(n, Model::Fuse))
+                .all(|(s, m)| *s || !m));
+        }
     }
 
     #[test]

@@ -167,6 +167,20 @@ fn git_cli(repo: &Repository, remote: &str) -> Result<Command> {
         cmd.args(["-c", "http.lowSpeedLimit=1", "-c"])
             .arg(format!("http.lowSpeedTime={secs}"));
     }
+    if crate::git::fsync::per_file()
+        && config.get_entry("core.fsync").is_err()
+        && !given("core.fsync")
+    {
+        // A file system whose syncfs is not known to flush: git fsyncs
+        // what it writes (objects, packs, refs) before naming it, as this
+        // process does ([`crate::git::fsync`]).
+        cmd.args([
+            "-c",
+            "core.fsync=committed,index",
+            "-c",
+            "core.fsyncMethod=fsync",
+        ]);
+    }
     if let Some(ssh) = super::ssh_share::command(&config, remote) {
         cmd.env("GIT_SSH_COMMAND", ssh);
     }

@@ -22,7 +22,7 @@ impl Remote {
         let mut remote = libgit2_remote(repo, &self.spec, false)?;
         let conn = remote
             .connect_auth(git2::Direction::Fetch, Some(callbacks(repo)), None)
-            .map_err(|e| self.net_error("read", e))?;
+            .map_err(|e| self.net_error(repo, "read", e))?;
         Ok(advertised(conn.list()?, refname))
     }
 
@@ -52,7 +52,7 @@ impl Remote {
                 Some("git-steps: fetch"),
             )
         })
-        .map_err(|e| self.net_error("fetch from", e))?;
+        .map_err(|e| self.net_error(repo, "fetch from", e))?;
         Ok(advertised(remote.list()?, refname))
     }
 
@@ -110,7 +110,7 @@ impl Remote {
                 if e.code() == git2::ErrorCode::NotFastForward {
                     return Err(PushError::Moved { found: None });
                 }
-                return Err(PushError::Failed(self.net_error("push to", e)));
+                return Err(PushError::Failed(self.net_error(repo, "push to", e)));
             }
         }
         // libgit2's trap: push() is Ok even when the server refused the ref.

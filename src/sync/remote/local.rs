@@ -83,6 +83,7 @@ impl Remote {
             new,
             ..
         } = *update;
+        self.refuse_torn(repo, refname).map_err(PushError::Failed)?;
         let fail = |what: &str, e: git2::Error| {
             PushError::Failed(Error::local(format!(
                 "cannot push to {}: {what}: {}",
@@ -93,6 +94,8 @@ impl Remote {
         OPEN_REMOTE.with(|cell| {
             let mut cached = cell.borrow_mut();
             if cached.as_ref().is_none_or(|(p, _)| p != path) {
+                // Judged before libgit2 opens it (its ref fsync is decided then).
+                crate::git::fsync::note_file_system(path);
                 let remote = Repository::open(path).map_err(|e| fail("open", e))?;
                 *cached = Some((path.to_path_buf(), remote));
             }
@@ -186,27 +189,7 @@ fn local_ref_lock(
     let lock =
         crate::lock::OwnLock::new(&remote.path().join(refname), &remote.path().join(pending));
     lock.clear_own_leftover();
-    // Objects a boot that ended unflushed left torn are moved aside before
-    // any is taken as present (the next push links them again).
-    // (Once per remote and process: a boot's epoch, once written, stays.)
-    let first = SCRUBBED.with(|c| {
-        let mut c = c.borrow_mut();
-        let new = !c.iter().any(|p| p == remote.path());
-        if new {
-            c.push(remote.path().to_path_buf());
-        }
-        new
-    });
-    if first {
-        let keep = remote.path().join("steps-torn");
-        if let Err(e) = crate::flush::scrub(remote.path(), "steps-epoch", &keep, &[]) {
-            SCRUBBED.with(|c| c.borrow_mut().retain(|p| p != remote.path()));
-            return Err(io_failed("check the objects of", remote.path(), e));
-        }
-        // Its 256 fan-out directories made once (as the box's are), not
-        // one by one as pushes need them.
-        crate::workdir::torn::fan_out(remote).map_err(PushError::Failed)?;
-    }
+    scrub_once(remote)?;
     // A lock written before this machine booted is held by nobody: a power
     // cut stopped its writer before the rename (what it guarded did not
     // happen).
@@ -250,6 +233,32 @@ fn local_ref_lock(
     }
     // (The ref's value is checked under its lock, `swap_local_ref`.)
     Ok(lock)
+}
+
+/// Objects and refs a boot that ended unflushed left torn in the bare
+/// repository at `remote` are moved aside before any is taken as present
+/// (the next push links them again). Once per remote and process: a
+/// boot's epoch, once written, stays.
+pub(super) fn scrub_once(remote: &Repository) -> std::result::Result<(), PushError> {
+    let first = SCRUBBED.with(|c| {
+        let mut c = c.borrow_mut();
+        let new = !c.iter().any(|p| p == remote.path());
+        if new {
+            c.push(remote.path().to_path_buf());
+        }
+        new
+    });
+    if first {
+        let keep = remote.path().join("steps-torn");
+        if let Err(e) = crate::flush::scrub(remote.path(), "steps-epoch", &keep, &[]) {
+            SCRUBBED.with(|c| c.borrow_mut().retain(|p| p != remote.path()));
+            return Err(io_failed("check the objects of", remote.path(), e));
+        }
+        // Its 256 fan-out directories made once (as the box's are), not
+        // one by one as pushes need them.
+        crate::workdir::torn::fan_out(remote).map_err(PushError::Failed)?;
+    }
+    Ok(())
 }
 
 /// A ref of `repo` that `refname` cannot live beside: one named like a
@@ -416,7 +425,11 @@ impl<'a> Copier<'a> {
             other => other,
         };
         match linked {
-            Ok(()) => {}
+            Ok(()) => {
+                // Flushed at the commit point where syncfs does not flush.
+                crate::git::fsync::wrote(&to);
+                crate::git::fsync::named(&dir);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
                 if e.raw_os_error() == Some(libc::EXDEV) {

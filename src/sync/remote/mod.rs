@@ -108,6 +108,42 @@ fn objects_size(repo: &Repository, commit: Oid) -> Option<usize> {
     Some(total)
 }
 
+/// The error for a ref git cannot read in the repository at `dir`: the
+/// file, what it holds, and what to do (move it out of `refs/`: git can
+/// neither read nor delete a broken ref).
+fn torn_ref_error(message: &str, name: &str, dir: Option<&std::path::Path>) -> Error {
+    let Some(dir) = dir else {
+        return Error::local(format!("{message}: the ref {name} cannot be read")).with_hint(
+            "`git show-ref` names it as broken too: move its file out of the repository's refs/, then rerun",
+        );
+    };
+    let file = dir.join(name);
+    let bytes = std::fs::read(&file).unwrap_or_default();
+    let held = if bytes.is_empty() {
+        "is empty".to_string()
+    } else {
+        format!(
+            "holds {:?}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(80)])
+        )
+    };
+    let what = if name.starts_with("refs/steps/remote/") {
+        "it is git-steps' copy of the remote's branch, which the next fetch writes again"
+    } else {
+        "its last good value is the last whole line of its reflog (logs/ beside refs/) if it has one, else the branch in a clone that fetched it"
+    };
+    let aside = dir.join(format!("{}.torn", name.replace('/', "_")));
+    Error::local(format!(
+        "{message}: {} {held}, which is not a ref (a write cut short by a power cut, or made by another tool)",
+        file.display()
+    ))
+    .with_hint(format!(
+        "git cannot read it either, nor delete it with update-ref; {what}. Move it out of refs/ (`mv {} {}`), then rerun the same command",
+        crate::git::shell_word(&file.to_string_lossy()),
+        crate::git::shell_word(&aside.to_string_lossy()),
+    ))
+}
+
 impl Remote {
     /// A name for messages (the URL of a named remote, where known).
     pub fn describe(&self, repo: &Repository) -> String {
@@ -133,6 +169,7 @@ impl Remote {
     /// Read a remote ref (`refs/heads/<branch>`, a journal) without
     /// fetching anything.
     pub fn head(&self, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
+        self.refuse_torn(repo, refname)?;
         retrying(|| match self.transport {
             Transport::Libgit2 => match self.head_smart(repo, refname) {
                 Some(r) => r,
@@ -147,6 +184,7 @@ impl Remote {
     /// such ref.
     /// The remote-tracking ref (see [`Remote::note_tracking`]) follows.
     pub fn fetch(&self, repo: &Repository, refname: &str, into: &str) -> Result<Option<Oid>> {
+        self.refuse_torn(repo, refname)?;
         let got = retrying(|| match self.transport {
             // libgit2's fetch rewrites a shallow clone's boundary from what
             // the transport reports, and its local transport reports none:
@@ -186,7 +224,7 @@ impl Remote {
         if let Some(path) = self.local_path(repo) {
             let theirs = Repository::open_bare(&path)
                 .or_else(|_| Repository::open(&path))
-                .map_err(|e| self.net_error("fetch from", e))?;
+                .map_err(|e| self.net_error(repo, "fetch from", e))?;
             let Ok(id) = theirs.refname_to_id(refname) else {
                 return Ok(None);
             };
@@ -242,8 +280,52 @@ impl Remote {
         }
     }
 
-    fn net_error(&self, verb: &str, e: git2::Error) -> Error {
+    /// A remote on this disk whose `refname` is a file git cannot read (a
+    /// power cut tore it, or another tool wrote it): named, never taken
+    /// for a branch that is not there (a push would then write over what
+    /// it held).
+    pub(super) fn refuse_torn(&self, repo: &Repository, refname: &str) -> Result<()> {
+        let Some(dir) = self.local_path(repo) else {
+            return Ok(());
+        };
+        let dir = if dir.join("refs").is_dir() {
+            dir
+        } else {
+            dir.join(".git")
+        };
+        let torn =
+            || std::fs::read(dir.join(refname)).is_ok_and(|b| !crate::git::loose_ref_parses(&b));
+        if !torn() {
+            return Ok(());
+        }
+        // What an earlier boot of git-steps left torn there is mended
+        // first, on the evidence of its own boot record ([`crate::flush`]).
+        if let Ok(remote) = Repository::open_bare(&dir) {
+            local::scrub_once(&remote).map_err(|e| match e {
+                PushError::Failed(e) => e,
+                other => Error::local(format!("cannot check {}: {other:?}", dir.display())),
+            })?;
+        }
+        if torn() {
+            return Err(torn_ref_error(
+                &format!("cannot read {refname} on {}", self.spec),
+                refname,
+                Some(&dir),
+            ));
+        }
+        Ok(())
+    }
+
+    fn net_error(&self, repo: &Repository, verb: &str, e: git2::Error) -> Error {
         let message = format!("cannot {verb} {}: {}", self.spec, e.message());
+        if let Some(name) = crate::error::unreadable_ref(&e) {
+            // A ref file here (or in a remote on this disk) that git cannot
+            // read either: not the URL's fault, and not for git-steps to
+            // guess a value for.
+            let dirs = [Some(repo.commondir().to_path_buf()), self.local_path(repo)];
+            let dir = dirs.into_iter().flatten().find(|d| d.join(&name).is_file());
+            return torn_ref_error(&message, &name, dir.as_deref());
+        }
         if crate::error::local_failure(&e) {
             // A file that could not be written or read here (or, for a
             // remote that is a path, on its disk): not the URL's fault.

@@ -462,8 +462,16 @@ pub fn update_keeping(
         crate::lock::sync_dir(d).context(|| format!("cannot flush {}", d.display()))?;
     }
     settled::begin(repo, changes);
-    crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write())
-        .context(|| "cannot write the index".into())?;
+    match crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write()) {
+        Err(e) if e.code() == git2::ErrorCode::Locked => {
+            return Err(crate::error::Error::local(format!(
+                "cannot write the index: {} exists",
+                repo.path().join("index.lock").display()
+            ))
+            .with_hint(crate::error::LOCKED_HINT))
+        }
+        r => r.context(|| "cannot write the index".into())?,
+    }
     if changed.is_empty() {
         settled::end(repo, dest.commit, &wrote, &removed);
     } else {

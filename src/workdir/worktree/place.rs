@@ -82,7 +82,9 @@ thread_local! {
 /// Stage the file `path` will get in `staging` now, not flushed: the
 /// caller's flush of the file system (the one that makes the branch's move
 /// durable) makes its bytes durable before [`write`] swaps it in, so the
-/// swap needs no fsync of its own. Links are not staged ahead.
+/// swap needs no fsync of its own (where syncfs is not known to flush, the
+/// same flush fsyncs it by name, [`crate::git::fsync`]). Links are not
+/// staged ahead.
 pub(super) fn prestage(staging: &Path, path: &str, content: &Content<'_>, mode: u32) -> Result<()> {
     if mode == MODE_LINK {
         return Ok(());
@@ -106,6 +108,7 @@ pub(super) fn prestage(staging: &Path, path: &str, content: &Content<'_>, mode: 
         .keep()
         .map_err(|e| e.error)
         .context(|| format!("cannot write {path}"))?;
+    crate::git::fsync::wrote(&staged);
     let id = content.id()?;
     PRESTAGED.with(|p| p.borrow_mut().push((path.to_string(), id, mode, staged)));
     Ok(())

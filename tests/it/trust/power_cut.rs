@@ -277,3 +277,43 @@ fn a_git_steps_a_hook_starts_under_the_relay_variable_is_no_relay() {
     assert!(!r.stderr().contains("failed to connect"), "{}", r.explain());
     assert!(!r.stderr().contains("resolve address"), "{}", r.explain());
 }
+
+/// Issue 53: a ref file git cannot read — torn by a power cut on a file
+/// system whose syncfs did not flush, or written by another tool — is
+/// named with what it holds and what to do, never blamed on the remote's
+/// URL or credentials; one on the remote is never taken for a missing
+/// branch (a push would write over what it held).
+#[test]
+fn a_ref_git_cannot_read_is_named_not_blamed_on_the_url() {
+    let (t, s) = TestRepo::with_server(Kind::Path, "libgit2");
+    let plan = plan(&t);
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    let head = t.git_out(&["rev-parse", "main"]);
+    // git-steps' copy of the remote's branch, torn in the box.
+    t.git(&["update-ref", "refs/steps/remote/main", &head]).ok();
+    let tracking = t.path(".git/refs/steps/remote/main");
+    std::fs::write(&tracking, "").unwrap();
+    let r = t.steps(&["apply", plan.to_str().unwrap()]).code_is(1);
+    let err = r.stderr();
+    assert!(err.contains(&tracking.display().to_string()), "{err}");
+    assert!(err.contains("is empty, which is not a ref"), "{err}");
+    assert!(err.contains("the next fetch writes again"), "{err}");
+    assert!(!err.contains("URL"), "{err}");
+    // Moved out of refs/ as the hint says, the rerun resumes.
+    std::fs::rename(&tracking, t.path(".git/tracking.torn")).unwrap();
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    // The remote's branch, torn: refused, named, and left as it is.
+    let remote_branch = s.bare.join("refs/heads/main");
+    std::fs::write(&remote_branch, b"\0\0\0\0").unwrap();
+    for args in [&["resume"][..], &["apply", plan.to_str().unwrap()]] {
+        let r = t.steps(args).code_is(1);
+        let err = r.stderr();
+        assert!(err.contains("which is not a ref"), "{err}");
+        assert!(err.contains("refs/heads/main"), "{err}");
+        assert!(!err.contains("URL"), "{err}");
+        assert_eq!(std::fs::read(&remote_branch).unwrap(), b"\0\0\0\0");
+    }
+    // A value git reads (`<id>\r\n`) is a ref, not a tear.
+    std::fs::write(&remote_branch, format!("{head}\r\n")).unwrap();
+    t.steps(&["resume"]).ok();
+}

@@ -13,15 +13,26 @@ fn sweep(args: &[&str]) -> (serde_json::Value, Option<i32>) {
     let mut all = vec!["--json", "crashtest", "--power-loss"];
     all.extend_from_slice(args);
     let r = t.steps(&all);
-    (r.json(), r.code())
+    let mut doc = r.json();
+    if doc["data"]["rows"].is_null() {
+        doc["stderr"] = r.stderr().into();
+    }
+    (doc, r.code())
 }
 
 /// What every sweep must show: states under both models and both box
 /// modes, each row naming its cut and model, the counts adding up, and no
 /// row DIVERGED or REFUSED.
 fn all_same(doc: &serde_json::Value, code: Option<i32>) {
+    all_same_under(doc, code, &["ext4", "posix"]);
+}
+
+/// [`all_same`] for a sweep of `models`.
+fn all_same_under(doc: &serde_json::Value, code: Option<i32>, models: &[&str]) {
     let data = &doc["data"];
-    let rows = data["rows"].as_array().unwrap();
+    let Some(rows) = data["rows"].as_array() else {
+        panic!("no rows (exit {code:?}): {doc}");
+    };
     let power = &data["power"];
     assert_eq!(
         code,
@@ -44,8 +55,8 @@ fn all_same(doc: &serde_json::Value, code: Option<i32>) {
         .map(|p| p[1].as_u64().unwrap())
         .sum();
     assert_eq!(states as usize, rows.len());
-    for model in ["ext4", "posix"] {
-        assert!(rows.iter().any(|r| r["model"] == model), "no {model} row");
+    for model in models {
+        assert!(rows.iter().any(|r| r["model"] == *model), "no {model} row");
     }
     for b in ["survive", "vanish"] {
         assert!(rows.iter().any(|r| r["box"] == b), "no {b} row");
@@ -115,6 +126,60 @@ fn type_changes_survive_power_cuts() {
     let plan = fixture("type-changes.jsonl");
     let (doc, code) = sweep(&["--cuts", "12", "--seed", "5", plan.to_str().unwrap()]);
     all_same(&doc, code);
+}
+
+/// Issue 53: a FUSE file system (LazyFS) keeps names at once and drops
+/// every byte not fsynced, and never sees a syncfs. There git-steps
+/// flushes file by file, and no cut loses a step it reported applied,
+/// for `apply`, group commit and the agent loop.
+#[test]
+fn on_a_fuse_file_system_no_cut_loses_a_step_reported_applied() {
+    let plan = fixture("eight-steps.jsonl");
+    let plan = plan.to_str().unwrap();
+    for extra in [&[][..], &["--batch", "3"], &["--runner", "run"]] {
+        let mut args = vec!["--model", "fuse", "--cuts", "10", "--states", "2"];
+        args.extend_from_slice(extra);
+        args.push(plan);
+        let (doc, code) = sweep(&args);
+        all_same_under(&doc, code, &["fuse"]);
+    }
+}
+
+/// The fuse model can fail: a run that trusts syncfs there
+/// (`GIT_STEPS_FLUSH=syncfs`, what git-steps did everywhere before) loses
+/// steps it had reported applied, and the row says which and how.
+#[test]
+fn the_fuse_model_catches_a_run_that_trusts_syncfs() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    let r = t.steps_env(
+        &[
+            "--json",
+            "crashtest",
+            "--power-loss",
+            "--model",
+            "fuse",
+            "--cuts",
+            "8",
+            "--states",
+            "1",
+            plan.to_str().unwrap(),
+        ],
+        &[("GIT_STEPS_FLUSH", "syncfs")],
+    );
+    assert_eq!(r.code(), Some(3), "{}", r.stderr());
+    let doc = r.json();
+    let rows = doc["data"]["rows"].as_array().unwrap();
+    let lost: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            r["verdict"] == "DIVERGED"
+                && r["reason"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("a step reported applied was lost"))
+        })
+        .collect();
+    assert!(!lost.is_empty(), "{rows:#?}");
 }
 
 /// The sweep can fail: the classic runner, whose cursor is not its log,

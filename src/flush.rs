@@ -58,7 +58,7 @@ pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
                 .unwrap_or_else(|e| e.into_inner())
                 .push((p.to_path_buf(), dev));
         }
-        if done.insert(dev) && fsync::note_file_system(p) == fsync::Flushing::Syncfs {
+        if done.insert(dev) && fsync::judge_device(dev, p) == fsync::Flushing::Syncfs {
             rustix::fs::syncfs(&dir)?;
         }
     }

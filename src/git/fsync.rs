@@ -170,9 +170,15 @@ fn judged() -> &'static Mutex<HashMap<u64, Flushing>> {
 /// repository).
 pub fn note_file_system(path: &Path) -> Flushing {
     // Nothing there to write to (yet): nothing judged.
-    let Ok(dev) = std::fs::metadata(path).map(|m| m.dev()) else {
-        return Flushing::Syncfs;
-    };
+    match std::fs::metadata(path) {
+        Ok(m) => judge_device(m.dev(), path),
+        Err(_) => Flushing::Syncfs,
+    }
+}
+
+/// [`note_file_system`] for `path` on the device `dev` (its `st_dev`,
+/// known to the caller).
+pub fn judge_device(dev: u64, path: &Path) -> Flushing {
     let known = judged()
         .lock()
         .unwrap_or_else(|e| e.into_inner())

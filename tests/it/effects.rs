@@ -1605,8 +1605,20 @@ fn a_failed_try_leaves_nothing_running_and_a_signal_is_named() {
         .unwrap();
     let pids = t.tmp.path().join("pids");
     wait_for(&pids, "the first try");
-    let first = std::fs::read_to_string(&pids).unwrap();
-    let (sh, supervisor) = first.trim().split_once(' ').unwrap();
+    // The file appears before the shell's line is in it: wait for the line.
+    let start = Instant::now();
+    let first = loop {
+        let text = std::fs::read_to_string(&pids).unwrap();
+        if text.ends_with('\n') || start.elapsed() > Duration::from_secs(20) {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let (sh, supervisor) = first
+        .lines()
+        .next()
+        .and_then(|l| l.split_once(' '))
+        .unwrap_or_else(|| panic!("the first try's pids: {first:?}"));
     let (sh, supervisor) = (sh.to_string(), supervisor.to_string());
     std::process::Command::new("kill")
         .args(["-TERM", &supervisor])

@@ -83,7 +83,12 @@ impl Remote {
             new,
             ..
         } = *update;
-        self.refuse_torn(repo, refname).map_err(PushError::Failed)?;
+        // A branch taken as absent is created over whatever file is there:
+        // a torn one is named instead. (One expected at a value and found
+        // torn fails the compare-and-swap.)
+        if expected.is_none() {
+            self.refuse_torn(repo, refname).map_err(PushError::Failed)?;
+        }
         let fail = |what: &str, e: git2::Error| {
             PushError::Failed(Error::local(format!(
                 "cannot push to {}: {what}: {}",
@@ -407,9 +412,8 @@ impl<'a> Copier<'a> {
         // Never a torn object into the remote (libgit2 takes one a cut left
         // as present): refused here, it is read through libgit2 below,
         // which fails on it, and the push with it.
-        if !(crate::git::loose::written_here(&self.src_dir, id)
-            || crate::flush::loose_is_whole(&from, &hex))
-        {
+        let ours = crate::git::loose::written_here(&self.src_dir, id);
+        if !(ours || crate::flush::loose_is_whole(&from, &hex)) {
             return Err(std::io::Error::other(format!("{} is torn", from.display())));
         }
         let to = dir.join(rest);
@@ -426,8 +430,12 @@ impl<'a> Copier<'a> {
         };
         match linked {
             Ok(()) => {
-                // Flushed at the commit point where syncfs does not flush.
-                crate::git::fsync::wrote(&to);
+                // Flushed at the commit point where syncfs does not flush
+                // (the bytes of one this process wrote were, before it
+                // was named in the box).
+                if !ours {
+                    crate::git::fsync::wrote(&to);
+                }
                 crate::git::fsync::named(&dir);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -230,6 +230,16 @@ pub fn intending<T, E>(
         .collect();
     note_intent(repo.path(), &locks);
     let out = write();
+    if out.is_ok() && crate::git::fsync::per_file() {
+        // Where syncfs does not flush, the intent is the only evidence a
+        // lock is ours: the rename that replaced each lock is durable
+        // before the intent forgets it.
+        let mut dirs: Vec<&Path> = locks.iter().filter_map(|l| l.parent()).collect();
+        dirs.dedup();
+        for d in dirs {
+            let _ = sync_dir(d);
+        }
+    }
     // A write that failed may leave its lock file behind (a full disk or an
     // I/O error that also failed its removal): the intent stays, and the
     // next run clears the lock as a killed run's. (One that succeeded

@@ -77,8 +77,7 @@ pub fn on_local_fs(path: &Path) -> bool {
 }
 
 /// How the file system holding `path` is flushed (an overlay by its upper
-/// layer, read from `/proc/self/mountinfo`; one whose upper layer cannot
-/// be seen is flushed file by file).
+/// layer, read from `/proc/self/mountinfo`, when that can be seen).
 pub fn flushing_of(path: &Path) -> Flushing {
     if let Some(f) = forced() {
         return f;
@@ -86,9 +85,13 @@ pub fn flushing_of(path: &Path) -> Flushing {
     let allowed = |t: i64| SYNCFS_FLUSHES.iter().any(|(m, _)| *m == t);
     match fs_type(path) {
         Some(t) if allowed(t) => Flushing::Syncfs,
-        Some(OVERLAY) => match overlay_upper(path).and_then(|u| fs_type(&u)) {
-            Some(t) if allowed(t) => Flushing::Syncfs,
-            _ => Flushing::PerFile,
+        // An overlay flushes its upper layer. In a container the upper
+        // directory is the host's and cannot be seen: trusted, as nearly
+        // every container's is ext4 or xfs (`GIT_STEPS_FLUSH=files` for one
+        // that is not); one seen on another file system is not.
+        Some(OVERLAY) => match overlay_upper(path).map(|u| fs_type(&u)) {
+            Some(Some(t)) if !allowed(t) => Flushing::PerFile,
+            _ => Flushing::Syncfs,
         },
         _ => Flushing::PerFile,
     }
@@ -267,6 +270,11 @@ pub fn named(dir: &Path) {
 /// each directory's names. A file gone since (a temporary unlinked) is
 /// passed over. How many were flushed.
 pub fn flush_pending() -> std::io::Result<usize> {
+    // One flush at a time: a second caller (the box's flush running beside
+    // a push) must not find the list taken and reach its commit point
+    // while the first is still flushing what it took.
+    static FLUSHING: Mutex<()> = Mutex::new(());
+    let _one = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
     let Pending { files, dirs } =
         std::mem::take(&mut *pending().lock().unwrap_or_else(|e| e.into_inner()));
     let mut n = 0;
@@ -292,8 +300,16 @@ pub fn flush_pending() -> std::io::Result<usize> {
     if result.is_err() {
         // Not flushed: kept for the next try.
         let mut p = pending().lock().unwrap_or_else(|e| e.into_inner());
-        p.files.extend(files);
-        p.dirs.extend(dirs);
+        for f in files {
+            if !p.files.contains(&f) {
+                p.files.push(f);
+            }
+        }
+        for d in dirs {
+            if !p.dirs.contains(&d) {
+                p.dirs.push(d);
+            }
+        }
     }
     result
 }

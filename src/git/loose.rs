@@ -238,6 +238,10 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Perhaps left by a run a kill stopped before its flush:
+                // flushed with this step where syncfs does not flush.
+                super::fsync::wrote(&target);
+                super::fsync::named(&fan);
                 // Freshened, as git does, so a `git gc` running now does
                 // not prune an old object this step starts to use.
                 let _ = std::fs::File::open(&target)

@@ -145,6 +145,15 @@ impl OwnLock {
             r
         };
         let dir = self.target.parent().unwrap_or(Path::new("."));
+        // Where syncfs does not flush, no lock is judged stale by its date:
+        // the pending file is the evidence a lock is ours, so its name is
+        // durable before the lock's.
+        if crate::git::fsync::per_file() {
+            let parent = self.pending.parent().unwrap_or(Path::new("."));
+            if let Err(e) = sync_dir(parent) {
+                return done(Err(io("sync", parent, e)));
+            }
+        }
         let linked = match std::fs::hard_link(&self.pending, &self.lock) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Err(e) = create_dirs(dir) {

@@ -169,7 +169,10 @@ fn append_log(log: &Path, line: &[u8], create: bool) -> std::io::Result<()> {
         }
         r => r?,
     };
-    f.write_all(line)
+    f.write_all(line)?;
+    // The reflog is what a torn branch is set back from: where syncfs does
+    // not flush, its line is flushed before the branch's rename.
+    crate::git::fsync::before_naming(&f)
 }
 
 /// Compare-and-swap the branch `refname` of `repo` from `expected` to
@@ -298,7 +301,10 @@ fn locked(
     if let Err(e) = std::fs::rename(lock, path) {
         return Err(give_up(io(&format!("cannot rename {}", lock.display()), e)));
     }
-    crate::git::fsync::named(path.parent().unwrap_or(common));
+    if crate::git::fsync::per_file() {
+        // Before the intent forgets the lock (see `lock::intending`).
+        let _ = super::sync_dir(path.parent().unwrap_or(common));
+    }
     Ok(())
 }
 

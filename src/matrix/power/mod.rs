@@ -299,21 +299,54 @@ fn lost_promise(rec: &Record, cut: usize, bare: &Path) -> Option<String> {
                 crate::git::short(want)
             ))
         };
-        let on_disk = std::fs::read(bare.join(rel)).unwrap_or_default();
-        let Some(now) = std::str::from_utf8(&on_disk)
-            .ok()
-            .and_then(|t| git2::Oid::from_str(t.trim()).ok())
-        else {
-            return lost(format!(
-                "the file holds {:?}",
-                String::from_utf8_lossy(&on_disk[..on_disk.len().min(60)])
-            ));
+        let now = match std::fs::read(bare.join(rel)) {
+            Ok(on_disk) => {
+                let Some(now) = std::str::from_utf8(&on_disk)
+                    .ok()
+                    .and_then(|t| git2::Oid::from_str(t.trim()).ok())
+                else {
+                    return lost(format!(
+                        "the file holds {:?}",
+                        String::from_utf8_lossy(&on_disk[..on_disk.len().min(60)])
+                    ));
+                };
+                now
+            }
+            // Packed since (or gone): git's word.
+            Err(_) => match remote.refname_to_id(&refname) {
+                Ok(now) => now,
+                Err(e) => return lost(format!("it cannot be read: {}", e.message())),
+            },
         };
         if now != want && !remote.graph_descendant_of(now, want).unwrap_or(false) {
             return lost(format!("it is {}", crate::git::short(now)));
         }
-        if remote.find_commit(want).is_err() {
-            return lost("the remote lacks that commit".into());
+        if let Some(missing) = missing_object(&remote, want) {
+            return lost(format!("the remote lacks {missing}, which it names"));
+        }
+    }
+    None
+}
+
+/// The first object the commit `id` needs (itself, its tree, every tree
+/// and blob under it) that `repo` lacks or cannot read.
+fn missing_object(repo: &git2::Repository, id: git2::Oid) -> Option<String> {
+    let Ok(commit) = repo.find_commit(id) else {
+        return Some(format!("the commit {}", crate::git::short(id)));
+    };
+    let mut trees = vec![commit.tree_id()];
+    while let Some(t) = trees.pop() {
+        let Ok(tree) = repo.find_tree(t) else {
+            return Some(format!("the tree {}", crate::git::short(t)));
+        };
+        for e in tree.iter() {
+            match e.kind() {
+                Some(git2::ObjectType::Tree) => trees.push(e.id()),
+                Some(git2::ObjectType::Blob) if repo.find_blob(e.id()).is_err() => {
+                    return Some(format!("the blob {}", crate::git::short(e.id())))
+                }
+                _ => {}
+            }
         }
     }
     None

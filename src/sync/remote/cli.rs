@@ -98,8 +98,18 @@ impl Remote {
             expected.map(|o| o.to_string()).unwrap_or_default()
         );
         let mut cmd = git_cli(repo, &self.spec).map_err(PushError::Failed)?;
+        cmd.arg("push");
+        if self.local_path(repo).is_some() {
+            // A repository on this machine is written by the receive-pack
+            // git starts here, with the `-c` settings above cleared (git's
+            // local transport drops GIT_CONFIG_PARAMETERS): it flushes its
+            // objects and the ref's new value before the rename that is
+            // the step's commit point only when told on its own line.
+            cmd.arg(
+                "--receive-pack=git -c core.fsync=committed -c core.fsyncMethod=fsync receive-pack",
+            );
+        }
         cmd.args([
-            "push",
             "--porcelain",
             "--progress",
             "--no-verify",

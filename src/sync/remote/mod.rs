@@ -138,7 +138,7 @@ fn torn_ref_error(message: &str, name: &str, dir: Option<&std::path::Path>) -> E
         file.display()
     ))
     .with_hint(format!(
-        "git cannot read it either, nor delete it with update-ref; {what}. Move it out of refs/ (`mv {} {}`), then rerun the same command",
+        "git cannot read it either, nor delete it with update-ref; {what}. Move it out of refs/ (`mv -n {} {}`), then rerun the same command",
         crate::git::shell_word(&file.to_string_lossy()),
         crate::git::shell_word(&aside.to_string_lossy()),
     ))
@@ -322,8 +322,11 @@ impl Remote {
             // A ref file here (or in a remote on this disk) that git cannot
             // read either: not the URL's fault, and not for git-steps to
             // guess a value for.
+            // The repository where that file is there and unreadable.
             let dirs = [Some(repo.commondir().to_path_buf()), self.local_path(repo)];
-            let dir = dirs.into_iter().flatten().find(|d| d.join(&name).is_file());
+            let dir = dirs.into_iter().flatten().find(|d| {
+                std::fs::read(d.join(&name)).is_ok_and(|b| !crate::git::loose_ref_parses(&b))
+            });
             return torn_ref_error(&message, &name, dir.as_deref());
         }
         if crate::error::local_failure(&e) {

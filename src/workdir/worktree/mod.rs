@@ -472,6 +472,14 @@ pub fn update_keeping(
         }
         r => r.context(|| "cannot write the index".into())?,
     }
+    if crate::git::fsync::per_file() {
+        // libgit2 renames the index without flushing it: where syncfs does
+        // not flush, its bytes follow at once (a cut in between leaves a
+        // torn index, which the next run mends: docs/guide.md, Power cuts).
+        std::fs::File::open(repo.path().join("index"))
+            .and_then(|f| f.sync_all())
+            .context(|| "cannot flush the index".into())?;
+    }
     if changed.is_empty() {
         settled::end(repo, dest.commit, &wrote, &removed);
     } else {

@@ -145,6 +145,36 @@ fn on_a_fuse_file_system_no_cut_loses_a_step_reported_applied() {
     }
 }
 
+/// On a file system git-steps does not know (NFS, 9p, …) it flushes file
+/// by file and takes no lock from before the boot as stale
+/// (`GIT_STEPS_FLUSH=files`): under the POSIX worst case, which reorders
+/// what no fsync ordered, every cut resumes too — the order of file,
+/// rename and directory flushes is enough on its own.
+#[test]
+fn flushed_file_by_file_a_posix_file_system_loses_nothing_either() {
+    let t = TestRepo::new();
+    let plan = fixture("eight-steps.jsonl");
+    for extra in [&[][..], &["--runner", "run"]] {
+        let mut args = vec![
+            "--json",
+            "crashtest",
+            "--power-loss",
+            "--model",
+            "posix",
+            "--cuts",
+            "12",
+            "--states",
+            "2",
+            "--seed",
+            "53",
+        ];
+        args.extend_from_slice(extra);
+        args.push(plan.to_str().unwrap());
+        let r = t.steps_env(&args, &[("GIT_STEPS_FLUSH", "files")]);
+        all_same_under(&r.json(), r.code(), &["posix"]);
+    }
+}
+
 /// The fuse model can fail: a run that trusts syncfs there
 /// (`GIT_STEPS_FLUSH=syncfs`, what git-steps did everywhere before) loses
 /// steps it had reported applied, and the row says which and how.
@@ -550,4 +580,99 @@ fn objects_a_cut_tore_are_moved_aside_in_the_next_boot() {
     // Checked once: the epoch now names this boot.
     let r = t.steps(&["apply", plan2.to_str().unwrap()]).ok();
     assert!(!r.stderr().contains("were torn"), "{}", r.stderr());
+}
+
+/// Issue 53, the order the fuse model relies on, read from the system
+/// calls: flushed file by file, every file renamed or linked into the
+/// remote (its branch's new value, its objects) had its bytes flushed
+/// first; and a push through the user's `git` to a repository on this
+/// machine has its receive-pack flush them too (git's local transport
+/// drops `-c`), in either way of flushing.
+#[test]
+fn flushed_file_by_file_nothing_is_named_in_the_remote_before_its_bytes() {
+    use std::process::Command;
+    for (transport, flush) in [("libgit2", "files"), ("git", "files"), ("git", "syncfs")] {
+        let (t, s) = TestRepo::with_server(crate::servers::Kind::Path, transport);
+        let plan = t.plan(
+            "plan.jsonl",
+            &[
+                line(serde_json::json!({"id": "s1", "files": {"a.txt": "one\n"}})),
+                line(serde_json::json!({"id": "s2", "files": {"b/c.txt": "two\n"}})),
+            ],
+        );
+        let log = t.tmp.path().join("strace.log");
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-qq", "-y", "-o"])
+            .arg(&log)
+            .args([
+                "-e",
+                "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+            ])
+            .arg(env!("CARGO_BIN_EXE_git-steps"))
+            .args(["apply", plan.to_str().unwrap()])
+            .env("GIT_STEPS_FLUSH", flush)
+            .current_dir(&t.work);
+        hermetic(&mut cmd, &t.home());
+        t.run_cmd(
+            cmd,
+            format!("strace git-steps apply ({transport}, {flush})"),
+            None,
+        )
+        .ok();
+        let calls = std::fs::read_to_string(&log).unwrap();
+        let bare = s.bare.canonicalize().unwrap().display().to_string();
+        // The second path a rename or link names, and the first.
+        let quoted = |l: &str| -> Vec<String> {
+            l.split('"')
+                .skip(1)
+                .step_by(2)
+                .map(|p| p.replace("/./", "/"))
+                .collect()
+        };
+        let lines: Vec<&str> = calls.lines().collect();
+        let mut checked = 0;
+        for (i, l) in lines.iter().enumerate() {
+            let is_name = ["rename(", "renameat", "link(", "linkat("]
+                .iter()
+                .any(|c| l.contains(c));
+            let paths = quoted(l);
+            let (Some(from), Some(to)) = (paths.first(), paths.last()) else {
+                continue;
+            };
+            if !is_name || !to.contains(&bare) || to.contains("steps-torn") {
+                continue;
+            }
+            // The file's own name (its descriptor's path, as strace shows
+            // it), or the name it was linked from (the branch's lock is a
+            // link of the pending file), in an fsync or fdatasync before.
+            let mut names = vec![from.clone()];
+            for p in lines[..i].iter().rev() {
+                let q = quoted(p);
+                if (p.contains("link(") || p.contains("linkat(")) && q.last() == names.last() {
+                    names.push(q[0].clone());
+                }
+            }
+            let flushed = lines[..i].iter().any(|p| {
+                (p.contains("fsync(") || p.contains("fdatasync("))
+                    && names.iter().any(|n| p.contains(&format!("<{n}>")))
+            });
+            // A hard link of the box's own object: its bytes were flushed
+            // under the box's name, the same inode.
+            let box_object = from.contains("/.git/objects/") && !from.contains(&bare);
+            let box_flushed = box_object
+                && lines[..i].iter().any(|p| {
+                    (p.contains("fdatasync(") || p.contains("fsync("))
+                        && p.contains(&from[..from.rfind('/').unwrap()])
+                });
+            assert!(
+                flushed || box_flushed,
+                "{transport}, {flush}: {l}\nnamed before its bytes were flushed:\n{calls}"
+            );
+            checked += 1;
+        }
+        assert!(
+            checked >= 2,
+            "{transport}, {flush}: nothing checked:\n{calls}"
+        );
+    }
 }

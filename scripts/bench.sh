@@ -10,7 +10,9 @@
 #      with the Step-Id trailer, git push), as git runs it and at equal
 #      durability (core.fsync=all, core.fsyncMethod=fsync); the fsync floor
 #      of this disk; the flushes and system calls git-steps spends per step
-#      (strace -c); and `apply --batch 10`.
+#      (strace -c); `apply --batch 10`; and the same steps flushed file by
+#      file (GIT_STEPS_FLUSH=files, what git-steps does where syncfs is not
+#      known to flush) against the default in alternating rounds.
 #   2. resume on a long run (STEPS_HISTORY, default 100000 receipts, made
 #      with git fast-import, on a bare remote): `status` and a one-step
 #      `apply` vs `git log --format='%(trailers:key=Step-Id,valueonly)'`;

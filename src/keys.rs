@@ -76,6 +76,19 @@ pub const EFFECTS: Key = key(
     "steps.effects",
     "Which effects this box delivers: `all` (default), `http` (no command runs here), or `none` (a reviewer's or an auditor's box). Those held back stay pending, named, for a box that allows them.",
 );
+pub const EFFECT_COMMAND: Key = key(
+    "steps.effectCommand",
+    "A program (argv[0], as the effect names it) whose command effects this box runs even when it did not decide them itself (steps from the remote's history, another box's plan); `*` for any. Multi-valued. Without it, only command effects this box decided (its own plan, decider, MCP client) run; the others stay pending, named.",
+);
+pub const EFFECT_SECRET_URL: Key = key(
+    "steps.effectSecret.<NAME>.url",
+    "The URL prefix an effect's {\"env\": \"NAME\"} header may be sent to (https://api.github.com/, say). A variable no key binds, or a request to another URL, is refused before the step is pushed (and held, if it came from the history).",
+);
+
+/// `steps.effectSecret.<name>.url` for the variable `name`.
+pub fn effect_secret_url(name: &str) -> String {
+    EFFECT_SECRET_URL.name.replace("<NAME>", name)
+}
 
 /// The CONFIGURATION section.
 pub const CONFIG: &[Key] = &[
@@ -92,6 +105,8 @@ pub const CONFIG: &[Key] = &[
     EFFECT_RETRIES,
     EFFECT_TIMEOUT,
     EFFECTS,
+    EFFECT_COMMAND,
+    EFFECT_SECRET_URL,
 ];
 
 // The environment.

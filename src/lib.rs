@@ -69,6 +69,7 @@
 //! 38. [`run::journal`]: recorded decisions, durable before they are applied;
 //! 39. [`run::outcomes`]: the recorded outcomes of a run's effects;
 //! 40. [`run::deliver`]: one effect delivered, tried with its idempotency key;
+//! 40. [`run::authority`]: who may make an effect happen from this box, and where a secret may go;
 //! 41. [`run::agreement`]: the plan against the history;
 //! 42. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
 //! 43. [`run::staging`]: the steps staged and not durable yet;

@@ -26,6 +26,32 @@ const RESERVED_HEADERS: &[&str] = &[
     "user-agent",
 ];
 
+/// Query parameters that carry a credential (compared lower-case, `-` as
+/// `_`): refused in an effect's URL, which the history records.
+const QUERY_SECRETS: &[&str] = &[
+    "token",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "private_token",
+    "auth",
+    "auth_token",
+    "api_key",
+    "apikey",
+    "key",
+    "x_api_key",
+    "secret",
+    "client_secret",
+    "password",
+    "passwd",
+    "pwd",
+    "sig",
+    "signature",
+    "x_amz_signature",
+    "x_amz_credential",
+    "x_goog_signature",
+];
+
 /// What an effect (or its compensation) does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -297,6 +323,16 @@ fn http(v: &Value) -> Result<Http, String> {
             "http: the URL {url:?} carries credentials, which would be recorded in the history; send them in a header read from the environment: {{\"Authorization\": {{\"env\": \"NAME\"}}}}"
         ));
     }
+    // A credential in the query string is recorded with the decision, as
+    // one in the user part would be.
+    if let Some((k, _)) = parsed.query_pairs().find(|(k, _)| {
+        let k = k.to_ascii_lowercase().replace('-', "_");
+        QUERY_SECRETS.contains(&k.as_str())
+    }) {
+        return Err(format!(
+            "http: the URL {url:?} carries `{k}` in its query, which would be recorded in the history; send it in a header read from the environment: {{\"Authorization\": {{\"env\": \"NAME\"}}}}"
+        ));
+    }
     if parsed.fragment().is_some() {
         return Err(format!(
             "http: the URL {url:?} has a fragment (`#…`), which is never sent"
@@ -429,6 +465,14 @@ mod tests {
                 "scheme `file`",
             ),
             (json!([{"command": "gh pr create"}]), "not a shell string"),
+            (
+                json!([{"http": {"method": "POST", "url": "https://h/p?x=1&access_token=abc"}}]),
+                "carries `access_token` in its query",
+            ),
+            (
+                json!([{"http": {"method": "GET", "url": "https://h/p?X-Api-Key=abc"}}]),
+                "carries `X-Api-Key` in its query",
+            ),
             (json!([{"command": []}]), "empty array"),
             (json!([{"command": ["a", 1]}]), "item 2 must be a string"),
             (

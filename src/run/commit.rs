@@ -73,7 +73,19 @@ impl Session<'_> {
                 self.live.insert(live)
             }
         };
+        // Authority (SPEC "Effects"): what a step of this box's own would
+        // send is checked before anything of it is written; a step this box
+        // decides (not one replayed from the journal or made by `undo`,
+        // whose effects came from the history) is noted as its own.
+        let own = !matches!(source, Some(Source::Journal) | Some(Source::Undo));
+        if own && !step.effects.is_empty() {
+            super::authority::check_own(repo, &step.effects)
+                .map_err(|m| Error::input(format!("step {}: {m}", step.id)))?;
+        }
         if !self.opts.dry_run {
+            if own && step.undo.is_empty() {
+                super::authority::note_decided(repo, &s.run, &step.digest, &step.effects);
+            }
             crash::point("before-write", &step.id);
         }
         let parent = head.map(|h| repo.find_commit(h)).transpose()?;
@@ -258,6 +270,7 @@ impl Session<'_> {
             added,
             removed,
             effects: step.effects.clone(),
+            digest: step.digest.clone(),
         });
         self.advance(step, commit);
         Ok(None)
@@ -382,8 +395,12 @@ impl Session<'_> {
         Ok(staged
             .into_iter()
             .map(|mut st| {
-                self.effects
-                    .due(&st.step, st.commit, std::mem::take(&mut st.effects));
+                self.effects.due(
+                    &st.step,
+                    st.commit,
+                    &st.digest,
+                    std::mem::take(&mut st.effects),
+                );
                 st
             })
             .collect::<Vec<_>>()

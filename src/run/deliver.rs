@@ -39,8 +39,25 @@ pub struct Tried {
     /// `HTTP 201`, `exit 0`, `timeout`, `not sent`…
     pub result: String,
     pub tries: usize,
-    /// Why it failed.
+    /// Why it failed, as recorded on the durable domain: never an
+    /// answer's body or a command's output (a 401 body can echo a token).
     pub reason: Option<String>,
+    /// What the receiver answered or the command printed last, for this
+    /// box's own report only: never recorded.
+    pub detail: Option<String>,
+}
+
+/// Between a try's reason and its detail (the answer's body, the
+/// command's output), which [`deliver`] keeps apart.
+const DETAIL: char = '\u{1f}';
+
+/// A try's reason split from its detail.
+fn split_detail(reason: String) -> (Option<String>, Option<String>) {
+    match reason.split_once(DETAIL) {
+        Some((r, d)) if d.trim().is_empty() => (Some(r.to_string()), None),
+        Some((r, d)) => (Some(r.to_string()), Some(d.trim().to_string())),
+        None => (Some(reason), None),
+    }
 }
 
 /// One try's answer.
@@ -79,15 +96,18 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
                     result,
                     tries,
                     reason: None,
+                    detail: None,
                 };
             }
             Try::Final { result, reason } => {
+                let (reason, detail) = split_detail(reason);
                 return Tried {
                     status: Status::Failed,
                     result,
                     tries,
-                    reason: Some(reason),
-                }
+                    reason,
+                    detail,
+                };
             }
             Try::Again {
                 result,
@@ -95,11 +115,13 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
                 after,
             } => {
                 if tries >= policy.tries.max(1) {
+                    let (reason, detail) = split_detail(reason);
                     return Tried {
                         status: Status::Failed,
                         result,
                         tries,
-                        reason: Some(reason),
+                        reason,
+                        detail,
                     };
                 }
                 let wait = after.unwrap_or(backoff).min(Duration::from_secs(60));
@@ -215,8 +237,9 @@ fn http_try(h: &Http, key: &str, policy: &Policy) -> Try {
                 .header("Location")
                 .map(|l| format!(" (Location: {l}; an effect does not follow redirects)"))
                 .unwrap_or_default();
+            // The status line's words are the server's too: detail.
             let reason = format!(
-                "{} answered {} {}{moved}: {snippet}",
+                "{} answered {}{moved}{DETAIL}{} {snippet}",
                 h.url, r.status, r.reason
             );
             if r.status >= 500 || r.status == 408 || r.status == 429 {
@@ -457,7 +480,7 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
         None => Try::Again {
             result: "timeout".into(),
             reason: format!(
-                "`{shown}` did not finish within {} s and was killed: {tail}",
+                "`{shown}` did not finish within {} s and was killed{DETAIL}{tail}",
                 timeout.as_secs_f64()
             ),
             after: None,
@@ -466,7 +489,7 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
         // Its supervisor says a signal killed it.
         Some(_) if SUPERVISOR.get().is_some() && tail.contains(KILLED) => Try::Again {
             result: "killed".into(),
-            reason: format!("`{shown}` was killed: {tail}"),
+            reason: format!("`{shown}` was killed{DETAIL}{tail}"),
             after: None,
         },
         Some(st) => Try::Again {
@@ -474,7 +497,7 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
                 Some(c) => format!("exit {c}"),
                 None => "killed".into(),
             },
-            reason: format!("`{shown}` failed ({st}): {tail}"),
+            reason: format!("`{shown}` failed ({st}){DETAIL}{tail}"),
             after: None,
         },
     }

@@ -42,6 +42,23 @@ impl Session<'_> {
     /// steps flushed since the last call. Stops at the first effect whose
     /// tries all fail (exit 1, naming it; its failure is recorded). A dry
     /// run delivers nothing.
+    /// A plan step this box holds, whose receipt exists with the same
+    /// decision: the decision is this box's own too (SPEC "Effects"), so
+    /// effects held back for want of that authority are tried again at the
+    /// next delivery.
+    pub fn own_decision(&mut self, step: &crate::plan::step::Step) {
+        if !self.opts.dry_run
+            && super::authority::note_decided(
+                self.repo,
+                &self.settings.run,
+                &step.digest,
+                &step.effects,
+            )
+        {
+            self.effects.held = false;
+        }
+    }
+
     pub fn deliver_effects(&mut self, ui: &mut dyn Ui) -> Result<()> {
         if self.opts.dry_run {
             return self.preview_effects(ui);
@@ -163,6 +180,7 @@ impl Session<'_> {
             out.push(Due {
                 step: entry.id,
                 receipt: entry.commit,
+                digest: entry.decision,
                 effects,
             });
         }
@@ -182,6 +200,15 @@ impl Session<'_> {
         let k = key(&s.run, &due.step, n);
         if self.outcomes()?.settled(&k, due.receipt) {
             return Ok(true);
+        }
+        if let Some(why) = super::authority::refusal(repo, s, &due.digest, &effect.action) {
+            // Not on this box's authority: held, named, for a box (or a
+            // local config) that allows it; nothing is sent or recorded.
+            ui.note(&format!(
+                "effect {k} of step {} is not delivered: {why}; it, and every effect after it, stays pending",
+                due.step
+            ));
+            return Ok(false);
         }
         let allowed = s.config.effects;
         if !allowed.allows(&effect.action) {
@@ -251,7 +278,11 @@ impl Session<'_> {
                 due.step,
                 tried.tries,
                 if tried.tries == 1 { "y" } else { "ies" },
-                tried.reason.as_deref().unwrap_or(&tried.result),
+                match (&tried.reason, &tried.detail) {
+                    (Some(r), Some(d)) => format!("{r}: {d} (this answer is shown here, never recorded)"),
+                    (Some(r), None) => r.clone(),
+                    (None, _) => tried.result.clone(),
+                },
                 outcomes::refname(&s.run)
             ))
             .with_hint("fix the receiver (or what the effect needs on this box), then rerun the same command: it delivers this effect again with the same key, and none that were delivered; `git steps effects` lists them"));

@@ -111,12 +111,20 @@ fn apply_inner(
         };
         progress.set(seen);
         seen += 1;
-        match session.receipt(&step.id) {
-            Some(entry) => held.push(Some(StepOutcome::Skip {
-                step: step.id.clone(),
-                commit: entry.commit.to_string(),
-                redelivery: None,
-            })),
+        let receipt = session
+            .receipt(&step.id)
+            .map(|e| (e.commit, e.decision == step.digest));
+        match receipt {
+            Some((commit, same)) => {
+                if same {
+                    session.own_decision(&step);
+                }
+                held.push(Some(StepOutcome::Skip {
+                    step: step.id.clone(),
+                    commit: commit.to_string(),
+                    redelivery: None,
+                }))
+            }
             None => {
                 if let Some(note) = session.identity_note() {
                     ui.note(&note);

@@ -123,6 +123,8 @@ impl Outcomes {
 pub(crate) struct Due {
     pub(crate) step: String,
     pub(crate) receipt: Oid,
+    /// The step's decision digest (who may deliver its effects).
+    pub(crate) digest: String,
     pub(crate) effects: Vec<Effect>,
 }
 
@@ -147,11 +149,12 @@ pub struct Effects {
 
 impl Effects {
     /// Queue the effects of a step that just became durable.
-    pub(crate) fn due(&mut self, step: &str, receipt: Oid, effects: Vec<Effect>) {
+    pub(crate) fn due(&mut self, step: &str, receipt: Oid, digest: &str, effects: Vec<Effect>) {
         if !effects.is_empty() {
             self.queue.push(Due {
                 step: step.to_string(),
                 receipt,
+                digest: digest.to_string(),
                 effects,
             });
         }

@@ -134,8 +134,12 @@ impl Session<'_> {
         remote.note_tracking(repo, &s.refname(), commit);
         crash::point("tracking-updated", &id);
         let mut st = self.staging.flushed().pop().expect("one staged step");
-        self.effects
-            .due(&st.step, st.commit, std::mem::take(&mut st.effects));
+        self.effects.due(
+            &st.step,
+            st.commit,
+            &st.digest,
+            std::mem::take(&mut st.effects),
+        );
         self.after_flush(1, &id);
         (
             Ok(StepOutcome::Applied {

@@ -25,6 +25,8 @@ pub struct Staged {
     pub(super) removed: usize,
     /// What the step does beyond the artifact, once it is durable.
     pub(super) effects: Vec<crate::plan::effect::Effect>,
+    /// The step's decision digest (who may deliver its effects).
+    pub(super) digest: String,
 }
 
 /// The staged steps and the durable head they go on.
@@ -115,6 +117,7 @@ mod tests {
             added: 0,
             removed: 0,
             effects: Vec::new(),
+            digest: String::new(),
         }
     }
 

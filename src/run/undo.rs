@@ -163,6 +163,12 @@ pub fn undo(
     if let Some(note) = session.identity_note() {
         ui.note(&note);
     }
+    // Its compensations run on this box's authority only when every step
+    // whose compensating command it carries was decided here (a command
+    // from the history stays pending, named, as any other would).
+    if !foreign_commands(repo, &s.run, &entries, &undone)? {
+        super::authority::note_decided(repo, &s.run, &step.digest, &step.effects);
+    }
     let outcome = session.apply(&step, Some(Source::Undo))?;
     ui.step(&outcome, None);
     session.deliver_effects(ui)?;
@@ -326,6 +332,34 @@ fn build(
         to_id,
         undone_ids,
     ))
+}
+
+/// Whether any of the steps `undone` names (by id, among `entries`) has a
+/// compensating command and was not decided on this box.
+fn foreign_commands(
+    repo: &Repository,
+    run: &str,
+    entries: &[Entry],
+    undone: &[String],
+) -> Result<bool> {
+    for e in entries.iter().filter(|e| undone.contains(&e.id)) {
+        if super::authority::decided(repo, run, &e.decision) {
+            continue;
+        }
+        let commit = repo.find_commit(e.commit)?;
+        let message = commit.message().unwrap_or_default();
+        let count = crate::history::receipt::parse(message)
+            .map(|r| r.effects)
+            .unwrap_or(0);
+        let effects = crate::history::receipt::effects(message, count).unwrap_or_default();
+        if effects
+            .iter()
+            .any(|f| matches!(f.compensate, Some(crate::plan::effect::Action::Command(_))))
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The `compensate` actions of the effects of `undone`, newest first, as

@@ -1059,6 +1059,9 @@ fn the_guides_forge_example_opens_the_pull_request_once() {
     });
     assert!(up, "the fake forge did not start");
     let plan = t.plan("plan.jsonl", &[line.replace("8765", &port.to_string())]);
+    // The token goes only where local config binds it (the guide says
+    // so): here as `git -c` would pass it, which every box inherits.
+    let forge_url = format!("http://127.0.0.1:{port}/");
     let doc = t
         .steps_env(
             &[
@@ -1067,7 +1070,12 @@ fn the_guides_forge_example_opens_the_pull_request_once() {
                 "--empty-base",
                 plan.to_str().unwrap(),
             ],
-            &[("FORGE_TOKEN", "token-for-the-example")],
+            &[
+                ("FORGE_TOKEN", "token-for-the-example"),
+                ("GIT_CONFIG_COUNT", "1"),
+                ("GIT_CONFIG_KEY_0", "steps.effectSecret.FORGE_TOKEN.url"),
+                ("GIT_CONFIG_VALUE_0", forge_url.as_str()),
+            ],
         )
         .ok()
         .json();

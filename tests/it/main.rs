@@ -3,6 +3,7 @@
 
 mod agent;
 mod attributes;
+mod authority;
 mod core;
 mod effects;
 mod faults;

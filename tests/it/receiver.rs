@@ -183,7 +183,15 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
             (status, wait)
         };
         std::thread::sleep(wait);
-        let text = if status == 201 { "created" } else { "busy" };
+        // A 401 echoes the credential it was sent, as some servers do.
+        let text = match status {
+            201 => "created".to_string(),
+            401 => format!(
+                "bad credentials: {}",
+                get("Authorization").unwrap_or_default()
+            ),
+            _ => "busy".to_string(),
+        };
         let reply = format!(
             "HTTP/1.1 {status} {text}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
             text.len()

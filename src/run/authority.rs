@@ -1,0 +1,209 @@
+//! Who may make an effect happen from this box, and where a secret may go:
+//! git's own rule (hooks, filters and credentials come from the user's
+//! local config, never from repository content) applied to effects.
+//!
+//! Owns the record of the decisions this box made itself
+//! (`<git dir>/steps/decided/<run>`: the digests of its own steps that
+//! carry a command, written when it stages them), the command allow-list
+//! (`steps.effectCommand`) and the secret bindings
+//! (`steps.effectSecret.<NAME>.url`). Invariant: a command effect runs
+//! only if this box decided its step (its plan, its decider, its MCP
+//! client, an undo of steps it decided) or local config names its
+//! program; an `{"env": NAME}` value is read only for a request to a URL
+//! that local config binds NAME to. Anything else is refused before a step
+//! of this box is pushed, and held pending (named, nothing lost) when it
+//! came from the history.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use git2::Repository;
+use sha2::Digest;
+
+use crate::plan::effect::{Action, Effect, HeaderValue};
+use crate::settings::Settings;
+
+/// The file recording the digests of this box's own decisions with a
+/// command effect, for `run`.
+fn decided_file(repo: &Repository, run: &str) -> PathBuf {
+    let name = crate::git::hex(&sha2::Sha256::digest(run.as_bytes())[..8]);
+    repo.commondir().join("steps").join("decided").join(name)
+}
+
+fn has_command(effects: &[Effect]) -> bool {
+    effects.iter().any(|e| {
+        matches!(e.action, Action::Command(_)) || matches!(e.compensate, Some(Action::Command(_)))
+    })
+}
+
+/// Note that this box decided the step `digest` (call before it is
+/// committed). Only steps with a command effect are noted. A note lost
+/// (a full disk, a cut before it reached the disk) only holds the command
+/// back, named, for the allow-list.
+pub fn note_decided(repo: &Repository, run: &str, digest: &str, effects: &[Effect]) -> bool {
+    if !has_command(effects) || decided(repo, run, digest) {
+        return false;
+    }
+    let file = decided_file(repo, run);
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&file)
+    {
+        let _ = writeln!(f, "{digest}");
+    }
+    true
+}
+
+/// Whether this box decided the step `digest`.
+pub fn decided(repo: &Repository, run: &str, digest: &str) -> bool {
+    std::fs::read_to_string(decided_file(repo, run)).is_ok_and(|t| t.lines().any(|l| l == digest))
+}
+
+/// The programs local config lets run from any step (`*`: any).
+fn allowed_programs(repo: &Repository) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(config) = repo.config() {
+        if let Ok(mut entries) = config.multivar(crate::keys::EFFECT_COMMAND.name, None) {
+            while let Some(Ok(e)) = entries.next() {
+                if let Ok(v) = e.value() {
+                    out.push(v.trim().to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The URL prefix local config binds the variable `name` to.
+fn secret_url(repo: &Repository, name: &str) -> Option<String> {
+    let config = repo.config().ok()?;
+    config
+        .get_string(&crate::keys::effect_secret_url(name))
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+}
+
+/// Whether `url` is under `prefix` as a URL (scheme, host and port equal,
+/// and the path starting with the prefix's, at a `/`).
+fn under(url: &str, prefix: &str) -> bool {
+    let (Ok(u), Ok(p)) = (url::Url::parse(url), url::Url::parse(prefix)) else {
+        return false;
+    };
+    if u.scheme() != p.scheme()
+        || u.host_str() != p.host_str()
+        || u.port_or_known_default() != p.port_or_known_default()
+    {
+        return false;
+    }
+    let (up, pp) = (u.path(), p.path());
+    up.starts_with(pp)
+        && (pp.ends_with('/') || up.len() == pp.len() || up[pp.len()..].starts_with('/'))
+}
+
+/// Why an effect's secrets may not go where it sends them, if so: each
+/// `{"env": NAME}` header must be bound to a URL prefix of the request's
+/// URL by local config.
+fn secrets(repo: &Repository, action: &Action) -> Option<String> {
+    let Action::Http(h) = action else {
+        return None;
+    };
+    for (header, v) in &h.headers {
+        let HeaderValue::Env(name) = v else { continue };
+        let key = crate::keys::effect_secret_url(name);
+        match secret_url(repo, name) {
+            None => {
+                return Some(format!(
+                    "its header `{header}` sends the variable {name}, which local config binds to no URL: `git config {key} <url prefix>` (for {}) allows it",
+                    h.url
+                ))
+            }
+            Some(prefix) if !under(&h.url, &prefix) => {
+                return Some(format!(
+                    "its header `{header}` sends the variable {name} to {}, but local config binds it to {prefix} ({key})",
+                    h.url
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// Why this box may not make `action` happen for the step `digest`, if
+/// so (for a held effect's note: what it is and what would allow it).
+pub fn refusal(repo: &Repository, s: &Settings, digest: &str, action: &Action) -> Option<String> {
+    if let Action::Command(argv) = action {
+        let program = argv.first().map(String::as_str).unwrap_or_default();
+        let allowed = allowed_programs(repo);
+        if !decided(repo, &s.run, digest) && !allowed.iter().any(|a| a == "*" || a == program) {
+            return Some(format!(
+                "it runs `{}`, and this box did not decide its step (it came from the history: another box's plan, or anyone who can push); local config allows it: `git config --add {} {program}`",
+                argv.join(" "),
+                crate::keys::EFFECT_COMMAND.name
+            ));
+        }
+    }
+    secrets(repo, action)
+}
+
+/// Check a step of this box's own before it is staged: every secret it
+/// would send is bound to its URL, and set in this environment (found
+/// now, not after the step is durable). The error names the effect.
+pub fn check_own(repo: &Repository, effects: &[Effect]) -> std::result::Result<(), String> {
+    for (i, e) in effects.iter().enumerate() {
+        for (what, action) in std::iter::once(("effect", &e.action))
+            .chain(e.compensate.iter().map(|c| ("its compensation", c)))
+        {
+            if let Some(why) = secrets(repo, action) {
+                return Err(format!("effect {} ({what}): {why}", i + 1));
+            }
+            if let Action::Http(h) = action {
+                for (header, v) in &h.headers {
+                    if let HeaderValue::Env(name) = v {
+                        if std::env::var_os(name).is_none() {
+                            return Err(format!(
+                                "effect {} ({what}): its header `{header}` reads the variable {name}, which is not set here (it would fail only once the step is durable)",
+                                i + 1
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::under;
+
+    #[test]
+    fn a_secret_goes_only_under_its_prefix() {
+        assert!(under(
+            "https://api.github.com/repos/x",
+            "https://api.github.com/"
+        ));
+        assert!(under(
+            "https://api.github.com/repos/x",
+            "https://api.github.com/repos"
+        ));
+        assert!(!under(
+            "https://api.github.com/reposx",
+            "https://api.github.com/repos"
+        ));
+        assert!(!under(
+            "https://api.github.com.evil/x",
+            "https://api.github.com/"
+        ));
+        assert!(!under("http://api.github.com/x", "https://api.github.com/"));
+        assert!(!under(
+            "https://api.github.com:444/x",
+            "https://api.github.com/"
+        ));
+    }
+}

@@ -1,0 +1,278 @@
+//! Issue 48: effects act only on the authority of this box's local config,
+//! as git takes hooks and credentials only from it. Someone who can push
+//! to the remote can record a step whose effect runs a command or sends a
+//! secret; a box that resumes must not act on it unasked, and an agent's
+//! own step cannot send a secret anywhere local config does not bind it.
+
+use crate::harness::*;
+use crate::receiver::Receiver;
+use serde_json::json;
+
+/// Item 1: a command recorded in the remote's history runs on no box that
+/// did not decide it — not on `resume`, not on `apply` of an unrelated
+/// plan, not on a fresh clone — until local config names its program;
+/// meanwhile it stays pending and every run says which step, which
+/// command and which setting.
+#[test]
+fn a_command_pushed_by_someone_else_never_runs_unasked() {
+    let marker_arg = |m: &std::path::Path| format!("echo ran >> {}", m.display());
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let p = t.plan(
+        "mine.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"}}))],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    let marker = t.tmp.path().join("marker");
+    let attacker = t.sibling("attacker", Some(bare.to_str().unwrap()));
+    attacker.git(&["config", "steps.effects", "none"]).ok();
+    attacker.steps(&["-q", "init", "--remote", "origin"]).ok();
+    let evil = attacker.plan(
+        "evil.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "a\n"}})),
+            line(json!({"id": "s2", "files": {"b.txt": "b\n"},
+                        "effects": [{"command": ["sh", "-c", marker_arg(&marker)]}]})),
+        ],
+    );
+    attacker.steps(&["apply", evil.to_str().unwrap()]).ok();
+    assert!(!marker.exists(), "the attacker's own box ran it");
+
+    // The victim resumes, applies an unrelated plan, and a fresh clone
+    // resumes: nothing runs, each says why.
+    let r = t.steps(&["resume"]).ok();
+    assert!(
+        r.stderr().contains("did not decide its step"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.stderr().contains("steps.effectCommand"),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stderr().contains("step s2"), "{}", r.explain());
+    let other = t.plan(
+        "other.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "a\n"}})),
+            line(json!({"id": "s3", "files": {"c.txt": "c\n"}})),
+        ],
+    );
+    t.steps(&["apply", other.to_str().unwrap()]).code_is(3);
+    let fresh = t.sibling("fresh", Some(bare.to_str().unwrap()));
+    fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
+    fresh.steps(&["resume"]).ok();
+    assert!(!marker.exists(), "a command from the history ran");
+    let listed = t.steps(&["--json", "effects"]).ok().json();
+    assert!(
+        listed.to_string().contains("main/s2/1"),
+        "the effect is listed: {listed}"
+    );
+    assert!(
+        !listed.to_string().contains("\"state\":\"delivered\""),
+        "nothing is delivered: {listed}"
+    );
+
+    // Local config names the program: it runs, once.
+    t.git(&["config", "--add", "steps.effectCommand", "sh"])
+        .ok();
+    t.steps(&["resume"]).ok();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    t.steps(&["resume"]).ok();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+}
+
+/// A box's own plan is its authority: the same command in the plan this
+/// box applies runs there, and on a fresh clone given the same plan.
+#[test]
+fn a_command_this_box_decided_runs_on_its_resume_and_a_clone_given_the_plan() {
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let marker = t.tmp.path().join("marker");
+    let p = t.plan(
+        "mine.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"},
+                      "effects": [{"command": ["sh", "-c", format!("echo ran >> {}", marker.display())]}]}))],
+    );
+    // Killed after the push, before the effect: the rerun delivers it.
+    let killed = t.steps_env(
+        &["apply", p.to_str().unwrap()],
+        &[("GIT_STEPS_CRASH", "effect-start@s1")],
+    );
+    assert!(killed.code().is_none(), "{}", killed.explain());
+    assert!(!marker.exists());
+    let fresh = t.sibling("fresh", Some(bare.to_str().unwrap()));
+    fresh.steps(&["-q", "init", "--remote", "origin"]).ok();
+    // Without the plan, a fresh clone holds it back...
+    fresh.steps(&["resume"]).ok();
+    assert!(!marker.exists());
+    // ...and with the same plan, the decision is its own.
+    fresh.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+}
+
+/// Items 2 and 7: a secret goes only to the URL prefix local config binds
+/// it to, and a missing variable is found before the step is durable. A
+/// refused step writes nothing: no receipt, nothing on the remote.
+#[test]
+fn a_secret_goes_only_where_local_config_binds_it() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let step = |id: &str, url: &str| {
+        line(json!({"id": id, "files": {format!("{id}.txt"): "x\n"},
+                    "effects": [{"http": {"method": "POST", "url": url,
+                                 "headers": {"Authorization": {"env": "DEPLOY_TOKEN"}}}}]}))
+    };
+    let ok_url = r.url("/hooks/deploy");
+    let p = t.plan("p.jsonl", &[step("s1", &ok_url)]);
+    let env = [("DEPLOY_TOKEN", "s3cr3t")];
+    let remote_head = || {
+        let r = t.git(&[
+            "--git-dir",
+            bare.to_str().unwrap(),
+            "for-each-ref",
+            "--format=%(objectname)",
+            "refs/heads/main",
+        ]);
+        String::from_utf8_lossy(&r.out.stdout).into_owned()
+    };
+    // Not bound: refused, naming the step, the variable and the key.
+    let before = remote_head();
+    let e = t
+        .steps_env(&["apply", p.to_str().unwrap()], &env)
+        .code_is(1);
+    let err = e.stderr();
+    assert!(err.contains("s1") && err.contains("DEPLOY_TOKEN"), "{err}");
+    assert!(err.contains("steps.effectSecret.DEPLOY_TOKEN.url"), "{err}");
+    assert_eq!(remote_head(), before, "nothing reached the remote");
+    assert!(r.deliveries().is_empty());
+    // Bound to another host: refused.
+    t.git(&[
+        "config",
+        "steps.effectSecret.DEPLOY_TOKEN.url",
+        "https://deploy.example/",
+    ])
+    .ok();
+    let e = t
+        .steps_env(&["apply", p.to_str().unwrap()], &env)
+        .code_is(1);
+    assert!(
+        e.stderr().contains("binds it to https://deploy.example/"),
+        "{}",
+        e.stderr()
+    );
+    assert_eq!(remote_head(), before);
+    // Bound, but the variable is not set here: refused before the push.
+    let prefix = ok_url.trim_end_matches("/hooks/deploy").to_string() + "/hooks/";
+    t.git(&["config", "steps.effectSecret.DEPLOY_TOKEN.url", &prefix])
+        .ok();
+    let e = t.steps(&["apply", p.to_str().unwrap()]).code_is(1);
+    assert!(e.stderr().contains("is not set here"), "{}", e.stderr());
+    assert_eq!(remote_head(), before);
+    // Bound and set: sent there, once.
+    t.steps_env(&["apply", p.to_str().unwrap()], &env).ok();
+    let d = r.deliveries();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("authorization") && v == "s3cr3t"));
+
+    // A step pushed by someone else sending the same variable to their own
+    // URL: held on this box, nothing sent.
+    let attacker = t.sibling("attacker", Some(bare.to_str().unwrap()));
+    attacker.git(&["config", "steps.effects", "none"]).ok();
+    attacker.steps(&["-q", "init", "--remote", "origin"]).ok();
+    let evil_url = r.url("/steal");
+    let evil = attacker.plan("evil.jsonl", &[step("s1", &ok_url), step("s2", &evil_url)]);
+    attacker
+        .git(&["config", "steps.effectSecret.DEPLOY_TOKEN.url", &evil_url])
+        .ok();
+    attacker
+        .steps_env(&["apply", evil.to_str().unwrap()], &env)
+        .ok();
+    let resumed = t.steps_env(&["resume"], &env).ok();
+    assert!(
+        resumed.stderr().contains("DEPLOY_TOKEN"),
+        "{}",
+        resumed.explain()
+    );
+    assert!(
+        r.deliveries().iter().all(|d| d.path != "/steal"),
+        "the secret was sent where local config does not bind it"
+    );
+}
+
+/// Item 4: an outcome on the remote records the status, never the
+/// answer's body (a 401 that echoes the token it was sent) nor a command's
+/// output; this box's own error shows them.
+#[test]
+fn an_answer_body_or_a_commands_output_is_never_recorded() {
+    let r = Receiver::start();
+    r.set(
+        "/hook",
+        crate::receiver::Behaviour {
+            status: Some(401),
+            ..Default::default()
+        },
+    );
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let url = r.url("/hook");
+    t.git(&["config", "steps.effectSecret.HOOK_TOKEN.url", &url])
+        .ok();
+    t.git(&["config", "steps.effectRetries", "1"]).ok();
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"},
+                        "effects": [{"http": {"method": "POST", "url": url,
+                                     "headers": {"Authorization": {"env": "HOOK_TOKEN"}}}}]}))],
+    );
+    let e = t
+        .steps_env(
+            &["apply", p.to_str().unwrap()],
+            &[("HOOK_TOKEN", "tok-SECRET-1")],
+        )
+        .code_is(1);
+    assert!(
+        e.stderr().contains("tok-SECRET-1"),
+        "shown here: {}",
+        e.stderr()
+    );
+    let outcomes = t.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "log",
+        "--format=%B",
+        "refs/steps/effects/main",
+    ]);
+    assert!(outcomes.contains("401"), "{outcomes}");
+    assert!(!outcomes.contains("tok-SECRET-1"), "recorded: {outcomes}");
+    // A command's output, likewise.
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    t.git(&["config", "steps.effectRetries", "1"]).ok();
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"},
+                      "effects": [{"command": ["sh", "-c", "echo \"$PRINTED\" >&2; exit 3"]}]}))],
+    );
+    let e = t
+        .steps_env(
+            &["apply", p.to_str().unwrap()],
+            &[("PRINTED", "out-SECRET-2")],
+        )
+        .code_is(1);
+    assert!(e.stderr().contains("out-SECRET-2"), "{}", e.stderr());
+    let outcomes = t.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "log",
+        "--format=%B",
+        "refs/steps/effects/main",
+    ]);
+    assert!(outcomes.contains("exit 3"), "{outcomes}");
+    assert!(!outcomes.contains("out-SECRET-2"), "recorded: {outcomes}");
+}

@@ -136,11 +136,24 @@ impl Session<'_> {
             for (i, e) in due.effects.iter().enumerate() {
                 let k = key(&self.settings.run, &due.step, i + 1);
                 if !self.outcomes()?.settled(&k, due.receipt) {
+                    // (A plan step read later may still make its decision
+                    // this box's own: said as it stands now.)
+                    let why = match super::authority::refusal(
+                        self.repo,
+                        self.settings,
+                        &due.digest,
+                        &e.action,
+                    ) {
+                        Some(why) if !self.effects.held => {
+                            self.effects.held = true;
+                            format!(" (held: {why})")
+                        }
+                        _ => held_back(self.settings, &e.action, &mut self.effects.held),
+                    };
                     ui.note(&format!(
-                        "would deliver effect {k} first ({}): step {} is durable and the effect has no delivered outcome{}",
+                        "would deliver effect {k} first ({}): step {} is durable and the effect has no delivered outcome{why}",
                         e.action.describe(),
                         due.step,
-                        held_back(self.settings, &e.action, &mut self.effects.held)
                     ));
                 }
             }

@@ -52,6 +52,13 @@ fn a_command_pushed_by_someone_else_never_runs_unasked() {
         r.explain()
     );
     assert!(r.stderr().contains("step s2"), "{}", r.explain());
+    // Once fetched, a dry run shows it held, and runs nothing.
+    let dry = t.steps(&["apply", "--dry-run", p.to_str().unwrap()]).ok();
+    assert!(
+        dry.stderr().contains("main/s2/1") && dry.stderr().contains("held: it runs `sh -c"),
+        "{}",
+        dry.explain()
+    );
     let other = t.plan(
         "other.jsonl",
         &[

@@ -104,9 +104,11 @@ struct FileObject {
     mode: Option<String>,
 }
 
-/// One operation of `edits`.
+/// One operation of `edits` (each with exactly its own fields: an item
+/// with the fields of two operations is refused, as the step refuses it).
 #[derive(JsonSchema)]
 #[serde(untagged)]
+#[schemars(deny_unknown_fields)]
 #[allow(dead_code)]
 enum EditOp {
     /// Replace the one occurrence of `old_str` in `path` by `new_str`.
@@ -154,5 +156,23 @@ mod tests {
         assert_eq!(props, fields);
         assert_eq!(schema["required"], serde_json::json!(["id"]));
         assert_eq!(schema["additionalProperties"], Value::Bool(false));
+    }
+
+    /// Issue 48, item 13: every branch of an `edits` item closes its
+    /// fields, so `{"path", "old_str", "new_str", "create"}` matches none.
+    #[test]
+    fn an_edit_with_the_fields_of_two_operations_matches_no_branch() {
+        let schema = Value::Object(step_schema());
+        let text = schema.to_string();
+        let defs = schema
+            .get("$defs")
+            .or_else(|| schema.get("definitions"))
+            .unwrap();
+        let edit = &defs["EditOp"];
+        let branches = edit["anyOf"].as_array().unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(branches.len(), 4);
+        for b in branches {
+            assert_eq!(b["additionalProperties"], Value::Bool(false), "{b}");
+        }
     }
 }

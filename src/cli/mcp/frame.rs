@@ -45,6 +45,10 @@ pub async fn read_stdin(mut to_server: DuplexStream, replies: UnboundedSender<Ve
             }
             if let Some(scan) = over.take() {
                 let _ = replies.send(too_large(scan.id(), seen));
+            } else if let Some(error) = unparsable(&line) {
+                // The SDK drops a line it cannot read without a word, and
+                // the client waits forever: JSON-RPC's parse error instead.
+                let _ = replies.send(error);
             } else if to_server.write_all(&line).await.is_err() {
                 return;
             }
@@ -52,6 +56,33 @@ pub async fn read_stdin(mut to_server: DuplexStream, replies: UnboundedSender<Ve
             seen = 0;
         }
     }
+}
+
+/// The JSON-RPC parse error (-32700) for a line that is not one JSON value
+/// (invalid UTF-8, a lone surrogate escape, nesting past 128, a number out
+/// of range), to the request `id` when a scan finds one; None for a line
+/// that parses, or a blank one.
+fn unparsable(line: &[u8]) -> Option<Vec<u8>> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    // Into a value: what the SDK reads it into, so the same lines fail
+    // (skipping it, serde_json takes a lone surrogate escape).
+    let e = serde_json::from_slice::<serde_json::Value>(line).err()?;
+    let mut scan = IdScan::default();
+    scan.feed(line);
+    let id: serde_json::Value = scan
+        .id()
+        .and_then(|raw| serde_json::from_str(&raw).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let mut out = serde_json::to_vec(&serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": -32700, "message": format!("parse error: {e}")},
+    }))
+    .unwrap_or_default();
+    out.push(b'\n');
+    Some(out)
 }
 
 /// The error for a message of `size` bytes (-32600, Invalid Request),

@@ -199,16 +199,21 @@ impl Server {
                  answers `already_recorded`; other content under a used id, a patch that does not \
                  apply, or a change that repeats one still in effect is refused with the reason \
                  and a hint. Answers the receipt commit, the resolved diff and the artifact \
-                 fingerprint.",
+                 fingerprint. A step may carry `effects`: HTTP requests and commands this box \
+                 delivers once the step is durable (a command runs in the repository; a secret \
+                 named by `{\"env\": NAME}` goes only to the URL local config binds it to): \
+                 approve such a step as you would the request or the command itself.",
                 crate::plan::schema::step_schema(),
             )
             .with_raw_output_schema(Arc::new(apply_step_output()))
             .with_annotations(
+                // Files may be deleted or overwritten, and a step's effects
+                // reach the world (requests, commands).
                 ToolAnnotations::new()
                     .read_only(false)
-                    .destructive(false)
+                    .destructive(true)
                     .idempotent(true)
-                    .open_world(false),
+                    .open_world(true),
             ),
             Tool::new(
                 "status",

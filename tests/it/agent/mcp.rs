@@ -188,6 +188,14 @@ fn an_mcp_client_applies_each_format_once_and_reads_the_run() {
     assert_eq!(schema["required"], json!(["id"]));
     assert_eq!(schema["additionalProperties"], json!(false));
     assert_eq!(tools[0]["annotations"]["readOnlyHint"], json!(false));
+    // Issue 48, item 6: a step may delete files, and its effects reach the
+    // world: a client's approval prompt is told so.
+    assert_eq!(tools[0]["annotations"]["openWorldHint"], json!(true));
+    assert_eq!(tools[0]["annotations"]["destructiveHint"], json!(true));
+    assert!(tools[0]["description"]
+        .as_str()
+        .unwrap()
+        .contains("effects"));
     for t in &tools[1..] {
         assert_eq!(t["annotations"]["readOnlyHint"], json!(true), "{t}");
     }
@@ -715,4 +723,42 @@ fn apply_step_delivers_a_steps_effects_once() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].key.as_deref(), Some("main/pr-1/1"));
     assert!(c.close().success());
+}
+
+/// Issue 48, item 11: a line the server cannot read as JSON — invalid
+/// UTF-8, a lone surrogate, nesting past 128, a number out of range — is
+/// answered with JSON-RPC's parse error (to its id when one can be read),
+/// never dropped, and the server goes on serving.
+#[test]
+fn an_unreadable_message_gets_a_parse_error() {
+    let t = TestRepo::new();
+    let mut c = Client::start(&t, &[], &[]);
+    c.initialize();
+    let deep = "[".repeat(200) + &"]".repeat(200);
+    let lines: Vec<Vec<u8>> = vec![
+        br#"{"jsonrpc":"2.0","id":71,"method":"tools/call","params":{"name":"status","arguments":{"x":"\ud83d"}}}"#.to_vec(),
+        [&br#"{"jsonrpc":"2.0","id":72,"method":"ping","params":{"x":""#[..], &[0xff, 0xfe], br#""}}"#].concat(),
+        format!(r#"{{"jsonrpc":"2.0","id":73,"method":"ping","params":{{"x":{deep}}}}}"#).into_bytes(),
+        br#"{"jsonrpc":"2.0","id":1e999,"method":"ping"}"#.to_vec(),
+    ];
+    for line in &lines {
+        let stdin = c.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+    let mut errors = Vec::new();
+    while errors.len() < lines.len() {
+        let l = c
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an unreadable message went unanswered");
+        let v: Value = serde_json::from_str(&l).unwrap();
+        if v["error"]["code"] == json!(-32700) {
+            errors.push(v["id"].clone());
+        }
+    }
+    assert_eq!(errors[..3], [json!(71), json!(72), json!(73)]);
+    let st = c.ok("status", json!({}));
+    assert!(st.is_object(), "{st}");
 }

@@ -283,3 +283,28 @@ fn an_answer_body_or_a_commands_output_is_never_recorded() {
     assert!(outcomes.contains("exit 3"), "{outcomes}");
     assert!(!outcomes.contains("out-SECRET-2"), "recorded: {outcomes}");
 }
+
+/// Item 12: a password in the remote's URL is never printed, also where
+/// `status` says the remote cannot be reached (human and JSON output).
+#[test]
+fn status_never_prints_a_password_in_the_remote_url() {
+    let t = TestRepo::new();
+    // A port nothing listens on: refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("https://alice:TOKEN-12@127.0.0.1:{port}/r.git");
+    t.steps(&["init", "--remote", &url]).ok();
+    let env = [
+        ("GIT_STEPS_NET_RETRIES", "0"),
+        ("GIT_STEPS_NET_TIMEOUT_SECS", "2"),
+    ];
+    for args in [&["status"][..], &["--json", "status"]] {
+        let r = t.steps_env(args, &env);
+        let all = format!("{}{}", r.stdout(), r.stderr());
+        assert!(all.contains("cannot"), "{}", r.explain());
+        assert!(!all.contains("TOKEN-12"), "{}", r.explain());
+    }
+}

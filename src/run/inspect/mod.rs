@@ -197,7 +197,12 @@ fn status_of_run(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result
         None => (head, None, None),
         Some(r) => match r.head(repo, &s.refname()) {
             Ok(h) => (h, Some("confirmed"), None),
-            Err(e) => (None, Some("unreachable"), Some(e.to_string())),
+            // (A URL's password stays out of what status prints.)
+            Err(e) => (
+                None,
+                Some("unreachable"),
+                Some(crate::git::redact(&e.to_string()).into_owned()),
+            ),
         },
     };
     let ledger = crate::history::cache::load_ledger(repo, head, &s.run)?;

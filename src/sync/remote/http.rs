@@ -14,6 +14,8 @@
 //! `-v`.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+
+use super::pace::Paced;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -128,7 +130,7 @@ pub struct Client {
     pub endpoint: Endpoint,
     tls: Option<SslConnector>,
     timeout: Duration,
-    conn: Option<BufReader<Stream>>,
+    conn: Option<BufReader<Paced<Stream>>>,
     /// Connections this client opened.
     pub opened: usize,
 }
@@ -175,7 +177,7 @@ impl Client {
         })
     }
 
-    fn connect(&mut self) -> Result<BufReader<Stream>, Failure> {
+    fn connect(&mut self) -> Result<BufReader<Paced<Stream>>, Failure> {
         let Endpoint { host, port, .. } = &self.endpoint;
         let fail = |message: String, transient: bool| Failure::Connect { message, transient };
         let addrs: Vec<_> = (host.as_str(), *port)
@@ -218,7 +220,10 @@ impl Client {
                 Stream::Tls(Box::new(s))
             }
         };
-        Ok(BufReader::with_capacity(64 * 1024, stream))
+        Ok(BufReader::with_capacity(
+            64 * 1024,
+            Paced::new(stream, self.timeout),
+        ))
     }
 
     /// Send one request and read its response whole; `sent` is called
@@ -288,6 +293,7 @@ impl Client {
             );
         }
         sent();
+        conn.get_mut().start();
         let (resp, keep) = read_response(&mut conn).map_err(|e| match e {
             // Written whole: not one to send again.
             Exchange::Silent(m) => Exchange::Failed(Failure::Broken(m)),
@@ -303,11 +309,11 @@ impl Client {
 /// Whether a kept connection is still open and quiet: nothing to read
 /// (a server that closed it sends EOF; one that talks out of turn is not
 /// trusted with the next request).
-fn idle_and_open(conn: &mut BufReader<Stream>) -> bool {
+fn idle_and_open(conn: &mut BufReader<Paced<Stream>>) -> bool {
     if !conn.buffer().is_empty() {
         return false;
     }
-    let tcp = match conn.get_ref() {
+    let tcp = match &conn.get_ref().s {
         Stream::Plain(t) => t,
         Stream::Tls(t) => t.get_ref(),
     };
@@ -337,7 +343,10 @@ impl Exchange {
 }
 
 fn io_failure(what: &str, e: std::io::Error) -> Exchange {
-    let how = if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+    // (The low-speed rule's own words, else the kernel's timeout.)
+    let how = if e.get_ref().is_none()
+        && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+    {
         "timed out".to_string()
     } else {
         e.to_string()
@@ -353,7 +362,7 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Read one response; true when the connection may serve the next request.
 /// Interim answers (`100 Continue`, `103 Early Hints`) are skipped.
-fn read_response(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Exchange> {
+fn read_response(conn: &mut BufReader<Paced<Stream>>) -> Result<(Response, bool), Exchange> {
     for _ in 0..8 {
         let (resp, keep) = read_one(conn)?;
         if !(100..200).contains(&resp.status) || resp.status == 101 {
@@ -363,7 +372,7 @@ fn read_response(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Excha
     Err(broken("the server sent interim answers and no final one"))
 }
 
-fn read_one(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Exchange> {
+fn read_one(conn: &mut BufReader<Paced<Stream>>) -> Result<(Response, bool), Exchange> {
     // The head: up to the empty line, at most MAX_HEAD bytes.
     let mut head = Vec::new();
     loop {
@@ -428,13 +437,55 @@ fn read_one(conn: &mut BufReader<Stream>) -> Result<(Response, bool), Exchange> 
         Some(v) if v.eq_ignore_ascii_case("keep-alive") => false,
         _ => http10,
     };
-    let chunked =
-        get("Transfer-Encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    let length = get("Content-Length").map(|v| v.parse::<usize>());
+    // RFC 9112, 6.3: a message with both is a smuggling attempt, an
+    // error; a response whose last coding is not chunked runs to the
+    // close; several Content-Length values must agree, and are digits.
+    let all = |name: &str| -> Vec<&str> {
+        headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .flat_map(|(_, v)| v.split(','))
+            .map(str::trim)
+            .collect()
+    };
+    let codings = all("Transfer-Encoding");
+    let lengths = all("Content-Length");
+    if !codings.is_empty() && !lengths.is_empty() {
+        return Err(broken(
+            "the answer has both Transfer-Encoding and Content-Length (RFC 9112: an error)",
+        ));
+    }
+    let chunked = codings
+        .last()
+        .is_some_and(|c| c.eq_ignore_ascii_case("chunked"));
+    let to_close = !codings.is_empty() && !chunked;
+    let length = match lengths.first() {
+        None => None,
+        Some(first) => {
+            if lengths.iter().any(|l| l != first) {
+                return Err(broken("the answer's Content-Length values disagree"));
+            }
+            Some(
+                if !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()) {
+                    first.parse::<usize>()
+                } else {
+                    "not a number".parse::<usize>()
+                },
+            )
+        }
+    };
     let mut body = Vec::new();
     let keep = if chunked {
         read_chunked(conn, &mut body)?;
         !close
+    } else if to_close {
+        conn.take(MAX_BODY as u64 + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| io_failure("the answer broke off", e))?;
+        if body.len() > MAX_BODY {
+            return Err(broken("the answer is too large"));
+        }
+        false
     } else if let Some(len) = length {
         let len = len.map_err(|_| broken("the answer's Content-Length is not a number"))?;
         if len > MAX_BODY {
@@ -472,7 +523,7 @@ fn broken(what: &str) -> Exchange {
 }
 
 /// A chunked body, trailers skipped.
-fn read_chunked(conn: &mut BufReader<Stream>, body: &mut Vec<u8>) -> Result<(), Exchange> {
+fn read_chunked(conn: &mut BufReader<Paced<Stream>>, body: &mut Vec<u8>) -> Result<(), Exchange> {
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -486,8 +537,10 @@ fn read_chunked(conn: &mut BufReader<Stream>, body: &mut Vec<u8>) -> Result<(), 
         }
         let text = String::from_utf8_lossy(&line);
         let size = text.trim().split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size, 16)
-            .map_err(|_| broken("a chunk's size is not hexadecimal"))?;
+        let size = Some(size)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|s| usize::from_str_radix(s, 16).ok())
+            .ok_or_else(|| broken("a chunk's size is not hexadecimal"))?;
         if size == 0 {
             // Trailers, up to the empty line (bounded as a head is).
             let mut trailers = 0usize;
@@ -629,6 +682,56 @@ mod tests {
         b
     };
 
+    /// Issue 48, item 9: a server that drips its answer a byte inside
+    /// every read timeout is cut off by the low-speed rule, within a few
+    /// windows, not after the whole answer.
+    #[test]
+    fn a_dripping_answer_is_a_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            let mut w = s;
+            for b in b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+                .iter()
+                .cycle()
+                .take(60)
+            {
+                if w.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+        });
+        let ep = Endpoint {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port,
+            path: "/r.git".into(),
+            authority: format!("127.0.0.1:{port}"),
+        };
+        // Each byte inside the 2 s read timeout, 0.67 bytes a second.
+        let mut c = Client::new(ep, (None, None), Duration::from_secs(2)).unwrap();
+        let start = std::time::Instant::now();
+        match c.request("GET", "/r.git/x", &[], &[], &mut || {}) {
+            Err(Failure::Broken(m)) => assert!(m.contains("under 1 byte a second"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // The 60 bytes would take 90 s.
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            start.elapsed()
+        );
+        drop(c);
+        let _ = t.join();
+    }
+
     #[test]
     fn interim_answers_are_skipped() {
         let (ep, t) = server(vec![vec![
@@ -669,6 +772,23 @@ mod tests {
             (
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n",
                 "broke off",
+            ),
+            // Issue 48, item 10: framing as RFC 9112 says.
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nokabc",
+                "disagree",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok",
+                "not a number",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+                "both Transfer-Encoding and Content-Length",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+2\r\nok\r\n0\r\n\r\n",
+                "hexadecimal",
             ),
         ] {
             let (ep, t) = server(vec![vec![answer]]);

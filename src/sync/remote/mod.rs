@@ -19,6 +19,7 @@ mod cli;
 pub mod http;
 mod libgit2;
 mod local;
+mod pace;
 pub mod relay;
 mod settle;
 mod smart;

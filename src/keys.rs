@@ -80,6 +80,10 @@ pub const EFFECT_COMMAND: Key = key(
     "steps.effectCommand",
     "A program (argv[0], as the effect names it) whose command effects this box runs even when it did not decide them itself (steps from the remote's history, another box's plan); `*` for any. Multi-valued. Without it, only command effects this box decided (its own plan, decider, MCP client) run; the others stay pending, named.",
 );
+pub const EFFECT_PRIVATE_HOSTS: Key = key(
+    "steps.effectPrivateHosts",
+    "true: effect requests may go to loopback, link-local and private addresses (127.0.0.1, 169.254.169.254, 10.x, fd00::…), which are refused without it (an agent's step must not reach this box's own services or its cloud's metadata).",
+);
 pub const EFFECT_SECRET_URL: Key = key(
     "steps.effectSecret.<NAME>.url",
     "The URL prefix an effect's {\"env\": \"NAME\"} header may be sent to (https://api.github.com/, say). A variable no key binds, or a request to another URL, is refused before the step is pushed (and held, if it came from the history).",
@@ -106,6 +110,7 @@ pub const CONFIG: &[Key] = &[
     EFFECT_TIMEOUT,
     EFFECTS,
     EFFECT_COMMAND,
+    EFFECT_PRIVATE_HOSTS,
     EFFECT_SECRET_URL,
 ];
 

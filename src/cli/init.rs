@@ -40,9 +40,16 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
         .into_iter()
         .map(|(k, _)| k)
         .filter(|k| {
-            crate::keys::CONFIG
-                .iter()
-                .any(|c| c.name.eq_ignore_ascii_case(k))
+            // The settings init stores; a `-c` of any other key (a box's
+            // authority for effects, say) is this command's, as git's.
+            [
+                crate::keys::BRANCH,
+                crate::keys::RUN,
+                crate::keys::REMOTE,
+                crate::keys::TRANSPORT,
+            ]
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(k))
         })
         .collect();
     if !given.is_empty() {

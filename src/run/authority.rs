@@ -133,6 +133,62 @@ fn secrets(repo: &Repository, action: &Action) -> Option<String> {
     None
 }
 
+/// Whether `ip` is one a request from this box must not reach unasked:
+/// loopback, link-local (a cloud's metadata service), private, shared
+/// (carrier-grade NAT), unspecified, or such an IPv4 address inside IPv6.
+fn private_ip(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v) => {
+            let o = v.octets();
+            v.is_loopback()
+                || v.is_link_local()
+                || v.is_private()
+                || v.is_unspecified()
+                || v.is_broadcast()
+                || (o[0] == 100 && (64..128).contains(&o[1]))
+                || o[0] == 0
+        }
+        IpAddr::V6(v) => {
+            let s = v.segments();
+            v.is_loopback()
+                || v.is_unspecified()
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xfe00) == 0xfc00
+                || v.to_ipv4_mapped()
+                    .is_some_and(|m| private_ip(IpAddr::V4(m)))
+        }
+    }
+}
+
+/// Why a request to `url` needs the opt-in, if it does: its host is, or
+/// resolves to, an address [`private_ip`] names. (Resolved here, not where
+/// it connects: a name that resolves elsewhere later is not caught.)
+fn private_destination(repo: &Repository, url: &str) -> Option<String> {
+    let allowed = repo
+        .config()
+        .ok()
+        .and_then(|c| c.get_bool(crate::keys::EFFECT_PRIVATE_HOSTS.name).ok())
+        .unwrap_or(false);
+    if allowed {
+        return None;
+    }
+    let u = url::Url::parse(url).ok()?;
+    let port = u.port_or_known_default().unwrap_or(80);
+    let addrs: Vec<std::net::IpAddr> = match u.host()? {
+        url::Host::Ipv4(a) => vec![a.into()],
+        url::Host::Ipv6(a) => vec![a.into()],
+        url::Host::Domain(d) => std::net::ToSocketAddrs::to_socket_addrs(&(d, port))
+            .map(|a| a.map(|s| s.ip()).collect())
+            .unwrap_or_default(),
+    };
+    let ip = addrs.into_iter().find(|ip| private_ip(*ip))?;
+    Some(format!(
+        "it sends a request to {url}, at {ip}: a loopback, link-local or private address, which an effect reaches only where local config allows it (`git config {} true`)",
+        crate::keys::EFFECT_PRIVATE_HOSTS.name
+    ))
+}
+
 /// Why this box may not make `action` happen for the step `digest`, if
 /// so (for a held effect's note: what it is and what would allow it).
 pub fn refusal(repo: &Repository, s: &Settings, digest: &str, action: &Action) -> Option<String> {
@@ -145,6 +201,11 @@ pub fn refusal(repo: &Repository, s: &Settings, digest: &str, action: &Action) -
                 argv.join(" "),
                 crate::keys::EFFECT_COMMAND.name
             ));
+        }
+    }
+    if let Action::Http(h) = action {
+        if let Some(why) = private_destination(repo, &h.url) {
+            return Some(why);
         }
     }
     secrets(repo, action)
@@ -160,6 +221,11 @@ pub fn check_own(repo: &Repository, effects: &[Effect]) -> std::result::Result<(
         {
             if let Some(why) = secrets(repo, action) {
                 return Err(format!("effect {} ({what}): {why}", i + 1));
+            }
+            if let Action::Http(h) = action {
+                if let Some(why) = private_destination(repo, &h.url) {
+                    return Err(format!("effect {} ({what}): {why}", i + 1));
+                }
             }
             if let Action::Http(h) = action {
                 for (header, v) in &h.headers {
@@ -181,6 +247,29 @@ pub fn check_own(repo: &Repository, effects: &[Effect]) -> std::result::Result<(
 #[cfg(test)]
 mod tests {
     use super::under;
+
+    #[test]
+    fn private_addresses_are_named() {
+        use super::private_ip;
+        for p in [
+            "127.0.0.1",
+            "169.254.169.254",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(private_ip(p.parse().unwrap()), "{p}");
+        }
+        for p in ["140.82.112.3", "8.8.8.8", "2606:4700::1111", "172.32.0.1"] {
+            assert!(!private_ip(p.parse().unwrap()), "{p}");
+        }
+    }
 
     #[test]
     fn a_secret_goes_only_under_its_prefix() {

@@ -308,3 +308,76 @@ fn status_never_prints_a_password_in_the_remote_url() {
         assert!(!all.contains("TOKEN-12"), "{}", r.explain());
     }
 }
+
+/// Item 3: a request to a loopback, link-local or private address needs
+/// the opt-in `steps.effectPrivateHosts` in local config: refused for a
+/// step of this box's own (nothing written), held for one from the
+/// history; `0x7f.1` is 127.0.0.1 too.
+#[test]
+fn a_request_to_a_private_address_needs_a_local_opt_in() {
+    let r = Receiver::start();
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    // (The suite's own opt-in, cleared for this test.)
+    let no = [("GIT_CONFIG_COUNT", "0")];
+    let port = r
+        .url("/")
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    for (id, url) in [
+        ("s1", r.url("/meta")),
+        ("s1", format!("http://0x7f.1:{port}/meta")),
+        ("s1", "http://169.254.169.254/latest/meta-data/".to_string()),
+    ] {
+        let p = t.plan(
+            "p.jsonl",
+            &[line(json!({"id": id, "files": {"a.txt": "a\n"},
+                          "effects": [{"http": {"method": "GET", "url": url}}]}))],
+        );
+        let e = t.steps_env(&["apply", p.to_str().unwrap()], &no).code_is(1);
+        assert!(
+            e.stderr().contains("steps.effectPrivateHosts"),
+            "{url}: {}",
+            e.stderr()
+        );
+        assert!(t
+            .git_out(&["--git-dir", bare.to_str().unwrap(), "for-each-ref"])
+            .is_empty());
+    }
+    assert!(r.deliveries().is_empty());
+    // Allowed in local config: sent.
+    let p = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"},
+                      "effects": [{"http": {"method": "POST", "url": r.url("/ok")}}]}))],
+    );
+    t.git(&["config", "steps.effectPrivateHosts", "true"]).ok();
+    t.steps_env(&["apply", p.to_str().unwrap()], &no).ok();
+    assert_eq!(r.deliveries().len(), 1);
+    // Someone else's step to a private address: held on a box without
+    // the opt-in.
+    let attacker = t.sibling("attacker", Some(bare.to_str().unwrap()));
+    attacker.git(&["config", "steps.effects", "none"]).ok();
+    attacker.steps(&["-q", "init", "--remote", "origin"]).ok();
+    let evil = attacker.plan(
+        "evil.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "a\n"},
+                        "effects": [{"http": {"method": "POST", "url": r.url("/ok")}}]})),
+            line(json!({"id": "s2", "files": {"b.txt": "b\n"},
+                        "effects": [{"http": {"method": "GET", "url": r.url("/internal")}}]})),
+        ],
+    );
+    attacker.steps(&["apply", evil.to_str().unwrap()]).ok();
+    t.git(&["config", "steps.effectPrivateHosts", "false"]).ok();
+    let resumed = t.steps_env(&["resume"], &no).ok();
+    assert!(
+        resumed.stderr().contains("steps.effectPrivateHosts"),
+        "{}",
+        resumed.explain()
+    );
+    assert!(r.deliveries().iter().all(|d| d.path != "/internal"));
+}

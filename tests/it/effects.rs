@@ -1072,9 +1072,11 @@ fn the_guides_forge_example_opens_the_pull_request_once() {
             ],
             &[
                 ("FORGE_TOKEN", "token-for-the-example"),
-                ("GIT_CONFIG_COUNT", "1"),
-                ("GIT_CONFIG_KEY_0", "steps.effectSecret.FORGE_TOKEN.url"),
-                ("GIT_CONFIG_VALUE_0", forge_url.as_str()),
+                ("GIT_CONFIG_COUNT", "2"),
+                ("GIT_CONFIG_KEY_0", "steps.effectPrivateHosts"),
+                ("GIT_CONFIG_VALUE_0", "true"),
+                ("GIT_CONFIG_KEY_1", "steps.effectSecret.FORGE_TOKEN.url"),
+                ("GIT_CONFIG_VALUE_1", forge_url.as_str()),
             ],
         )
         .ok()

@@ -84,7 +84,13 @@ pub fn hermetic(cmd: &mut Command, home: &Path) {
         .env("GIT_COMMITTER_EMAIL", "tester@example.invalid")
         .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
         .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .env("LC_ALL", "C");
+        .env("LC_ALL", "C")
+        // The suite's receivers listen on 127.0.0.1: every box it runs
+        // (crash-matrix boxes too, which inherit it) allows that, as a
+        // user's `git -c` would; tests of the refusal set their own.
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "steps.effectPrivateHosts")
+        .env("GIT_CONFIG_VALUE_0", "true");
 }
 
 /// The global git config every test command sees: none, unless

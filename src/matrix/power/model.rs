@@ -330,20 +330,7 @@ impl Record {
             Model::Fuse => {
                 // Each file's unsynced data: a prefix of its writes (what
                 // the cache wrote back before the cut), often none.
-                let mut per_ino: HashMap<usize, Vec<usize>> = HashMap::new();
-                for (i, op) in self.ops[..k].iter().enumerate() {
-                    if let (false, Op::Write { ino, .. }) = (forced[i], op) {
-                        per_ino.entry(*ino).or_default().push(i);
-                    }
-                }
-                let mut inos: Vec<_> = per_ino.into_iter().collect();
-                inos.sort();
-                for (_, writes) in inos {
-                    let n = rng.below(writes.len() as u64 + 1) as usize;
-                    for &i in &writes[..n] {
-                        kept[i] = true;
-                    }
-                }
+                self.keep_write_prefixes(k, &forced, &mut kept, rng);
             }
             Model::Ext4 => {
                 // The journal's cut: metadata before it is kept.
@@ -356,24 +343,32 @@ impl Record {
                     kept[i] = true;
                 }
                 // Each file's data: a prefix of its writes, before the cut.
-                let mut per_ino: HashMap<usize, Vec<usize>> = HashMap::new();
-                for (i, op) in self.ops[..journal].iter().enumerate() {
-                    if let (false, Op::Write { ino, .. }) = (forced[i], op) {
-                        per_ino.entry(*ino).or_default().push(i);
-                    }
-                }
-                let mut inos: Vec<_> = per_ino.into_iter().collect();
-                inos.sort();
-                for (_, writes) in inos {
-                    let n = rng.below(writes.len() as u64 + 1) as usize;
-                    for &i in &writes[..n] {
-                        kept[i] = true;
-                    }
-                }
+                self.keep_write_prefixes(journal, &forced, &mut kept, rng);
             }
         }
         kept.resize(self.ops.len(), false);
         kept
+    }
+}
+
+impl Record {
+    /// Keep, for each file, a random prefix of its unforced writes among
+    /// the first `upto` operations (what was written back before a cut).
+    fn keep_write_prefixes(&self, upto: usize, forced: &[bool], kept: &mut [bool], rng: &mut Rng) {
+        let mut per_ino: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, op) in self.ops[..upto].iter().enumerate() {
+            if let (false, Op::Write { ino, .. }) = (forced[i], op) {
+                per_ino.entry(*ino).or_default().push(i);
+            }
+        }
+        let mut inos: Vec<_> = per_ino.into_iter().collect();
+        inos.sort();
+        for (_, writes) in inos {
+            let n = rng.below(writes.len() as u64 + 1) as usize;
+            for &i in &writes[..n] {
+                kept[i] = true;
+            }
+        }
     }
 }
 

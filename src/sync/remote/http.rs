@@ -479,12 +479,7 @@ fn read_one(conn: &mut BufReader<Paced<Stream>>) -> Result<(Response, bool), Exc
         read_chunked(conn, &mut body)?;
         !close
     } else if to_close {
-        conn.take(MAX_BODY as u64 + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| io_failure("the answer broke off", e))?;
-        if body.len() > MAX_BODY {
-            return Err(broken("the answer is too large"));
-        }
+        read_to_close(conn, &mut body)?;
         false
     } else if let Some(len) = length {
         let len = len.map_err(|_| broken("the answer's Content-Length is not a number"))?;
@@ -499,12 +494,7 @@ fn read_one(conn: &mut BufReader<Paced<Stream>>) -> Result<(Response, bool), Exc
         !close
     } else {
         // To the end of the connection.
-        conn.take(MAX_BODY as u64 + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| io_failure("the answer broke off", e))?;
-        if body.len() > MAX_BODY {
-            return Err(broken("the answer is too large"));
-        }
+        read_to_close(conn, &mut body)?;
         false
     };
     Ok((
@@ -516,6 +506,17 @@ fn read_one(conn: &mut BufReader<Paced<Stream>>) -> Result<(Response, bool), Exc
         },
         keep,
     ))
+}
+
+/// A body that runs to the connection's close, at most [`MAX_BODY`].
+fn read_to_close(conn: &mut BufReader<Paced<Stream>>, body: &mut Vec<u8>) -> Result<(), Exchange> {
+    conn.take(MAX_BODY as u64 + 1)
+        .read_to_end(body)
+        .map_err(|e| io_failure("the answer broke off", e))?;
+    if body.len() > MAX_BODY {
+        return Err(broken("the answer is too large"));
+    }
+    Ok(())
 }
 
 fn broken(what: &str) -> Exchange {

@@ -212,6 +212,17 @@ fn a_secret_goes_only_where_local_config_binds_it() {
     );
 }
 
+/// The messages of the outcomes the remote `bare` holds for run `main`.
+fn recorded_outcomes(t: &TestRepo, bare: &std::path::Path) -> String {
+    t.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "log",
+        "--format=%B",
+        "refs/steps/effects/main",
+    ])
+}
+
 /// Item 4: an outcome on the remote records the status, never the
 /// answer's body (a 401 that echoes the token it was sent) nor a command's
 /// output; this box's own error shows them.
@@ -248,13 +259,7 @@ fn an_answer_body_or_a_commands_output_is_never_recorded() {
         "shown here: {}",
         e.stderr()
     );
-    let outcomes = t.git_out(&[
-        "--git-dir",
-        bare.to_str().unwrap(),
-        "log",
-        "--format=%B",
-        "refs/steps/effects/main",
-    ]);
+    let outcomes = recorded_outcomes(&t, &bare);
     assert!(outcomes.contains("401"), "{outcomes}");
     assert!(!outcomes.contains("tok-SECRET-1"), "recorded: {outcomes}");
     // A command's output, likewise.
@@ -273,13 +278,7 @@ fn an_answer_body_or_a_commands_output_is_never_recorded() {
         )
         .code_is(1);
     assert!(e.stderr().contains("out-SECRET-2"), "{}", e.stderr());
-    let outcomes = t.git_out(&[
-        "--git-dir",
-        bare.to_str().unwrap(),
-        "log",
-        "--format=%B",
-        "refs/steps/effects/main",
-    ]);
+    let outcomes = recorded_outcomes(&t, &bare);
     assert!(outcomes.contains("exit 3"), "{outcomes}");
     assert!(!outcomes.contains("out-SECRET-2"), "recorded: {outcomes}");
 }

@@ -619,14 +619,19 @@ mod tests {
             }
             seen
         });
-        let ep = Endpoint {
+        let ep = local(port);
+        (ep, t)
+    }
+
+    /// The endpoint `/r.git` of a test server on this machine.
+    fn local(port: u16) -> Endpoint {
+        Endpoint {
             tls: false,
             host: "127.0.0.1".into(),
             port,
             path: "/r.git".into(),
             authority: format!("127.0.0.1:{port}"),
-        };
-        (ep, t)
+        }
     }
 
     fn client(ep: Endpoint) -> Client {
@@ -709,13 +714,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1500));
             }
         });
-        let ep = Endpoint {
-            tls: false,
-            host: "127.0.0.1".into(),
-            port,
-            path: "/r.git".into(),
-            authority: format!("127.0.0.1:{port}"),
-        };
+        let ep = local(port);
         // Each byte inside the 2 s read timeout, 0.67 bytes a second.
         let mut c = Client::new(ep, (None, None), Duration::from_secs(2)).unwrap();
         let start = std::time::Instant::now();

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fuzz the step parser, the patch parser + hunk placement (differential:
 # applying a diff of (old, new) to old must give new), the trailer
-# writer/reader, and the other edit formats (no panic, deterministic). Seeds come from fixtures/. Usage: scripts/fuzz.sh [SECONDS]
+# writer/reader, the other edit formats (no panic, deterministic), the
+# HTTP response reader and the receive-pack pkt-line readers (no panic,
+# framing read back whole). Seeds come from fixtures/ and canned answers.
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 #
 # cargo-fuzz wants a nightly compiler for its -Z flags; these machines have
 # only stable, so RUSTC_BOOTSTRAP=1 lets stable accept them, and
@@ -11,7 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:-60}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-mkdir -p corpus/step_parser corpus/patch_apply corpus/trailers corpus/edit_formats
+mkdir -p corpus/step_parser corpus/patch_apply corpus/trailers corpus/edit_formats corpus/http_response corpus/receive_pack
+printf 'HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello' >corpus/http_response/length
+printf 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n0\r\nTrailer: y\r\n\r\n' >corpus/http_response/chunked
+printf 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 503 Busy\r\nRetry-After: 3\r\n\r\nclosed' >corpus/http_response/interim
+printf '000eunpack ok\n0019ok refs/heads/main\n0000' >corpus/receive_pack/report
+printf '001f# service=git-receive-pack\n0000' >corpus/receive_pack/advertisement
 cp ../fixtures/*.jsonl corpus/step_parser/
 python3 - <<'PY'
 import glob, json
@@ -30,7 +38,10 @@ for f in sorted(glob.glob("../fixtures/*.jsonl")):
             step.get("message", "") + "\x01" + json.dumps(step.get("intent", "")))
 PY
 export RUSTC_BOOTSTRAP=1
-for target in step_parser patch_apply trailers edit_formats; do
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(step_parser patch_apply trailers edit_formats http_response receive_pack)
+for target in "${targets[@]}"; do
   echo "== $target for ${secs}s"
   cargo fuzz run -O --sanitizer none "$target" "corpus/$target" -- -max_total_time="$secs" 2>&1 | grep -aE "^Done|panicked|SUMMARY" || true
 done

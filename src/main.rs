@@ -26,6 +26,8 @@ fn main() -> ExitCode {
         git_steps::run::deliver::set_supervisor(exe);
     }
     let cli = cli::parse();
+    // A failed effect's answer goes to whoever called only when asked.
+    git_steps::run::deliver::show_answers(cli.verbose);
     let ui = Ui::stdio(
         cli.json,
         cli.quiet,

@@ -54,8 +54,18 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     if ctx.ui.json {
         return emit_json(out, "effects", &report);
     }
+    let at = report
+        .head
+        .as_deref()
+        .map_or("(no commits)".to_string(), |h| h[..12].to_string());
     if report.effects.is_empty() {
-        writeln!(out, "run {}: no step carries effects", report.run)?;
+        writeln!(
+            out,
+            "run {}: no step carries effects (at {at}: {})",
+            report.run, report.head_from
+        )?;
+    } else {
+        writeln!(out, "run {} at {at}: {}", report.run, report.head_from)?;
     }
     for e in &report.effects {
         let detail = match (&e.result, e.tries) {
@@ -65,6 +75,9 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "{:<9}  {}  {}{detail}", e.state, e.key, e.target)?;
         if let Some(reason) = &e.reason {
             writeln!(out, "           {reason}")?;
+        }
+        if let Some(why) = &e.held {
+            writeln!(out, "           held on this box: {why}")?;
         }
     }
     writeln!(

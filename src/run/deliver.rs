@@ -30,6 +30,9 @@ pub struct Policy {
     pub timeout: Duration,
     /// Where the box's CA certificates are, for https.
     pub ca: (Option<std::path::PathBuf>, Option<std::path::PathBuf>),
+    /// The proxies local config names (with the environment's, read as
+    /// each request is made): a request goes where git's would.
+    pub proxies: crate::sync::remote::proxy::Rules,
 }
 
 /// What the tries came to.
@@ -197,8 +200,19 @@ fn http_try(h: &Http, key: &str, policy: &Policy) -> Try {
             serde_json::to_vec(v).expect("a JSON value serialises")
         }
     };
+    use crate::sync::remote::proxy::Route;
+    let proxy = match policy.proxies.route(&url, None) {
+        Route::Direct => None,
+        Route::Via(p) => Some(p),
+        Route::Unsupported(p) => {
+            return fail(format!(
+                "requests to {} go through the proxy {p}, which this client does not speak (it speaks http:// proxies): not sent around it",
+                h.url
+            ))
+        }
+    };
     let mut client = match Client::new(endpoint, policy.ca.clone(), policy.timeout) {
-        Ok(c) => c,
+        Ok(c) => c.via(proxy),
         Err(e) => return fail(e),
     };
     // The whole try within the timeout (the client's own bounds each wait
@@ -291,6 +305,21 @@ const NOT_STARTED: &str = "git-steps effect-exec: cannot start: ";
 const KILLED: &str = "git-steps effect-exec: killed by signal ";
 
 static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Whether a failed effect's error carries the answer's body or the
+/// command's output (`-v`). Off by default: the error goes to whoever
+/// called (an agent, an MCP client), and a body can echo a secret.
+static SHOW_ANSWERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Show answers in errors (the command line's `-v`).
+pub fn show_answers(on: bool) {
+    SHOW_ANSWERS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether answers are shown (see [`show_answers`]).
+pub fn answers_shown() -> bool {
+    SHOW_ANSWERS.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Run command effects through `exe effect-exec` (the git-steps binary:
 /// the command line sets it), so that a command never outlives a

@@ -119,11 +119,28 @@ impl Session<'_> {
     /// A dry run's word on the effects of the durable history that the
     /// real run would deliver first (once; read without fetching). The
     /// plan's own steps list theirs with the step.
+    /// When the real run would first fast-forward to the durable head,
+    /// the history is that head's: its steps' effects are what the real
+    /// run would deliver, and a dry run must show them before anything
+    /// runs (a step someone pushed carries them).
     fn preview_effects(&mut self, ui: &mut dyn Ui) -> Result<()> {
-        if self.effects.history_queued || self.ledger().effects.is_empty() {
+        if self.effects.history_queued {
             return Ok(());
         }
         self.effects.history_queued = true;
+        let ahead = match &self.reconciled().action {
+            crate::sync::reconcile::Action::FastForward { to, .. } => {
+                Some(crate::history::cache::load_ledger(
+                    self.repo,
+                    Some(to.parse()?),
+                    &self.settings.run,
+                )?)
+            }
+            _ => None,
+        };
+        if ahead.as_ref().unwrap_or(self.ledger()).effects.is_empty() {
+            return Ok(());
+        }
         let Some(peeked) = outcomes::peek(self.repo, self.settings)? else {
             ui.note(&format!(
                 "the run's steps carry effects whose recorded outcomes are not on this box ({}): `git steps effects` fetches them and lists what is due",
@@ -132,7 +149,11 @@ impl Session<'_> {
             return Ok(());
         };
         self.effects.outcomes = Some(peeked);
-        for due in self.undelivered_in_history()? {
+        let dues = match &ahead {
+            Some(l) => self.undelivered_in(with_effects(l))?,
+            None => self.undelivered_in_history()?,
+        };
+        for due in &dues {
             for (i, e) in due.effects.iter().enumerate() {
                 let k = key(&self.settings.run, &due.step, i + 1);
                 if !self.outcomes()?.settled(&k, due.receipt) {
@@ -158,6 +179,9 @@ impl Session<'_> {
                 }
             }
         }
+        // Nothing is delivered: every one of them is still pending after
+        // this dry run (`effects_pending`).
+        self.effects.queue.splice(0..0, dues);
         Ok(())
     }
 
@@ -165,17 +189,20 @@ impl Session<'_> {
     /// carry an effect with no delivered outcome, oldest first, their
     /// effects read back from their commits.
     fn undelivered_in_history(&mut self) -> Result<Vec<Due>> {
-        let with: Vec<(usize, usize)> = self.ledger().effects.clone();
-        if with.is_empty() {
-            return Ok(Vec::new());
-        }
+        let with = with_effects(self.ledger());
+        self.undelivered_in(with)
+    }
+
+    /// As [`Session::undelivered_in_history`], for the receipts `with`
+    /// (each with how many effects it carries).
+    fn undelivered_in(
+        &mut self,
+        with: Vec<(crate::history::ledger::Entry, usize)>,
+    ) -> Result<Vec<Due>> {
         let run = self.settings.run.clone();
         let repo = self.repo;
         let mut out = Vec::new();
-        for (at, count) in with {
-            let Some(entry) = self.ledger().entries.get(at).cloned() else {
-                continue;
-            };
+        for (entry, count) in with {
             let outcomes = self.outcomes()?;
             if (1..=count).all(|n| outcomes.settled(&key(&run, &entry.id, n), entry.commit)) {
                 continue;
@@ -239,6 +266,7 @@ impl Session<'_> {
             tries: s.config.effect_retries.max(1),
             timeout: Duration::from_secs(s.config.effect_timeout_secs.max(1) as u64),
             ca: crate::git::ca_locations(repo),
+            proxies: crate::sync::remote::proxy::Rules::read(repo),
         };
         let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
         let tried = deliver(&effect.action, &k, &dir, &policy);
@@ -292,7 +320,8 @@ impl Session<'_> {
                 tried.tries,
                 if tried.tries == 1 { "y" } else { "ies" },
                 match (&tried.reason, &tried.detail) {
-                    (Some(r), Some(d)) => format!("{r}: {d} (this answer is shown here, never recorded)"),
+                    (Some(r), Some(d)) if super::deliver::answers_shown() => format!("{r}: {d} (this answer is shown here, never recorded)"),
+                    (Some(r), Some(_)) => format!("{r} (what it answered or printed is neither recorded nor shown: `-v` shows it on this box)"),
                     (Some(r), None) => r.clone(),
                     (None, _) => tried.result.clone(),
                 },
@@ -366,6 +395,17 @@ pub fn abandon(
 /// What a dry run adds to an effect the real run would not deliver: one
 /// this box holds back (`steps.effects`), and, once one is (`waiting`),
 /// every effect after it, since effects go in order.
+/// The receipts of `ledger` that carry effects, with how many.
+fn with_effects(
+    ledger: &crate::history::ledger::Ledger,
+) -> Vec<(crate::history::ledger::Entry, usize)> {
+    ledger
+        .effects
+        .iter()
+        .filter_map(|&(at, count)| Some((ledger.entries.get(at)?.clone(), count)))
+        .collect()
+}
+
 pub(super) fn held_back(
     s: &crate::settings::Settings,
     action: &crate::plan::effect::Action,

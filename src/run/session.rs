@@ -513,7 +513,7 @@ impl<'r> Session<'r> {
     /// (the next run starts from here without reading the history again),
     /// and compute the fingerprints the run reports.
     pub fn finish(mut self) -> Result<Finished> {
-        let effects_pending = if self.effects.held {
+        let effects_pending = if self.effects.held || self.opts.dry_run {
             self.effects_pending()?
         } else {
             Vec::new()

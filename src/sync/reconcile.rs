@@ -46,8 +46,8 @@ pub enum Action {
         steps: usize,
         commits: usize,
     },
-    /// Dry run: the durable head is not fetched yet; apply will fetch it and
-    /// fast-forward if it descends from the local head.
+    /// Dry run: the durable head could not be fetched; apply will fetch it
+    /// and fast-forward if it descends from the local head.
     Fetch { durable: String },
 }
 
@@ -318,8 +318,20 @@ fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Recon
             switched: None,
         });
     };
+    // A dry run fetches the durable head's objects when they are not here
+    // (into refs/steps/remote/<branch>, as `git fetch` fills a
+    // remote-tracking ref; the branch, index and worktree stay): what it
+    // would bring, and the effects it would deliver, must be shown before
+    // anything runs.
     let durable = if dry_run {
-        remote.head(repo, &s.refname())?
+        match remote.head(repo, &s.refname())? {
+            Some(r) if repo.find_commit(r).is_err() => remote.fetch(
+                repo,
+                &s.refname(),
+                &crate::sync::remote::tracking_ref(&s.branch),
+            )?,
+            r => r,
+        }
     } else {
         remote.fetch(
             repo,
@@ -330,7 +342,8 @@ fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Recon
     let mut durable_ledger = None;
     if let Some(r) = durable {
         if repo.find_commit(r).is_err() {
-            // Only in a dry run: nothing was fetched.
+            // Only in a dry run, when the remote moved between its answer
+            // and the fetch.
             let local = ensure_on_branch(repo, s, None, true)?;
             return Ok(Reconciled {
                 local: hex(local),

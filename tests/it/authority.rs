@@ -90,6 +90,83 @@ fn a_command_pushed_by_someone_else_never_runs_unasked() {
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
 }
 
+/// Item 5: what someone pushed is audited before anything runs it. On the
+/// victim's box, which has not fetched anything since, `effects` lists the
+/// pushed step's command (pending, held, and why) from the durable head,
+/// and `resume --dry-run` names it and lists its key as pending; neither
+/// runs it, moves the branch or touches the worktree.
+#[test]
+fn pending_effects_of_the_durable_head_are_shown_before_anything_runs() {
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let p = t.plan(
+        "mine.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"}}))],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    let before = t.head();
+    let marker = t.tmp.path().join("marker");
+    let attacker = t.sibling("attacker", Some(bare.to_str().unwrap()));
+    attacker.git(&["config", "steps.effects", "none"]).ok();
+    attacker.steps(&["-q", "init", "--remote", "origin"]).ok();
+    let evil = attacker.plan(
+        "evil.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "a\n"}})),
+            line(json!({"id": "s2", "files": {"b.txt": "b\n"},
+                        "effects": [{"command": ["sh", "-c", format!("echo ran >> {}", marker.display())]},
+                                    {"http": {"method": "POST", "url": "https://hooks.example.invalid/x"}}]})),
+        ],
+    );
+    attacker.steps(&["apply", evil.to_str().unwrap()]).ok();
+
+    let listed = t.steps(&["effects"]).ok();
+    let out = listed.stdout();
+    assert!(
+        out.contains("pending    main/s2/1  command sh -c echo ran")
+            && out.contains("pending    main/s2/2  POST https://hooks.example.invalid/x")
+            && out.contains("held on this box: it runs `sh -c")
+            && out.contains("ahead of this box's branch"),
+        "{}",
+        listed.explain()
+    );
+    let json = t.steps(&["--json", "effects"]).ok().json();
+    let rows = json["data"]["effects"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 2, "{json}");
+    assert!(
+        rows[0]["held"]
+            .as_str()
+            .unwrap()
+            .contains("steps.effectCommand"),
+        "{json}"
+    );
+    assert_eq!(
+        json["data"]["head"],
+        attacker.head().unwrap().as_str(),
+        "{json}"
+    );
+
+    let dry = t.steps(&["--json", "resume", "--dry-run"]).ok();
+    assert!(
+        dry.stderr()
+            .contains("would deliver effect main/s2/1 first (command sh -c echo ran")
+            && dry.stderr().contains("held: it runs `sh -c"),
+        "{}",
+        dry.explain()
+    );
+    assert_eq!(
+        dry.json()["data"]["effects_pending"],
+        json!(["main/s2/1", "main/s2/2"]),
+        "{}",
+        dry.explain()
+    );
+    assert_eq!(dry.json()["data"]["reconcile"]["action"], "fast-forward");
+    assert!(!marker.exists(), "an audit ran the command");
+    assert_eq!(t.head(), before, "an audit moved the branch");
+    assert!(!t.path("b.txt").exists(), "an audit wrote the worktree");
+    t.git(&["diff", "--quiet", "HEAD"]).ok();
+}
+
 /// A box's own plan is its authority: the same command in the plan this
 /// box applies runs there, and on a fresh clone given the same plan.
 #[test]
@@ -225,7 +302,8 @@ fn recorded_outcomes(t: &TestRepo, bare: &std::path::Path) -> String {
 
 /// Item 4: an outcome on the remote records the status, never the
 /// answer's body (a 401 that echoes the token it was sent) nor a command's
-/// output; this box's own error shows them.
+/// output; this box's own error shows them only with `-v` (whoever
+/// called, an agent, gets neither unasked).
 #[test]
 fn an_answer_body_or_a_commands_output_is_never_recorded() {
     let r = Receiver::start();
@@ -255,8 +333,19 @@ fn an_answer_body_or_a_commands_output_is_never_recorded() {
         )
         .code_is(1);
     assert!(
+        !e.stderr().contains("tok-SECRET-1") && e.stderr().contains("`-v` shows it"),
+        "not returned to the caller unasked: {}",
+        e.stderr()
+    );
+    let e = t
+        .steps_env(
+            &["-v", "apply", p.to_str().unwrap()],
+            &[("HOOK_TOKEN", "tok-SECRET-1")],
+        )
+        .code_is(1);
+    assert!(
         e.stderr().contains("tok-SECRET-1"),
-        "shown here: {}",
+        "shown here with -v: {}",
         e.stderr()
     );
     let outcomes = recorded_outcomes(&t, &bare);
@@ -274,6 +363,13 @@ fn an_answer_body_or_a_commands_output_is_never_recorded() {
     let e = t
         .steps_env(
             &["apply", p.to_str().unwrap()],
+            &[("PRINTED", "out-SECRET-2")],
+        )
+        .code_is(1);
+    assert!(!e.stderr().contains("out-SECRET-2"), "{}", e.stderr());
+    let e = t
+        .steps_env(
+            &["-v", "apply", p.to_str().unwrap()],
             &[("PRINTED", "out-SECRET-2")],
         )
         .code_is(1);
@@ -379,4 +475,186 @@ fn a_request_to_a_private_address_needs_a_local_opt_in() {
         resumed.explain()
     );
     assert!(r.deliveries().iter().all(|d| d.path != "/internal"));
+}
+
+/// Item 8: with a proxy in the environment (`http_proxy`, `https_proxy`)
+/// or in local config (`remote.<name>.proxy`, `http.proxy`), pushes,
+/// reads and effects go through it, as git's own push does: plain http in
+/// absolute form, https as a CONNECT tunnel; `no_proxy` names what goes
+/// direct, an empty `http.proxy` none at all.
+#[test]
+fn pushes_reads_and_effects_go_through_the_proxy_git_would_use() {
+    use crate::forward_proxy::ForwardProxy;
+    use crate::servers::Kind;
+    let r = Receiver::start();
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
+    let proxy = ForwardProxy::start(None);
+    let authority = server
+        .url()
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let step = |id: &str, path: &str| {
+        line(
+            json!({"id": id, "files": {format!("{id}.txt"): format!("{id}\n")},
+                    "effects": [{"http": {"method": "POST", "url": r.url(path)}}]}),
+        )
+    };
+    let p1 = t.plan("p1.jsonl", &[step("s1", "/one")]);
+    let env = [("http_proxy", proxy.url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    t.steps_env(&["apply", p1.to_str().unwrap()], &env).ok();
+    assert_eq!(server.step_ids(), ["s1"]);
+    let seen = proxy.seen();
+    // (The proxy logs a connection's first request: the push's POSTs
+    // follow on the same kept connection.)
+    assert!(
+        seen.iter().any(|s| s.starts_with(&format!(
+            "GET http://{authority}/git/remote.git/info/refs?service=git-receive-pack"
+        ))),
+        "the push went through the proxy: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|s| *s == format!("POST {}", r.url("/one"))),
+        "the effect went through the proxy: {seen:?}"
+    );
+    assert_eq!(r.counts().get("main/s1/1"), Some(&1));
+
+    // no_proxy names the host: everything goes direct.
+    let before = proxy.seen().len();
+    let p2 = t.plan("p2.jsonl", &[step("s1", "/one"), step("s2", "/two")]);
+    let mut direct = env.clone();
+    direct.push(("no_proxy", "localhost,127.0.0.1"));
+    t.steps_env(&["apply", p2.to_str().unwrap()], &direct).ok();
+    assert_eq!(server.step_ids(), ["s1", "s2"]);
+    assert_eq!(proxy.seen().len(), before, "{:?}", proxy.seen());
+    assert_eq!(r.counts().get("main/s2/1"), Some(&1));
+
+    // Local config: remote.origin.proxy for the remote, http.proxy for the
+    // effect; no environment at all.
+    t.git(&["config", "remote.origin.proxy", &proxy.url()]).ok();
+    t.git(&["config", "http.proxy", &proxy.url()]).ok();
+    let p3 = t.plan(
+        "p3.jsonl",
+        &[step("s1", "/one"), step("s2", "/two"), step("s3", "/three")],
+    );
+    t.steps(&["apply", p3.to_str().unwrap()]).ok();
+    let seen = proxy.seen()[before..].to_vec();
+    assert!(
+        seen.iter()
+            .any(|s| s.starts_with(&format!("GET http://{authority}/")))
+            && seen
+                .iter()
+                .any(|s| *s == format!("POST {}", r.url("/three"))),
+        "{seen:?}"
+    );
+    // An empty http.proxy (git: no proxy at all) for the effect.
+    t.git(&["config", "http.proxy", ""]).ok();
+    let before = proxy.seen().len();
+    let p4 = t.plan(
+        "p4.jsonl",
+        &[
+            step("s1", "/one"),
+            step("s2", "/two"),
+            step("s3", "/three"),
+            step("s4", "/four"),
+        ],
+    );
+    t.steps(&["apply", p4.to_str().unwrap()]).ok();
+    assert!(
+        !proxy.seen()[before..].iter().any(|s| s.contains("/four")),
+        "{:?}",
+        proxy.seen()
+    );
+    assert_eq!(r.counts().get("main/s4/1"), Some(&1));
+    assert_eq!(server.step_ids(), ["s1", "s2", "s3", "s4"]);
+}
+
+/// Item 8 over TLS: https goes through a CONNECT tunnel to the server
+/// (the certificate still checked against the server's name), with the
+/// proxy's credentials from its URL; a proxy that wants credentials and
+/// gets none stops the push, naming the proxy, and nothing lands.
+#[test]
+fn https_goes_through_a_connect_tunnel_with_the_proxys_credentials() {
+    use crate::forward_proxy::ForwardProxy;
+    use crate::servers::Kind;
+    let (t, server) = TestRepo::with_server(Kind::Https, "libgit2");
+    let ca = server.root.join("ca.pem");
+    // alice:s3cret
+    let proxy = ForwardProxy::start(Some("Basic YWxpY2U6czNjcmV0"));
+    let authority = server
+        .url()
+        .trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let plan = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"}}))],
+    );
+    let bare_proxy = proxy.url();
+    let refused = t.steps_env(
+        &["apply", plan.to_str().unwrap()],
+        &[
+            ("GIT_SSL_CAINFO", ca.to_str().unwrap()),
+            ("https_proxy", &bare_proxy),
+        ],
+    );
+    assert_ne!(refused.code(), Some(0), "{}", refused.explain());
+    // (Named by this client, or by git's, which a read this client
+    // cannot make is handed to.)
+    assert!(refused.stderr().contains("407"), "{}", refused.explain());
+    assert!(
+        server.step_ids().is_empty(),
+        "nothing went around the proxy"
+    );
+    let with_auth = format!("http://alice:s3cret@127.0.0.1:{}", proxy.port);
+    let ok = t
+        .steps_env(
+            &["apply", plan.to_str().unwrap()],
+            &[
+                ("GIT_SSL_CAINFO", ca.to_str().unwrap()),
+                ("HTTPS_PROXY", &with_auth),
+            ],
+        )
+        .ok();
+    assert!(!ok.stderr().contains("s3cret"), "{}", ok.explain());
+    assert_eq!(server.step_ids(), ["s1"]);
+    assert!(
+        proxy
+            .seen()
+            .iter()
+            .any(|s| *s == format!("CONNECT {authority}")),
+        "{:?}",
+        proxy.seen()
+    );
+}
+
+/// Item 8: a proxy this client does not speak (socks5) is never gone
+/// around: the remote goes to git's own transport, which speaks it; here
+/// nothing listens there, so the push fails and nothing lands.
+#[test]
+fn a_proxy_this_client_does_not_speak_is_never_gone_around() {
+    use crate::servers::Kind;
+    let (t, server) = TestRepo::with_server(Kind::Http, "libgit2");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let plan = t.plan(
+        "p.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"}}))],
+    );
+    let socks = format!("socks5://127.0.0.1:{port}");
+    let r = t.steps_env(
+        &["apply", plan.to_str().unwrap()],
+        &[("http_proxy", &socks)],
+    );
+    assert_ne!(r.code(), Some(0), "{}", r.explain());
+    assert!(server.step_ids().is_empty(), "{}", r.explain());
+    // The same run without it lands.
+    t.steps(&["apply", plan.to_str().unwrap()]).ok();
+    assert_eq!(server.step_ids(), ["s1"]);
 }

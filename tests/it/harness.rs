@@ -71,6 +71,19 @@ pub fn fixture(name: &str) -> PathBuf {
 
 /// Environment shared by git and git-steps in tests.
 pub fn hermetic(cmd: &mut Command, home: &Path) {
+    // A proxy of the machine's is not the suite's: tests that use one set it.
+    for k in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+    ] {
+        cmd.env_remove(k);
+    }
     cmd.env_remove("GIT_STEPS_CRASH")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")

@@ -9,6 +9,7 @@ mod effects;
 mod faults;
 mod first_hour;
 mod formats;
+mod forward_proxy;
 mod harness;
 mod hooks;
 mod hostile;

@@ -44,6 +44,11 @@ pub struct EffectRow {
     /// What `undo` would dispatch for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compensate: Option<String>,
+    /// Pending or failed, and not to be delivered from this box: why (the
+    /// step came from the history and local config does not allow its
+    /// command, a secret unbound, a private address, `steps.effects`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// `effects`.
@@ -51,6 +56,12 @@ pub struct EffectRow {
 pub struct EffectsReport {
     pub run: String,
     pub branch: String,
+    /// The commit whose steps are listed: the head the next `resume` stands
+    /// on (the durable head when it is ahead of this box's branch: a step
+    /// someone pushed is listed before anything runs it).
+    pub head: Option<String>,
+    /// Which head that is, in words.
+    pub head_from: String,
     /// Where the outcomes were read: `durable` (fetched just now, or the
     /// local repository is durable) or `local copy` (the remote could not be
     /// asked).
@@ -131,7 +142,7 @@ pub(super) fn status(
 /// outcomes are fetched from the durable domain when it can be asked
 /// (`fetch`), else read from this box's copy.
 pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsReport> {
-    let head = repo.refname_to_id(&s.refname()).ok();
+    let (head, head_from) = listed_head(repo, s, fetch)?;
     let ledger = ledger::scan(repo, head, &s.run)?;
     let (recorded, from) = read_outcomes(repo, s, fetch)?;
     let mut rows = Vec::new();
@@ -144,6 +155,19 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
             let k = key(&s.run, &e.id, n);
             let effect = effects.get(n - 1);
             let latest = recorded.of(&k, e.commit);
+            let open = latest.is_none_or(|o| o.status == outcomes::Status::Failed);
+            let held = match effect {
+                Some(f) if open => crate::run::authority::refusal(repo, s, &e.decision, &f.action)
+                    .or_else(|| {
+                        (!s.config.effects.allows(&f.action)).then(|| {
+                            format!(
+                                "this box delivers no such effect (steps.effects={})",
+                                s.config.effects.as_str()
+                            )
+                        })
+                    }),
+                _ => None,
+            };
             rows.push(EffectRow {
                 key: k.clone(),
                 step: e.id.clone(),
@@ -160,6 +184,7 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
                 compensate: effect
                     .and_then(|f| f.compensate.as_ref())
                     .map(|c| c.describe()),
+                held,
             });
         }
     }
@@ -167,6 +192,8 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
     Ok(EffectsReport {
         run: s.run.clone(),
         branch: s.branch.clone(),
+        head: head.map(|h| h.to_string()),
+        head_from,
         outcomes_from: from,
         pending: count("pending"),
         delivered: count("delivered"),
@@ -174,6 +201,57 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
         abandoned: count("abandoned"),
         problems: stray(&recorded, &ledger, &s.run),
         effects: rows,
+    })
+}
+
+/// The head whose effects `effects` lists, and which head it is: the one
+/// the next run stands on. The durable branch is fetched (`fetch`; into
+/// refs/steps/remote/<branch>, never this box's branch or worktree), else
+/// this box's last copy of it is read. When this box's branch and the
+/// durable head have diverged, the durable head is listed: it is what the
+/// remote holds and what a fresh clone would deliver.
+fn listed_head(repo: &Repository, s: &Settings, fetch: bool) -> Result<(Option<Oid>, String)> {
+    let local = repo.refname_to_id(&s.refname()).ok();
+    let Some(remote) = &s.remote else {
+        return Ok((local, "this box's branch, the durable one".into()));
+    };
+    let tracking = crate::sync::remote::tracking_ref(&s.branch);
+    let (durable, copy) = if fetch {
+        match remote.fetch(repo, &s.refname(), &tracking) {
+            Ok(d) => (d, "the durable head"),
+            Err(e) => {
+                return Ok((
+                    local,
+                    format!("this box's branch (the remote could not be asked: {e})"),
+                ))
+            }
+        }
+    } else {
+        (
+            repo.refname_to_id(&tracking).ok(),
+            "this box's last copy of the durable head",
+        )
+    };
+    Ok(match (local, durable) {
+        (l, None) if fetch => (l, "this box's branch (the remote has no such branch yet)".into()),
+        (l, None) => (l, "this box's branch".into()),
+        (None, Some(d)) => (Some(d), copy.into()),
+        (Some(l), Some(d)) if l == d => (Some(d), copy.into()),
+        (Some(l), Some(d)) if repo.graph_descendant_of(l, d)? => (
+            Some(l),
+            format!("this box's branch, ahead of {copy} {}", short(d)),
+        ),
+        (Some(l), Some(d)) if repo.graph_descendant_of(d, l)? => (
+            Some(d),
+            format!("{copy}, ahead of this box's branch at {}", short(l)),
+        ),
+        (Some(l), Some(d)) => (
+            Some(d),
+            format!(
+                "{copy}; this box's branch at {} has diverged from it (`git steps resume` refuses until that is settled)",
+                short(l)
+            ),
+        ),
     })
 }
 

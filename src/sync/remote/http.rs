@@ -13,9 +13,12 @@
 //! Counters of connections and requests are kept for the benchmarks and
 //! `-v`.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufReader, ErrorKind, Read, Write};
 
+pub use super::framing::parse_response;
+use super::framing::{read_response, Exchange};
 use super::pace::Paced;
+use super::proxy::Proxy;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -133,6 +136,9 @@ pub struct Client {
     conn: Option<BufReader<Paced<Stream>>>,
     /// Connections this client opened.
     pub opened: usize,
+    /// The HTTP proxy requests go through ([`super::proxy`]): https is
+    /// tunnelled with `CONNECT`, http sent to it in absolute form.
+    proxy: Option<Proxy>,
 }
 
 impl Client {
@@ -174,15 +180,37 @@ impl Client {
             timeout,
             conn: None,
             opened: 0,
+            proxy: None,
         })
+    }
+
+    /// The same client, going through `proxy`.
+    pub fn via(mut self, proxy: Option<Proxy>) -> Client {
+        self.proxy = proxy;
+        self
     }
 
     fn connect(&mut self) -> Result<BufReader<Paced<Stream>>, Failure> {
         let Endpoint { host, port, .. } = &self.endpoint;
         let fail = |message: String, transient: bool| Failure::Connect { message, transient };
+        // Through a proxy, the connection is the proxy's.
+        let (host, port) = match &self.proxy {
+            Some(p) => (&p.host, &p.port),
+            None => (host, port),
+        };
+        let through = self
+            .proxy
+            .as_ref()
+            .map(|p| format!(" (the proxy {})", p.shown))
+            .unwrap_or_default();
         let addrs: Vec<_> = (host.as_str(), *port)
             .to_socket_addrs()
-            .map_err(|e| fail(format!("failed to resolve address for {host}: {e}"), true))?
+            .map_err(|e| {
+                fail(
+                    format!("failed to resolve address for {host}{through}: {e}"),
+                    true,
+                )
+            })?
             .collect();
         let mut last = None;
         let mut tcp = None;
@@ -198,7 +226,7 @@ impl Client {
         let tcp = tcp.ok_or_else(|| {
             fail(
                 format!(
-                    "failed to connect to {host}:{port}: {}",
+                    "failed to connect to {host}:{port}{through}: {}",
                     last.map_or("no address".to_string(), |e| e.to_string())
                 ),
                 true,
@@ -209,6 +237,11 @@ impl Client {
         let _ = tcp.set_nodelay(true);
         let _ = tcp.set_read_timeout(Some(self.timeout));
         let _ = tcp.set_write_timeout(Some(self.timeout));
+        let Endpoint { host, port, .. } = &self.endpoint;
+        let mut tcp = tcp;
+        if let (Some(p), Some(_)) = (&self.proxy, &self.tls) {
+            tunnel(&mut tcp, p, &self.endpoint.authority)?;
+        }
         let stream = match &self.tls {
             None => Stream::Plain(tcp),
             Some(c) => {
@@ -238,6 +271,13 @@ impl Client {
         sent: &mut dyn FnMut(),
     ) -> Result<Response, Failure> {
         let mut wire = Vec::with_capacity(512 + body.len());
+        // To a proxy, plain http goes in absolute form, with its
+        // credentials (https goes through the tunnel as it is).
+        let plain_proxy = self.proxy.as_ref().filter(|_| !self.endpoint.tls);
+        let target = match plain_proxy {
+            Some(_) => format!("http://{}{target}", self.endpoint.authority),
+            None => target.to_string(),
+        };
         write!(
             wire,
             "{method} {target} HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.0 (git-steps {})\r\n",
@@ -245,6 +285,9 @@ impl Client {
             env!("CARGO_PKG_VERSION")
         )
         .expect("writing to a Vec");
+        if let Some(auth) = plain_proxy.and_then(|p| p.authorization.as_ref()) {
+            write!(wire, "Proxy-Authorization: {auth}\r\n").expect("writing to a Vec");
+        }
         for (k, v) in headers {
             write!(wire, "{k}: {v}\r\n").expect("writing to a Vec");
         }
@@ -306,6 +349,71 @@ impl Client {
     }
 }
 
+/// Open a `CONNECT` tunnel to `authority` through the proxy `tcp` is
+/// connected to. Its answer's head is read byte by byte: nothing of what
+/// follows (the server's TLS) is taken from the socket.
+fn tunnel(tcp: &mut TcpStream, p: &Proxy, authority: &str) -> Result<(), Failure> {
+    let fail = |message: String, transient: bool| Failure::Connect { message, transient };
+    let mut ask = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if let Some(auth) = &p.authorization {
+        ask.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
+    }
+    ask.push_str("\r\n");
+    tcp.write_all(ask.as_bytes())
+        .map_err(|e| fail(format!("the proxy {} broke off: {e}", p.shown), true))?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tcp.read(&mut byte) {
+            Ok(1) if head.len() < 16 * 1024 => head.push(byte[0]),
+            Ok(1) => {
+                return Err(fail(
+                    format!("the proxy {}'s answer to CONNECT has no end", p.shown),
+                    false,
+                ))
+            }
+            Ok(_) => {
+                return Err(fail(
+                    format!(
+                        "the proxy {} closed the connection before it answered CONNECT",
+                        p.shown
+                    ),
+                    true,
+                ))
+            }
+            Err(e) => {
+                return Err(fail(
+                    format!("the proxy {} did not answer CONNECT: {e}", p.shown),
+                    true,
+                ))
+            }
+        }
+    }
+    let line = String::from_utf8_lossy(&head);
+    let line = line.lines().next().unwrap_or_default();
+    let status = line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .unwrap_or(0);
+    if (200..300).contains(&status) {
+        return Ok(());
+    }
+    let why = if status == 407 {
+        " (it wants credentials: give them in the proxy's URL)"
+    } else {
+        ""
+    };
+    Err(fail(
+        format!(
+            "the proxy {} refused to connect to {authority}: {}{why}",
+            p.shown,
+            line.trim()
+        ),
+        status >= 500,
+    ))
+}
+
 /// Whether a kept connection is still open and quiet: nothing to read
 /// (a server that closed it sends EOF; one that talks out of turn is not
 /// trusted with the next request).
@@ -325,264 +433,10 @@ fn idle_and_open(conn: &mut BufReader<Paced<Stream>>) -> bool {
     tcp.set_nonblocking(false).is_ok() && quiet
 }
 
-/// The outcome of one try of a request that failed.
-enum Exchange {
-    /// Not one byte of an answer came back, and the connection was a kept
-    /// one the server may have closed while idle.
-    Silent(String),
-    Failed(Failure),
-}
-
-impl Exchange {
-    fn into_failure(self) -> Failure {
-        match self {
-            Exchange::Silent(m) => Failure::Broken(m),
-            Exchange::Failed(f) => f,
-        }
-    }
-}
-
-fn io_failure(what: &str, e: std::io::Error) -> Exchange {
-    // (The low-speed rule's own words, else the kernel's timeout.)
-    let how = if e.get_ref().is_none()
-        && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
-    {
-        "timed out".to_string()
-    } else {
-        e.to_string()
-    };
-    Exchange::Failed(Failure::Broken(format!("{what}: {how}")))
-}
-
-/// Most of a response head a server may send.
-const MAX_HEAD: usize = 64 * 1024;
-/// Most of a response body (a ref advertisement of a large repository, a
-/// push's report): anything larger is not an answer git-steps asked for.
-const MAX_BODY: usize = 64 * 1024 * 1024;
-
-/// Read one response; true when the connection may serve the next request.
-/// Interim answers (`100 Continue`, `103 Early Hints`) are skipped.
-fn read_response(conn: &mut BufReader<Paced<Stream>>) -> Result<(Response, bool), Exchange> {
-    for _ in 0..8 {
-        let (resp, keep) = read_one(conn)?;
-        if !(100..200).contains(&resp.status) || resp.status == 101 {
-            return Ok((resp, keep));
-        }
-    }
-    Err(broken("the server sent interim answers and no final one"))
-}
-
-fn read_one(conn: &mut BufReader<Paced<Stream>>) -> Result<(Response, bool), Exchange> {
-    // The head: up to the empty line, at most MAX_HEAD bytes.
-    let mut head = Vec::new();
-    loop {
-        let before = head.len();
-        let limit = (MAX_HEAD + 1 - head.len()) as u64;
-        let n = match conn.by_ref().take(limit).read_until(b'\n', &mut head) {
-            Ok(n) => n,
-            Err(e) if before == 0 && e.kind() == ErrorKind::ConnectionReset => {
-                return Err(Exchange::Silent(format!("the connection was reset: {e}")))
-            }
-            Err(e) => return Err(io_failure("reading the answer failed", e)),
-        };
-        if n == 0 {
-            return Err(if head.is_empty() {
-                Exchange::Silent("the server closed the connection without an answer".into())
-            } else {
-                Exchange::Failed(Failure::Broken(
-                    "the server closed the connection in the middle of its answer".into(),
-                ))
-            });
-        }
-        if head.len() > MAX_HEAD {
-            return Err(broken("the answer's head is too long"));
-        }
-        if !head.ends_with(b"\n") {
-            return Err(broken(
-                "the server closed the connection in the middle of its answer",
-            ));
-        }
-        let line = &head[before..];
-        if line == b"\r\n" || line == b"\n" {
-            break;
-        }
-    }
-    let mut hdrs = [httparse::EMPTY_HEADER; 128];
-    let mut parsed = httparse::Response::new(&mut hdrs);
-    match parsed.parse(&head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        _ => return Err(broken("the server's answer is not HTTP")),
-    }
-    let status = parsed.code.unwrap_or(0);
-    let reason = parsed.reason.unwrap_or_default().to_string();
-    let http10 = parsed.version == Some(0);
-    let headers: Vec<(String, String)> = parsed
-        .headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_string(),
-                String::from_utf8_lossy(h.value).trim().to_string(),
-            )
-        })
-        .collect();
-    let get = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    };
-    let close = match get("Connection") {
-        Some(v) if v.eq_ignore_ascii_case("close") => true,
-        Some(v) if v.eq_ignore_ascii_case("keep-alive") => false,
-        _ => http10,
-    };
-    // RFC 9112, 6.3: a message with both is a smuggling attempt, an
-    // error; a response whose last coding is not chunked runs to the
-    // close; several Content-Length values must agree, and are digits.
-    let all = |name: &str| -> Vec<&str> {
-        headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .flat_map(|(_, v)| v.split(','))
-            .map(str::trim)
-            .collect()
-    };
-    let codings = all("Transfer-Encoding");
-    let lengths = all("Content-Length");
-    if !codings.is_empty() && !lengths.is_empty() {
-        return Err(broken(
-            "the answer has both Transfer-Encoding and Content-Length (RFC 9112: an error)",
-        ));
-    }
-    let chunked = codings
-        .last()
-        .is_some_and(|c| c.eq_ignore_ascii_case("chunked"));
-    let to_close = !codings.is_empty() && !chunked;
-    let length = match lengths.first() {
-        None => None,
-        Some(first) => {
-            if lengths.iter().any(|l| l != first) {
-                return Err(broken("the answer's Content-Length values disagree"));
-            }
-            Some(
-                if !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()) {
-                    first.parse::<usize>()
-                } else {
-                    "not a number".parse::<usize>()
-                },
-            )
-        }
-    };
-    let mut body = Vec::new();
-    let keep = if chunked {
-        read_chunked(conn, &mut body)?;
-        !close
-    } else if to_close {
-        read_to_close(conn, &mut body)?;
-        false
-    } else if let Some(len) = length {
-        let len = len.map_err(|_| broken("the answer's Content-Length is not a number"))?;
-        if len > MAX_BODY {
-            return Err(broken("the answer is too large"));
-        }
-        body.resize(len, 0);
-        conn.read_exact(&mut body)
-            .map_err(|e| io_failure("the answer broke off", e))?;
-        !close
-    } else if status == 204 || status == 304 || (100..200).contains(&status) {
-        !close
-    } else {
-        // To the end of the connection.
-        read_to_close(conn, &mut body)?;
-        false
-    };
-    Ok((
-        Response {
-            status,
-            reason,
-            headers,
-            body,
-        },
-        keep,
-    ))
-}
-
-/// A body that runs to the connection's close, at most [`MAX_BODY`].
-fn read_to_close(conn: &mut BufReader<Paced<Stream>>, body: &mut Vec<u8>) -> Result<(), Exchange> {
-    conn.take(MAX_BODY as u64 + 1)
-        .read_to_end(body)
-        .map_err(|e| io_failure("the answer broke off", e))?;
-    if body.len() > MAX_BODY {
-        return Err(broken("the answer is too large"));
-    }
-    Ok(())
-}
-
-fn broken(what: &str) -> Exchange {
-    Exchange::Failed(Failure::Broken(what.to_string()))
-}
-
-/// A chunked body, trailers skipped.
-fn read_chunked(conn: &mut BufReader<Paced<Stream>>, body: &mut Vec<u8>) -> Result<(), Exchange> {
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = conn
-            .by_ref()
-            .take(1024)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_failure("the answer broke off", e))?;
-        if n == 0 || !line.ends_with(b"\n") {
-            return Err(broken("the answer broke off in a chunk's size"));
-        }
-        let text = String::from_utf8_lossy(&line);
-        let size = text.trim().split(';').next().unwrap_or_default().trim();
-        let size = Some(size)
-            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()))
-            .and_then(|s| usize::from_str_radix(s, 16).ok())
-            .ok_or_else(|| broken("a chunk's size is not hexadecimal"))?;
-        if size == 0 {
-            // Trailers, up to the empty line (bounded as a head is).
-            let mut trailers = 0usize;
-            loop {
-                line.clear();
-                let n = conn
-                    .by_ref()
-                    .take(MAX_HEAD as u64)
-                    .read_until(b'\n', &mut line)
-                    .map_err(|e| io_failure("the answer broke off", e))?;
-                if n == 0 {
-                    return Err(broken("the answer broke off after its last chunk"));
-                }
-                if line == b"\r\n" || line == b"\n" {
-                    return Ok(());
-                }
-                trailers += n;
-                if trailers > MAX_HEAD || !line.ends_with(b"\n") {
-                    return Err(broken("the answer's trailers are too long"));
-                }
-            }
-        }
-        if body.len().checked_add(size).is_none_or(|n| n > MAX_BODY) {
-            return Err(broken("the answer is too large"));
-        }
-        let at = body.len();
-        body.resize(at + size, 0);
-        conn.read_exact(&mut body[at..])
-            .map_err(|e| io_failure("the answer broke off", e))?;
-        let mut crlf = [0u8; 2];
-        conn.read_exact(&mut crlf)
-            .map_err(|e| io_failure("the answer broke off", e))?;
-        if &crlf != b"\r\n" {
-            return Err(broken("a chunk does not end with CRLF"));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::BufRead;
     use std::net::TcpListener;
 
     /// A server on 127.0.0.1 that answers each connection with `answers`

@@ -208,6 +208,23 @@ pub(super) fn libgit2_remote<'r>(
     })
 }
 
+impl Remote {
+    /// Whether git would reach this remote (its push URL with `push`)
+    /// through a proxy ([`super::proxy`]): libgit2's own HTTP, which takes
+    /// no proxy here, is then never used; git's transport is, as git
+    /// itself would go.
+    pub(super) fn proxied(&self, repo: &Repository, push: bool) -> bool {
+        let Ok(remote) = libgit2_remote(repo, &self.spec, push) else {
+            return false;
+        };
+        let Some(url) = remote.url().ok().and_then(|u| url::Url::parse(u).ok()) else {
+            return false;
+        };
+        matches!(url.scheme(), "http" | "https")
+            && super::proxy::for_remote(repo, &self.spec, &url) != super::proxy::Route::Direct
+    }
+}
+
 /// The id a remote advertised for `refname`.
 fn advertised(heads: &[git2::RemoteHead<'_>], refname: &str) -> Option<Oid> {
     heads.iter().find(|h| h.name() == refname).map(|h| h.oid())

@@ -16,13 +16,17 @@ use crate::error::{Error, Result};
 use crate::git::short;
 
 mod cli;
+mod framing;
 pub mod http;
 mod libgit2;
 mod local;
 mod pace;
+pub mod proxy;
 pub mod relay;
 mod settle;
 mod smart;
+#[doc(hidden)]
+pub use smart::wire_fuzzing;
 mod ssh_share;
 
 pub use smart::counts as http_counts;
@@ -174,6 +178,7 @@ impl Remote {
         retrying(|| match self.transport {
             Transport::Libgit2 => match self.head_smart(repo, refname) {
                 Some(r) => r,
+                None if self.proxied(repo, false) => self.head_git(repo, refname),
                 None => self.head_libgit2(repo, refname),
             },
             Transport::Git => self.head_git(repo, refname),
@@ -194,6 +199,7 @@ impl Remote {
             Transport::Libgit2 if !repo.is_shallow() => match self.fetch_smart(repo, refname, into)
             {
                 Some(r) => r,
+                None if self.proxied(repo, false) => self.fetch_git(repo, refname, into),
                 None => self.fetch_libgit2(repo, refname, into, None),
             },
             Transport::Libgit2 | Transport::Git => self.fetch_git(repo, refname, into),
@@ -234,7 +240,8 @@ impl Remote {
             }
             return self.fetch(repo, refname, into);
         }
-        if self.transport == Transport::Libgit2 && !repo.is_shallow() {
+        if self.transport == Transport::Libgit2 && !repo.is_shallow() && !self.proxied(repo, false)
+        {
             let got = match self.fetch_libgit2(repo, refname, into, Some(max_bytes)) {
                 Ok(got) => got,
                 // Stopped by the bound (or failed): no cache.
@@ -405,6 +412,7 @@ impl Remote {
                     let pushed = match self.transport {
                         Transport::Libgit2 => match self.push_smart(repo, update) {
                             Some(r) => r,
+                            None if self.proxied(repo, true) => self.push_git(repo, update),
                             None => self.push_libgit2(repo, update),
                         },
                         Transport::Git => self.push_git(repo, update),

@@ -30,6 +30,8 @@ use wire::{pack, parse_advertisement, pkt_line, read_report, Report};
 
 mod wire;
 use crate::error::{Error, Result};
+#[doc(hidden)]
+pub use wire::fuzzing as wire_fuzzing;
 
 /// A server, as the last advertisement showed it.
 struct Session {
@@ -69,7 +71,7 @@ impl Remote {
     ) -> Option<Result<(), PushError>> {
         let url = self.smart_url(repo)?;
         let mut sessions = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
-        let session = match session_for(&mut sessions, repo, &url) {
+        let session = match session_for(&mut sessions, repo, &url, &self.spec) {
             Ok(Some(s)) => s,
             Ok(None) => return None,
             Err(e) => return Some(Err(PushError::Failed(self.smart_error(e)))),
@@ -106,7 +108,7 @@ impl Remote {
         let mut sessions = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
         let known = sessions.iter().any(|(u, _)| *u == url);
         // A server this client cannot reach or read is libgit2's to report.
-        let session = session_for(&mut sessions, repo, &url).ok()??;
+        let session = session_for(&mut sessions, repo, &url, &self.spec).ok()??;
         if known && !session.fresh {
             match session.advertise(repo) {
                 Ok(()) => {}
@@ -203,6 +205,7 @@ fn session_for<'a>(
     sessions: &'a mut Vec<(String, Option<Session>)>,
     repo: &Repository,
     url: &str,
+    spec: &str,
 ) -> Result<Option<&'a mut Session>> {
     if let Some(i) = sessions.iter().position(|(u, _)| u == url) {
         return Ok(sessions[i].1.as_mut());
@@ -212,13 +215,24 @@ fn session_for<'a>(
         sessions.push((url.to_string(), None));
         return Ok(None);
     };
+    // Through the proxy git would use; one this client does not speak is
+    // git's own transport's (see `Remote::proxied`).
+    let proxy = match super::proxy::for_remote(repo, spec, &parsed) {
+        super::proxy::Route::Direct => None,
+        super::proxy::Route::Via(p) => Some(p),
+        super::proxy::Route::Unsupported(_) => {
+            sessions.push((url.to_string(), None));
+            return Ok(None);
+        }
+    };
     crate::git::load_system_certs(repo);
     let client = Client::new(
         endpoint,
         crate::git::ca_locations(repo),
         crate::keys::environment().net_timeout,
     )
-    .map_err(Error::local)?;
+    .map_err(Error::local)?
+    .via(proxy);
     // Credentials in the URL are sent when the server asks, as git sends
     // them: a user name alone goes to the credential helpers.
     let url_credentials = match (parsed.username(), parsed.password()) {
@@ -504,7 +518,7 @@ fn helper_credentials(repo: &Repository, url: &str) -> Option<(String, String)> 
 }
 
 /// `%XX` escapes of a URL's user information decoded.
-fn percent_decode(s: &str) -> String {
+pub(super) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -533,13 +547,9 @@ fn percent_decode(s: &str) -> String {
 /// it to is not guessed here), nor `http.*` given on git's command line
 /// (`git -c`, which libgit2 does not read either). When in doubt, libgit2.
 fn plain_http_config(repo: &Repository) -> bool {
+    // Proxies are this client's too ([`super::proxy`]); how to
+    // authenticate to one is not.
     let env = [
-        "http_proxy",
-        "HTTP_PROXY",
-        "https_proxy",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
         "GIT_SSL_NO_VERIFY",
         "GIT_SSL_CERT",
         "GIT_SSL_KEY",
@@ -565,16 +575,23 @@ fn plain_http_config(repo: &Repository) -> bool {
     let Ok(mut entries) = cfg.entries(Some(r"^(http|remote)\..*")) else {
         return false;
     };
-    let allowed = ["sslcainfo", "sslcapath", "postbuffer", "receivepack"];
+    let allowed = [
+        "sslcainfo",
+        "sslcapath",
+        "postbuffer",
+        "receivepack",
+        "proxy",
+    ];
     while let Some(entry) = entries.next() {
         let Ok(e) = entry else { return false };
         let Ok(name) = e.name() else { return false };
         let name = name.to_ascii_lowercase();
         if let Some(rest) = name.strip_prefix("http.") {
-            if rest.contains('.') || !allowed.contains(&rest) {
+            let proxy_of_url = rest.contains('.') && rest.ends_with(".proxy");
+            if !proxy_of_url && (rest.contains('.') || !allowed.contains(&rest)) {
                 return false;
             }
-        } else if name.ends_with(".proxy") || name.ends_with(".proxyauthmethod") {
+        } else if name.ends_with(".proxyauthmethod") {
             return false;
         }
     }

@@ -164,6 +164,29 @@ pub(super) fn read_report(body: &[u8], side_band: bool) -> std::result::Result<R
     })
 }
 
+/// The readers of what a receive-pack server sends, for the fuzz targets:
+/// a ref advertisement (its capabilities and refs) and a push's report
+/// (its `unpack` status and each ref's `ng` reason).
+#[doc(hidden)]
+pub mod fuzzing {
+    pub type Refs = Vec<(String, git2::Oid)>;
+    /// Each ref of a report, and its `ng` reason.
+    pub type Reported = Vec<(String, Option<String>)>;
+
+    pub fn advertisement(body: &[u8]) -> Result<(Vec<String>, Refs), String> {
+        super::parse_advertisement(body)
+    }
+
+    pub fn report(body: &[u8], side_band: bool) -> Result<(String, Reported), String> {
+        super::read_report(body, side_band).map(|r| (r.unpack, r.refs))
+    }
+
+    /// One pkt-line, as the server writes it.
+    pub fn pkt_line(out: &mut Vec<u8>, data: &[u8]) {
+        super::pkt_line(out, data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

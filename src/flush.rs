@@ -207,7 +207,7 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
                     if shallow.contains(hex.as_str()) || !path.exists() {
                         continue;
                     }
-                    let lacks = inflate(path)
+                    let lacks = crate::git::loose::inflate(path)
                         .map(|raw| referents(&raw))
                         .unwrap_or_default()
                         .into_iter()
@@ -333,36 +333,13 @@ pub fn loose_is_whole(path: &Path, hex: &str) -> bool {
     let fresh = std::fs::metadata(path)
         .and_then(|m| m.created())
         .is_ok_and(|born| born >= started());
-    fresh || object_is_whole(path, hex)
+    fresh || crate::git::loose::is_whole(path, hex)
 }
 
 /// Whether a loose object file was read and is not whole (a file that
 /// cannot be read — permissions, an I/O error — is not called torn).
 fn object_is_torn(path: &Path, hex: &str) -> bool {
-    std::fs::File::open(path).is_ok() && !object_is_whole(path, hex)
-}
-
-/// Whether a loose object file inflates whole to an object hashing to
-/// `hex` (SHA-1 repositories; another length is not checked).
-fn object_is_whole(path: &Path, hex: &str) -> bool {
-    use sha1::Digest;
-    let Some(inflated) = inflate(path) else {
-        return false;
-    };
-    if inflated.is_empty() {
-        // Over the bound: not checked (said in the guide).
-        return true;
-    }
-    // The header's size must match what follows it.
-    let Some(nul) = inflated.iter().position(|b| *b == 0) else {
-        return false;
-    };
-    let header = String::from_utf8_lossy(&inflated[..nul]);
-    let size_ok = header
-        .split_once(' ')
-        .and_then(|(_, n)| n.parse::<usize>().ok())
-        .is_some_and(|n| n == inflated.len() - nul - 1);
-    size_ok && crate::git::hex(&sha1::Sha1::digest(&inflated)) == hex
+    std::fs::File::open(path).is_ok() && !crate::git::loose::is_whole(path, hex)
 }
 
 /// The objects a loose object (inflated, header first) names: a commit's
@@ -409,36 +386,6 @@ fn referents(raw: &[u8]) -> Vec<git2::Oid> {
         }
     }
     out
-}
-
-/// A loose object file, inflated (None when it does not inflate whole).
-fn inflate(path: &Path) -> Option<Vec<u8>> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return None;
-    };
-    // libdeflate inflates whole streams only: grow the buffer until the
-    // object fits (a torn stream fails at any size).
-    let mut z = libdeflater::Decompressor::new();
-    let mut inflated = vec![0u8; (bytes.len() * 4).max(64)];
-    loop {
-        match z.zlib_decompress(&bytes, &mut inflated) {
-            Ok(n) => {
-                inflated.truncate(n);
-                break;
-            }
-            // Up to 1 GiB inflated (a crafted stream could ask for any
-            // size): a larger loose object is not checked, and stays.
-            Err(libdeflater::DecompressionError::InsufficientSpace)
-                if inflated.len() < (1 << 30) =>
-            {
-                let more = inflated.len() * 4;
-                inflated.resize(more, 0);
-            }
-            Err(libdeflater::DecompressionError::InsufficientSpace) => return Some(Vec::new()),
-            Err(_) => return None,
-        }
-    }
-    Some(inflated)
 }
 
 /// Every loose ref file under `dir` (named `prefix/...`).

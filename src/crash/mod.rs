@@ -91,6 +91,11 @@ pub const POINTS: &[Point] = &[
         scope: Scope::Step,
     },
     Point {
+        name: "update-noted",
+        state: "the worktree update that will follow the branch's move is noted (`.git/steps/updating`: from the previous head to the step commit), for the repair of one a crash cuts short; nothing is pushed and no ref moved",
+        scope: Scope::Step,
+    },
+    Point {
         name: "push-sent",
         state: "with a remote: the step's push is out and not answered: over smart HTTP its request (the compare-and-swap command and the pack) is sent in full, and the server may or may not have moved the branch; to a bare repository on this machine its objects are copied there and the branch's lock is taken, the branch not moved",
         scope: Scope::RemoteStep,

@@ -11,7 +11,8 @@
 //! Owns the objects this process wrote ([`written_here`]). Invariant: a
 //! loose object's name is the SHA-1 of its content (a linked file is
 //! whole: it was written and closed first), and an object already there
-//! is never replaced; nothing is flushed here (the
+//! is never replaced unless it is not whole (its content does not inflate
+//! to an object hashing to its name); nothing is flushed here (the
 //! commit point's `syncfs` does, [`crate::flush`]). Objects over
 //! [`SMALL`], and repositories this writer does not take (`core.
 //! sharedRepository`, `GIT_OBJECT_DIRECTORY`, a SHA-256 repository), go
@@ -156,7 +157,18 @@ pub fn hash(kind: ObjectType, data: &[u8]) -> Result<Oid> {
 pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
     let dir = match objects_dir(repo) {
         Some(d) if data.len() <= SMALL => d,
-        _ => return Ok(repo.odb()?.write(kind, data)?),
+        Some(d) => {
+            // libgit2 takes any file at the object's name for the object
+            // (an empty one a power cut left included): one that is not
+            // whole goes first, and libgit2 writes it afresh.
+            let hex = hash(kind, data)?.to_string();
+            let target = d.join(&hex[..2]).join(&hex[2..]);
+            if target.exists() && !is_whole(&target, &hex) {
+                std::fs::remove_file(&target)?;
+            }
+            return Ok(repo.odb()?.write(kind, data)?);
+        }
+        None => return Ok(repo.odb()?.write(kind, data)?),
     };
     let id = hash(kind, data)?;
     let hex = id.to_string();
@@ -237,6 +249,15 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
                 super::fsync::named(&fan);
                 Ok(true)
             }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !is_whole(&target, &hex) => {
+                // Not the object (empty, cut short: what a power cut
+                // leaves, and git then calls "object file is empty"): this
+                // whole copy takes its place, in one rename.
+                std::fs::rename(&tmp, &target)?;
+                super::fsync::wrote(&target);
+                super::fsync::named(&fan);
+                Ok(true)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 // Perhaps left by a run a kill stopped before its flush:
                 // flushed with this step where syncfs does not flush.
@@ -262,6 +283,59 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
         remember(id, kind, data);
     }
     Ok(id)
+}
+
+/// Whether a loose object file inflates whole to an object hashing to
+/// `hex` (SHA-1 repositories; another length is not checked).
+pub fn is_whole(path: &Path, hex: &str) -> bool {
+    use sha1::Digest;
+    let Some(inflated) = inflate(path) else {
+        return false;
+    };
+    if inflated.is_empty() {
+        // Over the bound: not checked (said in the guide).
+        return true;
+    }
+    // The header's size must match what follows it.
+    let Some(nul) = inflated.iter().position(|b| *b == 0) else {
+        return false;
+    };
+    let header = String::from_utf8_lossy(&inflated[..nul]);
+    let size_ok = header
+        .split_once(' ')
+        .and_then(|(_, n)| n.parse::<usize>().ok())
+        .is_some_and(|n| n == inflated.len() - nul - 1);
+    size_ok && super::hex(&sha1::Sha1::digest(&inflated)) == hex
+}
+
+/// A loose object file, inflated (None when it does not inflate whole).
+pub fn inflate(path: &Path) -> Option<Vec<u8>> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return None;
+    };
+    // libdeflate inflates whole streams only: grow the buffer until the
+    // object fits (a torn stream fails at any size).
+    let mut z = libdeflater::Decompressor::new();
+    let mut inflated = vec![0u8; (bytes.len() * 4).max(64)];
+    loop {
+        match z.zlib_decompress(&bytes, &mut inflated) {
+            Ok(n) => {
+                inflated.truncate(n);
+                break;
+            }
+            // Up to 1 GiB inflated (a crafted stream could ask for any
+            // size): a larger loose object is not checked, and stays.
+            Err(libdeflater::DecompressionError::InsufficientSpace)
+                if inflated.len() < (1 << 30) =>
+            {
+                let more = inflated.len() * 4;
+                inflated.resize(more, 0);
+            }
+            Err(libdeflater::DecompressionError::InsufficientSpace) => return Some(Vec::new()),
+            Err(_) => return None,
+        }
+    }
+    Some(inflated)
 }
 
 /// Serialise tree entries (name, raw mode, id) as git stores a tree: in

@@ -292,6 +292,10 @@ pub fn adopt(
         &[&parent],
     )?;
     crash::point("objects-written", &id);
+    // The evidence of the update that follows the branch's move, flushed
+    // with the push's commit point (or `move_ref`'s).
+    worktree::note_update(repo, local, commit)?;
+    crash::point("update-noted", &id);
     if let Some(remote) = &s.remote {
         remote
             .push(
@@ -324,6 +328,7 @@ pub fn adopt(
         commit,
     };
     worktree::update(repo, dest, &changes, &id)?;
+    worktree::settle_update(repo);
     drop(lock);
     Ok(report(
         "adopted",

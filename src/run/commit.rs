@@ -321,6 +321,20 @@ impl Session<'_> {
                 return Err(e);
             }
         }
+        if !self.opts.dry_run {
+            // The evidence that an update of this box follows the branch's
+            // move (for the repair of one a crash cuts short), written
+            // before the flush that makes the move durable: the push's
+            // commit point, or `move_ref`'s without a remote. (In place,
+            // the worktree is not updated: nothing to note.)
+            if self.worktree == Worktree::Follows {
+                if let Err(e) = worktree::note_update(repo, expected, commit) {
+                    self.discard_staged();
+                    return Err(Error::from(e));
+                }
+            }
+            crash::point("update-noted", &id);
+        }
         if let Some(remote) = &s.remote {
             // The commit point: the remote accepts the branch update.
             if let Err(e) = push_step(repo, s, remote, expected, commit, &id) {

@@ -100,6 +100,8 @@ impl Session<'_> {
         // The local writes, as after a push, in the same order and under
         // the same crash points; the step is not durable yet.
         let local = (|| {
+            worktree::note_update(repo, expected, commit)?;
+            crash::point("update-noted", &id);
             let _staged = worktree::prestage(repo, &changes)?;
             crash::point("worktree-staged", &id);
             // The step's objects durable before the local branch names
@@ -165,6 +167,7 @@ impl Session<'_> {
         let new = repo.find_commit(commit)?.tree()?;
         let old = repo.find_commit(before)?.tree()?;
         let back = crate::git::tree_changes(repo, Some(&new), Some(&old))?;
+        worktree::note_update(repo, Some(commit), before)?;
         let _staged = worktree::prestage(repo, &back)?;
         move_ref(
             repo,

@@ -513,6 +513,11 @@ impl<'r> Session<'r> {
     /// (the next run starts from here without reading the history again),
     /// and compute the fingerprints the run reports.
     pub fn finish(mut self) -> Result<Finished> {
+        if !self.opts.dry_run {
+            // The run's updates are done: their note goes once the index
+            // is durable (one flush for the run).
+            crate::workdir::worktree::settle_update(self.repo);
+        }
         let effects_pending = if self.effects.held || self.opts.dry_run {
             self.effects_pending()?
         } else {

@@ -512,6 +512,10 @@ fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Recon
                 move_ref()?;
                 crash::point("reconcile-ref", &step);
             } else {
+                // Noted, and flushed with the fetched objects, before the
+                // branch moves (the evidence of an update cut short).
+                worktree::note_update(repo, l, r)?;
+                crate::flush::repository(repo)?;
                 move_ref()?;
                 // The branch durable before the worktree moves past it.
                 crate::flush::repository(repo)?;

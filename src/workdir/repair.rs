@@ -3,7 +3,10 @@
 //! branch but before the worktree and index caught up.
 //!
 //! Owns the decision "is this dirty worktree explained by an interrupted
-//! update?". A path is explained when its index entry is not yet the
+//! update?". Only with evidence that one of this box's was cut short (its
+//! note, [`worktree::noted_update`], naming the branch's commit; a switch's
+//! marker; an index a power cut lost) is any path looked at, and then only
+//! the paths that update changes. A path is explained when its index entry is not yet the
 //! head's (an update writes the index last, in one write) and both its
 //! worktree file and its index entry hold a version the path had somewhere
 //! in the run (the branch head, a step, or the run's base) — exactly the
@@ -134,6 +137,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
     if dirty.is_empty() {
         if !dry_run {
             clear_switch_marker(repo, &s.run)?;
+            worktree::settle_update(repo);
         }
         return Ok(Repair::Clean);
     }
@@ -142,6 +146,33 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
         return Ok(Repair::Carried { paths: dirty });
     };
     let head_tree = repo.find_commit(head)?.tree()?;
+    // The evidence that an update of this box was cut short: its note
+    // naming the commit the branch is at (its paths: those it changes), or
+    // a switch to the run's branch that was. Without it, every change is
+    // the user's (a staged older version, a deletion, a revert), carried.
+    let noted = worktree::noted_update(repo, head);
+    let cut_short = switched_from.is_some() || noted.is_some();
+    let scope: Option<std::collections::HashSet<String>> = match noted {
+        Some(Some(from)) if switched_from.is_none() => Some(
+            crate::git::tree_changes(
+                repo,
+                Some(&repo.find_commit(from)?.tree()?),
+                Some(&head_tree),
+            )?
+            .into_iter()
+            .map(|c| c.path)
+            .collect(),
+        ),
+        _ => None,
+    };
+    if !cut_short && !index_missing {
+        if worktree::any_noted(repo) && !dry_run {
+            // A note of an update to another commit: one that never began
+            // (killed before the branch moved) or finished long ago.
+            worktree::settle_update(repo);
+        }
+        return Ok(Repair::Carried { paths: dirty });
+    }
     let index = repo.index()?;
     let sparse = index_missing
         && repo
@@ -197,8 +228,9 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
         // write: a path whose index entry is already the head's was not
         // left by an interrupted update, whatever its file holds. It is
         // the user's change (a deletion, an old version put back) and is
-        // carried along, never "repaired".
-        if idx == at_head {
+        // carried along, never "repaired"; so is a path the cut update
+        // does not change.
+        if idx == at_head || scope.as_ref().is_some_and(|paths| !paths.contains(p)) {
             carried.push(p.clone());
         } else if let (Some(found), true) = (disk_version, versions.contains(&idx)) {
             // The update replaces what was found on disk: a file changed

@@ -213,9 +213,10 @@ fn effects_are_recorded_with_their_step_delivered_once_and_audited_with_git() {
 }
 
 /// The points a step with effects passes with a local bare remote, in order.
-const POINTS: [&str; 13] = [
+const POINTS: [&str; 14] = [
     "before-write",
     "objects-written",
+    "update-noted",
     "push-sent",
     "pushed",
     "tracking-updated",

@@ -19,6 +19,7 @@ use crate::error::{Context, Error, Refusal, RefusalKind, Result};
 use crate::git::{Change, Entry, MODE_LINK};
 
 mod check;
+mod noted;
 mod place;
 mod settled;
 use place::{remove_if, write, Content};
@@ -27,6 +28,7 @@ pub use check::{
     attributes_differ, attributes_refusal, dirty_among, dirty_paths, dirty_refusal, disk_is,
     ensure_clean, ensure_unblocked, left_behind, on_disk, same, words,
 };
+pub use noted::{any_noted, note_update, noted_update, settle_update};
 pub use place::through_non_dir;
 
 pub fn workdir(repo: &Repository) -> Result<PathBuf> {

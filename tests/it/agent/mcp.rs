@@ -426,7 +426,7 @@ fn an_mcp_server_killed_mid_call_resumes_as_the_cli_does() {
                     && matches!(
                         point,
                         // At `push-sent` the bare remote's branch has not moved.
-                        "before-write" | "objects-written" | "push-sent"
+                        "before-write" | "objects-written" | "update-noted" | "push-sent"
                     ));
             assert_eq!(
                 r["status"],

@@ -20,9 +20,10 @@ mod undo;
 use crate::harness::*;
 
 /// The crash points every write of a step passes, in order (with a remote).
-const STEP_POINTS: [&str; 10] = [
+const STEP_POINTS: [&str; 11] = [
     "before-write",
     "objects-written",
+    "update-noted",
     "push-sent",
     "pushed",
     "tracking-updated",

@@ -167,7 +167,7 @@ fn a_record_killed_at_any_point_is_finished_by_the_same_command() {
         let durable_before = matches!(
             point,
             // At `push-sent` the bare remote's branch has not moved.
-            "before-write" | "objects-written" | "push-sent"
+            "before-write" | "objects-written" | "update-noted" | "push-sent"
         );
         assert_eq!(
             status,

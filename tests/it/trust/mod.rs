@@ -12,6 +12,7 @@
 //! the push is reported). The fixture they share lives here.
 
 mod edits_during_a_step;
+mod evidence;
 mod hostile_trees;
 mod large_files;
 mod locks_and_config;

@@ -35,6 +35,9 @@ use crate::git::{Change, Entry};
 use crate::settings::Settings;
 use crate::workdir::worktree;
 
+mod index;
+use index::{index_state, IndexState};
+
 /// What a mend did, for the user to be told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mended {
@@ -257,8 +260,37 @@ fn mend_index(repo: &Repository, s: &Settings, worktree_holds: bool) -> Result<O
     // A missing index is no tear (a cut cannot undo a rename over an
     // existing file): the repair finishes what a killed first step left.
     let path = repo.path().join("index");
-    if !path.exists() || index_is_whole(&path) {
+    if !path.exists() {
         return Ok(None);
+    }
+    // Only a git told to (`index.skipHash`, which `feature.manyFiles`
+    // sets) leaves the trailer zero; in any other repository a zero trailer
+    // is what a cut left.
+    let cfg = |key: &str| repo.config().and_then(|c| c.get_bool(key)).ok();
+    let skip_hash = cfg("index.skipHash")
+        .or_else(|| cfg("feature.manyFiles"))
+        .unwrap_or(false);
+    match index_state(&path, repo.workdir().unwrap_or(repo.path()), skip_hash) {
+        IndexState::Whole => return Ok(None),
+        IndexState::Unreadable => {
+            let on = |key: &str| repo.config().and_then(|c| c.get_bool(key)).unwrap_or(false);
+            let (what, how) = if on("index.sparse") {
+                ("a sparse index (`index.sparse=true`)", "`git sparse-checkout init --no-sparse-index` writes it in full (the sparse checkout itself stays)")
+            } else if on("core.splitIndex") {
+                ("a split index (`core.splitIndex=true`)", "`git config core.splitIndex false && git update-index --no-split-index` writes it whole")
+            } else {
+                (
+                    "in a format or with an extension libgit2 does not know",
+                    "`git update-index --index-version 3` rewrites it in a format both read",
+                )
+            };
+            return Err(Error::config(format!(
+                "the index {} is {what}, which git reads and libgit2 (under git-steps) cannot; it is not torn, and nothing was changed",
+                path.display()
+            ))
+            .with_hint(format!("{how}, then rerun the same command")));
+        }
+        IndexState::Torn => {}
     }
     let kept = keep(repo, &path, "index")?;
     crash::point("torn-kept", "index");
@@ -490,26 +522,6 @@ fn mend_branch(
         restored,
         from,
     }))
-}
-
-/// Whether the index file is whole, as `git fsck` checks it: the "DIRC"
-/// header and a trailing SHA-1 of everything before it (git itself reads a
-/// torn index without complaint, and so does libgit2 until it reaches the
-/// torn part). An all-zero trailer (`index.skipHash`) cannot be checked:
-/// then whole if libgit2 reads every entry.
-fn index_is_whole(path: &Path) -> bool {
-    use sha1::Digest;
-    let Ok(bytes) = std::fs::read(path) else {
-        return false;
-    };
-    if bytes.len() < 12 + 20 || &bytes[..4] != b"DIRC" {
-        return false;
-    }
-    let (body, trailer) = bytes.split_at(bytes.len() - 20);
-    if trailer.iter().all(|b| *b == 0) {
-        return git2::Index::open(path).is_ok_and(|i| i.iter().count() == i.len());
-    }
-    sha1::Sha1::digest(body).as_slice() == trailer
 }
 
 /// The last value the reflog of `refname` records whose commit is here.

@@ -1,0 +1,222 @@
+//! Issue 49: a repair acts only on evidence that git-steps itself left the
+//! state it repairs. Valid git states that git's own features make (a
+//! sparse or `feature.manyFiles` index, a staged older version or
+//! deletion, refs in forms git reads) are never "torn" or "interrupted";
+//! what git-steps cannot read is refused, named, with nothing changed.
+
+use crate::harness::*;
+use serde_json::json;
+
+/// A box with a base commit on `main` and a local run on `main`.
+fn a_box() -> TestRepo {
+    let t = TestRepo::new();
+    t.write("d1/a", "a\n");
+    t.write("d2/b", "b\n");
+    t.write("c.txt", "c\n");
+    t.commit_all("base");
+    t.steps(&["init", "--remote", "", "--branch", "main"]).ok();
+    t
+}
+
+fn rescues(t: &TestRepo) -> String {
+    t.git_out(&["for-each-ref", "refs/steps/rescue"])
+}
+
+/// Item 1: `feature.manyFiles` (index v4, `index.skipHash`: a zero
+/// trailer) is read as git reads it, run after run, the staged work kept;
+/// a sparse index, which libgit2 cannot read, is refused naming the
+/// setting and the command that writes it in full, the index untouched.
+#[test]
+fn a_many_files_or_sparse_index_is_never_torn() {
+    let t = a_box();
+    t.git(&["config", "feature.manyFiles", "true"]).ok();
+    t.git(&["update-index", "--index-version", "4"]).ok();
+    t.git(&["status", "--short"]).ok();
+    t.write("d1/a", "staged\n");
+    t.git(&["add", "d1/a"]).ok();
+    let trailer = std::fs::read(t.path(".git/index")).unwrap();
+    assert!(
+        trailer[trailer.len() - 20..].iter().all(|b| *b == 0),
+        "skipHash"
+    );
+    for (i, file) in ["x1", "x2"].iter().enumerate() {
+        let p = t.plan(
+            &format!("p{i}.jsonl"),
+            &[line(
+                json!({"id": format!("s{i}"), "files": {*file: "x\n"}}),
+            )],
+        );
+        let r = t.steps(&["apply", p.to_str().unwrap()]).ok();
+        assert!(!r.stderr().contains("torn"), "{}", r.explain());
+        // (git's own commands between runs rewrite the index)
+        t.git(&["status", "--short"]).ok();
+    }
+    assert_eq!(t.git_out(&["diff", "--cached", "--name-only"]), "d1/a");
+    assert_eq!(rescues(&t), "");
+
+    t.git(&["sparse-checkout", "init", "--cone", "--sparse-index"])
+        .ok();
+    t.git(&["sparse-checkout", "set", "d1"]).ok();
+    assert!(
+        t.git_out(&["ls-files", "--sparse", "-s"])
+            .contains("040000"),
+        "a sparse index"
+    );
+    let before = std::fs::read(t.path(".git/index")).unwrap();
+    let head = t.head();
+    let p = t.plan(
+        "p9.jsonl",
+        &[line(json!({"id": "s9", "files": {"d1/y": "y\n"}}))],
+    );
+    let r = t.steps(&["apply", p.to_str().unwrap()]).code_is(1);
+    assert!(
+        r.stderr().contains("a sparse index (`index.sparse=true`)")
+            && r.stderr().contains("it is not torn")
+            && r.stderr()
+                .contains("git sparse-checkout init --no-sparse-index"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(std::fs::read(t.path(".git/index")).unwrap(), before);
+    assert_eq!(t.head(), head);
+    assert_eq!(rescues(&t), "");
+    assert!(!t.path(".git/steps/torn").exists());
+    // The hint's command, then the same run: it lands, the staged work and
+    // the sparse checkout kept.
+    t.git(&["sparse-checkout", "init", "--no-sparse-index"])
+        .ok();
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert_eq!(t.git_out(&["diff", "--cached", "--name-only"]), "d1/a");
+    assert!(!t.path("d2/b").exists(), "the sparse checkout stays");
+    assert_eq!(t.git_out(&["status", "--short"]), "M  d1/a");
+    assert_eq!(rescues(&t), "");
+}
+
+/// Item 2: after steps s1 and s2, the user stages an older version
+/// (`git checkout HEAD~1 -- a.txt`, `git reset HEAD~1 -- …`, a `git revert
+/// --no-commit`) and a deletion (`git rm`); a step writing another file
+/// lands and carries all of it, staged as the user left it: no "repaired",
+/// no rescue. An update of this box that a kill really cut short is still
+/// finished.
+#[test]
+fn staged_older_versions_and_deletions_are_the_users_never_repaired() {
+    let t = TestRepo::new();
+    t.write("base", "base\n");
+    t.commit_all("base");
+    t.steps(&["init", "--remote", ""]).ok();
+    let p = t.plan(
+        "p.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "a1\n", "c.txt": "c\n", "d.txt": "d1\n"}})),
+            line(json!({"id": "s2", "files": {"a.txt": "a2\n", "d.txt": "d2\n"}})),
+        ],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    t.git(&["checkout", "HEAD~1", "--", "a.txt"]).ok();
+    t.git(&["rm", "-q", "c.txt"]).ok();
+    t.git(&["reset", "-q", "HEAD~1", "--", "d.txt"]).ok();
+    let status = t.git_out(&["status", "--short"]);
+    let next = t.plan(
+        "next.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a.txt": "a1\n", "c.txt": "c\n", "d.txt": "d1\n"}})),
+            line(json!({"id": "s2", "files": {"a.txt": "a2\n", "d.txt": "d2\n"}})),
+            line(json!({"id": "s3", "files": {"b.txt": "b\n"}})),
+        ],
+    );
+    let r = t.steps(&["apply", next.to_str().unwrap()]).ok();
+    assert!(!r.stderr().contains("repaired"), "{}", r.explain());
+    assert_eq!(rescues(&t), "");
+    assert_eq!(t.read("a.txt"), "a1\n");
+    assert!(!t.path("c.txt").exists());
+    assert_eq!(t.git_out(&["status", "--short"]), status, "{}", r.explain());
+    assert_eq!(t.step_ids(), ["s1", "s2", "s3"]);
+
+    // A revert staged with --no-commit: the same.
+    t.git(&["reset", "-q", "--hard"]).ok();
+    t.git(&["revert", "--no-commit", "HEAD"]).ok();
+    let status = t.git_out(&["status", "--short"]);
+    assert!(status.contains("b.txt"), "{status}");
+    let more = t.plan(
+        "more.jsonl",
+        &[line(json!({"id": "s4", "files": {"e.txt": "e\n"}}))],
+    );
+    let r = t.steps(&["apply", more.to_str().unwrap()]).ok();
+    assert!(!r.stderr().contains("repaired"), "{}", r.explain());
+    assert_eq!(t.git_out(&["status", "--short"]), status);
+    assert_eq!(rescues(&t), "");
+
+    // A kill after the branch moved and before the worktree caught up is
+    // this box's own update: finished by the rerun.
+    t.git(&["reset", "-q", "--hard"]).ok();
+    let last = t.plan(
+        "last.jsonl",
+        &[line(json!({"id": "s5", "files": {"a.txt": "a5\n"}}))],
+    );
+    let killed = t.steps_env(
+        &["apply", last.to_str().unwrap()],
+        &[("GIT_STEPS_CRASH", "ref-updated@s5")],
+    );
+    assert!(killed.code().is_none(), "{}", killed.explain());
+    assert_eq!(t.read("a.txt"), "a2\n");
+    let r = t.steps(&["apply", last.to_str().unwrap()]).ok();
+    assert!(r.stderr().contains("repaired"), "{}", r.explain());
+    assert_eq!(t.read("a.txt"), "a5\n");
+    assert_eq!(t.git_out(&["status", "--short"]), "");
+}
+
+/// Item 3: an empty file at an object's name (what git leaves after a
+/// power cut: "object file is empty"), or one cut short, is not the
+/// object: a step that writes that object writes a whole copy in its
+/// place, small or large, and `git fsck` finds nothing, on the box and on
+/// its local remote.
+#[test]
+fn an_empty_or_torn_object_file_is_never_reused() {
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let large: String = (0..150_000).map(|i| format!("line {i}\n")).collect();
+    assert!(large.len() > 1 << 20);
+    for (i, (content, tear)) in [("small\n", 0usize), (large.as_str(), 0), ("cut\n", 5)]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("f{i}.txt");
+        let src = t.tmp.path().join(&name);
+        std::fs::write(&src, content).unwrap();
+        let id = t.git_out(&["hash-object", src.to_str().unwrap()]);
+        let path = t.path(&format!(".git/objects/{}/{}", &id[..2], &id[2..]));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        if tear == 0 {
+            std::fs::write(&path, b"").unwrap();
+        } else {
+            // A real object, cut short.
+            let whole = t.git_out(&["hash-object", "-w", src.to_str().unwrap()]);
+            assert_eq!(whole, id);
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::remove_file(&path).unwrap();
+            std::fs::write(&path, &bytes[..tear]).unwrap();
+        }
+        assert!(t.git(&["cat-file", "-p", &id]).code() != Some(0));
+        let p = t.plan(
+            &format!("p{i}.jsonl"),
+            &[line(
+                json!({"id": format!("s{i}"), "files": {name.clone(): content}}),
+            )],
+        );
+        t.steps(&["apply", p.to_str().unwrap()]).ok();
+        assert_eq!(
+            t.git_out(&["cat-file", "-p", &id]).len(),
+            content.trim_end().len()
+        );
+    }
+    t.git(&["fsck", "--strict"]).ok();
+    let remote = std::process::Command::new("git")
+        .args(["-C", bare.to_str().unwrap(), "fsck", "--strict"])
+        .output()
+        .unwrap();
+    assert!(
+        remote.status.success(),
+        "{}",
+        String::from_utf8_lossy(&remote.stderr)
+    );
+}

@@ -94,6 +94,36 @@ pub fn boot_id() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Per git dir, whether this process found it last written by git-steps
+/// in another boot (read before [`scrub`] records this one).
+static REBOOTED: std::sync::Mutex<Vec<(PathBuf, bool)>> = std::sync::Mutex::new(Vec::new());
+
+fn remember_reboot(git_dir: &Path, rebooted: bool) {
+    let mut seen = REBOOTED.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.iter().any(|(d, _)| d == git_dir) {
+        seen.push((git_dir.to_path_buf(), rebooted));
+    }
+}
+
+/// Whether the repository at `git_dir` was last written by git-steps in
+/// another boot of this machine: its epoch (`steps-epoch`) names another
+/// boot id than the kernel's. The evidence a lock's date needs before it
+/// is called stale: `btime` alone can be shifted (a time namespace, a
+/// container restored on another host), the kernel's boot id cannot. A
+/// repository git-steps never wrote has no epoch: nothing in it is judged
+/// by its date.
+pub fn rebooted(git_dir: &Path) -> bool {
+    if let Some((_, r)) = REBOOTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(d, _)| d == git_dir)
+    {
+        return *r;
+    }
+    std::fs::read_to_string(git_dir.join("steps-epoch")).is_ok_and(|recorded| recorded != boot_id())
+}
+
 /// What [`scrub`] found torn and moved aside.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Scrubbed {
@@ -139,6 +169,7 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
     let marker = git_dir.join(epoch);
     let now = boot_id();
     let recorded = std::fs::read_to_string(&marker).ok();
+    remember_reboot(git_dir, recorded.as_deref().is_some_and(|r| r != now));
     if recorded.as_deref() == Some(now.as_str()) {
         return Ok(Scrubbed::default());
     }

@@ -386,7 +386,9 @@ fn read_boot_time() -> Option<std::time::SystemTime> {
 /// Whether the lock file at `path` was last written before this machine
 /// booted: no process alive now can hold it (a power cut or a reset left
 /// it, with the write it guarded unfinished). A lock of the current boot
-/// is never stale by this rule, however old.
+/// is never stale by this rule, however old. `btime` alone is no evidence
+/// (a time namespace shifts it): callers ask first whether the repository
+/// was last written in another boot ([`crate::flush::rebooted`]).
 ///
 /// Only on a file system known to be local to this machine (ext2/3/4, xfs,
 /// btrfs, f2fs, tmpfs, overlay, zfs): elsewhere a lock may be another

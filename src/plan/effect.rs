@@ -196,18 +196,29 @@ impl Effect {
 
 impl Action {
     /// A short description: `POST https://host/path` or `command gh pr create`.
+    /// Whole (an audit that cut a command short could hide its end), with
+    /// every control character escaped: text from the history must not
+    /// move the cursor or rewrite the line it is shown on.
     pub fn describe(&self) -> String {
         match self {
-            Action::Http(h) => format!("{} {}", h.method, h.url),
-            Action::Command(argv) => {
-                let mut s = format!("command {}", argv.join(" "));
-                if s.chars().count() > 80 {
-                    s = s.chars().take(79).collect::<String>() + "…";
-                }
-                s
-            }
+            Action::Http(h) => shown(&format!("{} {}", h.method, h.url)),
+            Action::Command(argv) => shown(&format!("command {}", argv.join(" "))),
         }
     }
+}
+
+/// `text` with its control characters escaped (`\u{1b}`, `\r`, …), for
+/// a terminal or a log.
+pub fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `http` or `command`, exactly one.

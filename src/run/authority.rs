@@ -36,12 +36,28 @@ fn has_command(effects: &[Effect]) -> bool {
     })
 }
 
-/// Note that this box decided the step `digest` (call before it is
-/// committed). Only steps with a command effect are noted. A note lost
-/// (a full disk, a cut before it reached the disk) only holds the command
-/// back, named, for the allow-list.
+/// The digest of a step's effects as a commit carries them (each one's
+/// object, in canonical JSON, in order): what this box decided is the
+/// step's decision *and* these effects. The decision digest alone is in
+/// every receipt on the remote, and anyone who can push could copy it
+/// onto a commit carrying other effects.
+fn effects_digest(effects: &[Effect]) -> String {
+    let mut h = sha2::Sha256::new();
+    for e in effects {
+        let mut buf = Vec::new();
+        let _ = crate::plan::canonical::write(&e.value, &mut buf);
+        h.update((buf.len() as u64).to_be_bytes());
+        h.update(&buf);
+    }
+    crate::git::hex(&h.finalize())
+}
+
+/// Note that this box decided the step `digest` with `effects` (call
+/// before it is committed). Only steps with a command effect are noted. A
+/// note lost (a full disk, a cut before it reached the disk) only holds
+/// the command back, named, for the allow-list.
 pub fn note_decided(repo: &Repository, run: &str, digest: &str, effects: &[Effect]) -> bool {
-    if !has_command(effects) || decided(repo, run, digest) {
+    if !has_command(effects) || decided(repo, run, digest, effects) {
         return false;
     }
     let file = decided_file(repo, run);
@@ -53,14 +69,17 @@ pub fn note_decided(repo: &Repository, run: &str, digest: &str, effects: &[Effec
         .create(true)
         .open(&file)
     {
-        let _ = writeln!(f, "{digest}");
+        let _ = writeln!(f, "{digest} {}", effects_digest(effects));
     }
     true
 }
 
-/// Whether this box decided the step `digest`.
-pub fn decided(repo: &Repository, run: &str, digest: &str) -> bool {
-    std::fs::read_to_string(decided_file(repo, run)).is_ok_and(|t| t.lines().any(|l| l == digest))
+/// Whether this box decided the step `digest` with exactly `effects` (as
+/// its commit carries them: the receipt's decision digest is no evidence
+/// of the effects beside it).
+pub fn decided(repo: &Repository, run: &str, digest: &str, effects: &[Effect]) -> bool {
+    let want = format!("{digest} {}", effects_digest(effects));
+    std::fs::read_to_string(decided_file(repo, run)).is_ok_and(|t| t.lines().any(|l| l == want))
 }
 
 /// The programs local config lets run from any step (`*`: any).
@@ -151,14 +170,36 @@ fn private_ip(ip: std::net::IpAddr) -> bool {
         }
         IpAddr::V6(v) => {
             let s = v.segments();
+            let o = v.octets();
+            let v4 = |a: &[u8]| IpAddr::V4(std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]));
+            // An IPv4 address inside IPv6, however it is put there:
+            // mapped (::ffff:a.b.c.d), compatible (::a.b.c.d), SIIT
+            // (::ffff:0:a.b.c.d), NAT64 (64:ff9b::a.b.c.d), 6to4
+            // (2002:aabb:ccdd::).
+            let low32 = (s[..5] == [0; 5] && (s[5] == 0 || s[5] == 0xffff))
+                || (s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0)
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4]);
+            let embedded = if low32 {
+                Some(v4(&o[12..]))
+            } else if s[0] == 0x2002 {
+                Some(v4(&o[2..6]))
+            } else {
+                None
+            };
             v.is_loopback()
                 || v.is_unspecified()
                 || (s[0] & 0xffc0) == 0xfe80
                 || (s[0] & 0xfe00) == 0xfc00
-                || v.to_ipv4_mapped()
-                    .is_some_and(|m| private_ip(IpAddr::V4(m)))
+                || embedded.is_some_and(private_ip)
         }
     }
+}
+
+/// Whether `ip` is one of this machine's own addresses (a public one on
+/// an interface reaches services listening on every address): binding a
+/// socket to it succeeds only there.
+fn own_address(ip: std::net::IpAddr) -> bool {
+    std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 
 /// Why a request to `url` needs the opt-in, if it does: its host is, or
@@ -182,7 +223,9 @@ fn private_destination(repo: &Repository, url: &str) -> Option<String> {
             .map(|a| a.map(|s| s.ip()).collect())
             .unwrap_or_default(),
     };
-    let ip = addrs.into_iter().find(|ip| private_ip(*ip))?;
+    let ip = addrs
+        .into_iter()
+        .find(|ip| private_ip(*ip) || own_address(*ip))?;
     Some(format!(
         "it sends a request to {url}, at {ip}: a loopback, link-local or private address, which an effect reaches only where local config allows it (`git config {} true`)",
         crate::keys::EFFECT_PRIVATE_HOSTS.name
@@ -191,15 +234,26 @@ fn private_destination(repo: &Repository, url: &str) -> Option<String> {
 
 /// Why this box may not make `action` happen for the step `digest`, if
 /// so (for a held effect's note: what it is and what would allow it).
-pub fn refusal(repo: &Repository, s: &Settings, digest: &str, action: &Action) -> Option<String> {
+/// `effects` are all the effects of the step (as its commit carries them),
+/// `action` the one asked about.
+pub fn refusal(
+    repo: &Repository,
+    s: &Settings,
+    digest: &str,
+    effects: &[Effect],
+    action: &Action,
+) -> Option<String> {
     if let Action::Command(argv) = action {
         let program = argv.first().map(String::as_str).unwrap_or_default();
         let allowed = allowed_programs(repo);
-        if !decided(repo, &s.run, digest) && !allowed.iter().any(|a| a == "*" || a == program) {
+        if !decided(repo, &s.run, digest, effects)
+            && !allowed.iter().any(|a| a == "*" || a == program)
+        {
             return Some(format!(
-                "it runs `{}`, and this box did not decide its step (it came from the history: another box's plan, or anyone who can push); local config allows it: `git config --add {} {program}`",
-                argv.join(" "),
-                crate::keys::EFFECT_COMMAND.name
+                "it runs `{}`, and this box did not decide its step (it came from the history: another box's plan, or anyone who can push); local config allows it, for every step anyone pushes: `git config --add {} {}`",
+                crate::plan::effect::shown(&argv.join(" ")),
+                crate::keys::EFFECT_COMMAND.name,
+                crate::plan::effect::shown(program)
             ));
         }
     }
@@ -263,9 +317,19 @@ mod tests {
             "fe80::1",
             "fd00::1",
             "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "::ffff:0:7f00:1",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
         ] {
             assert!(private_ip(p.parse().unwrap()), "{p}");
         }
+        // This machine's own addresses (here its loopback, which every
+        // machine has), and not an address it does not hold.
+        assert!(super::own_address("127.0.0.1".parse().unwrap()));
+        assert!(!super::own_address("198.51.100.77".parse().unwrap()));
         for p in ["140.82.112.3", "8.8.8.8", "2606:4700::1111", "172.32.0.1"] {
             assert!(!private_ip(p.parse().unwrap()), "{p}");
         }

@@ -247,13 +247,17 @@ fn http_try(h: &Http, key: &str, policy: &Policy) -> Try {
         Ok(r) => {
             let result = format!("HTTP {}", r.status);
             let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).to_string();
-            let moved = r
-                .header("Location")
-                .map(|l| format!(" (Location: {l}; an effect does not follow redirects)"))
-                .unwrap_or_default();
-            // The status line's words are the server's too: detail.
+            // The status line's words and the Location (a signed URL can
+            // carry a token) are the server's too: detail, never recorded.
+            let (redirect, location) = match r.header("Location") {
+                Some(l) => (
+                    " (an effect does not follow redirects)",
+                    format!(" (Location: {l})"),
+                ),
+                None => ("", String::new()),
+            };
             let reason = format!(
-                "{} answered {}{moved}{DETAIL}{} {snippet}",
+                "{} answered {}{redirect}{DETAIL}{}{location} {snippet}",
                 h.url, r.status, r.reason
             );
             if r.status >= 500 || r.status == 408 || r.status == 429 {
@@ -381,7 +385,7 @@ pub fn supervise(parent: u32, argv: &[String]) -> ! {
 }
 
 fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try {
-    let shown = argv.join(" ");
+    let shown = crate::plan::effect::shown(&argv.join(" "));
     let Ok(mut out) = tempfile::tempfile() else {
         return Try::Again {
             result: "not started".into(),

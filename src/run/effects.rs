@@ -163,6 +163,7 @@ impl Session<'_> {
                         self.repo,
                         self.settings,
                         &due.digest,
+                        &due.effects,
                         &e.action,
                     ) {
                         Some(why) if !self.effects.held => {
@@ -241,11 +242,13 @@ impl Session<'_> {
         if self.outcomes()?.settled(&k, due.receipt) {
             return Ok(true);
         }
-        if let Some(why) = super::authority::refusal(repo, s, &due.digest, &effect.action) {
+        if let Some(why) =
+            super::authority::refusal(repo, s, &due.digest, &due.effects, &effect.action)
+        {
             // Not on this box's authority: held, named, for a box (or a
             // local config) that allows it; nothing is sent or recorded.
             ui.note(&format!(
-                "effect {k} of step {} is not delivered: {why}; it, and every effect after it, stays pending",
+                "effect {k} of step {} is not delivered: {why}; it, and every effect after it, stays pending (not yours to run? give it up: `git steps effects --abandon {k}`)",
                 due.step
             ));
             return Ok(false);

@@ -343,15 +343,15 @@ fn foreign_commands(
     undone: &[String],
 ) -> Result<bool> {
     for e in entries.iter().filter(|e| undone.contains(&e.id)) {
-        if super::authority::decided(repo, run, &e.decision) {
-            continue;
-        }
         let commit = repo.find_commit(e.commit)?;
         let message = commit.message().unwrap_or_default();
         let count = crate::history::receipt::parse(message)
             .map(|r| r.effects)
             .unwrap_or(0);
         let effects = crate::history::receipt::effects(message, count).unwrap_or_default();
+        if super::authority::decided(repo, run, &e.decision, &effects) {
+            continue;
+        }
         if effects
             .iter()
             .any(|f| matches!(f.compensate, Some(crate::plan::effect::Action::Command(_))))

@@ -351,6 +351,29 @@ fn an_answer_body_or_a_commands_output_is_never_recorded() {
     let outcomes = recorded_outcomes(&t, &bare);
     assert!(outcomes.contains("401"), "{outcomes}");
     assert!(!outcomes.contains("tok-SECRET-1"), "recorded: {outcomes}");
+    // A redirect whose Location carries the token: neither recorded nor
+    // returned unasked.
+    r.set(
+        "/hook",
+        crate::receiver::Behaviour {
+            status: Some(302),
+            ..Default::default()
+        },
+    );
+    let e = t
+        .steps_env(
+            &["--json", "apply", p.to_str().unwrap()],
+            &[("HOOK_TOKEN", "tok-SECRET-3")],
+        )
+        .code_is(1);
+    assert!(
+        !e.stdout().contains("tok-SECRET-3") && !e.stderr().contains("tok-SECRET-3"),
+        "{}",
+        e.explain()
+    );
+    let outcomes = recorded_outcomes(&t, &bare);
+    assert!(outcomes.contains("302"), "{outcomes}");
+    assert!(!outcomes.contains("tok-SECRET-3"), "recorded: {outcomes}");
     // A command's output, likewise.
     let t = TestRepo::new();
     let bare = t.with_local_bare();
@@ -657,4 +680,81 @@ fn a_proxy_this_client_does_not_speak_is_never_gone_around() {
     // The same run without it lands.
     t.steps(&["apply", plan.to_str().unwrap()]).ok();
     assert_eq!(server.step_ids(), ["s1"]);
+}
+
+/// The outside review's attack on item 1: a receipt's `Step-Decision` is
+/// on the remote for anyone to copy. A commit someone pushes with the
+/// digest of a step this box decided, carrying other effects, is not this
+/// box's decision: its command is held, named, and never runs; `verify`
+/// and `effects` say so.
+#[test]
+fn a_copied_decision_digest_does_not_make_a_pushed_command_ours() {
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let marker = t.tmp.path().join("marker");
+    let p = t.plan(
+        "mine.jsonl",
+        &[line(json!({"id": "s1", "files": {"a.txt": "a\n"},
+                      "effects": [{"command": ["true"]}]}))],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    let branch = t.git_out(&["config", "steps.branch"]);
+    let digest = t.git_out(&[
+        "log",
+        "-1",
+        "--format=%(trailers:key=Step-Decision,valueonly)",
+        &branch,
+    ]);
+    // The attacker, with plain git: the victim's digest on a commit whose
+    // effect is theirs.
+    let a = t.sibling("attacker", Some(bare.to_str().unwrap()));
+    a.git(&["checkout", "-q", &branch]).ok();
+    a.write("z", "z\n");
+    a.git(&["add", "z"]).ok();
+    let tree = a.git_out(&["write-tree"]);
+    let message = format!(
+        "step evil: edit z\n\neffect 1: {}\n\nStep-Id: evil\nStep-Run: main\nStep-Decision: {digest}\nStep-Index: 2\nStep-Effects: 1\n",
+        json!({"command": ["sh", "-c", format!("echo ran >> {}", marker.display()), "\u{1b}[2K\r\u{1b}[1Aharmless"]})
+    );
+    let msg_file = a.tmp.path().join("evil-msg");
+    std::fs::write(&msg_file, message).unwrap();
+    let commit = a.git_out(&[
+        "commit-tree",
+        &tree,
+        "-p",
+        "HEAD",
+        "-F",
+        msg_file.to_str().unwrap(),
+    ]);
+    a.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("{commit}:refs/heads/{branch}"),
+    ])
+    .ok();
+
+    let listed = t.steps(&["effects"]).ok();
+    assert!(
+        listed.stdout().contains("main/evil/1") && listed.stdout().contains("held on this box"),
+        "{}",
+        listed.explain()
+    );
+    // What the history says is shown, not obeyed: no escape reaches the
+    // terminal to rewrite the listing.
+    assert!(
+        !listed.stdout().contains('\u{1b}') && listed.stdout().contains("\\u{1b}[2K\\r"),
+        "{}",
+        listed.explain()
+    );
+    let r = t.steps(&["resume"]).ok();
+    assert!(
+        r.stderr().contains("did not decide its step"),
+        "{}",
+        r.explain()
+    );
+    assert!(!marker.exists(), "the pushed command ran: {}", r.explain());
+    // The box's own step's command stays its own.
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert!(!marker.exists());
 }

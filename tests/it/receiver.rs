@@ -192,8 +192,18 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
             ),
             _ => "busy".to_string(),
         };
+        // A redirect to a signed URL that carries the credential, as some
+        // APIs answer.
+        let location = if (300..400).contains(&status) {
+            format!(
+                "Location: https://elsewhere.example/?sig={}\r\n",
+                get("Authorization").unwrap_or_default()
+            )
+        } else {
+            String::new()
+        };
         let reply = format!(
-            "HTTP/1.1 {status} {text}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            "HTTP/1.1 {status} {text}\r\n{location}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
             text.len()
         );
         let _ = w.write_all(reply.as_bytes());

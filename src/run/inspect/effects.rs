@@ -157,15 +157,17 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
             let latest = recorded.of(&k, e.commit);
             let open = latest.is_none_or(|o| o.status == outcomes::Status::Failed);
             let held = match effect {
-                Some(f) if open => crate::run::authority::refusal(repo, s, &e.decision, &f.action)
-                    .or_else(|| {
-                        (!s.config.effects.allows(&f.action)).then(|| {
-                            format!(
-                                "this box delivers no such effect (steps.effects={})",
-                                s.config.effects.as_str()
-                            )
+                Some(f) if open => {
+                    crate::run::authority::refusal(repo, s, &e.decision, &effects, &f.action)
+                        .or_else(|| {
+                            (!s.config.effects.allows(&f.action)).then(|| {
+                                format!(
+                                    "this box delivers no such effect (steps.effects={})",
+                                    s.config.effects.as_str()
+                                )
+                            })
                         })
-                    }),
+                }
                 _ => None,
             };
             rows.push(EffectRow {

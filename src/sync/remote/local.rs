@@ -198,7 +198,10 @@ fn local_ref_lock(
     // A lock written before this machine booted is held by nobody: a power
     // cut stopped its writer before the rename (what it guarded did not
     // happen).
-    if lock.held() && crate::lock::from_before_boot(lock.lock_path()) {
+    if lock.held()
+        && crate::flush::rebooted(remote.path())
+        && crate::lock::from_before_boot(lock.lock_path())
+    {
         // Kept, out of git's ref namespace (its content is the value the
         // stopped write was setting).
         let stamp = std::time::SystemTime::now()

@@ -217,7 +217,7 @@ fn mend_locks(repo: &Repository, s: &Settings) -> Result<Vec<Mended>> {
     }
     let mut done = Vec::new();
     for path in candidates {
-        if !crate::lock::from_before_boot(&path) {
+        if !(crate::flush::rebooted(common) && crate::lock::from_before_boot(&path)) {
             continue;
         }
         let name = path

@@ -256,8 +256,10 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
         }
         let mut refs = Vec::new();
         loose_refs(&git_dir.join("refs"), "refs", &mut refs);
+        // Only refs that boot wrote, judged as git reads them: a tag
+        // stored as `<id>\r\n`, a symref `ref:refs/heads/main`, are refs.
         for (path, name) in refs {
-            if skip.contains(&name.as_str()) || ref_is_whole(&path) {
+            if skip.contains(&name.as_str()) || !recent(&path) || ref_is_whole(&path) {
                 continue;
             }
             // A branch goes back to the last value its reflog recorded
@@ -437,15 +439,8 @@ fn loose_refs(dir: &Path, prefix: &str, out: &mut Vec<(PathBuf, String)>) {
 /// Whether a loose ref file holds a whole value: an id and a newline, or
 /// `ref: ` and a name.
 fn ref_is_whole(path: &Path) -> bool {
-    let Ok(text) = std::fs::read(path) else {
-        return false;
-    };
-    // git reads a value without its newline too.
-    let body = text.strip_suffix(b"\n").unwrap_or(&text);
-    if let Some(target) = body.strip_prefix(b"ref: ") {
-        return target.starts_with(b"refs/") && !target.contains(&0);
-    }
-    matches!(body.len(), 40 | 64) && body.iter().all(|b| b.is_ascii_hexdigit())
+    // (A file that cannot be read, permissions or I/O, is not called torn.)
+    std::fs::read(path).map_or(true, |b| crate::git::loose_ref_parses(&b))
 }
 
 #[cfg(test)]

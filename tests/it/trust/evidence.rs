@@ -332,3 +332,68 @@ fn a_live_gits_lock_is_never_moved_aside_in_a_shifted_boot_time() {
     assert_ne!(t.head().unwrap(), head, "git's update landed");
     eprintln!("apply under the shifted boot time: {err}");
 }
+
+/// Item 5: after a reboot, the scrub of what the last boot wrote reads
+/// refs as git reads them: a tag stored as `<id>\r\n` and a symref written
+/// `ref:refs/heads/main` (no space) stay where they are, on the box and on
+/// its local bare remote, and git still reads them.
+#[test]
+fn refs_git_reads_are_never_scrubbed_as_torn() {
+    let t = TestRepo::new();
+    let bare = t.with_local_bare();
+    let p = t.plan(
+        "p1.jsonl",
+        &[line(json!({"id": "s1", "files": {"a": "1\n"}}))],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    let head = t.head().unwrap();
+    let branch = t.git_out(&["config", "steps.branch"]);
+    for dir in [t.path(".git"), bare.clone()] {
+        std::fs::write(dir.join("refs/tags/crlf"), format!("{head}\r\n")).unwrap();
+        std::fs::write(
+            dir.join("refs/heads/alias"),
+            format!("ref:refs/heads/{branch}"),
+        )
+        .unwrap();
+    }
+    let p2 = t.plan(
+        "p2.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a": "1\n"}})),
+            line(json!({"id": "s2", "files": {"b": "2\n"}})),
+        ],
+    );
+    // The next run is in another boot: the scrub looks at what the last
+    // one wrote (the box's refs, and the remote's when it pushes).
+    let r = t
+        .steps_env(
+            &["apply", p2.to_str().unwrap()],
+            &[("GIT_STEPS_BOOT_ID", "another-boot")],
+        )
+        .ok();
+    assert!(!r.stderr().contains("torn"), "{}", r.explain());
+    for dir in [t.path(".git"), bare.clone()] {
+        assert!(
+            dir.join("refs/tags/crlf").exists(),
+            "{}: {}",
+            dir.display(),
+            r.explain()
+        );
+        assert!(dir.join("refs/heads/alias").exists(), "{}", dir.display());
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(&dir)
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        assert!(git(&["rev-parse", "--verify", "-q", "refs/tags/crlf"])
+            .status
+            .success());
+        assert!(git(&["rev-parse", "--verify", "-q", "refs/heads/alias"])
+            .status
+            .success());
+    }
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+}

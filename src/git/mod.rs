@@ -12,7 +12,9 @@
 
 pub mod cmdline;
 pub mod fsync;
+mod open;
 mod refs;
+pub use open::{follow_git_config_env, open};
 pub use refs::loose_ref_parses;
 pub mod loose;
 mod stream;
@@ -21,7 +23,7 @@ use std::path::Path;
 
 use git2::{Oid, Repository, Signature, Tree};
 
-use crate::error::{Context, Error, Result};
+use crate::error::{Error, Result};
 
 /// libgit2's global options, set once before any repository is opened.
 /// Its own fsync of every object and ref (`GIT_OPT_ENABLE_FSYNC_GITDIR`) is
@@ -177,58 +179,6 @@ fn ca_locations_from(
         file.map(std::path::PathBuf::from).or(probe.cert_file),
         dir.map(std::path::PathBuf::from).or(probe.cert_dir),
     )
-}
-
-/// Open the repository at or above `path`, libgit2 set up, reading
-/// config as git would ([`follow_git_config_env`]).
-pub fn open(path: &Path) -> Result<Repository> {
-    setup()?;
-    let repo = fsync::discover(path)
-        .context(|| format!("{} is not in a git repository", path.display()))
-        .map_err(|e| {
-            e.with_hint(
-                "run git-steps inside a git repository, or pass -C <path>; `git init` makes one",
-            )
-        })?;
-    follow_git_config_env(&repo)?;
-    Ok(repo)
-}
-
-/// git's config environment, which libgit2 ignores: `git -c` (see
-/// [`cmdline`]), `GIT_CONFIG_GLOBAL`
-/// names the one global file (instead of `~/.gitconfig` and the XDG one),
-/// and `GIT_CONFIG_NOSYSTEM` drops the system file. Applied to the
-/// repository's config object, which libgit2 itself consults (line endings,
-/// status), so git-steps and git read the same `core.autocrlf`, signing and
-/// hook settings.
-pub fn follow_git_config_env(repo: &Repository) -> Result<()> {
-    // `git -c key=value steps …`: above every file, as git applies it.
-    cmdline::apply(repo)?;
-    let global = std::env::var_os("GIT_CONFIG_GLOBAL");
-    let nosystem = std::env::var("GIT_CONFIG_NOSYSTEM")
-        .map(|v| {
-            !matches!(
-                v.to_ascii_lowercase().as_str(),
-                "" | "0" | "false" | "no" | "off"
-            )
-        })
-        .unwrap_or(false);
-    if global.is_none() && !nosystem {
-        return Ok(());
-    }
-    let mut cfg = repo.config()?;
-    let empty = Path::new("/dev/null");
-    if let Some(g) = &global {
-        let g = Path::new(g);
-        let file = if g.as_os_str().is_empty() { empty } else { g };
-        cfg.add_file(file, git2::ConfigLevel::Global, true)
-            .context(|| format!("cannot read GIT_CONFIG_GLOBAL {}", file.display()))?;
-        cfg.add_file(empty, git2::ConfigLevel::XDG, true)?;
-    }
-    if nosystem {
-        cfg.add_file(empty, git2::ConfigLevel::System, true)?;
-    }
-    Ok(())
 }
 
 /// `w` as one word a shell reads back as itself (for commands in hints

@@ -397,3 +397,56 @@ fn refs_git_reads_are_never_scrubbed_as_torn() {
     }
     assert_eq!(t.step_ids(), ["s1", "s2"]);
 }
+
+/// Item 7: a SHA-256 or reftable repository is named as such (the format,
+/// the setting, what to do), never "not in a git repository"; nothing is
+/// written in it.
+#[test]
+fn sha256_and_reftable_repositories_are_named_not_denied() {
+    let t = TestRepo::new();
+    for (dir, flag, said) in [
+        (
+            "sha",
+            "--object-format=sha256",
+            "extensions.objectFormat=sha256",
+        ),
+        (
+            "rt",
+            "--ref-format=reftable",
+            "extensions.refStorage=reftable",
+        ),
+    ] {
+        let path = t.tmp.path().join(dir);
+        t.git(&["init", "-q", flag, path.to_str().unwrap()]).ok();
+        let before = t.git_out(&[
+            "-C",
+            path.to_str().unwrap(),
+            "status",
+            "--porcelain",
+            "--ignored",
+        ]);
+        let r = t.steps(&["-C", path.to_str().unwrap(), "init", "--remote", ""]);
+        assert_eq!(r.code(), Some(1), "{}", r.explain());
+        assert!(
+            r.stderr().contains("in a format git-steps cannot open") && r.stderr().contains(said),
+            "{}",
+            r.explain()
+        );
+        assert!(
+            !r.stderr().contains("not in a git repository"),
+            "{}",
+            r.explain()
+        );
+        assert!(!path.join(".git/steps").exists());
+        assert_eq!(
+            t.git_out(&[
+                "-C",
+                path.to_str().unwrap(),
+                "status",
+                "--porcelain",
+                "--ignored"
+            ]),
+            before
+        );
+    }
+}

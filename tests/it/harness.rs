@@ -59,6 +59,26 @@ pub fn wait_for(path: &std::path::Path, what: &str) {
 }
 
 /// One plan line: a step as JSON on one line.
+/// Write an executable script. The file is written by a child `sh`, not by
+/// this process: a test thread that forks while this process holds the
+/// file open for writing would hand that descriptor to its child, and
+/// exec-ing the script then fails with ETXTBSY ("text file busy"), which
+/// made hook tests fail now and then.
+pub fn script(path: &Path, body: &str) {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let mut sh = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    sh.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    assert!(sh.wait().unwrap().success(), "could not write {}", path.display());
+}
+
 pub fn line(step: serde_json::Value) -> String {
     serde_json::to_string(&step).unwrap()
 }

@@ -7,11 +7,7 @@
 use crate::harness::{line, TestRepo};
 
 fn hook(t: &TestRepo, name: &str, body: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let p = t.path(&format!(".git/hooks/{name}"));
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, body).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::harness::script(&t.path(&format!(".git/hooks/{name}")), body);
 }
 
 fn files(id: &str, path: &str, content: &str) -> String {

@@ -169,17 +169,13 @@ fn a_detached_head_without_a_run_is_refused_with_the_init_to_run() {
 /// when the repository has some (`.sample` files do not count).
 #[test]
 fn installed_hooks_are_named_and_not_run() {
-    use std::os::unix::fs::PermissionsExt;
     let t = TestRepo::new();
     // Exact bytes, no conversion: git's default policy.
     t.pin_policy();
     let r = t.steps(&["init"]).ok();
     assert!(!r.stderr().contains("hooks"), "{}", r.explain());
     let hook = |name: &str, body: &str| {
-        let p = t.path(&format!(".git/hooks/{name}"));
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::harness::script(&t.path(&format!(".git/hooks/{name}")), body);
     };
     hook("pre-commit.sample", "#!/bin/sh\nexit 1\n");
     let ran = t.tmp.path().join("hook-ran");

@@ -319,9 +319,9 @@ impl Server {
                 // fail-receive-pack holds N, or the first N requests of any
                 // kind when fail-any does (a flaky proxy, for retries).
                 let backend = root.join("backend.sh");
-                std::fs::write(
+                crate::harness::script(
                     &backend,
-                    format!(
+                    &format!(
                         r#"#!/bin/sh
 root='{root}'
 echo "$REQUEST_METHOD $PATH_INFO?$QUERY_STRING port=$REMOTE_PORT" >> "$root/requests.log"
@@ -348,10 +348,7 @@ exec '{http_backend}'
                         root = root.display(),
                         http_backend = git_exec_path().join("git-http-backend").display(),
                     ),
-                )
-                .unwrap();
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&backend, std::fs::Permissions::from_mode(0o755)).unwrap();
+                );
                 let (port, child) = listen("lighttpd", &log, |port| {
                     std::fs::write(
                     &conf,
@@ -500,10 +497,7 @@ $HTTP["url"] =~ "^/git" {{
 
     /// Install a hook in the bare repository.
     pub fn hook(&self, name: &str, script: &str) {
-        let p = self.bare.join("hooks").join(name);
-        std::fs::write(&p, script).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::harness::script(&self.bare.join("hooks").join(name), script);
     }
 }
 

@@ -148,16 +148,13 @@ fn a_failing_signer_stops_the_step_before_anything_is_written() {
     // A signer that works once, then fails: s1 lands, s2 does not.
     let wrapper = t.tmp.path().join("flaky-ssh-keygen");
     let count = t.tmp.path().join("sign-count");
-    std::fs::write(
+    crate::harness::script(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\nn=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}\n[ $n -ge 2 ] && {{ echo 'card removed' >&2; exit 1; }}\nexec ssh-keygen \"$@\"\n",
             c = count.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     t.git(&["config", "user.signingKey", key.to_str().unwrap()])
         .ok();
     t.git(&["config", "gpg.ssh.program", wrapper.to_str().unwrap()])

@@ -485,16 +485,10 @@ fn a_hook_that_edits_a_recorded_file_is_refused() {
     let (t, server) = base(Kind::Path);
     let hooks = t.home().join("hooks");
     std::fs::create_dir_all(&hooks).unwrap();
-    std::fs::write(
-        hooks.join("pre-commit"),
+    crate::harness::script(
+        &hooks.join("pre-commit"),
         "#!/bin/sh\necho 'hook was here' >> edit.txt\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        hooks.join("pre-commit"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    );
     t.git(&["config", "core.hooksPath", hooks.to_str().unwrap()])
         .ok();
     t.git(&["config", "steps.hooks", "true"]).ok();

@@ -298,13 +298,10 @@ fn an_answer_a_hook_rejects_is_refused_and_asked_again() {
     t.git(&["config", "core.hooksPath", hooks.to_str().unwrap()])
         .ok();
     let hook = hooks.join("pre-commit");
-    std::fs::write(
+    crate::harness::script(
         &hook,
         "#!/bin/sh\nif git diff --cached --name-only | grep -q bad.txt; then echo 'no bad files' >&2; exit 1; fi\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     t.git(&["config", "steps.hooks", "true"]).ok();
     let log = t.home().join("contexts");
     let cmd = decider(

@@ -153,13 +153,7 @@ fn git_dash_c_settings_reach_git_steps() {
     t.git(&["config", "core.hooksPath", hooks.to_str().unwrap()])
         .ok();
     let hook = hooks.join("pre-commit");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    std::fs::write(&hook, "#!/bin/sh\necho rejected >&2\nexit 1\n").unwrap();
-    std::fs::set_permissions(
-        &hook,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .unwrap();
+    crate::harness::script(&hook, "#!/bin/sh\necho rejected >&2\nexit 1\n");
     let p3 = t.plan(
         "p3.jsonl",
         &[line(serde_json::json!({"id": "s3", "files": {"h": "3\n"}}))],

@@ -260,22 +260,20 @@ fn a_live_gits_lock_is_never_moved_aside_in_a_shifted_boot_time() {
     // the release file appears.
     let release = t.tmp.path().join("release");
     let hook = t.path(".git/hooks/reference-transaction");
-    std::fs::write(
+    crate::harness::script(
         &hook,
-        format!(
+        &format!(
             "#!/bin/sh\n[ \"$1\" = prepared ] || exit 0\nwhile [ ! -e {} ]; do sleep 0.05; done\n",
             release.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let mut cmd = std::process::Command::new("git");
     cmd.args(["update-ref", "-m", "live", "refs/heads/main", "HEAD~1"])
         .current_dir(t.path(""));
     hermetic(&mut cmd, &t.home());
+    let git_err = t.tmp.path().join("live-git.err");
     cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::fs::File::create(&git_err).unwrap());
     let mut live = cmd.spawn().unwrap();
     // Whatever the test finds, the live git is let go.
     struct Release(std::path::PathBuf);
@@ -290,7 +288,9 @@ fn a_live_gits_lock_is_never_moved_aside_in_a_shifted_boot_time() {
     while !lock.exists() {
         assert!(
             std::time::Instant::now() < deadline,
-            "git never took its lock"
+            "git never took its lock: {:?} {}",
+            live.try_wait(),
+            std::fs::read_to_string(&git_err).unwrap_or_default()
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

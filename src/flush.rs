@@ -296,6 +296,7 @@ pub fn scrub(git_dir: &Path, epoch: &str, keep: &Path, skip: &[&str]) -> std::io
     // of this process's own: two runs of one clone may write it at once).
     let tmp = git_dir.join(format!("{epoch}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, &now)?;
+    crate::git::shared::created(git_dir, &tmp)?;
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, &marker)?;
     crate::lock::sync_dir(git_dir)?;

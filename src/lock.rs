@@ -36,14 +36,19 @@ fn pid_alive(pid: i32) -> bool {
     }
 }
 
+/// Opened (created if missing) in the git dir it is in, with the mode git
+/// gives files there (`core.sharedRepository`: other members take it too).
 fn open_lock_file(path: &Path) -> Result<File> {
-    OpenOptions::new()
+    let failed = |e| Error::local(format!("cannot open the lock {}: {e}", path.display()));
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|e| Error::local(format!("cannot open the lock {}: {e}", path.display())))
+        .map_err(failed)?;
+    crate::git::shared::created(path.parent().unwrap_or(Path::new(".")), path).map_err(failed)?;
+    Ok(file)
 }
 
 /// Take the lock in `git_dir`, or fail at once naming the holder.
@@ -180,6 +185,7 @@ fn note_intent(git_dir: &Path, locks: &[PathBuf]) {
                 .open(&path)
                 .ok()
                 .map(|f| (path.clone(), f, true));
+            let _ = crate::git::shared::created(git_dir, &path);
         }
         if let Some((_, f, full)) = cell.as_mut() {
             // In place: no new file, no fsync (it only has to outlive a
@@ -230,6 +236,18 @@ pub fn intending<T, E>(
         .collect();
     note_intent(repo.path(), &locks);
     let out = write();
+    if out.is_ok() && crate::git::shared::of(repo.path()) != crate::git::shared::Shared::Umask {
+        // libgit2 ignores core.sharedRepository: what it wrote (the file
+        // each lock became, the directories made for it) gets git's modes.
+        for l in &locks {
+            let target = l.with_extension("");
+            let root = match target.starts_with(repo.commondir()) {
+                true => repo.commondir(),
+                false => repo.path(),
+            };
+            let _ = crate::git::shared::created_under(repo.path(), root, &target);
+        }
+    }
     if out.is_ok() && crate::git::fsync::per_file() {
         // Where syncfs does not flush, the intent is the only evidence a
         // lock is ours: the rename that replaced each lock is durable
@@ -271,6 +289,7 @@ pub fn note_leftover(git_dir: &Path, locks: &[PathBuf]) {
         .create(true)
         .open(leftover_path(git_dir))
     {
+        let _ = crate::git::shared::created(git_dir, &leftover_path(git_dir));
         for l in locks
             .iter()
             .filter(|p| std::fs::symlink_metadata(p).is_ok())

@@ -13,10 +13,12 @@
 //! whole: it was written and closed first), and an object already there
 //! is never replaced unless it is not whole (its content does not inflate
 //! to an object hashing to its name); nothing is flushed here (the
-//! commit point's `syncfs` does, [`crate::flush`]). Objects over
-//! [`SMALL`], and repositories this writer does not take (`core.
-//! sharedRepository`, `GIT_OBJECT_DIRECTORY`, a SHA-256 repository), go
-//! through libgit2.
+//! commit point's `syncfs` does, [`crate::flush`]). In a shared
+//! repository each file and directory gets the mode git gives it
+//! ([`super::shared`]). Where the file system has no hard links, the
+//! object is renamed into place as git does. Objects over [`SMALL`], and
+//! repositories this writer does not take (`GIT_OBJECT_DIRECTORY`, a
+//! SHA-256 repository), go through libgit2.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
@@ -36,7 +38,7 @@ pub const SMALL: usize = 1 << 20;
 thread_local! {
     /// Per repository (its git dir): the objects directory this writer
     /// uses, or None where libgit2 writes.
-    static TAKES: std::cell::RefCell<Option<(PathBuf, Option<PathBuf>)>> = const { std::cell::RefCell::new(None) };
+    static TAKES: std::cell::RefCell<Vec<(PathBuf, Option<PathBuf>)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn written() -> &'static std::sync::Mutex<HashMap<PathBuf, HashSet<Oid>>> {
@@ -120,28 +122,22 @@ pub fn written_here(objects: &Path, id: Oid) -> bool {
 fn objects_dir(repo: &Repository) -> Option<PathBuf> {
     TAKES.with(|c| {
         let mut c = c.borrow_mut();
-        if let Some((_, d)) = c.as_ref().filter(|(p, _)| p == repo.path()) {
+        if let Some((_, d)) = c.iter().find(|(p, _)| p == repo.path()) {
             return d.clone();
         }
-        let shared = repo
-            .config()
-            .ok()
-            .and_then(|c| c.get_string("core.sharedRepository").ok())
-            .is_some_and(|v| {
-                !matches!(
-                    v.to_ascii_lowercase().as_str(),
-                    "" | "false" | "umask" | "0" | "no" | "off"
-                )
-            });
         let format = repo
             .config()
             .ok()
             .and_then(|c| c.get_string("extensions.objectFormat").ok())
             .is_some_and(|v| !v.eq_ignore_ascii_case("sha1"));
-        let dir = (!shared && !format && std::env::var_os("GIT_OBJECT_DIRECTORY").is_none())
+        let dir = (!format && std::env::var_os("GIT_OBJECT_DIRECTORY").is_none())
             .then(|| repo.commondir().join("objects"))
             .filter(|d| d.is_dir());
-        *c = Some((repo.path().to_path_buf(), dir.clone()));
+        // (A box and the remotes it pushes to: a handful.)
+        if c.len() >= 8 {
+            c.remove(0);
+        }
+        c.push((repo.path().to_path_buf(), dir.clone()));
         dir
     })
 }
@@ -211,7 +207,8 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt == 0 => {
                 match std::fs::create_dir(&fan) {
                     Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
-                    _ => {}
+                    Err(_) => {}
+                    Ok(()) => super::shared::created(repo.path(), &fan)?,
                 }
                 open(&tmp)
             }
@@ -244,7 +241,21 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
         // its name ([`super::fsync`]).
         super::fsync::before_naming(&f)?;
         drop(f);
-        match std::fs::hard_link(&tmp, &target) {
+        super::shared::created(repo.path(), &tmp)?;
+        let link = match std::fs::hard_link(&tmp, &target) {
+            // git's fallback (finalize_object_file) where a file system
+            // has no hard links (FAT, some FUSE and network file
+            // systems): an object already there is kept, else the
+            // temporary is renamed to its name.
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                match std::fs::symlink_metadata(&target) {
+                    Ok(_) => Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists)),
+                    Err(_) => std::fs::rename(&tmp, &target).map_err(|_| e),
+                }
+            }
+            other => other,
+        };
+        match link {
             Ok(()) => {
                 super::fsync::named(&fan);
                 Ok(true)

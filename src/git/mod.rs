@@ -17,6 +17,7 @@ mod refs;
 pub use open::{follow_git_config_env, open};
 pub use refs::loose_ref_parses;
 pub mod loose;
+pub mod shared;
 mod stream;
 
 use std::path::Path;

@@ -152,8 +152,8 @@ pub fn save(repo: &Repository, run: &str, ledger: &Ledger, live: &LiveHunks) {
         }
     }
     if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
-        if tmp.write_all(&data).is_ok() {
-            let _ = tmp.persist(&target);
+        if tmp.write_all(&data).is_ok() && tmp.persist(&target).is_ok() {
+            let _ = crate::git::shared::created_under(repo.path(), repo.path(), &target);
         }
     }
 }

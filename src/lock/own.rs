@@ -128,9 +128,14 @@ impl OwnLock {
             r => r,
         }
         .map_err(|e| io("create", &self.pending, e))?;
-        let perms = || match exact {
-            true => Ok(()),
-            false => f.set_permissions(std::fs::Permissions::from_mode(mode)),
+        // In a shared repository, the mode git gives its files there.
+        let git_dir = self.pending.parent().unwrap_or(Path::new("."));
+        let perms = || {
+            match exact {
+                true => Ok(()),
+                false => f.set_permissions(std::fs::Permissions::from_mode(mode)),
+            }
+            .and_then(|()| crate::git::shared::created(git_dir, &self.pending))
         };
         perms()
             .and_then(|()| f.write_all(content))
@@ -154,12 +159,27 @@ impl OwnLock {
                 return done(Err(io("sync", parent, e)));
             }
         }
-        let linked = match std::fs::hard_link(&self.pending, &self.lock) {
+        let link = || match std::fs::hard_link(&self.pending, &self.lock) {
+            // A file system without hard links (git's lock is a plain
+            // exclusive create there): the lock is written in full and
+            // renamed as git's is, and a killed run's lock cannot be told
+            // from another writer's (held, never removed).
+            Err(e)
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotFound
+                ) =>
+            {
+                copy_exclusive(&self.pending, &self.lock)
+            }
+            r => r,
+        };
+        let linked = match link() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if let Err(e) = create_dirs(dir) {
+                if let Err(e) = create_dirs(dir, git_dir) {
                     return done(Err(io("create", dir, e)));
                 }
-                std::fs::hard_link(&self.pending, &self.lock)
+                link()
             }
             r => r,
         };
@@ -205,15 +225,40 @@ fn umask() -> Option<u32> {
     })
 }
 
-/// Create `dir` and its missing parents, each made durable in its parent.
-fn create_dirs(dir: &Path) -> std::io::Result<()> {
+/// `from`'s bytes and mode in `to`, created exclusively and flushed.
+fn copy_exclusive(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let bytes = std::fs::read(from)?;
+    let mode = std::fs::metadata(from)?.permissions().mode() & 0o7777;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)?;
+    let written = f
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .and_then(|()| f.write_all(&bytes))
+        .and_then(|()| f.sync_all());
+    if written.is_err() {
+        let _ = std::fs::remove_file(to);
+    }
+    written
+}
+
+/// Create `dir` and its missing parents, each made durable in its parent
+/// and given the mode git gives directories in the shared repository
+/// `git_dir`.
+fn create_dirs(dir: &Path, git_dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
     if let Some(parent) = dir.parent() {
-        create_dirs(parent)?;
+        create_dirs(parent, git_dir)?;
         match std::fs::create_dir(dir) {
-            Ok(()) => sync_dir(parent)?,
+            Ok(()) => {
+                crate::git::shared::created(git_dir, dir)?;
+                sync_dir(parent)?
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }

@@ -153,7 +153,12 @@ pub fn loose_value(git_dir: &Path, refname: &str) -> Option<Option<Oid>> {
 
 /// Append one reflog line to `log` (created with its directories when
 /// `create`).
-fn append_log(log: &Path, line: &[u8], create: bool) -> std::io::Result<()> {
+fn append_log(
+    log: &Path,
+    line: &[u8],
+    create: bool,
+    git_dir: Option<&Path>,
+) -> std::io::Result<()> {
     let open = || {
         OpenOptions::new()
             .append(true)
@@ -169,6 +174,11 @@ fn append_log(log: &Path, line: &[u8], create: bool) -> std::io::Result<()> {
         }
         r => r?,
     };
+    // In a shared repository, the modes git gives (the file and any
+    // directory made for it, from `logs/` down).
+    if let Some(git_dir) = create.then_some(git_dir).flatten() {
+        crate::git::shared::created_under(git_dir, &git_dir.join("logs"), log)?;
+    }
     f.write_all(line)?;
     // The reflog is what a torn branch is set back from: where syncfs does
     // not flush, its line is flushed before the branch's rename.
@@ -219,7 +229,17 @@ fn locked(
         .mode(0o666)
         .open(lock);
     let mut file = match file {
-        Ok(f) => f,
+        // (Renamed to the branch: the mode git gives a ref it writes.)
+        Ok(f) => match crate::git::shared::created(common, lock) {
+            Ok(()) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(lock);
+                return Err(Moved::Io {
+                    what: format!("cannot set the mode of {}: {e}", lock.display()),
+                    left: false,
+                });
+            }
+        },
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Err(Moved::Locked(lock.to_path_buf()))
         }
@@ -282,7 +302,7 @@ fn locked(
     );
     let create = autocreate(repo);
     let logs = common.join("logs").join(refname);
-    if let Err(e) = append_log(&logs, &line, create) {
+    if let Err(e) = append_log(&logs, &line, create, Some(common)) {
         return Err(give_up(io(
             &format!("cannot append to {}", logs.display()),
             e,
@@ -291,7 +311,7 @@ fn locked(
     let head = std::fs::read(repo.path().join("HEAD")).unwrap_or_default();
     if head.strip_prefix(b"ref: ").map(|r| r.trim_ascii_end()) == Some(refname.as_bytes()) {
         let hl = repo.path().join("logs/HEAD");
-        if let Err(e) = append_log(&hl, &line, create) {
+        if let Err(e) = append_log(&hl, &line, create, Some(repo.path())) {
             return Err(give_up(io(
                 &format!("cannot append to {}", hl.display()),
                 e,

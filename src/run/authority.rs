@@ -70,6 +70,7 @@ pub fn note_decided(repo: &Repository, run: &str, digest: &str, effects: &[Effec
         .open(&file)
     {
         let _ = writeln!(f, "{digest} {}", effects_digest(effects));
+        let _ = crate::git::shared::created_under(repo.path(), repo.commondir(), &file);
     }
     true
 }

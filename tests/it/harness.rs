@@ -76,7 +76,11 @@ pub fn script(path: &Path, body: &str) {
         .spawn()
         .unwrap();
     sh.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    assert!(sh.wait().unwrap().success(), "could not write {}", path.display());
+    assert!(
+        sh.wait().unwrap().success(),
+        "could not write {}",
+        path.display()
+    );
 }
 
 pub fn line(step: serde_json::Value) -> String {

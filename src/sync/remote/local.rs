@@ -378,6 +378,7 @@ fn parents_first(
 /// before the ref names it ([`crate::flush`]).
 struct Copier<'a> {
     repo: &'a Repository,
+    remote: &'a Repository,
     src: git2::Odb<'a>,
     dst: git2::Odb<'a>,
     src_dir: PathBuf,
@@ -389,6 +390,7 @@ impl<'a> Copier<'a> {
     fn new(repo: &'a Repository, remote: &'a Repository) -> std::result::Result<Self, git2::Error> {
         Ok(Copier {
             repo,
+            remote,
             src: repo.odb()?,
             dst: remote.odb()?,
             src_dir: repo.commondir().join("objects"),
@@ -402,7 +404,11 @@ impl<'a> Copier<'a> {
             return Ok(());
         }
         let obj = self.src.read(id)?;
-        let written = self.dst.write(obj.kind(), obj.data())?;
+        // Written as the box writes its own: a file there that is not
+        // whole is replaced, the shared mode given, renamed where the
+        // file system has no hard links.
+        let written = crate::git::loose::write(self.remote, obj.kind(), obj.data())
+            .map_err(|e| git2::Error::from_str(&e.to_string()))?;
         debug_assert_eq!(written, id);
         Ok(())
     }
@@ -420,10 +426,20 @@ impl<'a> Copier<'a> {
             return Err(std::io::Error::other(format!("{} is torn", from.display())));
         }
         let to = dir.join(rest);
+        // A link shares the box's file and its mode: in a shared remote,
+        // one whose mode is not what git gives there is copied instead.
+        let shared = crate::git::shared::of(self.remote.path());
+        if shared != crate::git::shared::Shared::Umask {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&from)?.permissions().mode() & 0o7777;
+            if shared.mode_for(mode, false) != mode {
+                return Err(std::io::Error::other("copied for its mode"));
+            }
+        }
         let linked = match std::fs::hard_link(&from, &to) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() => {
                 match std::fs::create_dir(&dir) {
-                    Ok(()) => {}
+                    Ok(()) => crate::git::shared::created(self.remote.path(), &dir)?,
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(e),
                 }
@@ -443,7 +459,9 @@ impl<'a> Copier<'a> {
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                if e.raw_os_error() == Some(libc::EXDEV) {
+                // Another file system, or one without hard links (git
+                // falls back to a rename there too): copied from now on.
+                if e.kind() != std::io::ErrorKind::NotFound {
                     self.link = false;
                 }
                 return Err(e);

@@ -180,6 +180,7 @@ pub fn fan_out(repo: &Repository) -> Result<()> {
                 if let Ok(mode) = mode {
                     use std::os::unix::fs::PermissionsExt;
                     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+                        .and_then(|()| crate::git::shared::created(repo.path(), &dir))
                         .map_err(|e| io("set the mode of a directory in", e))?;
                 }
             }
@@ -227,6 +228,7 @@ fn mend_locks(repo: &Repository, s: &Settings) -> Result<Vec<Mended>> {
             .replace('/', "_");
         let dir = repo.path().join("steps").join("torn");
         std::fs::create_dir_all(&dir)
+            .and_then(|()| crate::git::shared::created_under(repo.path(), repo.path(), &dir))
             .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
         let kept = dir.join(format!("{name}.{}", stamp()));
         match std::fs::rename(&path, &kept) {
@@ -560,6 +562,7 @@ fn git_reads(dir: &Path, args: &[&str]) -> bool {
 fn keep(repo: &Repository, path: &Path, what: &str) -> Result<PathBuf> {
     let dir = repo.path().join("steps").join("torn");
     std::fs::create_dir_all(&dir)
+        .and_then(|()| crate::git::shared::created_under(repo.path(), repo.path(), &dir))
         .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
     let kept = dir.join(format!("{what}.{}", stamp()));
     let copied = std::fs::read(path).and_then(|bytes| {

@@ -51,6 +51,7 @@ pub fn note_update(repo: &Repository, from: Option<Oid>, to: Oid) -> std::io::Re
     }
     let path = dir.join(to.to_string());
     let mut f = std::fs::File::create(&path)?;
+    crate::git::shared::created_under(repo.path(), repo.path(), &path)?;
     let from_hex = from.map_or("none".to_string(), |o| o.to_string());
     f.write_all(format!("{from_hex} {to}\n").as_bytes())?;
     if crate::git::fsync::per_file() {

@@ -96,7 +96,7 @@ pub(super) fn prestage(staging: &Path, path: &str, content: &Content<'_>, mode: 
     };
     let tmp = match make() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let _ = fs::create_dir(staging);
+            make_staging(staging);
             make()
         }
         r => r,
@@ -183,7 +183,7 @@ pub(super) fn write(
     }
     let mut ahead = take_prestaged(staging, path, ours, mode);
     if ahead.is_none() {
-        let _ = fs::create_dir(staging);
+        make_staging(staging);
     }
     for (attempt, place_in) in [staging, dir.as_path()].into_iter().enumerate() {
         let staged = if let Some(f) = ahead.take().filter(|_| attempt == 0) {
@@ -374,7 +374,7 @@ pub(super) fn remove_if(
         Ok(_) => {
             // Moved aside in one rename, looked at, then deleted: an edit
             // made since the caller's check goes back instead.
-            let _ = fs::create_dir(staging);
+            make_staging(staging);
             let mut aside = staging.join(format!(".git-steps-gone-{}", std::process::id()));
             let mut moved = fs::rename(&target, &aside);
             if matches!(&moved, Err(e) if e.raw_os_error() == Some(libc::EXDEV)) {
@@ -415,4 +415,15 @@ pub(super) fn remove_if(
         dir = d.parent().map(Path::to_path_buf);
     }
     Ok(true)
+}
+
+/// The staging directory, made in the git dir that holds it with the mode
+/// git gives directories there (`core.sharedRepository`). What is staged
+/// in it becomes a worktree file and keeps the umask's mode.
+fn make_staging(staging: &Path) {
+    if fs::create_dir(staging).is_ok() {
+        if let Some(git_dir) = staging.parent() {
+            let _ = crate::git::shared::created(git_dir, staging);
+        }
+    }
 }

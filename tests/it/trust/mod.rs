@@ -20,6 +20,7 @@ mod plan_and_history;
 mod power_cut;
 mod power_loss;
 mod remote_writes;
+mod shared_repos;
 mod type_changes;
 mod worktree;
 

@@ -409,6 +409,24 @@ pub fn local_failure(e: &git2::Error) -> bool {
     .any(|m| e.message().contains(m))
 }
 
+/// A libgit2 error that says an object file of a repository on this disk
+/// cannot be read (a loose object empty or cut short, a damaged pack):
+/// not the remote's URL, nor its credentials.
+pub fn damaged_object(e: &git2::Error) -> bool {
+    matches!(
+        e.class(),
+        git2::ErrorClass::Odb | git2::ErrorClass::Zlib | git2::ErrorClass::Object
+    ) && !matches!(e.code(), git2::ErrorCode::NotFound)
+        || [
+            "loose object",
+            "packfile",
+            "object file is empty",
+            "cannot be peeled",
+        ]
+        .iter()
+        .any(|m| e.message().contains(m))
+}
+
 /// The ref a libgit2 error says it cannot read (a loose ref file torn by a
 /// power cut, or written by another tool).
 pub fn unreadable_ref(e: &git2::Error) -> Option<String> {
@@ -428,6 +446,14 @@ pub fn unreadable_ref(e: &git2::Error) -> Option<String> {
 /// remove it, asks of the user.
 pub const LOCKED_HINT: &str = "a lock file is in the way: another git process is writing this repository, or one was stopped (killed, or by a power cut) before it removed its lock; if no git process is running here, remove the lock file named above, then rerun the same command";
 
+/// What a file of this repository that git cannot read either asks of the
+/// user (git-steps repairs only what it can prove it wrote).
+pub const UNREADABLE_HINT: &str = "git cannot read that file either (`git status` fails too): a power cut before git flushed it, or another tool wrote it. git-steps did not write it and does not guess what it held: restore it (HEAD holds `ref: refs/heads/<branch>`), or take a fresh clone (`git clone`, `git steps init`, then the same command): the remote holds every step reported applied";
+
+/// What an object file of this repository that git cannot read asks of
+/// the user.
+pub const DAMAGED_OBJECT_HINT: &str = "an object file of this repository is damaged (`git fsck` names it): a power cut before git flushed it (git does not fsync a clone's objects by default), or a disk error. git-steps repairs only a file it can prove it wrote and a cut tore (its boot record), and has no such proof here. Nothing was changed: take a fresh clone (`git clone`, `git steps init`, then the same command), which resumes from the remote, or restore the file from another clone";
+
 /// What a file-system error on this machine asks of the user.
 pub const LOCAL_FAILURE_HINT: &str = "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost";
 
@@ -438,11 +464,16 @@ impl From<git2::Error> for Error {
         let hint = if e.code() == git2::ErrorCode::Locked {
             // Not the disk: a lock file is there.
             Some(LOCKED_HINT.to_string())
+        } else if e.message().starts_with("corrupted loose reference file: ") {
+            // (HEAD, or a ref no caller named: git cannot read it either.)
+            Some(UNREADABLE_HINT.to_string())
+        } else if damaged_object(&e) {
+            Some(DAMAGED_OBJECT_HINT.to_string())
         } else {
             local_failure(&e).then(|| LOCAL_FAILURE_HINT.to_string())
         };
         Error::Other {
-            cause: if local_failure(&e) {
+            cause: if local_failure(&e) || damaged_object(&e) {
                 Cause::Local
             } else {
                 Cause::General

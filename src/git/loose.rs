@@ -319,6 +319,46 @@ pub fn is_whole(path: &Path, hex: &str) -> bool {
     size_ok && super::hex(&sha1::Sha1::digest(&inflated)) == hex
 }
 
+/// Loose objects under `objects` that are not whole (empty, cut short, or
+/// not hashing to their name), at most `cap` of them: what a file system
+/// that dropped unflushed data leaves of a write nobody flushed (a clone's
+/// objects, which git does not fsync by default). Read only on an error's
+/// path: every loose object is inflated.
+pub fn damaged(objects: &Path, cap: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(fans) = std::fs::read_dir(objects) else {
+        return out;
+    };
+    let mut fans: Vec<_> = fans.flatten().map(|e| e.path()).collect();
+    fans.sort();
+    for fan in fans {
+        let Some(prefix) = fan
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(&fan) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.len() != 38 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
+                continue;
+            }
+            if !is_whole(&e.path(), &format!("{prefix}{name}")) {
+                out.push(e.path());
+                if out.len() >= cap {
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A loose object file, inflated (None when it does not inflate whole).
 pub fn inflate(path: &Path) -> Option<Vec<u8>> {
     let Ok(bytes) = std::fs::read(path) else {

@@ -324,6 +324,47 @@ impl Remote {
         Ok(())
     }
 
+    /// An object file git cannot read, here or in a remote on this disk:
+    /// each damaged loose object named (not repaired: git-steps did not
+    /// write it, or the scrub would have moved it), with what to do.
+    fn damaged_error(&self, repo: &Repository, message: String) -> Error {
+        let dirs: Vec<std::path::PathBuf> =
+            [Some(repo.commondir().to_path_buf()), self.local_path(repo)]
+                .into_iter()
+                .flatten()
+                .collect();
+        let found: Vec<String> = dirs
+            .iter()
+            .flat_map(|d| crate::git::loose::damaged(&d.join("objects"), 5))
+            .map(|p| {
+                let size = std::fs::metadata(&p).map_or(0, |m| m.len());
+                format!("{} ({size} bytes)", p.display())
+            })
+            .collect();
+        let fsck: Vec<String> = dirs
+            .iter()
+            .map(|d| {
+                format!(
+                    "`git --git-dir {} fsck`",
+                    crate::git::shell_word(&d.to_string_lossy())
+                )
+            })
+            .collect();
+        let named = if found.is_empty() {
+            format!("; {} names the damaged file", fsck.join(" and "))
+        } else {
+            format!(
+                "; not whole: {}{}",
+                found.join(", "),
+                if found.len() >= 5 { ", …" } else { "" }
+            )
+        };
+        Error::local(format!(
+            "{message}: an object file on this disk is damaged{named}"
+        ))
+        .with_hint(crate::error::DAMAGED_OBJECT_HINT)
+    }
+
     fn net_error(&self, repo: &Repository, verb: &str, e: git2::Error) -> Error {
         let message = format!("cannot {verb} {}: {}", self.spec, e.message());
         if let Some(name) = crate::error::unreadable_ref(&e) {
@@ -341,6 +382,9 @@ impl Remote {
             // A file that could not be written or read here (or, for a
             // remote that is a path, on its disk): not the URL's fault.
             return Error::local(message).with_hint(crate::error::LOCAL_FAILURE_HINT);
+        }
+        if crate::error::damaged_object(&e) {
+            return self.damaged_error(repo, message);
         }
         Error::remote(message, crate::error::spurious_git2(&e)).with_hint(
             "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",

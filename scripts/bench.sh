@@ -31,6 +31,9 @@
 #      counted at a smart-HTTP server, and ms per step, for `apply`,
 #      `apply --batch 10`, `run` and a git CLI loop, over smart HTTP and git
 #      daemon.
+#   7. a wide step (scripts/bench-wide.py): one step writing STEPS_WIDE
+#      (default 20000) files through `apply` and MCP `apply_step`, vs git
+#      add + commit + push of the same files; time, peak RSS, per file.
 #
 # Usage: scripts/bench.sh            (release build; needs git, python3, strace)
 #        BENCH_ONLY_PUSH=1 scripts/bench.sh   (section 1 alone)
@@ -465,3 +468,12 @@ echo "   one-more-step apply:  $big_apply ms vs $small_apply ms   ($(ratio "$big
 
 # --- 6. steps over the network -------------------------------------------------
 bash "$root/scripts/bench-network.sh"
+
+# --- 7. a wide step (scripts/bench-wide.py) ---------------------------------
+# One step writing STEPS_WIDE (default 20000) new files, through `apply` and
+# MCP `apply_step`, vs the git CLI writing, adding, committing and pushing
+# the same files: time and peak RSS ratios, and the per-file constants the
+# guide quotes ("A wide step").
+echo
+echo "7. a wide step"
+python3 "$root/scripts/bench-wide.py" "$bin" ${STEPS_WIDE:-20000}

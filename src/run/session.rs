@@ -378,8 +378,17 @@ impl<'r> Session<'r> {
                 None => 1,
             };
             let repair = match repair::repair(repo, s, &ledger, opts.dry_run) {
-                // The user's own edits only matter when a step would land on them.
-                Err(Error::Refused(r)) if pending == 0 && r.kind == RefusalKind::DirtyWorktree => {
+                // The user's own edits only matter when a step would land
+                // on them; unless an update of this box to the head was
+                // cut short (its note): then what it left stays refused,
+                // and its note kept, until those edits are out of the way.
+                Err(Error::Refused(r))
+                    if pending == 0
+                        && r.kind == RefusalKind::DirtyWorktree
+                        && !ledger
+                            .head
+                            .is_some_and(|h| worktree::noted_update(repo, h).is_some()) =>
+                {
                     Repair::LeftAlone {
                         paths: worktree::dirty_paths(repo)?,
                     }

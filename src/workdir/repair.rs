@@ -308,7 +308,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             ),
             would: "overwrite them while finishing or continuing the run".into(),
             hint: format!(
-                "these look like your own edits, made while an update to them was interrupted: stash just them (`git stash push -- {}`; a whole `git stash -u` would also take the interrupted update's files), rerun, then `git stash pop`; nothing was changed",
+                "these look like your own edits, made while an update to them was interrupted: copy each aside and put back what the index holds (`for f in {}; do cp -p \"$f\" \"$f.mine\"; git checkout -- \"$f\"; done`), rerun, then move each `.mine` copy back (a `git stash` would take the interrupted update's staged files too, and its pop would undo the repair); nothing was changed",
                 worktree::words(unexplained.iter())
             ),
         }));

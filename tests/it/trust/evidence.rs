@@ -516,3 +516,59 @@ fn objects_a_cut_left_empty_under_git_are_named_not_blamed_on_the_url() {
     fresh.steps(&["apply", p2.to_str().unwrap()]).ok();
     assert_eq!(fresh.step_ids(), ["s1", "s2"]);
 }
+
+/// Item 2, found by the outside review: a kill after the branch moved
+/// (`ref-updated`), then the user's unstaged edit to one path of the cut
+/// update. With every step already applied, the rerun used to call all
+/// three paths "left alone" and exit 0, dropping the note: the other two
+/// stayed staged as reverts of the durable step. Now it refuses naming the
+/// edited path and keeps the note; its hint, followed, finishes the other
+/// paths and gives the edit back.
+#[test]
+fn an_edit_after_a_cut_update_keeps_the_evidence_and_the_hint_works() {
+    let t = TestRepo::new();
+    for f in ["a", "b", "c"] {
+        t.write(f, &format!("{f}\n"));
+    }
+    t.commit_all("base");
+    t.with_local_bare();
+    let p = t.plan(
+        "p.jsonl",
+        &[
+            line(json!({"id": "s1", "files": {"a": "a1\n", "b": "b1\n", "c": "c1\n"}})),
+            line(json!({"id": "s2", "files": {"a": "a2\n", "b": "b2\n", "c": "c2\n"}})),
+        ],
+    );
+    let r = t.steps_env(
+        &["apply", p.to_str().unwrap()],
+        &[("GIT_STEPS_CRASH", "ref-updated@s2")],
+    );
+    assert_ne!(r.code(), Some(0), "{}", r.explain());
+    t.write("a", "USER\n");
+    let r = t.steps(&["apply", p.to_str().unwrap()]).code_is(3);
+    assert!(r.stderr().contains(": a"), "{}", r.explain());
+    assert!(
+        std::fs::read_dir(t.path(".git/steps/updating"))
+            .map(|d| d.count() > 0)
+            .unwrap_or(false),
+        "the note is kept: {}",
+        r.explain()
+    );
+    // The hint, followed.
+    std::fs::copy(t.path("a"), t.path("a.mine")).unwrap();
+    t.git(&["checkout", "--", "a"]).ok();
+    let r = t.steps(&["apply", p.to_str().unwrap()]).ok();
+    assert!(
+        r.stderr().contains("repaired the worktree"),
+        "{}",
+        r.explain()
+    );
+    std::fs::rename(t.path("a.mine"), t.path("a")).unwrap();
+    assert_eq!(t.read("b"), "b2\n");
+    assert_eq!(t.read("c"), "c2\n");
+    assert_eq!(
+        t.git_out(&["status", "--short", "--untracked-files=no"]),
+        " M a"
+    );
+    assert_eq!(t.read("a"), "USER\n");
+}

@@ -162,7 +162,10 @@ pub fn write(repo: &Repository, kind: ObjectType, data: &[u8]) -> Result<Oid> {
             if target.exists() && !is_whole(&target, &hex) {
                 std::fs::remove_file(&target)?;
             }
-            return Ok(repo.odb()?.write(kind, data)?);
+            let id = repo.odb()?.write(kind, data)?;
+            // libgit2 ignores core.sharedRepository: git's modes given.
+            super::shared::created_under(repo.path(), &d, &target)?;
+            return Ok(id);
         }
         None => return Ok(repo.odb()?.write(kind, data)?),
     };

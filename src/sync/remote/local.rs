@@ -90,11 +90,18 @@ impl Remote {
             self.refuse_torn(repo, refname).map_err(PushError::Failed)?;
         }
         let fail = |what: &str, e: git2::Error| {
-            PushError::Failed(Error::local(format!(
+            let err = Error::local(format!(
                 "cannot push to {}: {what}: {}",
                 path.display(),
                 e.message()
-            )))
+            ));
+            PushError::Failed(
+                if crate::error::damaged_object(&e) || e.message().contains("is damaged") {
+                    err.with_hint(crate::error::DAMAGED_OBJECT_HINT)
+                } else {
+                    err
+                },
+            )
         };
         OPEN_REMOTE.with(|cell| {
             let mut cached = cell.borrow_mut();
@@ -399,9 +406,34 @@ impl<'a> Copier<'a> {
         })
     }
 
+    /// The loose file of `id` under `objects`, if it is there and not
+    /// whole (libgit2 takes any file at an object's name as the object,
+    /// and its inflate of a truncated one never returns).
+    fn damaged(objects: &Path, id: Oid) -> Option<PathBuf> {
+        let hex = id.to_string();
+        let path = objects.join(&hex[..2]).join(&hex[2..]);
+        (std::fs::symlink_metadata(&path).is_ok()
+            && !crate::git::loose::written_here(objects, id)
+            && !crate::git::loose::is_whole(&path, &hex))
+        .then_some(path)
+    }
+
+    /// Whether the remote holds `id` whole (a damaged loose file there is
+    /// written again, never built on).
+    fn dst_has(&self, id: Oid) -> bool {
+        crate::git::has_object_known(&self.dst, id) && Self::damaged(&self.dst_dir, id).is_none()
+    }
+
     fn object(&mut self, id: Oid) -> std::result::Result<(), git2::Error> {
         if self.link && self.link_loose(id).is_ok() {
             return Ok(());
+        }
+        if let Some(path) = Self::damaged(&self.src_dir, id) {
+            let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+            return Err(git2::Error::from_str(&format!(
+                "the object file {} ({size} bytes) is damaged: it does not inflate to the object its name says",
+                path.display()
+            )));
         }
         let obj = self.src.read(id)?;
         // Written as the box writes its own: a file there that is not
@@ -457,7 +489,12 @@ impl<'a> Copier<'a> {
                 }
                 crate::git::fsync::named(&dir);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            // One there that is not whole is replaced by the write below.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if Self::damaged(&self.dst_dir, id).is_some() {
+                    return Err(e);
+                }
+            }
             Err(e) => {
                 // Another file system, or one without hard links (git
                 // falls back to a rename there too): copied from now on.
@@ -479,7 +516,7 @@ impl<'a> Copier<'a> {
         id: Oid,
         known: Option<&git2::Tree<'_>>,
     ) -> std::result::Result<(), git2::Error> {
-        if crate::git::has_object_known(&self.dst, id) {
+        if self.dst_has(id) {
             return Ok(());
         }
         let tree = self.repo.find_tree(id)?;
@@ -495,9 +532,7 @@ impl<'a> Copier<'a> {
                         .and_then(|b| self.repo.find_tree(b.id()).ok());
                     self.tree(entry.id(), sub.as_ref())?
                 }
-                Some(git2::ObjectType::Blob)
-                    if !crate::git::has_object_known(&self.dst, entry.id()) =>
-                {
+                Some(git2::ObjectType::Blob) if !self.dst_has(entry.id()) => {
                     self.object(entry.id())?
                 }
                 // Blobs it has; gitlinks name commits of other repositories.

@@ -385,9 +385,9 @@ impl<'r> Session<'r> {
                 Err(Error::Refused(r))
                     if pending == 0
                         && r.kind == RefusalKind::DirtyWorktree
-                        && !ledger
+                        && ledger
                             .head
-                            .is_some_and(|h| worktree::noted_update(repo, h).is_some()) =>
+                            .is_none_or(|h| worktree::noted_update(repo, h).is_none()) =>
                 {
                     Repair::LeftAlone {
                         paths: worktree::dirty_paths(repo)?,

@@ -18,7 +18,7 @@
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::error::{Error, RefusalKind, Result};
+use crate::error::Result;
 use crate::git::{default_identity_note, head_branch, identity, Identity};
 use crate::history::cache;
 use crate::history::ledger::{Entry, Ledger};
@@ -31,7 +31,6 @@ use crate::tree::fingerprint;
 use crate::tree::hunks::LiveHunks;
 use crate::workdir::repair::{self, Repair};
 use crate::workdir::torn;
-use crate::workdir::worktree;
 
 use super::agreement::preflight;
 use super::staging::Staging;
@@ -377,24 +376,7 @@ impl<'r> Session<'r> {
                 }
                 None => 1,
             };
-            let repair = match repair::repair(repo, s, &ledger, opts.dry_run) {
-                // The user's own edits only matter when a step would land
-                // on them; unless an update of this box to the head was
-                // cut short (its note): then what it left stays refused,
-                // and its note kept, until those edits are out of the way.
-                Err(Error::Refused(r))
-                    if pending == 0
-                        && r.kind == RefusalKind::DirtyWorktree
-                        && ledger
-                            .head
-                            .is_none_or(|h| worktree::noted_update(repo, h).is_none()) =>
-                {
-                    Repair::LeftAlone {
-                        paths: worktree::dirty_paths(repo)?,
-                    }
-                }
-                other => other?,
-            };
+            let repair = repair::repair_before(repo, s, &ledger, opts.dry_run, pending)?;
             read = Some((local, ledger));
             repair
         } else {

@@ -116,6 +116,34 @@ fn run_versions(
     Ok(out)
 }
 
+/// [`repair`], before a run with `pending` steps to apply: the user's own
+/// edits only matter when a step would land on them, so with none pending
+/// they are left alone; unless an update of this box to the head was cut
+/// short (its note): then what it left stays refused, and its note kept,
+/// until those edits are out of the way.
+pub fn repair_before(
+    repo: &Repository,
+    s: &Settings,
+    ledger: &Ledger,
+    dry_run: bool,
+    pending: usize,
+) -> Result<Repair> {
+    match repair(repo, s, ledger, dry_run) {
+        Err(Error::Refused(r))
+            if pending == 0
+                && r.kind == RefusalKind::DirtyWorktree
+                && ledger
+                    .head
+                    .is_none_or(|h| worktree::noted_update(repo, h).is_none()) =>
+        {
+            Ok(Repair::LeftAlone {
+                paths: worktree::dirty_paths(repo)?,
+            })
+        }
+        other => other,
+    }
+}
+
 /// Check the worktree against the branch head and repair it if an
 /// interrupted update explains every difference: each dirty path holds, in
 /// the worktree and in the index, a version that path had at some point of

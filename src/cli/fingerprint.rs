@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_audit(&a.run)?;
     let f = inspect::fingerprint(&repo, &s, a.rev.as_deref())?;
     if ctx.ui.json {
         return emit_json(out, "fingerprint", &f);

@@ -26,7 +26,7 @@ pub(super) fn document(
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_audit(&a.run)?;
     let entries = inspect::log(&repo, &s)?;
     if ctx.ui.json {
         return emit_json(out, "log", &document(&s, &entries));

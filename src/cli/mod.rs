@@ -250,6 +250,7 @@ impl RunArgs {
             run: self.run.clone(),
             remote: self.remote.clone(),
             transport: self.transport,
+            follow: false,
         }
     }
 }
@@ -265,7 +266,17 @@ impl Ctx<'_> {
     pub fn open(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
         let repo = crate::git::open(&self.repo)?;
         settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
-        self.open_settings(repo, run)
+        self.open_settings(repo, run, false)
+    }
+
+    /// As [`Ctx::open`], for a read-only audit (`log`, `verify`,
+    /// `status`, `fingerprint`): the run follows the checked-out run
+    /// branch, and `--run X` alone names `steps/X`
+    /// ([`settings::Overrides::follow`]).
+    pub fn open_audit(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
+        let repo = crate::git::open(&self.repo)?;
+        settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
+        self.open_settings(repo, run, true)
     }
 
     /// As [`Ctx::open`], for a command that writes the run (or, as a dry
@@ -275,7 +286,7 @@ impl Ctx<'_> {
         let repo = crate::git::open(&self.repo)?;
         settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
         settings::refuse_unset_default_branch(&repo, &run.overrides())?;
-        self.open_settings(repo, run)
+        self.open_settings(repo, run, false)
     }
 
     /// As [`Ctx::open`], for a command that writes the run: a shallow clone
@@ -304,13 +315,14 @@ impl Ctx<'_> {
     /// so may ignore another worktree's settings in the shared config.
     pub fn open_for_init(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
         let repo = crate::git::open(&self.repo)?;
-        self.open_settings(repo, run)
+        self.open_settings(repo, run, false)
     }
 
     fn open_settings(
         &self,
         repo: git2::Repository,
         run: &RunArgs,
+        follow: bool,
     ) -> Result<(git2::Repository, Settings)> {
         // A mistyped --remote is said as such before anything asks it for
         // a ref (not "unsupported URL protocol" from the network layer). A
@@ -319,7 +331,13 @@ impl Ctx<'_> {
         if let Some(r) = run.remote.as_deref().filter(|r| !r.is_empty()) {
             crate::sync::remote::check_spec(&repo, r)?;
         }
-        let s = settings::resolve(&repo, &run.overrides())?;
+        let s = settings::resolve(
+            &repo,
+            &Overrides {
+                follow,
+                ..run.overrides()
+            },
+        )?;
         if self.ui.verbose || !self.ui.json {
             self.ui.status(&s.durable_domain());
         }

@@ -22,7 +22,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_audit(&a.run)?;
     let plan = a
         .plan
         .as_deref()

@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     if let Some(rev) = &a.merged {
         return merged(ctx, rev, &a.run, out);
     }
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_audit(&a.run)?;
     let plan = a
         .plan
         .as_deref()

@@ -24,6 +24,11 @@ pub struct Overrides {
     pub run: Option<String>,
     pub remote: Option<String>,
     pub transport: Option<Transport>,
+    /// A read-only audit: the run is the checked-out run branch's, and
+    /// `--run X` alone names run X's own branch (`steps/X`), unless X is
+    /// the run set up here. A command that writes keeps the run `init`
+    /// set up.
+    pub follow: bool,
 }
 
 /// The resolved settings of a run.
@@ -294,11 +299,27 @@ pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<(
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     let config = RunConfig::read(repo)?;
     crate::tree::build::set_max_file_bytes(config.max_file_bytes);
-    let branch = match &o.branch {
-        Some(b) => b.clone(),
-        None => match config_str(repo, crate::keys::BRANCH.name)? {
+    let configured_run = config_str(repo, crate::keys::RUN.name)?;
+    let configured = config_str(repo, crate::keys::BRANCH.name)?;
+    let here = head_branch(repo);
+    let branch = match (&o.branch, &o.run) {
+        (Some(b), _) => b.clone(),
+        // `--run X` names run X: its own branch, unless X is the run set
+        // up here.
+        (None, Some(r)) if o.follow && configured_run.as_deref() != Some(r.as_str()) => {
+            format!("steps/{r}")
+        }
+        // The run follows the checked-out branch: on another run's branch
+        // (`steps/<run>`), that run is the run.
+        (None, None) if o.follow && here.as_deref().is_some_and(|h| {
+            h.starts_with("steps/") && configured.as_deref().is_some_and(|c| c != h)
+        }) =>
+        {
+            here.clone().expect("checked above")
+        }
+        _ => match configured.clone() {
             Some(b) => b,
-            None => head_branch(repo).ok_or_else(|| {
+            None => here.clone().ok_or_else(|| {
                 // A detached HEAD names no branch to run on; making one
                 // up (it used to be `main`) would surprise.
                 Error::Usage {
@@ -315,7 +336,14 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     }
     let run = match &o.run {
         Some(r) => r.clone(),
-        None => match config_str(repo, crate::keys::RUN.name)? {
+        // Another run's branch, followed from HEAD: its own run.
+        None if o.follow
+            && o.branch.is_none()
+            && configured.as_deref().is_some_and(|c| c != branch.as_str()) =>
+        {
+            run_of_branch(repo, &branch)
+        }
+        None => match configured_run {
             Some(r) => r,
             None => run_of_branch(repo, &branch),
         },
@@ -539,6 +567,7 @@ mod tests {
             run: Some("r-2".into()),
             remote: Some("/srv/remote.git".into()),
             transport: Some(Transport::Libgit2),
+            follow: false,
         };
         let s = resolve(&repo, &flags).unwrap();
         assert_eq!((s.branch.as_str(), s.run.as_str()), ("other", "r-2"));

@@ -3,6 +3,7 @@
 
 mod agent;
 mod attributes;
+mod audit;
 mod authority;
 mod core;
 mod effects;

@@ -60,6 +60,25 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
             ));
         }
     }
+    // A run with no branch anywhere is not a verified run of no steps: a
+    // supervisor reading the exit code would take "ok" for its run.
+    if head.is_none() && ledger.entries.is_empty() {
+        let durable = match &s.remote {
+            Some(remote) => remote.head(repo, &s.refname())?,
+            None => None,
+        };
+        if durable.is_none() {
+            problems.push(format!(
+                "run {} has no branch {} here{}: there is nothing to verify (another run's name, or a run not fetched?)",
+                s.run,
+                s.branch,
+                s.remote
+                    .as_ref()
+                    .map(|r| format!(" nor on {}", r.spec))
+                    .unwrap_or_default()
+            ));
+        }
+    }
     let mut notes = Vec::new();
     // A shallow clone whose boundary cuts the run (its first step or the
     // commit it started from not here, or a merge's other side), or that

@@ -268,8 +268,19 @@ fn a_live_gits_lock_is_never_moved_aside_in_a_shifted_boot_time() {
         ),
     );
     let mut cmd = std::process::Command::new("git");
-    cmd.args(["update-ref", "-m", "live", "refs/heads/main", "HEAD~1"])
-        .current_dir(t.path(""));
+    // The repository's own hooks directory, whatever `core.hooksPath` a
+    // policy sets globally.
+    let hooks = format!("core.hooksPath={}", t.path(".git/hooks").display());
+    cmd.args([
+        "-c",
+        &hooks,
+        "update-ref",
+        "-m",
+        "live",
+        "refs/heads/main",
+        "HEAD~1",
+    ])
+    .current_dir(t.path(""));
     hermetic(&mut cmd, &t.home());
     let git_err = t.tmp.path().join("live-git.err");
     cmd.stdout(std::process::Stdio::null())

@@ -214,7 +214,9 @@ impl Signer {
 }
 
 /// Make a commit object as `repo.commit(None, …)` does, signed when
-/// `signer` says so.
+/// `signer` says so, keeping `decision` (a step's canonical JSON) in its
+/// own header (covered by the signature).
+#[allow(clippy::too_many_arguments)]
 pub fn commit(
     repo: &Repository,
     signer: Option<&Signer>,
@@ -223,14 +225,19 @@ pub fn commit(
     message: &str,
     tree: &git2::Tree<'_>,
     parents: &[&git2::Commit<'_>],
+    decision: Option<&str>,
 ) -> Result<Oid> {
-    let buf = repo.commit_create_buffer(author, committer, message, tree, parents)?;
+    let built = repo.commit_create_buffer(author, committer, message, tree, parents)?;
+    let buf = match decision {
+        Some(d) => crate::history::receipt::with_decision(&built, d)
+            .ok_or_else(|| Error::internal("a decision is one line of canonical JSON"))?,
+        None => built.to_vec(),
+    };
     let Some(signer) = signer else {
         return crate::git::loose::write(repo, git2::ObjectType::Commit, &buf);
     };
-    let content = buf
-        .as_str()
-        .map_err(|_| Error::corrupt("the commit to sign is not UTF-8"))?;
+    let content =
+        std::str::from_utf8(&buf).map_err(|_| Error::corrupt("the commit to sign is not UTF-8"))?;
     let signature = signer.sign(content.as_bytes())?;
     Ok(repo.commit_signed(content, &signature, None)?)
 }

@@ -32,7 +32,13 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
-    let (repo, s) = ctx.open(&a.run)?;
+    // Listing follows the run as any audit does; giving up an effect
+    // writes the run's outcomes, so it acts on the run set up here.
+    let (repo, s) = if a.abandon.is_some() {
+        ctx.open(&a.run)?
+    } else {
+        ctx.open_audit(&a.run)?
+    };
     if let Some(k) = &a.abandon {
         let why = a
             .reason

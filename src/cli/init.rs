@@ -63,6 +63,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     }
     let repo = crate::git::open(&ctx.repo)?;
     let stored = settings::config_str(&repo, crate::keys::BRANCH.name)?;
+    let stored_transport = settings::config_str(&repo, crate::keys::TRANSPORT.name)?;
     match (&a.run.branch, &stored) {
         // Another branch is another run: its id is not the old run's.
         (Some(new), Some(old)) if a.run.run.is_none() && new != old => {
@@ -93,17 +94,32 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
                 picked = Some(only.clone());
             }
             [] => {}
-            many => ctx.ui.status(&format!(
-                "note: this clone has {} remotes ({}): the durable domain stays this local repository; name one with `git steps init --remote NAME`",
-                many.len(),
-                many.join(", ")
-            )),
+            many => {
+                return Err(crate::Error::Usage {
+                    message: format!(
+                        "this clone has {} remotes ({}): which one the run is durable on is yours to say",
+                        many.len(),
+                        many.join(", ")
+                    ),
+                    hint: format!(
+                        "name it: `git steps init --remote {}`; `--remote ''` keeps the steps on this box alone; nothing was changed",
+                        many[0]
+                    ),
+                })
+            }
         }
     }
     if let Some(b) = &a.run.branch {
         settings::refuse_branch_clash(&repo, b)?;
     }
     let others = runs_on_remotes(&repo, a.run.branch.as_deref());
+    // The run's own branch on a remote: this init resumes it.
+    let resumed = a.run.branch.as_deref().is_some_and(|b| {
+        crate::git::remote_names(&repo).iter().any(|r| {
+            repo.find_reference(&format!("refs/remotes/{r}/{b}"))
+                .is_ok()
+        })
+    });
     drop(repo);
     let (repo, s) = ctx.open_for_init(&a.run)?;
     crate::git::ensure_branch_is_ours(&repo, &s.branch)?;
@@ -113,13 +129,30 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
     // No run applies while its settings change.
     let _lock = crate::lock::acquire(repo.path())?;
     settings::store(&repo, &s)?;
+    if !ctx.ui.json || ctx.ui.verbose {
+        ctx.ui.status(&s.durable_domain());
+    }
     // A fresh clone checked out elsewhere than the box that started a run
     // would start another: name the runs the remotes hold.
     if !others.is_empty() && stored.is_none() {
         ctx.ui.status(&format!(
-            "note: the remote holds other runs: {}; to go on with one of them instead of starting run {}, `git steps init --run <id>`",
+            "note: the remote holds other runs: {}; to go on with one of them instead of run {}, `git steps init --run <id>`",
             others.join(", "),
             s.run
+        ));
+    }
+    if let (None, Some(t), Some(r)) = (a.run.transport, &stored_transport, &s.remote) {
+        if t == r.transport.as_str() {
+            ctx.ui.status(&format!(
+                "note: the transport stays {t}, as an earlier `init` set it (`--transport {}` changes it)",
+                if t == "git" { "libgit2" } else { "git" }
+            ));
+        }
+    }
+    if resumed && stored.is_none() {
+        ctx.ui.status(&format!(
+            "note: the remote already holds run {} on {}: the next `git steps apply` (or `resume`) goes on with it",
+            s.run, s.branch
         ));
     }
     if let Some(r) = &picked {

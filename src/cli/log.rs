@@ -27,7 +27,10 @@ pub(super) fn document(
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
     let (repo, s) = ctx.open_audit(&a.run)?;
-    let entries = inspect::log(&repo, &s)?;
+    let (entries, from) = inspect::log(&repo, &s)?;
+    if let Some(from) = &from {
+        ctx.ui.note(from);
+    }
     if ctx.ui.json {
         return emit_json(out, "log", &document(&s, &entries));
     }

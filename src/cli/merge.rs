@@ -59,7 +59,7 @@ fn durable_head(repo: &git2::Repository, s: &Settings) -> Result<git2::Oid> {
 }
 
 pub fn message(ctx: &Ctx, a: MessageArgs, out: &mut dyn Write) -> Result<()> {
-    let (repo, s) = ctx.open(&a.run)?;
+    let (repo, s) = ctx.open_audit(&a.run)?;
     let head = durable_head(&repo, &s)?;
     // A box whose branch is not the durable head would squash something
     // else than the message describes.

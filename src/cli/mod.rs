@@ -23,6 +23,8 @@ mod progress;
 mod record;
 mod resume;
 mod run;
+mod runs;
+mod show;
 mod status;
 mod terminal;
 mod ui;
@@ -84,6 +86,8 @@ pub enum Command {
     Record(record::Args),
     Status(status::Args),
     Log(log::Args),
+    Show(show::Args),
+    Runs(runs::Args),
     Effects(effects::Args),
     MergeMessage(merge::MessageArgs),
     Archive(merge::ArchiveArgs),
@@ -273,10 +277,43 @@ impl Ctx<'_> {
     /// `status`, `fingerprint`): the run follows the checked-out run
     /// branch, and `--run X` alone names `steps/X`
     /// ([`settings::Overrides::follow`]).
+    ///
+    /// In a clone where no durable domain is set up (no `steps.remote`, no
+    /// `--remote`) and the run is not checked out, its remote is read: the
+    /// one remote whose copy (`refs/remotes/<r>/<branch>`) holds the run,
+    /// or the clone's only remote. A read-only audit from any clone.
     pub fn open_audit(&self, run: &RunArgs) -> Result<(git2::Repository, Settings)> {
         let repo = crate::git::open(&self.repo)?;
         settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
-        self.open_settings(repo, run, true)
+        let (repo, mut s) = self.open_settings(repo, run, true)?;
+        if s.remote.is_none()
+            && run.remote.is_none()
+            && settings::config_str(&repo, crate::keys::REMOTE.name)?.is_none()
+            && repo.refname_to_id(&s.refname()).is_err()
+        {
+            let remotes = crate::git::remote_names(&repo);
+            let holding: Vec<&String> = remotes
+                .iter()
+                .filter(|r| {
+                    repo.find_reference(&format!("refs/remotes/{r}/{}", s.branch))
+                        .is_ok()
+                })
+                .collect();
+            let pick = match (holding.as_slice(), remotes.as_slice()) {
+                ([one], _) => Some((*one).clone()),
+                ([], [only]) => Some(only.clone()),
+                _ => None,
+            };
+            if let Some(spec) = pick {
+                let transport = if crate::sync::remote::is_ssh(&repo, &spec) {
+                    Transport::Git
+                } else {
+                    Transport::Libgit2
+                };
+                s.remote = Some(crate::settings::Remote { spec, transport });
+            }
+        }
+        Ok((repo, s))
     }
 
     /// As [`Ctx::open`], for a command that writes the run (or, as a dry
@@ -286,6 +323,7 @@ impl Ctx<'_> {
         let repo = crate::git::open(&self.repo)?;
         settings::refuse_shared_settings_in_linked_worktree(&repo, &run.overrides())?;
         settings::refuse_unset_default_branch(&repo, &run.overrides())?;
+        settings::refuse_silently_local(&repo, &run.overrides())?;
         self.open_settings(repo, run, false)
     }
 
@@ -338,7 +376,8 @@ impl Ctx<'_> {
                 ..run.overrides()
             },
         )?;
-        if self.ui.verbose || !self.ui.json {
+        // Said by `init`, where it is chosen; elsewhere with -v.
+        if self.ui.verbose {
             self.ui.status(&s.durable_domain());
         }
         // Not set up here, in a clone that has remotes: the durable domain
@@ -347,7 +386,15 @@ impl Ctx<'_> {
         let set_up = run.branch.is_some()
             || settings::config_str(&repo, crate::keys::BRANCH.name)?.is_some();
         let remotes = crate::git::remote_names(&repo);
-        if !set_up && run.remote.is_none() && s.remote.is_none() && !remotes.is_empty() {
+        // (An audit of a run not checked out here says where it read
+        // instead.)
+        let here = repo.refname_to_id(&s.refname()).is_ok();
+        if (!follow || here)
+            && !set_up
+            && run.remote.is_none()
+            && s.remote.is_none()
+            && !remotes.is_empty()
+        {
             let held = settings::default_run(&repo).ok().and_then(|r| {
                 remotes.iter().find_map(|name| {
                     let tracking = format!("{name}/steps/{r}");
@@ -445,6 +492,8 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::ReplayUndo(a) => record::replay_undo(&ctx, a),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
+        Command::Show(a) => show::run(&ctx, a, out).map_err(Failure::from),
+        Command::Runs(a) => runs::run(&ctx, a, out).map_err(Failure::from),
         Command::Effects(a) => effects::run(&ctx, a, out).map_err(Failure::from),
         Command::MergeMessage(a) => merge::message(&ctx, a, out).map_err(Failure::from),
         Command::Archive(a) => merge::archive(&ctx, a, out).map_err(Failure::from),

@@ -215,9 +215,11 @@ fn reconcile_lines(r: &Reconciled, dry_run: bool) -> Vec<String> {
             "reconcile: {} what the remote lacked ({}): {}",
             verb("pushed", "would push"),
             counted(*steps, *commits),
-            match from {
-                None => format!("the remote had no such branch; it is now at {}", &to[..12]),
-                Some(f) => format!("the remote's branch moves from {} to {}", &f[..12], &to[..12]),
+            match (from, dry_run) {
+                (None, false) => format!("the remote had no such branch; it is now at {}", &to[..12]),
+                (None, true) => format!("the remote has no such branch; it would be created at {}", &to[..12]),
+                (Some(f), false) => format!("the remote's branch moved from {} to {}", &f[..12], &to[..12]),
+                (Some(f), true) => format!("the remote's branch would move from {} to {}", &f[..12], &to[..12]),
             }
         )),
         Action::Fetch { durable } => Some(format!(

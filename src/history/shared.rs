@@ -161,6 +161,7 @@ pub fn write<'e>(
         &message,
         &tree,
         &[],
+        None,
     )?))
 }
 

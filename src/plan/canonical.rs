@@ -30,6 +30,32 @@ pub fn decision_digest(value: &Value) -> String {
     format!("sha256:{}", hex(&hasher.finalize()))
 }
 
+/// The most bytes of canonical JSON a step commit keeps of its decision
+/// (SPEC "show"): a larger decision is not stored in its commit, and is
+/// checked against a PLAN or the run's journal only.
+pub const STORED_DECISION_MAX: usize = 1 << 20;
+
+/// The canonical text of `value` when it is at most `cap` bytes long
+/// (stops writing once past it: a 100 MB step is never copied whole).
+pub fn to_string_capped(value: &Value, cap: usize) -> Option<String> {
+    struct Capped(Vec<u8>, usize);
+    impl Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.0.len() + buf.len() > self.1 {
+                return Err(io::Error::other("over the cap"));
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Capped(Vec::new(), cap);
+    write(value, &mut w).ok()?;
+    String::from_utf8(w.0).ok()
+}
+
 /// A hasher as an `io::Write` (sha2 0.11 has no such impl of its own).
 struct Hashing<'a>(&'a mut Sha256);
 

@@ -97,6 +97,11 @@ pub struct Step {
     pub plain_digest: Option<String>,
     /// `sha256:<hex>` of the canonical JSON of the step object.
     pub digest: String,
+    /// That canonical JSON, kept when it is at most
+    /// [`crate::plan::canonical::STORED_DECISION_MAX`] bytes: the step's
+    /// commit stores it, so that anyone can recompute the digest and apply
+    /// the decision again (`git steps show`, `verify`).
+    pub canonical: Option<String>,
     /// 1-based line of the plan where the step starts (0 when not from a plan).
     pub line: usize,
 }
@@ -374,6 +379,10 @@ impl Step {
         // Hashed before the content is taken apart; then every string is
         // moved, never copied: a step that writes a large file holds it once.
         let digest = decision_digest(&value);
+        let canonical = crate::plan::canonical::to_string_capped(
+            &value,
+            crate::plan::canonical::STORED_DECISION_MAX,
+        );
         let plain_digest = crate::plan::effect::plain_digest(&value);
         let Value::Object(mut map) = value else {
             unreachable!("checked above")
@@ -523,6 +532,7 @@ impl Step {
             effects,
             plain_digest,
             digest,
+            canonical,
             line,
         })
     }
@@ -545,13 +555,41 @@ impl Step {
         };
         map.insert("undo".into(), Value::from(undone.clone()));
         let digest = decision_digest(&value);
+        let canonical = crate::plan::canonical::to_string_capped(
+            &value,
+            crate::plan::canonical::STORED_DECISION_MAX,
+        );
         if let Value::Object(map) = &mut value {
             map.remove("undo");
         }
         let mut step = Step::from_value(value, 0)?;
         step.digest = digest;
+        step.canonical = canonical;
         step.undo = undone;
         Ok(step)
+    }
+
+    /// A decision as a step commit stores it (its canonical JSON): a step
+    /// object, or an `undo` step's (with its `undo` list). An `adopt`
+    /// decision is no step: the caller reads it as JSON.
+    pub fn from_stored(text: &str) -> Result<Step> {
+        let mut value: Value = serde_json::from_str(text)
+            .map_err(|e| Error::input(format!("the stored decision is not valid JSON: {e}")))?;
+        let undone = match &mut value {
+            Value::Object(map) => map.remove("undo"),
+            _ => None,
+        };
+        match undone {
+            None => Step::from_value(value, 0),
+            Some(list) => {
+                let ids: Vec<String> = serde_json::from_value(list).map_err(|e| {
+                    Error::input(format!(
+                        "the stored decision's `undo` is not a list of ids: {e}"
+                    ))
+                })?;
+                Step::undoing(value, ids)
+            }
+        }
     }
 
     /// Parse one step from JSON text (a single object).

@@ -253,10 +253,17 @@ pub fn adopt(
         .iter()
         .map(|c| Oid::from_str(&c.commit))
         .collect::<std::result::Result<_, _>>()?;
-    let decision = decision_digest(&serde_json::json!({
+    let decided = serde_json::json!({
         "id": id,
         "adopt": candidates.iter().map(|c| c.commit.clone()).collect::<Vec<_>>(),
-    }));
+    });
+    let decision = decision_digest(&decided);
+    // Kept in the commit, as every step's decision is (`git steps show`).
+    let decision_json = crate::plan::canonical::to_string_capped(
+        &decided,
+        crate::plan::canonical::STORED_DECISION_MAX,
+    )
+    .ok_or_else(|| Error::internal("an adopt decision is small"))?;
     let index = scanned.entries.len() + 1;
     let summary = match candidates.as_slice() {
         [one] => format!("adopt {} ({})", short(oids[0]), one.subject),
@@ -290,6 +297,7 @@ pub fn adopt(
         &message,
         &tree,
         &[&parent],
+        Some(&decision_json),
     )?;
     crash::point("objects-written", &id);
     // The evidence of the update that follows the branch's move, flushed

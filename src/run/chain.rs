@@ -82,6 +82,7 @@ pub fn commit(
         message,
         tree,
         &parents,
+        None,
     )
 }
 

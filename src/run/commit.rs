@@ -217,6 +217,7 @@ impl Session<'_> {
             &message,
             &new_tree,
             &parents,
+            step.canonical.as_deref(),
         )
         .map_err(|e| e.at_step(&step.id))?;
         if self.opts.dry_run {

@@ -296,6 +296,31 @@ pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<(
     })
 }
 
+/// A command that writes the run, with no durable domain asked for (no
+/// `--remote`, no `steps.remote`), in a clone that has remotes: the steps
+/// would be durable on this box alone, which the box dying loses. A local
+/// domain is chosen by name (`--remote ''`, stored by `init --remote ''`);
+/// otherwise this refuses (exit 2) and lists the remotes.
+pub fn refuse_silently_local(repo: &Repository, o: &Overrides) -> Result<()> {
+    if o.remote.is_some() || config_str(repo, crate::keys::REMOTE.name)?.is_some() {
+        return Ok(());
+    }
+    let remotes = crate::git::remote_names(repo);
+    let Some(first) = remotes.first() else {
+        return Ok(());
+    };
+    Err(Error::Usage {
+        message: format!(
+            "no durable domain is set up here, and this clone has {} ({}): the steps would be durable on this box alone, which a restart of the box loses",
+            if remotes.len() == 1 { "a remote".to_string() } else { format!("{} remotes", remotes.len()) },
+            remotes.join(", ")
+        ),
+        hint: format!(
+            "name the remote: `git steps init --remote {first}` (or pass `--remote {first}`); to keep the steps on this box on purpose, `git steps init --remote ''` (or pass `--remote ''`); nothing was changed"
+        ),
+    })
+}
+
 pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
     let config = RunConfig::read(repo)?;
     crate::tree::build::set_max_file_bytes(config.max_file_bytes);

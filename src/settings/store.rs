@@ -98,7 +98,9 @@ pub fn store(repo: &Repository, s: &Settings) -> Result<()> {
                         let _ = cfg.remove(&format!("branch.{}.merge", s.branch));
                     }
                 }
-                let _ = cfg.remove(crate::keys::REMOTE.name);
+                // Local by name (`--remote ''`): stored as such, so that a
+                // later command knows the choice was made.
+                set(cfg, crate::keys::REMOTE.name, "")?;
                 let _ = cfg.remove(crate::keys::TRANSPORT.name);
             }
         }

@@ -205,8 +205,8 @@ fn init_in_a_clone_uses_its_only_remote_a_run_branch_that_tracks_it_and_resumes_
 }
 
 #[test]
-fn init_with_several_remotes_or_none_stays_local_and_says_so_and_a_detached_head_needs_a_run_name()
-{
+fn init_with_several_remotes_refuses_a_local_domain_is_asked_for_by_name_and_a_detached_head_needs_a_run_name(
+) {
     let t = TestRepo::fresh();
     t.write("base.txt", "base\n");
     t.commit_all("base");
@@ -214,18 +214,25 @@ fn init_with_several_remotes_or_none_stays_local_and_says_so_and_a_detached_head
         .ok();
     t.git(&["remote", "add", "two", "/nonexistent/two.git"])
         .ok();
-    let r = t.steps(&["--json", "init"]).ok();
-    assert!(
-        r.stderr().contains("this clone has 2 remotes (one, two)"),
-        "{}",
-        r.explain()
-    );
-    let j = r.json();
+    // Issue 50 item 2: which remote is the user's to say; nothing written.
+    t.steps(&["--json", "init"])
+        .code_is(2)
+        .stderr_has("this clone has 2 remotes (one, two)")
+        .stderr_has("git steps init --remote one");
+    t.git(&["config", "--get", "steps.branch"]).code_is(1);
+    // Local by name: stored as such, and every later command keeps it.
+    let j = t.steps(&["--json", "init", "--remote", ""]).ok().json();
     assert_eq!(j["data"]["durable"], "local");
     assert_eq!(j["data"]["branch"], "steps/main");
+    assert_eq!(t.git_out(&["config", "steps.remote"]), "");
     // No upstream for a local run.
     t.git(&["config", "--get", "branch.steps/main.remote"])
         .code_is(1);
+    let p = t.plan(
+        "p.jsonl",
+        &[line(serde_json::json!({"id": "s1", "files": {"a": "1\n"}}))],
+    );
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
 
     let u = TestRepo::fresh();
     u.write("base.txt", "base\n");
@@ -445,7 +452,15 @@ fn a_mistyped_remote_a_failing_patch_and_a_deciders_stderr_are_said_plainly() {
             line(serde_json::json!({"id": "s2", "patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-nope\n+2\n"})),
         ],
     );
-    let r = t.steps(&["apply", plan.to_str().unwrap()]).code_is(1);
+    // Without init, a clone with a remote keeps steps local only by name.
+    t.steps(&["apply", plan.to_str().unwrap()])
+        .code_is(2)
+        .stderr_has("this clone has a remote (origin)")
+        .stderr_has("`git steps init --remote ''`");
+    assert_eq!(refs_and_config(&t), before);
+    let r = t
+        .steps(&["apply", "--remote", "", plan.to_str().unwrap()])
+        .code_is(1);
     for needle in [
         "step s2:",
         "Hint: the steps before s2 are durable (1 applied by this command, 0 already there)",
@@ -477,9 +492,11 @@ fn a_mistyped_remote_a_failing_patch_and_a_deciders_stderr_are_said_plainly() {
     )
     .unwrap();
     let cmd = format!("sh {}", decider.display());
-    let quiet = t.steps(&["run", "--decider", &cmd]).ok();
+    let quiet = t.steps(&["run", "--remote", "", "--decider", &cmd]).ok();
     assert!(!quiet.stderr().contains("thinking"), "{}", quiet.explain());
-    let loud = t.steps(&["-v", "run", "--decider", &cmd]).ok();
+    let loud = t
+        .steps(&["-v", "run", "--remote", "", "--decider", &cmd])
+        .ok();
     assert!(
         loud.stderr()
             .contains("decider (step index 1): thinking about the next step"),
@@ -509,9 +526,10 @@ fn init_keeps_a_branchs_run_and_names_clashes_and_other_runs() {
     let p = plan(&t);
     let p = p.to_str().unwrap();
 
-    // Applied on steps/foo without init, then init: the same run, foo.
+    // Applied on steps/foo without init (local by name), then init: the
+    // same run, foo.
     t.git(&["switch", "-q", "-c", "steps/foo"]).ok();
-    t.steps(&["apply", p]).ok();
+    t.steps(&["apply", "--remote", "", p]).ok();
     let j = t.steps(&["--json", "init"]).ok().json();
     assert_eq!(
         (j["data"]["branch"].as_str(), j["data"]["run"].as_str()),
@@ -570,7 +588,8 @@ fn init_keeps_a_branchs_run_and_names_clashes_and_other_runs() {
     e.steps(&["init", "--remote", ""]).ok();
     e.git(&["config", "--get", "branch.steps/loc.remote"])
         .code_is(1);
-    e.git(&["config", "--get", "steps.remote"]).code_is(1);
+    // Local by name: kept as such (an empty steps.remote).
+    assert_eq!(e.git_out(&["config", "--get", "steps.remote"]), "");
 }
 
 /// A `.gitattributes` the worktree holds otherwise than the run (here

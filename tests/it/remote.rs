@@ -59,7 +59,7 @@ fn every_step_is_pushed_to_every_kind_of_server_with_both_transports() {
     for kind in ALL {
         for transport in ["libgit2", "git"] {
             let (t, server) = TestRepo::with_server(kind, transport);
-            let r = t.steps(&["apply", plan.to_str().unwrap()]).ok();
+            let r = t.steps(&["-v", "apply", plan.to_str().unwrap()]).ok();
             assert!(
                 r.stderr().contains("durable domain: remote"),
                 "{}",
@@ -577,7 +577,7 @@ fn reconcile_counts_receipts_and_the_base_history_apart() {
     let r = t.steps(&["resume", "--dry-run"]).ok();
     assert!(
         r.stderr().contains(&format!(
-            "would push what the remote lacked (8 step(s) and {base} commit(s) of the history the run started from): the remote had no such branch"
+            "would push what the remote lacked (8 step(s) and {base} commit(s) of the history the run started from): the remote has no such branch; it would be created at"
         )),
         "{}",
         r.explain()

@@ -300,14 +300,15 @@ impl Server {
             }
             return Ok(data);
         }
-        let data = match name {
-            "status" => inspect::status(&repo, &s, None).and_then(|st| json_data(&st)),
-            "log" => inspect::log(&repo, &s).and_then(|l| json_data(&super::log::document(&s, &l))),
-            "fingerprint" => {
-                inspect::fingerprint(&repo, &s, rev.map(String::as_str)).and_then(|f| json_data(&f))
-            }
-            _ => unreachable!("a read-only tool: {name}"),
-        };
+        let data =
+            match name {
+                "status" => inspect::status(&repo, &s, None).and_then(|st| json_data(&st)),
+                "log" => inspect::log(&repo, &s)
+                    .and_then(|(l, _)| json_data(&super::log::document(&s, &l))),
+                "fingerprint" => inspect::fingerprint(&repo, &s, rev.map(String::as_str))
+                    .and_then(|f| json_data(&f)),
+                _ => unreachable!("a read-only tool: {name}"),
+            };
         data.map_err(|e| fail(e.into()))
     }
 

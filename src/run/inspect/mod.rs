@@ -14,6 +14,7 @@ use crate::plan::reader::Plan;
 use crate::settings::Settings;
 use crate::workdir::worktree;
 
+pub mod audit;
 pub mod effects;
 mod verify;
 pub use verify::{verify, Verification};
@@ -373,8 +374,11 @@ pub fn step_diff(repo: &Repository, commit: Oid) -> Result<String> {
     super::commit::resolved_diff(repo, parent.as_ref(), &commit.tree()?)
 }
 
-pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
-    let head = repo.refname_to_id(&s.refname()).ok();
+/// The run's steps, and where they were read when the run is not checked
+/// out here ([`audit::audited_head`]).
+pub fn log(repo: &Repository, s: &Settings) -> Result<(Vec<LogEntry>, Option<String>)> {
+    let audited = audit::audited_head(repo, s)?;
+    let head = audited.head;
     let ledger = ledger::scan(repo, head, &s.run)?;
     let (_, dups) = replay::live_hunks(repo, &ledger)?;
     let mut out = Vec::with_capacity(ledger.entries.len());
@@ -419,7 +423,7 @@ pub fn log(repo: &Repository, s: &Settings) -> Result<Vec<LogEntry>> {
                 .collect(),
         });
     }
-    Ok(out)
+    Ok((out, audited.from))
 }
 
 /// `fingerprint [REV]`.

@@ -26,7 +26,11 @@ pub struct Verification {
 }
 
 pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Verification> {
-    let head = repo.refname_to_id(&s.refname()).ok();
+    // A run not checked out here is verified as the remote holds it.
+    let audited = super::audit::audited_head(repo, s)?;
+    let head = audited.head;
+    let mut notes = Vec::new();
+    notes.extend(audited.from.clone());
     // Every first parent, not only the run's segment: a receipt of this run
     // below its first step is a problem too.
     let ledger = ledger::scan_with(repo, head, &s.run, ledger::Reach::Full)?;
@@ -35,7 +39,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
         .iter()
         .map(|p| format!("commit {}: {}", short(p.commit), p.what))
         .collect();
-    if let Some(remote) = &s.remote {
+    if let (Some(remote), None) = (&s.remote, &audited.from) {
         let durable = remote.head(repo, &s.refname())?;
         let behind = match (head, durable) {
             (None, Some(_)) => true,
@@ -79,7 +83,6 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
             ));
         }
     }
-    let mut notes = Vec::new();
     // A shallow clone whose boundary cuts the run (its first step or the
     // commit it started from not here, or a merge's other side), or that
     // holds no receipt above its boundary at all, cannot say "ok": what
@@ -258,6 +261,23 @@ pub(super) fn check_trees(
     let mut unchecked = Vec::new();
     let mut in_memory = false;
     for e in &ledger.entries {
+        // The decision the commit stores: its digest must be the receipt's,
+        // and it is applied again as a plan's would be.
+        if !decisions.contains_key(&e.decision) {
+            let commit = repo.find_commit(e.commit)?;
+            if let Some(text) = crate::history::receipt::stored_decision(&commit) {
+                match stored(e, &commit, &text) {
+                    Ok(Some(step)) => {
+                        decisions.insert(step.digest.clone(), step);
+                    }
+                    Ok(None) => continue,
+                    Err(why) => {
+                        problems.push(format!("step {}: {why}", e.id));
+                        continue;
+                    }
+                }
+            }
+        }
         let Some(step) = decisions.get(&e.decision).filter(|st| st.id == e.id) else {
             unchecked.push(e.id.as_str());
             continue;
@@ -296,7 +316,8 @@ pub(super) fn check_trees(
     if !unchecked.is_empty() {
         let shown: Vec<&str> = unchecked.iter().take(10).copied().collect();
         notes.push(format!(
-            "{} step(s) were not checked against their decision, which is kept neither in {} nor in the run's journal (record, MCP, undo and adopt steps keep none yet): {}{}",
+            "{} step(s) were not checked against their decision, which is kept neither in their commit (a decision over {} KiB, or a step written before decisions were kept), nor in {}, nor in the run's journal: {}{}",
+            crate::plan::canonical::STORED_DECISION_MAX >> 10,
             unchecked.len(),
             if plan.is_some() { "PLAN" } else { "a PLAN (none was given)" },
             shown.join(", "),
@@ -308,4 +329,59 @@ pub(super) fn check_trees(
         ));
     }
     Ok(())
+}
+
+/// The decision `commit` stores (`text`), checked against its receipt `e`:
+/// Ok(Some(step)) to apply again; Ok(None) for an `adopt` decision, whose
+/// whole check is here (it names the receipt's adopted commits, and its
+/// tree is its parent's); Err(why) when it is not the receipt's decision.
+fn stored(
+    e: &ledger::Entry,
+    commit: &git2::Commit<'_>,
+    text: &str,
+) -> std::result::Result<Option<crate::plan::step::Step>, String> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|err| format!("the decision its commit stores is not JSON ({err})"))?;
+    let digest = crate::plan::canonical::decision_digest(&value);
+    if digest != e.decision {
+        return Err(format!(
+            "the decision its commit {} stores has digest {digest}, its receipt says {} (a decision changed under a kept receipt)",
+            short(e.commit),
+            e.decision
+        ));
+    }
+    if let Some(adopted) = value.get("adopt") {
+        let receipt = commit
+            .message()
+            .ok()
+            .and_then(|m| crate::history::receipt::parse(m).ok());
+        let named: Vec<String> = receipt
+            .map(|r| r.adopts.iter().map(|o| o.to_string()).collect())
+            .unwrap_or_default();
+        let listed: Vec<String> = serde_json::from_value(adopted.clone()).unwrap_or_default();
+        if listed != named {
+            return Err(format!(
+                "its stored adopt decision names {} commit(s), its receipt's Step-Adopt trailers {}",
+                listed.len(),
+                named.len()
+            ));
+        }
+        let parent = commit.parent(0).map(|p| p.tree_id()).ok();
+        if parent != Some(commit.tree_id()) {
+            return Err(format!(
+                "its commit {} is an adoption, which changes no file, but its tree differs from its parent's",
+                short(e.commit)
+            ));
+        }
+        return Ok(None);
+    }
+    let step = crate::plan::step::Step::from_stored(text)
+        .map_err(|err| format!("the decision its commit stores is not a step ({err})"))?;
+    if step.id != e.id {
+        return Err(format!(
+            "the decision its commit stores is step {}'s",
+            step.id
+        ));
+    }
+    Ok(Some(step))
 }

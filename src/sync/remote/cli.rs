@@ -22,6 +22,22 @@ impl Remote {
         parse_ls_remote(&out, refname)
     }
 
+    /// The remote's refs matching `patterns` (`refs/heads/steps/*`), as
+    /// `git ls-remote` lists them, whatever the transport: a read of names
+    /// only (`git steps runs`).
+    pub fn list(&self, repo: &Repository, patterns: &[&str]) -> Result<Vec<(String, Oid)>> {
+        let mut cmd = git_cli(repo, &self.spec)?;
+        cmd.args(["ls-remote", "--", &self.spec]).args(patterns);
+        let out = run_git_ok(cmd, "ls-remote", &self.spec)?;
+        let mut refs = Vec::new();
+        for l in out.lines() {
+            if let Some((oid, name)) = l.split_once('\t') {
+                refs.push((name.to_string(), Oid::from_str(oid)?));
+            }
+        }
+        Ok(refs)
+    }
+
     pub(super) fn fetch_git(
         &self,
         repo: &Repository,

@@ -1,0 +1,72 @@
+//! `git steps show`: one step's recorded decision, intent and diff.
+
+use std::io::Write;
+
+use super::{emit_json, Ctx, RunArgs};
+use crate::error::Result;
+use crate::run::inspect::audit;
+
+/// Show one step: its recorded decision (the canonical JSON its commit
+/// stores, with its digest checked against the receipt), its intent and
+/// its diff.
+///
+/// Reads the run's branch here, or the remote's when the run is not
+/// checked out here (without touching the worktree).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The step's id.
+    #[arg(value_name = "STEP")]
+    step: String,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
+    let (repo, s) = ctx.open_audit(&a.run)?;
+    let shown = audit::show(&repo, &s, &a.step)?;
+    if let Some(from) = &shown.read_from {
+        ctx.ui.note(from);
+    }
+    if ctx.ui.json {
+        return emit_json(out, "show", &shown);
+    }
+    writeln!(
+        out,
+        "step {} (#{} of run {}) commit {}",
+        shown.step, shown.index, shown.run, shown.commit
+    )?;
+    writeln!(
+        out,
+        "decision {}{}",
+        shown.digest,
+        match shown.digest_matches {
+            Some(true) => "  (the stored decision's digest matches)",
+            Some(false) => "  (MISMATCH: the stored decision is not the receipt's)",
+            None => "",
+        }
+    )?;
+    if let Some(src) = &shown.source {
+        writeln!(out, "source {src}")?;
+    }
+    match &shown.decision {
+        Some(d) => writeln!(
+            out,
+            "\n{}",
+            serde_json::to_string_pretty(d).unwrap_or_default()
+        )?,
+        None => writeln!(
+            out,
+            "\n({})",
+            shown.stored_note.as_deref().unwrap_or("no decision")
+        )?,
+    }
+    if let Some(i) = &shown.intent {
+        writeln!(
+            out,
+            "\nintent: {}",
+            serde_json::to_string(i).unwrap_or_default()
+        )?;
+    }
+    writeln!(out, "\n{}", shown.diff.trim_end())?;
+    Ok(())
+}

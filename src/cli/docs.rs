@@ -157,7 +157,12 @@ fn synopsis(cmd: &clap::Command, name: &str) -> String {
 /// One man page: clap_mangen's sections with the full synopsis, then
 /// (for git-steps(1)) exit status, environment, configuration, examples.
 fn page(cmd: clap::Command, name: &str, main: bool, out: &mut dyn Write) -> std::io::Result<()> {
-    let usage = synopsis(&cmd, name);
+    // A command's page reads as git's own do (git-commit(1): `git commit
+    // [...]`): `git steps apply [PLAN]`, the words a user types.
+    let spoken = name
+        .strip_prefix("git-steps-")
+        .map(|sub| format!("git steps {sub}"));
+    let usage = synopsis(&cmd, spoken.as_deref().unwrap_or(name));
     let man = clap_mangen::Man::new(cmd.override_usage(usage));
     man.render(out)?;
     if main {
@@ -237,6 +242,12 @@ pub fn completions(a: CompletionsArgs, out: &mut dyn Write) -> Result<(), Failur
     // `git__subcmd__steps__subcmd__apply` where it completes), so no
     // subcommand's options were ever completed; one name for both.
     let script = String::from_utf8_lossy(&script).replace("git__subcmd__steps", "git__steps");
+    // `--remote <TAB>`: the repository's remotes (then paths, for a bare
+    // repository on this disk), not file names alone.
+    let script = script.replace(
+        "--remote)\n                    COMPREPLY=($(compgen -f \"${cur}\"))",
+        "--remote)\n                    COMPREPLY=($(compgen -W \"$(git remote 2>/dev/null)\" -- \"${cur}\") $(compgen -d -- \"${cur}\"))",
+    );
     out.write_all(script.as_bytes())?;
     out.write_all(GIT_BASH_HOOK.as_bytes())?;
     Ok(())

@@ -179,7 +179,7 @@ fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
             kind: RefusalKind::DigestMismatch,
             step: Some(step.id.clone()),
             saw: format!(
-                "step {} is already applied without effects (receipt {}, decision {}); the plan's step is that decision with {} effect(s) added",
+                "step {} is already applied without effects (receipt {}, decision {}); the step given is that decision with {} effect(s) added",
                 step.id,
                 short(entry.commit),
                 entry.decision,
@@ -187,8 +187,8 @@ fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
             ),
             would: "start effects for a step whose decision was made without them: effects are part of a decision and start only with their own step's commit".into(),
             hint: format!(
-                "put the effects on a new step (a new id, with the change it goes with), or rerun with the plan that was applied (`git show {}` shows the recorded step)",
-                short(entry.commit)
+                "put the effects on a new step (a new id, with the change it goes with), or give the decision that was recorded (`git steps show {}` prints it)",
+                step.id
             ),
         });
     }
@@ -196,7 +196,7 @@ fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
         kind: RefusalKind::DigestMismatch,
         step: Some(step.id.clone()),
         saw: format!(
-            "step {} already has a receipt in {} with decision {}, but the plan's step has decision {}",
+            "step {} already has a receipt in {} with decision {}, but the step given has decision {}",
             step.id,
             short(entry.commit),
             entry.decision,
@@ -204,8 +204,8 @@ fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
         ),
         would: "apply a second, different decision under the same step id".into(),
         hint: format!(
-            "a step id is its idempotency key: give the new decision a new id, or rerun with the plan that was applied (`git show {}` shows the recorded step)",
-            short(entry.commit)
+            "a step id is its idempotency key: give the new decision a new id, or give the decision that was recorded (`git steps show {}` prints it)",
+            step.id
         ),
     })
 }

@@ -22,7 +22,7 @@ use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
 
 use super::agreement::validate;
-use super::session::{ApplyOptions, Redelivery, Session, StepOutcome, Ui};
+use super::session::{ApplyOptions, Redelivery, Session, Source, StepOutcome, Ui};
 
 /// The result of `apply`.
 #[derive(Debug, Serialize)]
@@ -54,8 +54,21 @@ pub fn apply_plan(
     opts: &ApplyOptions,
     ui: &mut dyn Ui,
 ) -> std::result::Result<ApplyReport, (Error, Vec<StepOutcome>)> {
+    apply_plan_from(repo, s, plan, opts, ui, None)
+}
+
+/// As [`apply_plan`], for steps `source` decided (an MCP client's): its
+/// receipts say so (`Step-Source`).
+pub fn apply_plan_from(
+    repo: &Repository,
+    s: &Settings,
+    plan: &Plan,
+    opts: &ApplyOptions,
+    ui: &mut dyn Ui,
+    source: Option<Source>,
+) -> std::result::Result<ApplyReport, (Error, Vec<StepOutcome>)> {
     let mut outcomes = Vec::new();
-    match apply_inner(repo, s, plan, opts, ui, &mut outcomes) {
+    match apply_inner(repo, s, plan, opts, ui, &mut outcomes, source) {
         Ok(report) => Ok(report),
         Err(e) => Err((e, outcomes)),
     }
@@ -68,6 +81,7 @@ fn apply_inner(
     opts: &ApplyOptions,
     ui: &mut dyn Ui,
     outcomes: &mut Vec<StepOutcome>,
+    source: Option<Source>,
 ) -> Result<ApplyReport> {
     crash::validate_env().map_err(Error::input)?;
     worktree::workdir(repo)?;
@@ -129,7 +143,7 @@ fn apply_inner(
                 if let Some(note) = session.identity_note() {
                     ui.note(&note);
                 }
-                let staged = session.stage(&step, None);
+                let staged = session.stage(&step, source);
                 match staged {
                     Ok(would) => held.push(would),
                     Err(e) => return Err(flushed_then(&mut session, &mut held, ui, outcomes, e)),

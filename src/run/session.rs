@@ -112,6 +112,8 @@ pub enum Source {
     Record,
     /// Written by `undo`: earlier steps' files as they were.
     Undo,
+    /// Sent by an MCP client (`apply_step`).
+    Mcp,
 }
 
 impl Source {
@@ -121,6 +123,7 @@ impl Source {
             Source::Journal => "journal",
             Source::Record => "record",
             Source::Undo => "undo",
+            Source::Mcp => "mcp",
         }
     }
 }

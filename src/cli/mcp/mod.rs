@@ -333,7 +333,15 @@ impl Server {
             allow_duplicate_hunks: self.allow_duplicate_hunks || config.allow_duplicate_hunks,
             batch: 1,
         };
-        let report = engine::apply_plan(&repo, &s, &plan, &opts, &mut Terminal::new(ctx.ui, false)).map_err(|(error, _)| {
+        let report = engine::apply_plan_from(
+            &repo,
+            &s,
+            &plan,
+            &opts,
+            &mut Terminal::new(ctx.ui, false),
+            Some(crate::run::session::Source::Mcp),
+        )
+        .map_err(|(error, _)| {
             let error = match &error {
                 // As `apply` says it for a plan, for the one step there is.
                 Error::Apply { step, .. } => {

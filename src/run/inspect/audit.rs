@@ -135,7 +135,7 @@ pub fn show(repo: &Repository, s: &Settings, id: &str) -> Result<Shown> {
     let ledger = ledger::scan(repo, audited.head, &s.run)?;
     let Some(e) = ledger.entries.iter().find(|e| e.id == id) else {
         let known: Vec<&str> = ledger.entries.iter().map(|e| e.id.as_str()).collect();
-        return Err(Error::input(format!(
+        return Err(Error::other(format!(
             "run {} on {} has no step {id}{}",
             s.run,
             s.branch,

@@ -386,6 +386,31 @@ impl Remote {
         if crate::error::damaged_object(&e) {
             return self.damaged_error(repo, message);
         }
+        // A remote on this disk that is not there (moved, deleted, a
+        // typo in `git remote set-url`): libgit2 reads a path it cannot
+        // find as a URL whose protocol it does not know.
+        let url = match repo.find_remote(&self.spec) {
+            Ok(r) => String::from_utf8_lossy(r.url_bytes()).into_owned(),
+            Err(_) => self.spec.clone(),
+        };
+        let path = url.strip_prefix("file://").unwrap_or(&url);
+        if !url.contains("://") || url.starts_with("file://") {
+            // A relative path is the worktree's, as git reads it.
+            let at = repo.workdir().unwrap_or(repo.path()).join(path);
+            if !crate::settings::remote::ssh_url(&url) && !at.exists() {
+                return Error::remote(
+                    format!(
+                        "cannot {verb} {}: its path {path} does not exist (moved or deleted?)",
+                        self.spec
+                    ),
+                    false,
+                )
+                .with_hint(format!(
+                    "point the remote at where the repository is now: `git remote set-url {} <path>` (or `git steps init --remote <path>`), then rerun the same command",
+                    self.spec
+                ));
+            }
+        }
         Error::remote(message, crate::error::spurious_git2(&e)).with_hint(
             "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",
         )

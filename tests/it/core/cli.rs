@@ -315,6 +315,9 @@ fn help_typos_man_sections_and_git_completion_serve_a_new_user() {
         assert!(page.contains(name), "{name}");
     }
 
+    t.git(&["remote", "add", "upstream", "/nonexistent/upstream.git"])
+        .ok();
+    t.write("base.txt", "a file --remote must not offer\n");
     let script = t.home().join("git-steps.bash");
     std::fs::write(&script, t.steps(&["completions", "bash"]).ok().stdout()).unwrap();
     let git_completion = [
@@ -337,12 +340,14 @@ fn help_typos_man_sections_and_git_completion_serve_a_new_user() {
         ("git steps ''", "status", "classic-apply"),
         ("git steps apply --b", "--batch", "--dry-run"),
         ("git -C . steps apply --transport ''", "libgit2", "apply"),
+        // Issue 50: `--remote <TAB>` offers the remotes, not file names.
+        ("git steps apply --remote ''", "upstream", "base.txt"),
     ] {
         let bash = format!(
             "COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); COMP_LINE=\"{words}\"; COMP_POINT=${{#COMP_LINE}}; {call}; echo \"${{COMPREPLY[*]}}\""
         );
         let mut cmd = std::process::Command::new("bash");
-        cmd.args(["-c", &bash]);
+        cmd.args(["-c", &bash]).current_dir(t.path(""));
         let r = t.run_cmd(cmd, format!("bash completion of {words}"), None);
         let got = r.stdout();
         assert!(

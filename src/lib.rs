@@ -65,6 +65,7 @@
 //! 34. [`sync::share`]: publishing and fetching the shared hunk cache;
 //! 35. [`sync::reconcile`]: bringing local and durable branches together;
 //! 36. [`run::decider`]: asking the external decider for the next step;
+//! 36. [`run::ahead`]: the decider's answer asked ahead, kept on this box until it is used;
 //! 37. [`run::chain`]: the run's side refs (journal, outcomes, kept run), moved by compare-and-swap;
 //! 38. [`run::journal`]: recorded decisions, durable before they are applied;
 //! 39. [`run::outcomes`]: the recorded outcomes of a run's effects;

@@ -213,6 +213,29 @@ impl Signer {
     }
 }
 
+/// The commit header that keeps a step's decision (its canonical JSON, one
+/// line), beside the commit's own headers as `gpgsig` is: `git cat-file -p`
+/// shows it, `git log` does not, and it travels with the commit.
+pub const DECISION_HEADER: &str = "steps-decision";
+
+/// `buf` (a commit object as libgit2 builds it) with the decision header
+/// added after its own headers.
+fn with_decision(buf: &[u8], decision: &str) -> Option<Vec<u8>> {
+    // A header value is one line; the canonical form escapes every newline.
+    if decision.contains('\n') {
+        return None;
+    }
+    let end = buf.windows(2).position(|w| w == b"\n\n")? + 1;
+    let mut out = Vec::with_capacity(buf.len() + decision.len() + 20);
+    out.extend_from_slice(&buf[..end]);
+    out.extend_from_slice(DECISION_HEADER.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(decision.as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(&buf[end..]);
+    Some(out)
+}
+
 /// Make a commit object as `repo.commit(None, …)` does, signed when
 /// `signer` says so, keeping `decision` (a step's canonical JSON) in its
 /// own header (covered by the signature).
@@ -229,7 +252,7 @@ pub fn commit(
 ) -> Result<Oid> {
     let built = repo.commit_create_buffer(author, committer, message, tree, parents)?;
     let buf = match decision {
-        Some(d) => crate::history::receipt::with_decision(&built, d)
+        Some(d) => with_decision(&built, d)
             .ok_or_else(|| Error::internal("a decision is one line of canonical JSON"))?,
         None => built.to_vec(),
     };

@@ -121,7 +121,19 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
         let id = crate::plan::step::Step::parse(line)
             .map(|s| s.id)
             .unwrap_or_default();
-        if let Some(why) = crate::matrix::asked_late(std::path::Path::new(&bare), index, &id)? {
+        // Or one this box kept, asked ahead against the very head it is
+        // asked on now (git-steps must have used it).
+        let kept = git2::Repository::discover(".").ok().and_then(|r| {
+            let k = crate::run::ahead::read(r.path(), ctx["run"].as_str()?)?;
+            (k.index == index && Some(k.after.as_str()) == ctx["head"].as_str()).then(|| {
+                format!("the decider was asked for step index {index} ({id}) although its answer, asked ahead on top of {}, was kept on this box", &k.after[..12])
+            })
+        });
+        let late_why = match kept {
+            Some(k) => Some(k),
+            None => crate::matrix::asked_late(std::path::Path::new(&bare), index, &id)?,
+        };
+        if let Some(why) = late_why {
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

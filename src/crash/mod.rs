@@ -66,6 +66,11 @@ pub const POINTS: &[Point] = &[
         scope: Scope::Decide,
     },
     Point {
+        name: "ahead-kept",
+        state: "run: the decider's answer for the next step, asked while this step's push is in flight, is kept on this box (`.git/steps/ahead/`); nothing of it is applied, and this step may or may not be durable yet",
+        scope: Scope::Decide,
+    },
+    Point {
         name: "journal-objects",
         state: "run, journaling a refused or kept decision: the entry's objects are written; the journal ref has not moved",
         scope: Scope::Journal,

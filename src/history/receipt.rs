@@ -42,10 +42,7 @@ pub const KEY_UNDO: &str = "Step-Undo";
 /// line each.
 pub const KEY_EFFECTS: &str = "Step-Effects";
 
-/// The commit header that keeps a step's decision (its canonical JSON, one
-/// line), beside the commit's own headers as `gpgsig` is: `git cat-file -p`
-/// shows it, `git log` does not, and it travels with the commit.
-pub const DECISION_HEADER: &str = "steps-decision";
+pub use crate::sign::DECISION_HEADER;
 
 /// The decision a step commit stores ([`DECISION_HEADER`]), if any.
 pub fn stored_decision(commit: &git2::Commit<'_>) -> Option<String> {
@@ -54,24 +51,6 @@ pub fn stored_decision(commit: &git2::Commit<'_>) -> Option<String> {
     raw.split(|b| *b == b'\n')
         .find_map(|line| line.strip_prefix(prefix.as_bytes()))
         .and_then(|v| String::from_utf8(v.to_vec()).ok())
-}
-
-/// `buf` (a commit object as libgit2 builds it) with the decision header
-/// added after its own headers.
-pub fn with_decision(buf: &[u8], decision: &str) -> Option<Vec<u8>> {
-    // A header value is one line; the canonical form escapes every newline.
-    if decision.contains('\n') {
-        return None;
-    }
-    let end = buf.windows(2).position(|w| w == b"\n\n")? + 1;
-    let mut out = Vec::with_capacity(buf.len() + decision.len() + 20);
-    out.extend_from_slice(&buf[..end]);
-    out.extend_from_slice(DECISION_HEADER.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(decision.as_bytes());
-    out.push(b'\n');
-    out.extend_from_slice(&buf[end..]);
-    Some(out)
 }
 
 /// Longest summary kept in a subject line.

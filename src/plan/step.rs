@@ -579,17 +579,12 @@ impl Step {
             Value::Object(map) => map.remove("undo"),
             _ => None,
         };
-        match undone {
-            None => Step::from_value(value, 0),
-            Some(list) => {
-                let ids: Vec<String> = serde_json::from_value(list).map_err(|e| {
-                    Error::input(format!(
-                        "the stored decision's `undo` is not a list of ids: {e}"
-                    ))
-                })?;
-                Step::undoing(value, ids)
-            }
-        }
+        let Some(list) = undone else {
+            return Step::from_value(value, 0);
+        };
+        let ids = serde_json::from_value(list)
+            .map_err(|e| Error::input(format!("the stored decision's `undo` is no list: {e}")))?;
+        Step::undoing(value, ids)
     }
 
     /// Parse one step from JSON text (a single object).

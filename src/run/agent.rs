@@ -162,9 +162,31 @@ fn run_inner(
                     Some(a) if a.index == index => a.answer(),
                     other => {
                         drop(other.map(Ahead::answer));
-                        calls += 1;
-                        opts.decider
-                            .ask(&workdir, &context(s, &session, &journal, index)?)
+                        // An answer asked ahead that a kill kept from being
+                        // applied: on the very commit it was asked against,
+                        // it is used, not asked for again.
+                        match super::ahead::take(repo.path(), &s.run, index, session.head())
+                            .and_then(|k| Step::parse(&k.text).ok().map(|st| (st, k.text)))
+                        {
+                            Some((step, text)) => {
+                                ui.note(&format!(
+                                    "step index {index}: the decider's answer {} was asked ahead before the last run stopped, and kept on this box: applied without asking again",
+                                    step.id
+                                ));
+                                Ok((
+                                    Answer::Step {
+                                        step: Box::new(step),
+                                        text,
+                                    },
+                                    None,
+                                ))
+                            }
+                            None => {
+                                calls += 1;
+                                opts.decider
+                                    .ask(&workdir, &context(s, &session, &journal, index)?)
+                            }
+                        }
                     }
                 };
                 let (answer, said) = asked?;
@@ -223,10 +245,21 @@ fn run_inner(
             let (decider, dir) = (opts.decider.clone(), workdir.clone());
             let stop = std::sync::Arc::new(super::decider::Stop::default());
             let stopping = stop.clone();
+            // Kept on this box as soon as it arrives (the push may still be
+            // in flight), for a run a kill stops before it is applied.
+            let (git_dir, run, after) = (repo.path().to_path_buf(), s.run.clone(), session.head());
             Some(Ahead {
                 index: next,
                 stop,
-                thread: std::thread::spawn(move || decider.ask_stoppable(&dir, &ctx, &stopping)),
+                thread: std::thread::spawn(move || {
+                    let asked = decider.ask_stoppable(&dir, &ctx, &stopping);
+                    if let (Ok((Answer::Step { step, text }, _)), Some(after)) = (&asked, after) {
+                        if super::ahead::keep(&git_dir, &run, next, after, text).is_ok() {
+                            crash::point("ahead-kept", &step.id);
+                        }
+                    }
+                    asked
+                }),
             })
         });
         let asked_ahead = asked_ahead.flatten();
@@ -271,8 +304,11 @@ fn run_inner(
         }
     };
     // A run that stopped (`--max-steps`) with an answer asked ahead: waited
-    // for, not taken.
+    // for, not taken (and kept on this box, for the next run on this head).
     drop(ahead.map(Ahead::answer));
+    if stopped == Stop::Done {
+        super::ahead::forget(repo.path(), &s.run);
+    }
     let finished = session.finish()?;
     // A finished run is kept where a forge's branch deletion cannot reach
     // it. Its steps are durable either way: a failure here is said, and

@@ -15,6 +15,7 @@
 pub mod adopt;
 pub mod agent;
 pub mod agreement;
+pub mod ahead;
 pub mod authority;
 mod branch;
 pub mod chain;

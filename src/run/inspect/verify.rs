@@ -317,8 +317,8 @@ pub(super) fn check_trees(
         let shown: Vec<&str> = unchecked.iter().take(10).copied().collect();
         notes.push(format!(
             "{} step(s) were not checked against their decision, which is kept neither in their commit (a decision over {} KiB, or a step written before decisions were kept), nor in {}, nor in the run's journal: {}{}",
-            crate::plan::canonical::STORED_DECISION_MAX >> 10,
             unchecked.len(),
+            crate::plan::canonical::STORED_DECISION_MAX >> 10,
             if plan.is_some() { "PLAN" } else { "a PLAN (none was given)" },
             shown.join(", "),
             if unchecked.len() > shown.len() {

@@ -85,8 +85,10 @@ fn a_kept_decision_is_applied_on_resume_without_asking_and_log_says_so() {
 
 /// A box killed right after the remote accepted a step resumes without
 /// asking for it: the receipt is the record. The next index's answer,
-/// asked for while that push was in flight, was not durable: it is asked
-/// again. Killed before that push, the step's answer is lost and asked
+/// asked for while that push was in flight, is asked again only when the
+/// kill came before it was kept on the box. Killed before that push, the
+/// step's answer (asked ahead during the previous step's push, and kept on
+/// this box as it arrived: issue 50 item 7) is applied without asking
 /// again; either way one receipt per index.
 #[test]
 fn a_step_pushed_before_the_kill_is_not_asked_again() {
@@ -95,8 +97,8 @@ fn a_step_pushed_before_the_kill_is_not_asked_again() {
     // the kill lands (it runs on its own thread): one call more, or none.
     for (point, asked) in [
         ("pushed", 5 + 4..=5 + 1 + 4),
-        ("objects-written", 5 + 5..=5 + 5),
-        ("decided", 5 + 5..=5 + 5),
+        ("objects-written", 5 + 4..=5 + 4),
+        ("decided", 5 + 4..=5 + 4),
     ] {
         let t = TestRepo::new();
         let server = t.start_server(Kind::Path);
@@ -397,13 +399,14 @@ fn the_journal_is_durable_on_every_kind_of_server() {
 /// The journal's own write boundaries (off the happy path: an answer whose
 /// step is blocked by an untracked file is kept there). Killed at each,
 /// then rerun once the way is clear: before the entry reached the remote
-/// the answer is lost and asked once more; after it, the kept answer is
-/// applied without asking. Either way each step lands once and `verify`
-/// agrees.
+/// the answer is not durable, but this box kept it as it arrived (asked
+/// ahead, during s2's push), so it is not asked again here either; after
+/// it, the journal's entry is applied without asking. Either way each step
+/// lands once and `verify` agrees.
 #[test]
 fn a_kill_at_each_journal_point_keeps_or_loses_the_answer_cleanly() {
     for (point, asked_again) in [
-        ("journal-objects", true),
+        ("journal-objects", false),
         ("journal-pushed", false),
         ("journaled", false),
     ] {
@@ -428,5 +431,62 @@ fn a_kill_at_each_journal_point_keeps_or_loses_the_answer_cleanly() {
         );
         assert_eq!(server.step_ids(), plan_ids(&plan), "{point}");
         t.steps(&["verify"]).ok();
+    }
+}
+
+/// Issue 50 item 7: the answer asked ahead (for s3, during s2's push) is
+/// kept on the box as soon as it arrives. Killed right then, the same box
+/// resumes without asking for s3 again (one paid call saved per crash); a
+/// fresh box, which never had it, asks again. Each step lands once.
+#[test]
+fn an_answer_asked_ahead_survives_a_kill_on_its_box() {
+    let plan = fixture("eight-steps.jsonl");
+    for vanish in [false, true] {
+        let t = TestRepo::new();
+        let server = t.start_server(Kind::Path);
+        t.steps(&["-q", "init", "--remote", server.url()]).ok();
+        let calls = t.home().join("calls");
+        let cmd = format!("echo x >> '{}'; {}", calls.display(), replay(&plan));
+        let r = t.steps_env(
+            &["run", "--decider", &cmd],
+            &[("GIT_STEPS_CRASH", "ahead-kept@s3")],
+        );
+        assert_eq!(r.out.status.signal(), Some(9), "{}", r.explain());
+        assert_eq!(
+            std::fs::read_to_string(&calls).unwrap().lines().count(),
+            3,
+            "s1, s2, and s3 asked ahead"
+        );
+        let fresh;
+        let resumed = if vanish {
+            fresh = t.sibling("fresh", Some(server.url()));
+            fresh.steps(&["-q", "init", "--remote", server.url()]).ok();
+            &fresh
+        } else {
+            &t
+        };
+        let r = resumed.steps(&["run", "--decider", &cmd]).ok();
+        let total = std::fs::read_to_string(&calls).unwrap().lines().count();
+        // s4..s8 and done: 6 more; a fresh box asks for s3 too.
+        assert_eq!(
+            total,
+            3 + 6 + usize::from(vanish),
+            "vanish={vanish}: {}",
+            r.explain()
+        );
+        assert_eq!(
+            r.stderr()
+                .contains("was asked ahead before the last run stopped, and kept on this box"),
+            !vanish,
+            "{}",
+            r.explain()
+        );
+        assert_eq!(server.step_ids(), plan_ids(&plan), "vanish={vanish}");
+        resumed.steps(&["verify", plan.to_str().unwrap()]).ok();
+        // A finished run keeps nothing asked ahead.
+        assert!(!resumed
+            .path(".git/steps/ahead")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some()));
     }
 }

@@ -220,6 +220,14 @@ pub fn cells(runner: Runner, ids: &[String], batch: usize) -> Vec<Cell> {
                     }
                     let phases = match (p.scope, p.name) {
                         (Scope::Step | Scope::RemoteStep, _) => vec![crash_at(p.name, step)],
+                        // An answer is asked ahead (and kept) during the
+                        // previous step's push once the branch exists on
+                        // the remote: from the third step on, whatever
+                        // the base (an empty remote's first push creates
+                        // the branch and is not overlapped).
+                        (Scope::Decide, "ahead-kept") if runner == Runner::GitStepsRun && i < 2 => {
+                            continue
+                        }
                         (Scope::Decide, _) if runner == Runner::GitStepsRun => {
                             vec![crash_at(p.name, step)]
                         }

@@ -152,10 +152,19 @@ fn the_agent_loop_matrix_is_all_same() {
     // A finished run keeps itself (refs/steps/runs/): its two points at
     // the head's step, both boxes, and every row checks the kept ref.
     assert_eq!(count(Scope::Archive), 2);
+    // `ahead-kept` from s3 on: s1 is never asked ahead, and s2 is not
+    // when s1's push creates the branch.
     assert_eq!(
         rows.len(),
-        8 * (direct * 2 + count(Scope::Resume)) - 7 + 2 * 2
+        8 * (direct * 2 + count(Scope::Resume)) - 7 + 2 * 2 - 2 * 2
     );
+    let ahead: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["point"] == "ahead-kept")
+        .map(|r| r["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(ahead.len(), 12, "ahead-kept at s3..s8, both boxes");
+    assert!(!ahead.contains(&"s1") && !ahead.contains(&"s2"));
     for point in ["archive-read", "archive-pushed"] {
         let at: Vec<&str> = rows
             .iter()

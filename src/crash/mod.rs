@@ -141,6 +141,11 @@ pub const POINTS: &[Point] = &[
         scope: Scope::Effect,
     },
     Point {
+        name: "effect-try-noted",
+        state: "a try of the effect is counted on this box (`.git/steps/effect-tries/`, so that its outcome counts a try a kill cut short); nothing of the try is sent yet",
+        scope: Scope::Effect,
+    },
+    Point {
         name: "effect-delivered",
         state: "the effect's receiver answered 2xx (or its command exited 0); its outcome is not recorded",
         scope: Scope::Effect,

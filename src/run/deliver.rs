@@ -33,6 +33,42 @@ pub struct Policy {
     /// The proxies local config names (with the environment's, read as
     /// each request is made): a request goes where git's would.
     pub proxies: crate::sync::remote::proxy::Rules,
+    /// Where this box counts the tries it started for this effect since
+    /// its last recorded outcome ([`tries_file`]), and the step's id (the
+    /// crash point's): a try a kill cut short still counts.
+    pub counted: Option<(std::path::PathBuf, String)>,
+}
+
+/// The file in which this box counts the tries of effect `key` it started
+/// (flushed before each try is sent): a run killed mid-delivery and
+/// resumed here records every try the receiver may have seen, not only
+/// the last run's. Removed once an outcome is recorded. A fresh box does
+/// not know of another box's tries.
+pub fn tries_file(git_dir: &Path, key: &str) -> std::path::PathBuf {
+    git_dir
+        .join("steps")
+        .join("effect-tries")
+        .join(crate::git::hex(key.as_bytes()))
+}
+
+/// Tries counted so far in `path` (0: none, or a file a power cut tore).
+fn counted_tries(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Count `n` tries in `path`: a new file, fsynced, renamed over the old,
+/// its directory fsynced, before the try is sent.
+fn count_tries(path: &Path, n: usize) -> std::io::Result<()> {
+    let dir = path.parent().expect("a file in a directory");
+    std::fs::create_dir_all(dir)?;
+    let mut f = tempfile::NamedTempFile::new_in(dir)?;
+    write!(f, "{n}")?;
+    f.as_file().sync_all()?;
+    f.persist(path).map_err(|e| e.error)?;
+    crate::lock::sync_dir(dir)
 }
 
 /// What the tries came to.
@@ -83,10 +119,21 @@ enum Try {
 /// The crash matrix's trace file, when set, gets the key of every try that
 /// was answered 2xx (or whose command exited 0).
 pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried {
+    // Tries an earlier run on this box started (and a kill cut short).
+    let before = policy
+        .counted
+        .as_ref()
+        .map_or(0, |(path, _)| counted_tries(path));
     let mut tries = 0;
     let mut backoff = Duration::from_millis(500);
     loop {
         tries += 1;
+        if let Some((path, step)) = &policy.counted {
+            // Best effort: a count that cannot be written undercounts.
+            if count_tries(path, before + tries).is_ok() {
+                crate::crash::point("effect-try-noted", step);
+            }
+        }
         let t = match action {
             Action::Http(h) => http_try(h, key, policy),
             Action::Command(argv) => command_try(argv, key, dir, policy.timeout),
@@ -97,7 +144,7 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
                 return Tried {
                     status: Status::Delivered,
                     result,
-                    tries,
+                    tries: before + tries,
                     reason: None,
                     detail: None,
                 };
@@ -107,7 +154,7 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
                 return Tried {
                     status: Status::Failed,
                     result,
-                    tries,
+                    tries: before + tries,
                     reason,
                     detail,
                 };
@@ -122,7 +169,7 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
                     return Tried {
                         status: Status::Failed,
                         result,
-                        tries,
+                        tries: before + tries,
                         reason,
                         detail,
                     };

@@ -270,6 +270,10 @@ impl Session<'_> {
             timeout: Duration::from_secs(s.config.effect_timeout_secs.max(1) as u64),
             ca: crate::git::ca_locations(repo),
             proxies: crate::sync::remote::proxy::Rules::read(repo),
+            counted: Some((
+                super::deliver::tries_file(repo.path(), &k),
+                due.step.clone(),
+            )),
         };
         let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
         let tried = deliver(&effect.action, &k, &dir, &policy);
@@ -299,6 +303,8 @@ impl Session<'_> {
             ))
         })?;
         crash::point("effect-recorded", &due.step);
+        // Its tries are in the outcome now.
+        let _ = std::fs::remove_file(super::deliver::tries_file(repo.path(), &k));
         let target = effect.action.describe();
         ui.note(&format!(
             "effect {k}: {} ({}, {} tr{}) — {target}",

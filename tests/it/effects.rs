@@ -213,7 +213,7 @@ fn effects_are_recorded_with_their_step_delivered_once_and_audited_with_git() {
 }
 
 /// The points a step with effects passes with a local bare remote, in order.
-const POINTS: [&str; 14] = [
+const POINTS: [&str; 15] = [
     "before-write",
     "objects-written",
     "update-noted",
@@ -226,6 +226,7 @@ const POINTS: [&str; 14] = [
     "worktree-files",
     "worktree-done",
     "effect-start",
+    "effect-try-noted",
     "effect-delivered",
     "effect-recorded",
 ];
@@ -329,6 +330,7 @@ fn without_a_remote_the_outcomes_are_recorded_locally() {
     let r = Receiver::start();
     for point in [
         "effect-start",
+        "effect-try-noted",
         "effect-delivered",
         "effect-recorded",
         "worktree-done",
@@ -357,6 +359,23 @@ fn without_a_remote_the_outcomes_are_recorded_locally() {
             if point == "effect-delivered" { 2 } else { 1 },
             "{point}"
         );
+        // Issue 50: the outcome counts every try this box started, a try a
+        // kill cut short included (the receiver saw s3 twice at
+        // effect-delivered; at effect-try-noted a try was counted and
+        // never sent).
+        let listed = t.steps(&["--json", "effects"]).ok().json();
+        let tries = listed["data"]["effects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["key"] == "main/s3/1")
+            .unwrap_or_else(|| panic!("{listed}"))["tries"]
+            .clone();
+        let want = match point {
+            "effect-delivered" | "effect-try-noted" => 2,
+            _ => 1,
+        };
+        assert_eq!(tries, want, "{point}: {listed}");
         let listed = t.git_out(&[
             "log",
             "--format=%(trailers:key=Effect-Key,valueonly,separator=)",
@@ -951,7 +970,7 @@ fn the_crash_matrix_crashes_at_the_effect_points_and_counts_deliveries() {
             })
             .collect();
         at.sort();
-        assert_eq!(at.len(), 2 * 3 * 2, "{runner}: {at:?}");
+        assert_eq!(at.len(), 2 * 4 * 2, "{runner}: {at:?}");
         for row in rows {
             let d = row["deliveries"]
                 .as_object()

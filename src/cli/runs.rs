@@ -21,7 +21,19 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
-    let (repo, mut s) = ctx.open_audit(&a.run)?;
+    // Every run, not the one set up here: resolved without the notes a
+    // command on one run says.
+    let repo = crate::git::open(&ctx.repo)?;
+    if let Some(r) = a.run.remote.as_deref().filter(|r| !r.is_empty()) {
+        crate::sync::remote::check_spec(&repo, r)?;
+    }
+    let mut s = crate::settings::resolve(
+        &repo,
+        &crate::settings::Overrides {
+            follow: true,
+            ..a.run.overrides()
+        },
+    )?;
     // No durable domain set up here: the runs a remote holds are still
     // listed, from the clone's `origin` (or its only remote).
     if s.remote.is_none()

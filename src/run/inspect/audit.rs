@@ -255,8 +255,8 @@ pub struct Runs {
 /// `refs/steps/runs/<run>`.
 pub fn runs(repo: &Repository, s: &Settings) -> Result<Runs> {
     use std::collections::BTreeMap;
-    // branch → (local head, durable head, archived head)
-    let mut found: BTreeMap<String, (Option<Oid>, Option<Oid>, Option<Oid>)> = BTreeMap::new();
+    // branch → (this clone's head, the remote's head)
+    let mut found: BTreeMap<String, (Option<Oid>, Option<Oid>)> = BTreeMap::new();
     let configured = crate::settings::config_str(repo, crate::keys::BRANCH.name)?;
     for r in repo.references_glob("refs/heads/steps/*")?.flatten() {
         if let (Ok(name), Some(id)) = (r.name(), r.target()) {
@@ -301,7 +301,7 @@ pub fn runs(repo: &Repository, s: &Settings) -> Result<Runs> {
     let default = default_head(repo);
     let mut rows = Vec::new();
     let mut seen_runs = std::collections::HashSet::new();
-    for (branch, (local, durable, _)) in &found {
+    for (branch, (local, durable)) in &found {
         let mut s2 = s.clone();
         s2.branch = branch.clone();
         // Read what the remote holds into the private tracking ref (never

@@ -45,8 +45,26 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
             None => "",
         }
     )?;
-    if let Some(src) = &shown.source {
-        writeln!(out, "source {src}")?;
+    writeln!(
+        out,
+        "source {}",
+        shown
+            .source
+            .as_deref()
+            .unwrap_or("apply (a plan: its receipt has no Step-Source)")
+    )?;
+    match shown.tree_matches {
+        Some(true) => writeln!(out, "commit the decision applied to its parent")?,
+        Some(false) => writeln!(
+            out,
+            "PROBLEM: the commit is not its decision applied to its parent{} (a tree changed under a kept receipt; `git steps verify` fails)",
+            if shown.differs.is_empty() {
+                " (the decision does not apply there)".to_string()
+            } else {
+                format!("; these paths differ: {}", shown.differs.join(", "))
+            }
+        )?,
+        None => {}
     }
     match &shown.decision {
         Some(d) => writeln!(

@@ -33,6 +33,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         return emit_json(out, "status", &st);
     }
     let head = |h: &Option<String>| h.clone().unwrap_or_else(|| "(no commits)".into());
+    // The run `init` set up here (a fresh box resuming it) rather than
+    // another run an audit reads.
+    let set_up_here = crate::settings::config_str(&repo, crate::keys::BRANCH.name)?.as_deref()
+        == Some(s.branch.as_str());
     writeln!(out, "run:           {} (branch {})", st.run, st.branch)?;
     if let Some(pid) = st.running {
         writeln!(
@@ -60,11 +64,18 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         out,
         "agree:         {}",
         if st.remote_error.is_some() {
-            "unknown (the remote cannot be reached)"
+            "unknown (the remote cannot be reached)".to_string()
         } else if st.agree {
-            "yes"
+            "yes".to_string()
+        } else if st.local_head.is_none() && !set_up_here {
+            // An audit of a run this clone never checked out: nothing to
+            // reconcile, and a writing command is not what the reader asked.
+            format!(
+                "not checked out here (an audit reads the remote's; `git switch {}` to work on the run)",
+                st.branch
+            )
         } else {
-            "NO (`git steps resume` reconciles them)"
+            "NO (`git steps resume` reconciles them)".to_string()
         }
     )?;
     writeln!(
@@ -73,6 +84,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         st.steps_applied,
         st.last_step.as_deref().unwrap_or("none"),
         match (st.steps_local, st.durable_not_here) {
+            (Some(_), _) if st.local_head.is_none() && !set_up_here => String::new(),
             (Some(n), _) => format!(
                 "; this box's branch holds {n}: `git steps resume` (or the next apply) brings it up"
             ),

@@ -78,8 +78,10 @@ pub(super) fn refusal(v: &inspect::Verification, s: &crate::settings::Settings) 
             v.problems[0]
         ),
         would: "report the run as verified".into(),
-        hint: "each problem above says what it is and what to run; `git steps log` shows the steps"
-            .into(),
+        hint: format!(
+            "each problem above names its step and what is wrong; `git steps log --run {run}` lists the steps and `git steps show <step> --run {run}` shows one (its decision, and the diff its commit holds); docs/troubleshooting.md, \"verify reports problems\", says what to do for each kind",
+            run = s.run
+        ),
     })
 }
 

@@ -256,6 +256,13 @@ fn a_fresh_clone_lists_and_audits_every_run_read_only() {
         .stderr_has("`git steps log` lists the run's steps")
         .stderr_has("run loop1 on steps/loop1 has no step l9; its steps: l1, l2, l3");
 
+    // status of a run not checked out here reads the remote and does not
+    // send the auditor to a writing command.
+    let st = b.steps(&["status", "--run", "loop1"]).ok().stdout();
+    assert!(
+        st.contains("not checked out here") && !st.contains("git steps resume"),
+        "{st}"
+    );
     let after = (
         b.git_out(&["for-each-ref", "refs/heads"]),
         b.git_out(&["symbolic-ref", "HEAD"]),
@@ -316,6 +323,9 @@ fn every_decision_is_stored_and_verify_applies_every_kind_again() {
     for id in ["p1", "r1", "u1", "a1", "d1", "mc1"] {
         let show = t.steps(&["--json", "show", id]).ok().json();
         assert_eq!(show["data"]["digest_matches"], true, "{id}: {show}");
+        if id != "a1" {
+            assert_eq!(show["data"]["tree_matches"], true, "{id}: {show}");
+        }
         assert_eq!(show["data"]["decision"]["id"], id, "{show}");
         let commit = show["data"]["commit"].as_str().unwrap().to_string();
         let raw = t.git_out(&["cat-file", "commit", &commit]);
@@ -366,6 +376,18 @@ fn every_decision_is_stored_and_verify_applies_every_kind_again() {
         raw.replacen(&tree, &format!("tree {other_tree}"), 1)
     });
     t.git(&["update-ref", "refs/heads/main", &forged]).ok();
+    // `show` says so too, naming the paths.
+    let show = t.steps(&["--json", "show", "r1"]).ok().json();
+    assert_eq!(show["data"]["tree_matches"], false, "{show}");
+    assert!(
+        !show["data"]["differs"].as_array().unwrap().is_empty(),
+        "{show}"
+    );
+    let text = t.steps(&["show", "r1"]).ok().stdout();
+    assert!(
+        text.contains("PROBLEM: the commit is not its decision applied to its parent"),
+        "{text}"
+    );
     let v = t.steps(&["verify"]).code_is(3);
     assert!(
         v.stdout().contains("step r1: its commit")

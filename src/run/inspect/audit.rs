@@ -120,6 +120,11 @@ pub struct Shown {
     pub digest_matches: Option<bool>,
     /// Why no decision is shown, when none is.
     pub stored_note: Option<String>,
+    /// Whether the commit's tree is the stored decision applied to its
+    /// parent (None: no step decision to apply, as an adoption's).
+    pub tree_matches: Option<bool>,
+    /// The paths where it is not (a tree changed under a kept receipt).
+    pub differs: Vec<String>,
     pub intent: Option<serde_json::Value>,
     pub source: Option<String>,
     /// The step's change, as `git show` prints it.
@@ -185,6 +190,29 @@ pub fn show(repo: &Repository, s: &Settings, id: &str) -> Result<Shown> {
         .as_ref()
         .and_then(|d| d.get("intent").cloned())
         .or_else(|| intent_of(&message));
+    // The decision applied again to the parent (in memory), as `verify`
+    // does: a diff that is not the decision's is said here too.
+    let (mut tree_matches, mut differs) = (None, Vec::new());
+    if let Some(step) = stored
+        .as_deref()
+        .filter(|_| decision.as_ref().is_some_and(|d| d.get("adopt").is_none()))
+        .and_then(|t| crate::plan::step::Step::from_stored(t).ok())
+    {
+        repo.odb()?.add_new_mempack_backend(1000)?;
+        let parent = commit.parent(0).ok().map(|p| p.tree()).transpose()?;
+        match crate::tree::build::apply(repo, parent, &step) {
+            Ok(applied) if applied.tree == commit.tree_id() => tree_matches = Some(true),
+            Ok(applied) => {
+                let want = repo.find_tree(applied.tree)?;
+                differs = crate::git::tree_changes(repo, Some(&want), Some(&commit.tree()?))?
+                    .into_iter()
+                    .map(|c| c.path)
+                    .collect();
+                tree_matches = Some(false);
+            }
+            Err(_) => tree_matches = Some(false),
+        }
+    }
     Ok(Shown {
         run: s.run.clone(),
         step: e.id.clone(),
@@ -194,6 +222,8 @@ pub fn show(repo: &Repository, s: &Settings, id: &str) -> Result<Shown> {
         decision,
         digest_matches,
         stored_note,
+        tree_matches,
+        differs,
         intent,
         source: parsed.and_then(|r| r.source),
         diff: super::step_diff(repo, e.commit)?,

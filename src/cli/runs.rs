@@ -85,6 +85,18 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
                 None => "no head".into(),
             },
         };
+        // A kept head that is not the branch's (steps after `archive`).
+        let head = match &r.archived_head {
+            Some(a)
+                if r.durable_head
+                    .as_ref()
+                    .or(r.local_head.as_ref())
+                    .is_some_and(|h| h != a) =>
+            {
+                format!("{head}, archived {}", sh(a))
+            }
+            _ => head,
+        };
         writeln!(
             out,
             "{}{}  {}  {} step(s){}  {}{}{}",

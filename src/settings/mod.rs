@@ -189,6 +189,18 @@ pub fn default_run(repo: &Repository) -> Result<String> {
 /// (here, or on a remote as this clone knows it), so that a branch's
 /// receipts always count for the run that goes on there; otherwise the
 /// branch's name without a `steps/` prefix (`steps/foo` is run `foo`).
+/// The run the receipt at the head of local branch `branch` names, if its
+/// head is a receipt.
+fn head_receipt_run(repo: &Repository, branch: &str) -> Option<String> {
+    let commit = repo
+        .find_reference(&format!("refs/heads/{branch}"))
+        .ok()?
+        .peel_to_commit()
+        .ok()?;
+    let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
+    crate::history::receipt::parse(&message).ok().map(|r| r.run)
+}
+
 pub fn run_of_branch(repo: &Repository, branch: &str) -> String {
     let mut refs = vec![format!("refs/heads/{branch}")];
     refs.extend(
@@ -335,9 +347,11 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
             format!("steps/{r}")
         }
         // The run follows the checked-out branch: on another run's branch
-        // (`steps/<run>`), that run is the run.
+        // (`steps/<run>`, or any branch whose head receipt names a run),
+        // that run is the run.
         (None, None) if o.follow && here.as_deref().is_some_and(|h| {
-            h.starts_with("steps/") && configured.as_deref().is_some_and(|c| c != h)
+            configured.as_deref().is_some_and(|c| c != h)
+                && (h.starts_with("steps/") || head_receipt_run(repo, h).is_some())
         }) =>
         {
             here.clone().expect("checked above")

@@ -58,6 +58,19 @@ fn the_run_follows_its_branch_and_no_run_is_never_ok() {
     let r = t.steps(&["verify"]).ok();
     assert!(r.stdout().starts_with("ok: 2 step(s)"), "{}", r.explain());
 
+    // Any branch whose head receipt names a run is that run's: a branch
+    // `review` at loop1's head audits loop1.
+    t.git(&["branch", "review", "steps/loop1"]).ok();
+    t.git(&["switch", "-q", "review"]).ok();
+    let log = t.steps(&["log", "--json"]).ok().json();
+    assert_eq!(log["data"]["run"], "loop1", "{log}");
+    assert_eq!(
+        log["data"]["steps"].as_array().map(Vec::len),
+        Some(3),
+        "{log}"
+    );
+    t.git(&["switch", "-q", "steps/mcp1"]).ok();
+    t.git(&["branch", "-q", "-D", "review"]).ok();
     // A run that exists nowhere is not a verified run of no steps.
     let r = t.steps(&["verify", "--run", "loop2"]).code_is(3);
     assert!(

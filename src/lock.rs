@@ -58,8 +58,20 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     let mut previous = String::new();
     let _ = file.read_to_string(&mut previous);
     // std's lock is flock(2) on Linux: released when its holder dies, and
-    // listed in /proc/locks as FLOCK (`holder` reads it there).
-    if let Err(e) = file.try_lock() {
+    // listed in /proc/locks as FLOCK (`holder` reads it there). A lock
+    // that is let go within a second is waited for: a process that forks
+    // holds its parent's descriptors until it execs (the lock of a run
+    // that just ended, in a test harness or a host that spawns children
+    // from many threads), which must not read as another writer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let mut taken = file.try_lock();
+    while matches!(taken, Err(std::fs::TryLockError::WouldBlock))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        taken = file.try_lock();
+    }
+    if let Err(e) = taken {
         if let std::fs::TryLockError::Error(e) = e {
             return Err(Error::local(format!("cannot lock {}: {e}", path.display())));
         }

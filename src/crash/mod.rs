@@ -52,6 +52,12 @@ pub enum Scope {
     /// refs/steps/runs/<run> (also `archive` and `merge-message`); the
     /// step id is the run head's step.
     Archive,
+    /// A run's artifact fingerprint, computed with blobs no earlier process
+    /// hashed: their content hashes are appended to `.git/steps/blob-sha256`
+    /// (a cache: never flushed, a torn record skipped). Off the matrix's
+    /// cells (a box's cache holds what earlier boxes left); its own test
+    /// arms it. The step id is `artifact`.
+    Fingerprint,
     /// Local state a power cut tore, mended when a run opens (off the happy
     /// path: the power-loss tests tear it and arm these points). The step
     /// id is what was torn: `index` or `branch`.
@@ -134,6 +140,11 @@ pub const POINTS: &[Point] = &[
         name: "worktree-files",
         state: "every changed file is written to the worktree; the index is not",
         scope: Scope::Step,
+    },
+    Point {
+        name: "fingerprint-cached",
+        state: "a run's artifact fingerprint is computed; the content hashes of blobs no earlier process hashed are appended to `.git/steps/blob-sha256`, unflushed (a cache: a lost or torn record costs only time)",
+        scope: Scope::Fingerprint,
     },
     Point {
         name: "effect-start",

@@ -562,8 +562,8 @@ impl<'r> Session<'r> {
 /// The artifact fingerprint of the tree at `head` (None: the empty tree).
 fn artifact_at(repo: &Repository, head: Option<Oid>) -> Result<String> {
     match head {
-        Some(h) => fingerprint::artifact(repo, Some(&repo.find_commit(h)?.tree()?)),
-        None => fingerprint::artifact(repo, None),
+        Some(h) => fingerprint::artifact_remembered(repo, Some(&repo.find_commit(h)?.tree()?)),
+        None => fingerprint::artifact_remembered(repo, None),
     }
 }
 

@@ -16,34 +16,135 @@ use crate::git::hex;
 /// bytes, each contributing `<mode> <path>\0<32-byte SHA-256 of content>`.
 /// Symlinks hash their target (the blob), submodules the commit id in hex.
 pub fn artifact(repo: &Repository, tree: Option<&Tree<'_>>) -> Result<String> {
+    fingerprint(repo, tree, false)
+}
+
+/// As [`artifact`], for a run's own head (`apply`, `run`, MCP): the blobs'
+/// content hashes earlier processes computed are read from
+/// `.git/steps/blob-sha256` rather than every blob again, so one process
+/// per step costs what the step changes, not what the tree holds. An
+/// audit (`fingerprint`, `verify --merged`, the crash matrix's judge) reads
+/// every blob itself ([`artifact`]): a damaged object is an error there.
+pub fn artifact_remembered(repo: &Repository, tree: Option<&Tree<'_>>) -> Result<String> {
+    fingerprint(repo, tree, true)
+}
+
+fn fingerprint(repo: &Repository, tree: Option<&Tree<'_>>, remembered: bool) -> Result<String> {
     let mut entries: Vec<(Vec<u8>, u32, Oid, ObjectType)> = Vec::new();
     if let Some(tree) = tree {
         collect(repo, tree, &mut Vec::new(), &mut entries)?;
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
+    // The content hashes of earlier processes (one `apply` per step reads
+    // them rather than every blob of a large tree again).
+    let cache_file = repo.commondir().join("steps").join("blob-sha256");
+    if remembered {
+        load_disk(&cache_file);
+    }
+    let mut new = Vec::new();
     let mut h = Sha256::new();
     for (path, mode, oid, kind) in entries {
         let content_hash: [u8; 32] = if kind == ObjectType::Commit {
             Sha256::digest(oid.to_string().as_bytes()).into()
         } else {
-            content_hash(repo, oid)?
+            content_hash(repo, oid, &mut new)?
         };
         h.update(format!("{mode:o} ").as_bytes());
         h.update(&path);
         h.update([0u8]);
         h.update(content_hash);
     }
+    if remembered && !new.is_empty() {
+        save_disk(&cache_file, &new);
+    }
     Ok(format!("sha256:{}", hex(&h.finalize())))
+}
+
+/// One record of the on-disk cache: blob id, SHA-256 of its content, and
+/// 8 bytes of SHA-256 over both (a torn or damaged record is never read
+/// as a hash).
+const RECORD: usize = 20 + 32 + 8;
+
+/// A cache file larger than this is started again (about a million blobs).
+const DISK_MAX: u64 = 64 << 20;
+
+fn check(oid: &[u8], hash: &[u8]) -> [u8; 8] {
+    let mut c = Sha256::new();
+    c.update(oid);
+    c.update(hash);
+    let d = c.finalize();
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&d[..8]);
+    out
+}
+
+/// Read the on-disk cache into the process's, once a process. A record
+/// that fails its check (a power cut tore the file's tail) is skipped.
+fn load_disk(path: &std::path::Path) {
+    static LOADED: std::sync::Once = std::sync::Once::new();
+    LOADED.call_once(|| {
+        let Ok(bytes) = std::fs::read(path) else {
+            return;
+        };
+        let Ok(mut c) = cache().lock() else {
+            return;
+        };
+        let m = c.get_or_insert_with(std::collections::HashMap::new);
+        for r in bytes.chunks_exact(RECORD) {
+            let (oid, rest) = r.split_at(20);
+            let (hash, sum) = rest.split_at(32);
+            if check(oid, hash) == sum {
+                if let (Ok(oid), Ok(hash)) = (Oid::from_bytes(oid), <[u8; 32]>::try_from(hash)) {
+                    m.insert(oid, hash);
+                }
+            }
+        }
+    });
+}
+
+/// Append the hashes this process computed. A cache, not state: nothing is
+/// flushed, a failure is ignored, and losing it costs only time.
+fn save_disk(path: &std::path::Path, new: &[(Oid, [u8; 32])]) {
+    use std::io::Write;
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > DISK_MAX) {
+        let _ = std::fs::remove_file(path);
+    }
+    let mut buf = Vec::with_capacity(new.len() * RECORD);
+    for (oid, hash) in new {
+        buf.extend_from_slice(oid.as_bytes());
+        buf.extend_from_slice(hash);
+        buf.extend_from_slice(&check(oid.as_bytes(), hash));
+    }
+    let _ = path.parent().map(std::fs::create_dir_all);
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        // A tail a cut left short of a record would shift every record
+        // after it: the file is started again instead.
+        if f.metadata().is_ok_and(|m| m.len() % RECORD as u64 != 0) {
+            let _ = f.set_len(0);
+        }
+        if f.write_all(&buf).is_ok() {
+            crate::crash::point("fingerprint-cached", "artifact");
+        }
+    }
+}
+
+type Cache = std::sync::Mutex<Option<std::collections::HashMap<Oid, [u8; 32]>>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: Cache = std::sync::Mutex::new(None);
+    &CACHE
 }
 
 /// SHA-256 of a blob's content, remembered for the process: the agent loop
 /// fingerprints the artifact before every step, and a step changes few
 /// blobs. (A blob id names its content, so the cache can never be stale.)
-fn content_hash(repo: &Repository, oid: Oid) -> Result<[u8; 32]> {
+fn content_hash(repo: &Repository, oid: Oid, new: &mut Vec<(Oid, [u8; 32])>) -> Result<[u8; 32]> {
     use std::collections::HashMap;
-    use std::sync::Mutex;
-    static CACHE: Mutex<Option<HashMap<Oid, [u8; 32]>>> = Mutex::new(None);
-    if let Some(h) = CACHE
+    if let Some(h) = cache()
         .lock()
         .ok()
         .and_then(|c| c.as_ref().and_then(|m| m.get(&oid).copied()))
@@ -53,7 +154,8 @@ fn content_hash(repo: &Repository, oid: Oid) -> Result<[u8; 32]> {
     let mut hasher = Sha256::new();
     crate::git::blob_chunks(repo, oid, &mut |chunk| hasher.update(chunk))?;
     let h: [u8; 32] = hasher.finalize().into();
-    if let Ok(mut c) = CACHE.lock() {
+    new.push((oid, h));
+    if let Ok(mut c) = cache().lock() {
         let m = c.get_or_insert_with(HashMap::new);
         if m.len() > 1_000_000 {
             m.clear();

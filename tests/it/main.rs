@@ -28,3 +28,4 @@ mod shared_cache;
 mod signing;
 mod trailers;
 mod trust;
+mod wide;

@@ -121,6 +121,13 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
         let id = crate::plan::step::Step::parse(line)
             .map(|s| s.id)
             .unwrap_or_default();
+        // A decider whose run was killed while it was being asked (an
+        // answer asked ahead) may be scheduled only after the next run has
+        // gone on: its answer is never read, and what the remote holds by
+        // then says nothing of when it was asked.
+        if !asked_by_a_live_run() {
+            return Ok(());
+        }
         // Or one this box kept, asked ahead against the very head it is
         // asked on now (git-steps must have used it).
         let kept = git2::Repository::discover(".").ok().and_then(|r| {
@@ -146,4 +153,29 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
         None => writeln!(out, "{{\"done\": true}}")?,
     }
     Ok(())
+}
+
+/// Whether a git-steps process is among this process's nearest ancestors
+/// (the run that asked, through the shell that runs the decider).
+fn asked_by_a_live_run() -> bool {
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..4 {
+        if pid <= 1 {
+            return false;
+        }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        if exe
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("git-steps"))
+        {
+            return true;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // `pid (comm) state ppid …`: the comm may hold spaces; read after it.
+        pid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0);
+    }
+    false
 }

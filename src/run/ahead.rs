@@ -57,6 +57,7 @@ pub fn keep(
     f.write_all(&serde_json::to_vec(&kept).map_err(std::io::Error::other)?)?;
     f.as_file().sync_all()?;
     f.persist(&target).map_err(|e| e.error)?;
+    crate::git::shared::created_under(git_dir, git_dir, &target)?;
     crate::lock::sync_dir(dir)
 }
 

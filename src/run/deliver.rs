@@ -68,6 +68,11 @@ fn count_tries(path: &Path, n: usize) -> std::io::Result<()> {
     write!(f, "{n}")?;
     f.as_file().sync_all()?;
     f.persist(path).map_err(|e| e.error)?;
+    // `.git/steps/effect-tries/<key>`: as git makes files in a shared
+    // repository.
+    if let Some(git_dir) = dir.parent().and_then(|steps| steps.parent()) {
+        crate::git::shared::created_under(git_dir, git_dir, path)?;
+    }
     crate::lock::sync_dir(dir)
 }
 

@@ -129,6 +129,10 @@ fn save_disk(path: &std::path::Path, new: &[(Oid, [u8; 32])]) {
         if f.write_all(&buf).is_ok() {
             crate::crash::point("fingerprint-cached", "artifact");
         }
+        // As git makes its own files in a shared repository.
+        if let Some(git_dir) = path.parent().and_then(|steps| steps.parent()) {
+            let _ = crate::git::shared::created_under(git_dir, git_dir, path);
+        }
     }
 }
 

@@ -155,27 +155,22 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Whether a git-steps process is among this process's nearest ancestors
-/// (the run that asked, through the shell that runs the decider).
+/// Whether the process that asked this decider is gone: this process, or
+/// the shell that runs it, was handed to init (a killed run's orphan).
 fn asked_by_a_live_run() -> bool {
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..4 {
-        if pid <= 1 {
-            return false;
-        }
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-        if exe
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("git-steps"))
-        {
-            return true;
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // `pid (comm) state ppid …`: the comm may hold spaces; read after it.
-        pid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(0);
+    let parent = std::os::unix::process::parent_id();
+    if parent <= 1 {
+        return false;
     }
-    false
+    let stat = std::fs::read_to_string(format!("/proc/{parent}/stat")).unwrap_or_default();
+    // `pid (comm) state ppid …`: the comm may hold spaces; read after it.
+    let grandparent: u32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    let shell = stat
+        .split_once('(')
+        .and_then(|(_, r)| r.rsplit_once(')'))
+        .is_some_and(|(comm, _)| matches!(comm, "sh" | "dash" | "bash"));
+    !(shell && grandparent <= 1)
 }

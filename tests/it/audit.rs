@@ -82,6 +82,35 @@ fn the_run_follows_its_branch_and_no_run_is_never_ok() {
     assert_eq!(t.git_out(&["for-each-ref", "refs/heads/steps"]), heads);
 }
 
+/// A fresh repository with one commit, pushed to a bare `origin` beside
+/// it (no run set up): the box, and the bare remote's path.
+fn box_with_origin() -> (TestRepo, std::path::PathBuf) {
+    let t = TestRepo::fresh();
+    t.write("base.txt", "base\n");
+    t.commit_all("base");
+    let bare = t.tmp.path().join("remote.git");
+    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
+        .ok();
+    t.git(&["remote", "add", "origin", bare.to_str().unwrap()])
+        .ok();
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    (t, bare)
+}
+
+/// An MCP session, as a client's stdin: initialize, then `apply_step` with
+/// `step`, then `more` calls.
+fn mcp_session(step: serde_json::Value, more: &[serde_json::Value]) -> String {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "apply_step", "arguments": step}}),
+    ]
+    .iter()
+    .chain(more)
+    .map(|m| m.to_string() + "\n")
+    .collect()
+}
+
 /// Refs and config, to show that a refusal wrote nothing.
 fn refs_and_config(t: &TestRepo) -> String {
     format!(
@@ -97,15 +126,7 @@ fn refs_and_config(t: &TestRepo) -> String {
 /// refuses too.
 #[test]
 fn durability_is_never_silently_local() {
-    let t = TestRepo::fresh();
-    t.write("base.txt", "base\n");
-    t.commit_all("base");
-    let bare = t.tmp.path().join("remote.git");
-    t.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
-        .ok();
-    t.git(&["remote", "add", "origin", bare.to_str().unwrap()])
-        .ok();
-    t.git(&["push", "-q", "origin", "main"]).ok();
+    let (t, bare) = box_with_origin();
     let p = t.plan("p.jsonl", &steps("s", 2));
     let p = p.to_str().unwrap();
     let before = refs_and_config(&t);
@@ -169,15 +190,8 @@ fn durability_is_never_silently_local() {
 /// they were.
 #[test]
 fn a_fresh_clone_lists_and_audits_every_run_read_only() {
-    let a = TestRepo::fresh();
-    a.write("base.txt", "base\n");
-    a.commit_all("base");
-    let bare = a.tmp.path().join("remote.git");
-    a.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
-        .ok();
+    let (a, bare) = box_with_origin();
     let remote = bare.to_str().unwrap();
-    a.git(&["remote", "add", "origin", remote]).ok();
-    a.git(&["push", "-q", "origin", "main"]).ok();
     a.steps(&["init", "--run", "loop1"]).ok();
     // Box A delivers no effect: l3's stays pending, for a box that may.
     a.git(&["config", "steps.effects", "none"]).ok();
@@ -314,14 +328,7 @@ fn every_decision_is_stored_and_verify_applies_every_kind_again() {
     );
     t.steps(&["run", "--decider", decider.to_str().unwrap()])
         .ok();
-    let mcp = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "apply_step", "arguments": {"id": "mc1", "files": {"mcp.txt": "by mcp\n"}}}}),
-    ]
-    .iter()
-    .map(|m| m.to_string() + "\n")
-    .collect::<String>();
+    let mcp = mcp_session(json!({"id": "mc1", "files": {"mcp.txt": "by mcp\n"}}), &[]);
     let r = t.steps_stdin(&["mcp"], &mcp).ok();
     assert!(r.stdout().contains("\"id\":2"), "{}", r.explain());
     assert!(!r.stdout().contains("isError\":true"), "{}", r.explain());
@@ -434,15 +441,8 @@ fn every_decision_is_stored_and_verify_applies_every_kind_again() {
 /// protocol"); an MCP step's receipt names its source.
 #[test]
 fn messages_say_what_happened() {
-    let a = TestRepo::fresh();
-    a.write("base.txt", "base\n");
-    a.commit_all("base");
-    let bare = a.tmp.path().join("remote.git");
-    a.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()])
-        .ok();
+    let (a, bare) = box_with_origin();
     let remote = bare.to_str().unwrap();
-    a.git(&["remote", "add", "origin", remote]).ok();
-    a.git(&["push", "-q", "origin", "main"]).ok();
     a.steps(&["init", "--run", "loop1", "--transport", "git"])
         .ok();
     let p = a.plan("loop.jsonl", &steps("l", 2));
@@ -486,15 +486,12 @@ fn messages_say_what_happened() {
     std::fs::rename(a.tmp.path().join("moved.git"), &bare).unwrap();
 
     // MCP's receipts say so.
-    let mcp = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "apply_step", "arguments": {"id": "mc1", "files": {"mcp.txt": "by mcp\n"}}}}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "log", "arguments": {}}}),
-    ]
-    .iter()
-    .map(|m| m.to_string() + "\n")
-    .collect::<String>();
+    let mcp = mcp_session(
+        json!({"id": "mc1", "files": {"mcp.txt": "by mcp\n"}}),
+        &[
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "log", "arguments": {}}}),
+        ],
+    );
     let r = b.steps_stdin(&["mcp"], &mcp).ok();
     let answer: serde_json::Value = r
         .stdout()

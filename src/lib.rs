@@ -317,16 +317,19 @@ mod tests {
         assert!(found.is_empty(), "written around the Ui: {found:?}");
     }
 
-    /// At most thirteen `unsafe` blocks, each with its `SAFETY:` argument:
+    /// At most fourteen `unsafe` blocks, each with its `SAFETY:` argument:
     /// the libgit2 options set once, the CA bundle, the TCP stream's
     /// callbacks, a hook's parent-death signal, the object lookup without a
     /// pack rescan (libgit2's `git_odb_exists_ext`, which git2 does not
-    /// wrap), the allocator's trim threshold in `main`, and libgit2's own
+    /// wrap), the allocator's trim threshold in `main`, libgit2's own
     /// fsync turned on where syncfs does not flush (`git::fsync`, issue 53:
-    /// `GIT_OPT_ENABLE_FSYNC_GITDIR`, which git2 does not wrap). A new one needs
-    /// a reason to be here, and a bump of this number in review.
+    /// `GIT_OPT_ENABLE_FSYNC_GITDIR`, which git2 does not wrap), and the
+    /// read lease that tells a file held open for writing before the
+    /// worktree replaces it (`F_SETLEASE`, which rustix does not wrap). A
+    /// new one needs a reason to be here, and a bump of this number in
+    /// review.
     #[test]
-    fn at_most_thirteen_unsafe_blocks() {
+    fn at_most_fourteen_unsafe_blocks() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut all = Vec::new();
         files(&src, &mut all);
@@ -351,7 +354,7 @@ mod tests {
             "unsafe without a SAFETY: comment: {unargued:?}"
         );
         assert!(
-            blocks.len() <= 13,
+            blocks.len() <= 14,
             "{} unsafe blocks: {blocks:?}",
             blocks.len()
         );

@@ -4,8 +4,9 @@
 //! Owns the writes themselves: staged beside the target, swapped in with
 //! `renameat2` (`RENAME_EXCHANGE`, `RENAME_NOREPLACE`), swapped back when
 //! the user's edit came in between. Invariant: nothing is written through a
-//! symlink or a non-directory, and a user's write that races a swap is the
-//! one left in place.
+//! symlink or a non-directory, a user's write that races a swap is the one
+//! left in place, and a file a process holds open for writing is never
+//! replaced or removed under it (where the file system grants leases).
 
 use std::fs;
 use std::io::Write;
@@ -254,9 +255,12 @@ pub(super) fn version_at(p: &Path) -> Option<(Vec<u8>, u32)> {
 /// the two names swap atomically and what was displaced is looked at
 /// afterwards, whole and still there; anything else (an edit written since
 /// the caller's check, by any means) is swapped back. A new file goes in
-/// with `RENAME_NOREPLACE`: one created meanwhile stays. Only a write
-/// through a descriptor opened before the swap and written after this
-/// look can still land in the displaced file, as with any checkout.
+/// with `RENAME_NOREPLACE`: one created meanwhile stays. A descriptor
+/// opened for writing before the swap would write into the displaced file
+/// after any look: a displaced file some process holds open for writing is
+/// swapped back too ([`open_for_writing`]; where the file system grants no
+/// lease, such a write can still land in the removed file, as with any
+/// checkout).
 /// Ok(false): the target was left as found and `staged` is removed.
 pub(super) fn place(
     staged: &Path,
@@ -273,10 +277,18 @@ pub(super) fn place(
     match renameat2(staged, target, flags) {
         Ok(()) if !exists => Ok(true),
         Ok(()) => {
+            // Nobody can open the displaced file by its worktree name any
+            // more; one that holds it open for writing from before the swap
+            // would write into a file about to be removed. Asked first, so
+            // that what is looked at next can no longer change.
+            let held = open_for_writing(staged) == Some(true);
             let displaced = version_at(staged);
-            if replaces(&displaced) {
+            if !held && replaces(&displaced) {
                 remove_any(staged)?;
                 return Ok(true);
+            }
+            if held {
+                note_held_open(target);
             }
             // Changed since the check: the displaced file goes back.
             renameat2(staged, target, RenameFlags::EXCHANGE)?;
@@ -303,6 +315,11 @@ pub(super) fn place(
         }
         Err(e) if unsupported(&e) => {
             // A last look, then the plain rename.
+            if exists && open_for_writing(target) == Some(true) {
+                note_held_open(target);
+                remove_any(staged)?;
+                return Ok(false);
+            }
             let now = if exists { version_at(target) } else { None };
             if fs::symlink_metadata(target).is_ok() != exists || !replaces(&now) {
                 remove_any(staged)?;
@@ -312,6 +329,65 @@ pub(super) fn place(
             Ok(true)
         }
         Err(e) => Err(e),
+    }
+}
+
+thread_local! {
+    /// Worktree files left in place because a process held them open for
+    /// writing ([`open_for_writing`]).
+    static HELD_OPEN: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn note_held_open(target: &Path) {
+    HELD_OPEN.with(|h| h.borrow_mut().push(target.to_path_buf()));
+}
+
+/// Whether [`write`] or [`remove_if`] left `target` because a process held
+/// it open for writing (forgotten once asked).
+pub(super) fn was_held_open(target: &Path) -> bool {
+    HELD_OPEN.with(|h| {
+        let mut h = h.borrow_mut();
+        let before = h.len();
+        h.retain(|p| p != target);
+        h.len() != before
+    })
+}
+
+/// Whether some process holds the file at `p` open for writing, as the
+/// kernel answers a read lease (refused with EAGAIN exactly then: fcntl(2),
+/// F_SETLEASE). None where no lease can be had: a file system without
+/// leases, a file of another user, `fs.leases-enable` off. The lease is
+/// given back at once; its break notice, were one to come, is SIGURG
+/// (ignored) rather than SIGIO (which kills).
+fn open_for_writing(p: &Path) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(p)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return Some(false);
+    }
+    let fd = f.as_raw_fd();
+    // fcntl.h's F_SETSIG (Linux), which the libc crate does not name.
+    const F_SETSIG: libc::c_int = 10;
+    // SAFETY: fcntl on a descriptor this function owns and keeps open for
+    // the calls; the arguments are plain integers.
+    let (taken, errno) = unsafe {
+        libc::fcntl(fd, F_SETSIG, libc::SIGURG);
+        let taken = libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK);
+        let errno = *libc::__errno_location();
+        if taken == 0 {
+            libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+        }
+        (taken, errno)
+    };
+    match (taken, errno) {
+        (0, _) => Some(false),
+        (_, libc::EAGAIN) => Some(true),
+        _ => None,
     }
 }
 
@@ -387,7 +463,11 @@ pub(super) fn remove_if(
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
                 Err(e) => return Err(e).context(|| format!("cannot remove {path}")),
             }
-            if !replaces(&version_at(&aside)) {
+            let held = open_for_writing(&aside) == Some(true);
+            if held {
+                note_held_open(&target);
+            }
+            if held || !replaces(&version_at(&aside)) {
                 return match renameat2(&aside, &target, RenameFlags::NOREPLACE) {
                     Ok(()) => Ok(false),
                     Err(e) if unsupported(&e) => {

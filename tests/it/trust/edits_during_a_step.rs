@@ -299,3 +299,48 @@ fn a_directory_put_in_place_of_a_file_is_saved_whole() {
     );
     assert!(err.contains("move the directory a.txt aside"), "{err}");
 }
+
+/// The race the test above found (seed 0x28): a process that opened a
+/// tracked file for writing before the step replaced it wrote into the
+/// replaced file, which was then removed; the line was lost and the run
+/// exited 0. A file held open for writing (or by a writable mapping) is now
+/// never replaced or removed under its writer: the kernel answers whether
+/// one holds it (a read lease is refused exactly then), the file stays as
+/// it was, the step refuses naming it, and what the writer writes next is
+/// there. A reader (an editor showing the file) does not stop a step.
+#[test]
+fn a_file_held_open_for_writing_is_never_replaced_under_its_writer() {
+    if std::fs::read_to_string("/proc/sys/fs/leases-enable").is_ok_and(|v| v.trim() == "0") {
+        eprintln!("skipped: this machine grants no file leases (fs.leases-enable=0)");
+        return;
+    }
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"log.txt": "one\n", "gone.txt": "g\n", "read.txt": "r\n"}}));
+    let first = t.plan("one.jsonl", std::slice::from_ref(&s1));
+    t.steps(&["apply", first.to_str().unwrap()]).ok();
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"log.txt": "one\ntwo\n", "gone.txt": null, "read.txt": "r2\n"}}));
+    let both = t.plan("both.jsonl", &[s1, s2]);
+    let open = |p: &str| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(t.path(p))
+            .unwrap()
+    };
+    let (mut log, mut gone) = (open("log.txt"), open("gone.txt"));
+    let reader = std::fs::File::open(t.path("read.txt")).unwrap();
+    let out = t.steps(&["apply", both.to_str().unwrap()]);
+    let err = out.stderr();
+    assert_eq!(out.code(), Some(3), "{err}");
+    assert!(
+        err.contains("gone.txt, log.txt are open for writing in another process"),
+        "{err}"
+    );
+    assert!(err.contains("let the writer of gone.txt, log.txt finish"), "{err}");
+    std::io::Write::write_all(&mut log, b"mine\n").unwrap();
+    std::io::Write::write_all(&mut gone, b"mine\n").unwrap();
+    drop((log, gone, reader));
+    assert_eq!(t.read("log.txt"), "one\nmine\n");
+    assert_eq!(t.read("gone.txt"), "g\nmine\n");
+    // Held only for reading: brought up.
+    assert_eq!(t.read("read.txt"), "r2\n", "{err}");
+}

@@ -34,10 +34,17 @@
 #   7. a wide step (scripts/bench-wide.py): one step writing STEPS_WIDE
 #      (default 20000) files through `apply` and MCP `apply_step`, vs git
 #      add + commit + push of the same files; time, peak RSS, per file.
+#   8. a step in a wide tree (scripts/bench-tree.py, issue 51): one-file
+#      steps on trees of 10, 1,000, 10,000 and 100,000 files (STEPS_TREES),
+#      one process per step and one `apply` of the whole plan, vs the same
+#      steps on the 10-file tree and vs the git CLI loop at equal
+#      durability on each tree; system calls per step by size; `status` vs
+#      `git status`; peak RSS vs `git status`'s.
 #
 # Usage: scripts/bench.sh            (release build; needs git, python3, strace)
 #        BENCH_ONLY_PUSH=1 scripts/bench.sh   (section 1 alone)
 #        BENCH_ONLY_BIGFILE=1 scripts/bench.sh (section 0 alone)
+#        BENCH_ONLY_TREE=1 scripts/bench.sh   (section 8 alone)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --quiet --release --manifest-path "$root/Cargo.toml"
@@ -67,6 +74,15 @@ rss() { local f="$work/rss.$$"; if [ -x /usr/bin/time ]; then /usr/bin/time -f %
 # `record` of a text and of a binary file, and `apply` of a `files` step
 # carrying each (the binary one as base64, 4/3 of the file in the plan).
 big_mib=${STEPS_BIG_MIB:-64}
+# --- 8. a step in a wide tree (scripts/bench-tree.py) ------------------------
+tree_section() {
+  echo
+  echo "8. a step in a wide tree (one-file steps; trees of ${STEPS_TREES:-10 1000 10000 100000} files)"
+  # shellcheck disable=SC2086
+  python3 "$root/scripts/bench-tree.py" "$bin" ${STEPS_TREES:-10 1000 10000 100000}
+}
+if [ -n "${BENCH_ONLY_TREE:-}" ]; then tree_section; exit 0; fi
+
 if [ -z "${BENCH_ONLY_PUSH:-}" ]; then
 python3 - "$work" "$big_mib" <<'PY'
 import base64, json, os, random, sys
@@ -477,3 +493,5 @@ bash "$root/scripts/bench-network.sh"
 echo
 echo "7. a wide step"
 python3 "$root/scripts/bench-wide.py" "$bin" ${STEPS_WIDE:-20000}
+
+tree_section

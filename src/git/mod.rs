@@ -16,13 +16,15 @@ mod open;
 mod refs;
 pub use open::{follow_git_config_env, open};
 pub use refs::loose_ref_parses;
+mod changes;
+pub use changes::tree_changes;
 pub mod loose;
 pub mod shared;
 mod stream;
 
 use std::path::Path;
 
-use git2::{Oid, Repository, Signature, Tree};
+use git2::{Oid, Repository, Signature};
 
 use crate::error::{Error, Result};
 
@@ -432,43 +434,6 @@ pub fn filemode(mode: u32) -> git2::FileMode {
         MODE_LINK => git2::FileMode::Link,
         _ => git2::FileMode::Blob,
     }
-}
-
-/// The net changes, path by path, from tree `old` to tree `new` (None: the
-/// empty tree), sorted by path. A rename is a deletion and an addition.
-pub fn tree_changes(
-    repo: &Repository,
-    old: Option<&Tree<'_>>,
-    new: Option<&Tree<'_>>,
-) -> Result<Vec<Change>> {
-    let diff = repo.diff_tree_to_tree(old, new, None)?;
-    let side = |f: git2::DiffFile<'_>| {
-        (!f.id().is_zero()).then(|| Entry {
-            oid: f.id(),
-            mode: u32::from(f.mode()),
-        })
-    };
-    let mut out: Vec<Change> = Vec::new();
-    for d in diff.deltas() {
-        let path = d
-            .new_file()
-            .path()
-            .or(d.old_file().path())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (old, new) = (side(d.old_file()), side(d.new_file()));
-        // A type change (file ↔ symlink) comes as a deletion and an addition
-        // of the same path: one change.
-        match out.last_mut().filter(|c| c.path == path) {
-            Some(c) => {
-                c.old = c.old.or(old);
-                c.new = c.new.or(new);
-            }
-            None => out.push(Change { path, old, new }),
-        }
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
 }
 
 /// The client hooks the repository has installed: executable files in its

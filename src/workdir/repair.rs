@@ -35,16 +35,15 @@ use crate::workdir::worktree;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum Repair {
+    /// Nothing to repair: no update of this box was cut short (the
+    /// worktree is then not walked; uncommitted changes elsewhere are
+    /// carried along and not listed), or one was and left it clean.
     Clean,
     /// Changes no step explains; left alone because nothing was to be applied.
-    LeftAlone {
-        paths: Vec<String>,
-    },
+    LeftAlone { paths: Vec<String> },
     /// The user's uncommitted changes to paths no interrupted update
     /// involves: carried along untouched, as `git switch` carries them.
-    Carried {
-        paths: Vec<String>,
-    },
+    Carried { paths: Vec<String> },
     /// The worktree was (or, in a dry run, would be) brought up to the branch
     /// head, whose last step is `step`.
     Repaired {
@@ -150,8 +149,28 @@ pub fn repair_before(
 /// the run. `dry_run` only reports.
 pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -> Result<Repair> {
     let workdir = worktree::workdir(repo)?;
-    let mut dirty = worktree::dirty_paths(repo)?;
     let index_missing = !repo.path().join("index").exists();
+    let switched_from = repo.refname_to_id(&switch_marker(&s.run)).ok();
+    // Without evidence of a cut (a note of an update to the branch's
+    // commit, a switch's marker, a lost index) there is nothing to repair,
+    // and the worktree is not walked: a step costs what it writes, not
+    // what the worktree holds. The user's changes elsewhere are carried
+    // along untouched (the step's own paths are checked before it writes;
+    // `status` lists them all).
+    let evidence = index_missing
+        || switched_from.is_some()
+        || ledger
+            .head
+            .is_some_and(|h| worktree::noted_update(repo, h).is_some());
+    if !evidence {
+        if worktree::any_noted(repo) && !dry_run {
+            // A note of an update to another commit: one that never began
+            // (killed before the branch moved) or finished long ago.
+            worktree::settle_update(repo);
+        }
+        return Ok(Repair::Clean);
+    }
+    let mut dirty = worktree::dirty_paths(repo)?;
     if let (true, Some(head)) = (index_missing, ledger.head) {
         // Without an index, a file the run left behind where the head has
         // none reads as untracked: it is looked at too.
@@ -161,7 +180,6 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             }
         }
     }
-    let switched_from = repo.refname_to_id(&switch_marker(&s.run)).ok();
     if dirty.is_empty() {
         if !dry_run {
             clear_switch_marker(repo, &s.run)?;

@@ -84,3 +84,115 @@ fn the_remembered_hashes_never_change_a_fingerprint() {
     let len = std::fs::metadata(&cache).unwrap().len();
     assert_eq!(len % 60, 0, "{len}");
 }
+
+/// Issue 51: a step checks only the paths it writes, and a process no
+/// longer walks the worktree or parses the index twice. On a tree of 2,000
+/// files, one process per step, under three configurations (plain;
+/// `core.fsmonitor` set to a hook that says nothing ever changed, after
+/// git wrote its fsmonitor data into the index; and `feature.manyFiles`,
+/// an index of version 4 without a trailing hash, with
+/// `core.checkStat=minimal` and `core.trustctime=false`, where a same-size
+/// edit in the same second looks clean by stat alone): an edit made in the
+/// same second as the step that wrote the file, of the same size and with
+/// the same mtime, is still refused; an untracked file in a step's way is
+/// refused; edits elsewhere are carried along, untouched; and every step
+/// that lands leaves `git status` clean of its own paths.
+#[test]
+fn a_step_never_misses_an_edit_or_an_untracked_file_on_a_large_tree() {
+    for config in ["plain", "fsmonitor that lies", "manyFiles, minimal stat"] {
+        let t = TestRepo::new();
+        wide(&t, 40, 50);
+        match config {
+            "fsmonitor that lies" => {
+                let hook = t.path(".git/lying-fsmonitor");
+                // Protocol 2: the token, a NUL, and no changed path.
+                script(&hook, "printf 'token\\0'\n");
+                t.git(&["config", "core.fsmonitor", hook.to_str().unwrap()])
+                    .ok();
+                t.git(&["config", "core.fsmonitorHookVersion", "2"]).ok();
+            }
+            "manyFiles, minimal stat" => {
+                for (k, v) in [
+                    ("feature.manyFiles", "true"),
+                    ("core.checkStat", "minimal"),
+                    ("core.trustctime", "false"),
+                ] {
+                    t.git(&["config", k, v]).ok();
+                }
+                t.git(&["update-index", "--index-version", "4"]).ok();
+            }
+            _ => {}
+        }
+        // git itself writes the index as this configuration has it.
+        t.git(&["status", "--porcelain"]).ok();
+        // The plan so far and one more step, in a process of its own.
+        let s1 = line(json!({"id": "s1", "files": {"d1/f1.txt": "step 1\n"}}));
+        let plan = |name: &str, step: serde_json::Value| {
+            t.plan(name, &[s1.clone(), line(step)])
+                .to_str()
+                .unwrap()
+                .to_string()
+        };
+        let apply = |plan: &str| t.steps(&["apply", plan]);
+        // Refused, naming the path, with nothing written: the head, the
+        // steps and the file as they were (the whole-repository snapshot
+        // of `TestRepo::refuses` cannot be used here: under fsmonitor,
+        // git's own status rewrites the index each time it runs).
+        let refused = |plan: &str, path: &str| {
+            let (head, before) = (t.head(), t.read(path));
+            let r = apply(plan);
+            assert_eq!(r.code(), Some(3), "{config}: {}", r.explain());
+            assert!(r.stderr().contains(path), "{config}: {}", r.explain());
+            assert_eq!((t.head(), t.read(path)), (head, before), "{config}");
+            assert_eq!(t.step_ids(), ["s1"], "{config}");
+        };
+        let p = t.plan("p.jsonl", std::slice::from_ref(&s1));
+        t.steps(&["apply", p.to_str().unwrap()]).ok();
+        // git writes its index (with fsmonitor's data, where it is on).
+        t.git(&["status", "--porcelain"]).ok();
+        // The same second, the same size, the same mtime: only the content
+        // differs.
+        let f = t.path("d1/f1.txt");
+        let mtime = std::fs::metadata(&f).unwrap().modified().unwrap();
+        t.write("d1/f1.txt", "user 1\n");
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        // The trap is real: git trusting the lying hook sees no edit.
+        let seen = t.git_out(&["status", "--porcelain"]).contains("d1/f1.txt");
+        assert_eq!(seen, config != "fsmonitor that lies", "{config}");
+        t.write("d5/f5.txt", "carried\n");
+        let p = plan(
+            "edit.jsonl",
+            json!({"id": "s2", "files": {"d1/f1.txt": "step 2\n", "d9/f9.txt": "s2\n"}}),
+        );
+        refused(&p, "d1/f1.txt");
+        assert_eq!(t.read("d1/f1.txt"), "user 1\n", "{config}");
+        // Put back as the step left it: the next step may write it.
+        t.write("d1/f1.txt", "step 1\n");
+        t.write("d3/new.txt", "untracked\n");
+        let p = plan(
+            "untracked.jsonl",
+            json!({"id": "s2", "files": {"d3/new.txt": "step 2\n"}}),
+        );
+        refused(&p, "d3/new.txt");
+        assert_eq!(t.read("d3/new.txt"), "untracked\n", "{config}");
+        std::fs::remove_file(t.path("d3/new.txt")).unwrap();
+        apply(&plan(
+            "ok.jsonl",
+            json!({"id": "s2", "files": {"d2/f2.txt": "step 2\n", "d3/new.txt": "new\n"}}),
+        ))
+        .ok();
+        assert_eq!(t.read("d5/f5.txt"), "carried\n", "{config}");
+        assert_eq!(t.read("d3/new.txt"), "new\n", "{config}");
+        assert_eq!(
+            t.git_out(&["status", "--porcelain", "--untracked-files=all"]),
+            " M d5/f5.txt",
+            "{config}"
+        );
+        assert_eq!(t.step_ids(), ["s1", "s2"], "{config}");
+    }
+}

@@ -21,7 +21,12 @@ use crate::git::{Change, Entry};
 /// directory put in its place included), all are saved under
 /// `refs/steps/rescue/` in one commit on top of the update's, and the
 /// update ends with a refusal that says, per file, how to finish.
-pub(super) fn changed_under_update(repo: &Repository, dest: Dest<'_>, step: &str, kept: &[&Change]) -> Error {
+pub(super) fn changed_under_update(
+    repo: &Repository,
+    dest: Dest<'_>,
+    step: &str,
+    kept: &[&Change],
+) -> Error {
     let paths: Vec<&str> = kept.iter().map(|c| c.path.as_str()).collect();
     let names = paths.join(", ");
     let msg = format!(
@@ -186,4 +191,3 @@ pub fn save_rescue(
     crate::flush::repository(repo)?;
     Ok(name)
 }
-

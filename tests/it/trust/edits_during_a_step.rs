@@ -315,10 +315,14 @@ fn a_file_held_open_for_writing_is_never_replaced_under_its_writer() {
         return;
     }
     let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
-    let s1 = line(serde_json::json!({"id": "s1", "files": {"log.txt": "one\n", "gone.txt": "g\n", "read.txt": "r\n"}}));
+    let s1 = line(
+        serde_json::json!({"id": "s1", "files": {"log.txt": "one\n", "gone.txt": "g\n", "read.txt": "r\n"}}),
+    );
     let first = t.plan("one.jsonl", std::slice::from_ref(&s1));
     t.steps(&["apply", first.to_str().unwrap()]).ok();
-    let s2 = line(serde_json::json!({"id": "s2", "files": {"log.txt": "one\ntwo\n", "gone.txt": null, "read.txt": "r2\n"}}));
+    let s2 = line(
+        serde_json::json!({"id": "s2", "files": {"log.txt": "one\ntwo\n", "gone.txt": null, "read.txt": "r2\n"}}),
+    );
     let both = t.plan("both.jsonl", &[s1, s2]);
     let open = |p: &str| {
         std::fs::OpenOptions::new()
@@ -335,7 +339,10 @@ fn a_file_held_open_for_writing_is_never_replaced_under_its_writer() {
         err.contains("gone.txt, log.txt are open for writing in another process"),
         "{err}"
     );
-    assert!(err.contains("let the writer of gone.txt, log.txt finish"), "{err}");
+    assert!(
+        err.contains("let the writer of gone.txt, log.txt finish"),
+        "{err}"
+    );
     std::io::Write::write_all(&mut log, b"mine\n").unwrap();
     std::io::Write::write_all(&mut gone, b"mine\n").unwrap();
     drop((log, gone, reader));

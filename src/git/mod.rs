@@ -18,6 +18,7 @@ pub use open::{follow_git_config_env, open};
 pub use refs::loose_ref_parses;
 mod changes;
 pub use changes::tree_changes;
+pub mod index_file;
 pub mod loose;
 pub mod shared;
 mod stream;
@@ -400,6 +401,16 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
+}
+
+/// The repository's index as the file holds it now: libgit2 keeps the
+/// index it read first for the life of the repository object, and
+/// git-steps rewrites the file itself ([`index_file`]), so it is read
+/// again when the file changed (a stat comparison otherwise).
+pub fn index(repo: &Repository) -> Result<git2::Index> {
+    let mut index = repo.index()?;
+    index.read(false)?;
+    Ok(index)
 }
 
 /// Tree entry modes, as git writes them.

@@ -187,7 +187,7 @@ pub fn run(
         // As a naive runner does: the files written over whatever is there
         // (git-steps' own update compares each file first), then the index.
         worktree::write_in_place(&repo, &applied.changes)?;
-        let mut index = repo.index()?;
+        let mut index = crate::git::index(&repo)?;
         for c in &applied.changes {
             match c.new {
                 Some(_) => index.add_path(std::path::Path::new(&c.path))?,

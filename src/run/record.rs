@@ -173,7 +173,7 @@ fn rerun(
     // Done. The index catches up with the step where a crash kept it back
     // (the files are the worktree's already).
     let changes = crate::git::tree_changes(repo, parent.as_ref(), Some(&commit.tree()?))?;
-    let index = repo.index()?;
+    let index = crate::git::index(repo)?;
     let behind: Vec<_> = changes
         .iter()
         .filter(|c| {
@@ -219,7 +219,7 @@ fn ensure_index_agrees(repo: &Repository, id: &str) -> Result<()> {
         .exclude_submodules(true)
         .renames_head_to_index(false);
     let statuses = repo.statuses(Some(&mut so))?;
-    let index = repo.index()?;
+    let index = crate::git::index(repo)?;
     let workdir = worktree::workdir(repo)?;
     for st in statuses.iter() {
         let staged = Status::INDEX_NEW
@@ -264,7 +264,7 @@ fn interrupted_update(repo: &Repository) -> Result<Option<git2::Oid>> {
     let Ok(head) = repo.head().and_then(|h| h.peel_to_commit()) else {
         return Ok(None);
     };
-    let index = repo.index()?;
+    let index = crate::git::index(repo)?;
     let head_tree = head.tree()?;
     let mut c = head.clone();
     for _ in 0..64 {

@@ -219,7 +219,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
         }
         return Ok(Repair::Carried { paths: dirty });
     }
-    let index = repo.index()?;
+    let index = crate::git::index(repo)?;
     let sparse = index_missing
         && repo
             .config()?

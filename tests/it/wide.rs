@@ -150,20 +150,35 @@ fn a_step_never_misses_an_edit_or_an_untracked_file_on_a_large_tree() {
         t.steps(&["apply", p.to_str().unwrap()]).ok();
         // git writes its index (with fsmonitor's data, where it is on).
         t.git(&["status", "--porcelain"]).ok();
-        // The same second, the same size, the same mtime: only the content
-        // differs.
+        // The same second, the same size, the same inode: an mtime a
+        // microsecond off the step's (git, comparing whole seconds under
+        // `core.checkStat=minimal` or a build without nanoseconds, and
+        // ignoring ctime under `core.trustctime=false`, may take it for
+        // clean; git-steps compares nanoseconds).
         let f = t.path("d1/f1.txt");
         let mtime = std::fs::metadata(&f).unwrap().modified().unwrap();
+        let ns = mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let micro = std::time::Duration::from_micros(1);
+        let same_second = if ns >= 1_000 {
+            mtime - micro
+        } else {
+            mtime + micro
+        };
         t.write("d1/f1.txt", "user 1\n");
         std::fs::File::options()
             .write(true)
             .open(&f)
             .unwrap()
-            .set_modified(mtime)
+            .set_modified(same_second)
             .unwrap();
         // The trap is real: git trusting the lying hook sees no edit.
-        let seen = t.git_out(&["status", "--porcelain"]).contains("d1/f1.txt");
-        assert_eq!(seen, config != "fsmonitor that lies", "{config}");
+        if config == "fsmonitor that lies" {
+            let seen = t.git_out(&["status", "--porcelain"]).contains("d1/f1.txt");
+            assert!(!seen, "{config}");
+        }
         t.write("d5/f5.txt", "carried\n");
         let p = plan(
             "edit.jsonl",

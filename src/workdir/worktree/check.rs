@@ -35,7 +35,108 @@ pub fn dirty_among(repo: &Repository, changes: &[Change]) -> Result<Vec<String>>
         return Ok(Vec::new());
     }
     let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
-    dirty_paths_in(repo, Some(&paths))
+    match super::index::own(repo) {
+        Some(index) => dirty_by_index(repo, &index, &paths),
+        None => dirty_paths_in(repo, Some(&paths)),
+    }
+}
+
+/// [`dirty_paths_in`] for `paths` alone, as libgit2's status decides it
+/// (`maybe_modified`), without its walk of the worktree and index: per
+/// path, HEAD's entry against the index's (a conflict, an intent to add, a
+/// staged change or deletion is dirty), then the index's entry against
+/// the file (gone, or of another type, is dirty; skip-worktree, "assume
+/// unchanged" and submodules are not looked at; stat data equal and not
+/// racily clean vouches for it; else the content is compared as git
+/// compares it, through the clean conversion).
+fn dirty_by_index(
+    repo: &Repository,
+    index: &crate::git::index_file::IndexFile,
+    paths: &[&str],
+) -> Result<Vec<String>> {
+    use crate::git::index_file::{INTENT_TO_ADD, SKIP_WORKTREE};
+    use std::os::unix::fs::MetadataExt;
+    let workdir = workdir(repo)?;
+    let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+    let cfg = repo.config()?;
+    let flag = |key: &str| cfg.get_bool(key).unwrap_or(true);
+    let (trust_ctime, trust_mode) = (flag("core.trustctime"), flag("core.filemode"));
+    let mut out = Vec::new();
+    for p in paths {
+        let at_head = head
+            .as_ref()
+            .and_then(|t| t.get_path(Path::new(p)).ok())
+            .filter(|e| e.kind() != Some(git2::ObjectType::Tree))
+            .map(|e| (e.id(), e.filemode() as u32));
+        let e = index.get(p.as_bytes(), 0);
+        let staged = index.conflicted(p.as_bytes())
+            || match (&at_head, &e) {
+                (None, None) => false,
+                (Some(h), Some(e)) => *h != (e.oid, e.mode) || e.extended & INTENT_TO_ADD != 0,
+                _ => true,
+            };
+        if staged {
+            out.push(p.to_string());
+            continue;
+        }
+        let Some(e) = e else { continue };
+        if e.mode == 0o160000 {
+            continue;
+        }
+        let meta = match through_non_dir(&workdir, p) {
+            true => None,
+            false => fs::symlink_metadata(workdir.join(p)).ok(),
+        };
+        let Some(meta) = meta.filter(|m| !m.is_dir()) else {
+            out.push(p.to_string());
+            continue;
+        };
+        if e.assume_valid || e.extended & SKIP_WORKTREE != 0 {
+            continue;
+        }
+        let link = meta.file_type().is_symlink();
+        if link != (e.mode == MODE_LINK) {
+            out.push(p.to_string());
+            continue;
+        }
+        let disk_mode = match (link, meta.permissions().mode() & 0o111 != 0) {
+            (true, _) => MODE_LINK,
+            (false, true) if trust_mode => MODE_EXEC,
+            (false, false) if trust_mode => MODE_FILE,
+            // core.fileMode off: the executable bit is not looked at.
+            (false, _) => e.mode,
+        };
+        let stat_same = disk_mode == e.mode
+            && meta.size() as u32 == e.size
+            && (meta.mtime() as u32, meta.mtime_nsec() as u32) == e.mtime
+            && (!trust_ctime || (meta.ctime() as u32, meta.ctime_nsec() as u32) == e.ctime)
+            && meta.ino() as u32 == e.ino
+            && (meta.uid(), meta.gid()) == (e.uid, e.gid);
+        if stat_same && !index.racy(&e) {
+            continue;
+        }
+        let entry = Entry {
+            oid: e.oid,
+            mode: match disk_mode {
+                MODE_LINK => MODE_LINK,
+                _ if !trust_mode => disk_mode_of(&meta),
+                _ => e.mode,
+            },
+        };
+        if disk_mode != e.mode || !disk_is(repo, &workdir, p, &Some(entry))? {
+            out.push(p.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// The mode [`disk_mode`] gives a file with this metadata.
+fn disk_mode_of(meta: &fs::Metadata) -> u32 {
+    if meta.permissions().mode() & 0o111 != 0 {
+        MODE_EXEC
+    } else {
+        MODE_FILE
+    }
 }
 
 pub(super) fn dirty_paths_in(repo: &Repository, only: Option<&[&str]>) -> Result<Vec<String>> {
@@ -65,7 +166,7 @@ pub(super) fn dirty_paths_in(repo: &Repository, only: Option<&[&str]>) -> Result
             let convert = convert.get_or_insert_with(|| crate::tree::convert::Convert::new(repo));
             let index = match &mut index {
                 Some(i) => i,
-                None => index.insert(repo.index()?),
+                None => index.insert(crate::git::index(repo)?),
             };
             if same_as_index(repo, index, convert, &path)? {
                 continue;
@@ -239,8 +340,16 @@ pub fn ensure_clean(repo: &Repository, step: Option<&str>, changes: &[Change]) -
 /// files are not looked at (the caller checked them).
 pub fn ensure_unblocked(repo: &Repository, step: Option<&str>, changes: &[Change]) -> Result<()> {
     let workdir = workdir(repo)?;
-    let index = repo.index()?;
-    let tracked = |p: &str| index.get_path(Path::new(p), 0).is_some();
+    let own = super::index::own(repo);
+    let lib = match own {
+        Some(_) => None,
+        None => Some(crate::git::index(repo)?),
+    };
+    let tracked = |p: &str| match (&own, &lib) {
+        (Some(i), _) => i.get(p.as_bytes(), 0).is_some(),
+        (_, Some(i)) => i.get_path(Path::new(p), 0).is_some(),
+        _ => false,
+    };
     let deleted = |p: &str| changes.iter().any(|c| c.path == p && c.old.is_some());
     for c in changes.iter().filter(|c| c.old.is_none()) {
         if let Some(blocker) = first_blocker(&workdir, &c.path, &tracked, &deleted)? {

@@ -19,6 +19,7 @@ use crate::error::{Context, Error, Result};
 use crate::git::{Change, Entry, MODE_LINK};
 
 mod check;
+mod index;
 mod noted;
 mod place;
 mod rescue;
@@ -156,7 +157,7 @@ pub fn update_keeping(
     let _rules = crate::tree::convert::Rewriting::paths(changes.iter().map(|c| c.path.as_str()));
     let _prestaged = Prestaged;
     let convert = crate::tree::convert::Convert::new(repo);
-    let mut index = repo.index()?;
+    let mut index = index::Updating::open(repo)?;
     // Deletions first: a step may replace a file or symlink by a directory.
     let mut written = 0usize;
     // Each path is compared with what the update expects to replace
@@ -300,7 +301,7 @@ pub fn update_keeping(
         .iter()
         .filter(|c| c.new.is_none() && !kept_as_found(c))
     {
-        index.remove_path(Path::new(&c.path))?;
+        index.remove(&c.path)?;
     }
     // A power cut may keep the index (fsynced) and lose a rename or an
     // unlink in the worktree that no fsync of its directory covered (POSIX
@@ -317,24 +318,7 @@ pub fn update_keeping(
         crate::lock::sync_dir(d).context(|| format!("cannot flush {}", d.display()))?;
     }
     settled::begin(repo, changes);
-    match crate::lock::intending(repo, crate::lock::index_locks(repo), || index.write()) {
-        Err(e) if e.code() == git2::ErrorCode::Locked => {
-            return Err(crate::error::Error::local(format!(
-                "cannot write the index: {} exists",
-                repo.path().join("index.lock").display()
-            ))
-            .with_hint(crate::error::LOCKED_HINT))
-        }
-        r => r.context(|| "cannot write the index".into())?,
-    }
-    if crate::git::fsync::per_file() {
-        // libgit2 renames the index without flushing it: where syncfs does
-        // not flush, its bytes follow at once (a cut in between leaves a
-        // torn index, which the next run mends: docs/guide.md, Power cuts).
-        std::fs::File::open(repo.path().join("index"))
-            .and_then(|f| f.sync_all())
-            .context(|| "cannot flush the index".into())?;
-    }
+    index.write(repo)?;
     if changed.is_empty() {
         settled::end(repo, dest.commit, &wrote, &removed);
     } else {

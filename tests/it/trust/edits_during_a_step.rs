@@ -351,3 +351,47 @@ fn a_file_held_open_for_writing_is_never_replaced_under_its_writer() {
     // Held only for reading: brought up.
     assert_eq!(t.read("read.txt"), "r2\n", "{err}");
 }
+
+/// Issue 51's own index writer: what the user stages while a step is
+/// being written (`git add` of another file, between the step's checks
+/// and its index write) stays staged. The index is rewritten under git's
+/// lock on top of the one in place then, not of the one read before; git's
+/// own lock held at that instant is a refusal, never broken.
+#[test]
+fn what_the_user_stages_during_a_step_stays_staged() {
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let p = plan(&t);
+    let p = p.to_str().unwrap();
+    let gate = tempfile::tempdir().unwrap();
+    t.write("mine.txt", "staged by the user\n");
+    let child = held_at(&t, &["apply", p], "worktree-files@s2", gate.path(), None);
+    t.git(&["add", "mine.txt"]).ok();
+    let out = go(child, gate.path());
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(t.step_ids(), ["s1", "s2", "s3"]);
+    assert_eq!(t.git_out(&["diff", "--cached", "--name-only"]), "mine.txt");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "A  mine.txt");
+
+    // git holding its lock at the index write: the step is durable, the
+    // box's update stops naming the lock (which is left as it is), and the
+    // rerun the hint gives finishes once git is done.
+    let (t, _server) = TestRepo::with_server(Kind::Path, "libgit2");
+    let p = plan(&t);
+    let p = p.to_str().unwrap();
+    let gate = tempfile::tempdir().unwrap();
+    let child = held_at(&t, &["apply", p], "worktree-files@s2", gate.path(), None);
+    std::fs::write(t.path(".git/index.lock"), b"git is writing").unwrap();
+    let out = go(child, gate.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("index.lock exists"), "{err}");
+    assert!(err.contains("rerun the same command"), "{err}");
+    assert_eq!(
+        std::fs::read(t.path(".git/index.lock")).unwrap(),
+        b"git is writing"
+    );
+    std::fs::remove_file(t.path(".git/index.lock")).unwrap();
+    t.steps(&["apply", p]).ok();
+    assert_eq!(t.step_ids(), ["s1", "s2", "s3"]);
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+}

@@ -16,6 +16,7 @@ mod open;
 mod refs;
 pub use open::{follow_git_config_env, open};
 pub use refs::loose_ref_parses;
+pub mod attributes;
 mod changes;
 pub use changes::tree_changes;
 pub mod index_file;

@@ -69,6 +69,7 @@ thread_local! {
 /// have changed (a new session; a step changed a `.gitattributes`).
 pub fn forget() {
     MEMO.with(|m| *m.borrow_mut() = None);
+    crate::git::attributes::forget();
 }
 
 /// Held while files are written: if any of `paths` is a `.gitattributes`,
@@ -94,6 +95,11 @@ impl Drop for Rewriting {
 }
 
 fn attr<'a>(repo: &'a Repository, path: &str, name: &str) -> Result<AttrValue<'a>, String> {
+    if crate::git::attributes::none_for(repo, path) {
+        // No attributes file could speak for it (libgit2 would load the
+        // whole index to find that out).
+        return Ok(AttrValue::Unspecified);
+    }
     repo.get_attr(Path::new(path), name, AttrCheckFlags::FILE_THEN_INDEX)
         .map(AttrValue::from_string)
         .map_err(|e| {

@@ -115,7 +115,30 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// Whether git may leave the index's trailing hash zero here
+/// (`index.skipHash`, which `feature.manyFiles` sets).
+pub fn skip_hash(repo: &git2::Repository) -> bool {
+    let cfg = |key: &str| repo.config().and_then(|c| c.get_bool(key)).ok();
+    cfg("index.skipHash")
+        .or_else(|| cfg("feature.manyFiles"))
+        .unwrap_or(false)
+}
+
 impl IndexFile {
+    /// An index without entries.
+    pub fn empty() -> IndexFile {
+        let mut bytes = b"DIRC\0\0\0\x02\0\0\0\0".to_vec();
+        bytes.extend_from_slice(&[0; 20]);
+        IndexFile {
+            bytes,
+            version: 2,
+            entries: Vec::new(),
+            extensions: 12,
+            mtime: (0, 0),
+            stamp: None,
+        }
+    }
+
     /// [`IndexFile::read`], or the index this process last read or wrote
     /// at `path` while the file is still that one.
     pub fn cached(path: &std::path::Path, skip_hash: bool) -> Option<std::rc::Rc<IndexFile>> {

@@ -29,6 +29,15 @@ pub(super) enum IndexState {
 /// extension) is whole and not libgit2's: never "torn", never rebuilt.
 pub(super) fn index_state(path: &Path, workdir: &Path, skip_hash: bool) -> IndexState {
     use sha1::Digest;
+    if crate::git::index_file::IndexFile::cached(path, skip_hash).is_some() {
+        // Laid out as git writes it and whole (its trailer checked, or
+        // left zero as the config allows), nothing libgit2 cannot read:
+        // read once for the process (the step's checks and its index
+        // write use the same read), never parsed by libgit2 (a step costs
+        // what it writes; libgit2's read of a large index is most of a
+        // step's time).
+        return IndexState::Whole;
+    }
     let Ok(bytes) = std::fs::read(path) else {
         return IndexState::Torn;
     };
@@ -39,13 +48,6 @@ pub(super) fn index_state(path: &Path, workdir: &Path, skip_hash: bool) -> Index
     let hashed = !trailer.iter().all(|b| *b == 0);
     if (hashed && sha1::Sha1::digest(body).as_slice() != trailer) || (!hashed && !skip_hash) {
         return IndexState::Torn;
-    }
-    if (hashed || skip_hash) && plainly_whole(&bytes) {
-        // Every entry and extension where the header and their sizes
-        // say, names in git's order, nothing libgit2 cannot read: whole
-        // without parsing it a second time (a step costs what it writes;
-        // libgit2's own read of a large index is most of a step's time).
-        return IndexState::Whole;
     }
     let libgit2 = git2::Index::open(path).ok().map(|i| {
         let whole = i.iter().count() == i.len();
@@ -72,132 +74,13 @@ pub(super) fn index_state(path: &Path, workdir: &Path, skip_hash: bool) -> Index
     }
 }
 
-/// Whether `bytes` (an index file, its trailer checked or skipped by
-/// config) lays out as git writes it, in versions 2 to 4: the header's
-/// count of entries, each with a non-empty name after the one before it
-/// (git's order: by name, then stage), no directory entry (a sparse
-/// index), then extensions filling the file to its 20-byte trailer, none
-/// of them mandatory (a lower-case signature: `link`, `sdir`, or one not
-/// yet known), which libgit2 would refuse. Anything else is for the
-/// slower judges in [`index_state`] (false is never "torn" by itself).
-fn plainly_whole(bytes: &[u8]) -> bool {
-    let u32_at = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-    };
-    let (Some(version), Some(count)) = (u32_at(4), u32_at(8)) else {
-        return false;
-    };
-    if !(2..=4).contains(&version) {
-        return false;
-    }
-    let end = bytes.len() - 20;
-    let mut at = 12usize;
-    let mut previous: Vec<u8> = Vec::new();
-    let mut previous_stage = 0u16;
-    for n in 0..count {
-        // ctime, mtime, dev, ino, mode, uid, gid, size: 40 bytes; the
-        // SHA-1; the flags.
-        let Some(mode) = u32_at(at + 24) else {
-            return false;
-        };
-        if mode & 0o170000 == 0o040000 {
-            return false;
-        }
-        let Some(flags) = bytes
-            .get(at + 60..at + 62)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-        else {
-            return false;
-        };
-        let mut name_at = at + 62;
-        if flags & 0x4000 != 0 {
-            if version < 3 {
-                return false;
-            }
-            name_at += 2;
-        }
-        let stage = (flags >> 12) & 3;
-        let name: Vec<u8>;
-        let next;
-        if version == 4 {
-            // A varint (git's offset encoding) of bytes to drop from the
-            // previous name, then the rest, NUL-terminated.
-            let (mut strip, mut i) = (0usize, name_at);
-            loop {
-                let Some(&b) = bytes.get(i) else { return false };
-                i += 1;
-                strip = (strip << 7) | usize::from(b & 0x7f);
-                if b & 0x80 == 0 {
-                    break;
-                }
-                strip += 1;
-                if strip > previous.len() {
-                    return false;
-                }
-            }
-            if strip > previous.len() {
-                return false;
-            }
-            let Some(len) = bytes
-                .get(i..end)
-                .and_then(|r| r.iter().position(|b| *b == 0))
-            else {
-                return false;
-            };
-            let mut whole = previous[..previous.len() - strip].to_vec();
-            whole.extend_from_slice(&bytes[i..i + len]);
-            name = whole;
-            next = i + len + 1;
-        } else {
-            let len = usize::from(flags & 0x0fff);
-            let len = if len < 0x0fff {
-                len
-            } else {
-                match bytes
-                    .get(name_at..end)
-                    .and_then(|r| r.iter().position(|b| *b == 0))
-                {
-                    Some(l) => l,
-                    None => return false,
-                }
-            };
-            let Some(raw) = bytes.get(name_at..name_at + len) else {
-                return false;
-            };
-            name = raw.to_vec();
-            // Padded with 1 to 8 NULs to a multiple of 8 from the entry's
-            // start.
-            next = at + ((name_at - at + len + 8) & !7);
-        }
-        if name.is_empty()
-            || name.contains(&0)
-            || (n > 0 && (name.as_slice(), stage) <= (previous.as_slice(), previous_stage))
-            || next > end
-        {
-            return false;
-        }
-        previous = name;
-        previous_stage = stage;
-        at = next;
-    }
-    while at < end {
-        let (Some(sig), Some(size)) = (bytes.get(at..at + 4), u32_at(at + 4)) else {
-            return false;
-        };
-        if sig[0].is_ascii_lowercase() {
-            return false;
-        }
-        at = match (at + 8).checked_add(size as usize) {
-            Some(n) if n <= end => n,
-            _ => return false,
-        };
-    }
-    at == end
-}
-
 #[cfg(test)]
 mod tests {
-    use super::plainly_whole;
+    use crate::git::index_file::IndexFile;
+
+    fn plainly_whole(b: &[u8]) -> bool {
+        IndexFile::parse(b.to_vec()).is_some()
+    }
     use std::process::Command;
 
     fn git(dir: &std::path::Path, args: &[&str]) {

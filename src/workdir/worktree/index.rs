@@ -16,16 +16,7 @@ use std::rc::Rc;
 use git2::{IndexEntry, Repository};
 
 use crate::error::{Context, Error, Result};
-use crate::git::index_file::{self, IndexFile, Stat};
-
-/// Whether git may leave the index's trailing hash zero here
-/// (`index.skipHash`, which `feature.manyFiles` sets).
-pub(crate) fn skip_hash(repo: &Repository) -> bool {
-    let cfg = |key: &str| repo.config().and_then(|c| c.get_bool(key)).ok();
-    cfg("index.skipHash")
-        .or_else(|| cfg("feature.manyFiles"))
-        .unwrap_or(false)
-}
+use crate::git::index_file::{self, skip_hash, IndexFile, Stat};
 
 /// The index as git wrote it, when it is plainly git's and whole (read at
 /// most once while the file stays the same).

@@ -6,6 +6,7 @@
 
 use crate::harness::*;
 use serde_json::json;
+use std::os::unix::fs::FileTypeExt;
 
 fn wide(t: &TestRepo, dirs: usize, files: usize) {
     for d in 0..dirs {
@@ -210,4 +211,43 @@ fn a_step_never_misses_an_edit_or_an_untracked_file_on_a_large_tree() {
         );
         assert_eq!(t.step_ids(), ["s1", "s2"], "{config}");
     }
+}
+
+/// Found by the outside review of the index reader: a FIFO where a step
+/// writes a tracked file was opened to be hashed, and the dirty check
+/// blocked on it. It is now a change of type (refused, exit 3, named),
+/// decided without opening it.
+#[test]
+fn a_fifo_where_a_step_writes_is_refused_without_hanging() {
+    let t = TestRepo::new();
+    wide(&t, 3, 3);
+    let s1 = line(json!({"id": "s1", "files": {"d1/f1.txt": "one\n"}}));
+    let p = t.plan("p1.jsonl", std::slice::from_ref(&s1));
+    t.steps(&["apply", p.to_str().unwrap()]).ok();
+    std::fs::remove_file(t.path("d1/f1.txt")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(t.path("d1/f1.txt"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let s2 = line(json!({"id": "s2", "files": {"d1/f1.txt": "two\n"}}));
+    let p = t.plan("p2.jsonl", &[s1, s2]);
+    let mut child = t.spawn_steps(&["apply", p.to_str().unwrap()]);
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("apply hung on the FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(3));
+    assert!(std::fs::symlink_metadata(t.path("d1/f1.txt"))
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(t.step_ids(), ["s1"]);
 }

@@ -148,12 +148,14 @@ impl IndexFile {
                 (p == path && *st == now && (*skip == skip_hash)).then(|| f.clone())
             })
         });
-        if hit.is_some() {
-            return hit;
+        // The stat data can repeat (a freed inode reused in one clock
+        // tick): the file's trailer must be the remembered one too.
+        if let Some(f) = hit.filter(|f| f.trailer_is(path)) {
+            return Some(f);
         }
         let file = std::rc::Rc::new(IndexFile::read(path, skip_hash)?);
         let now = stamp(&std::fs::symlink_metadata(path).ok()?);
-        if (file.mtime.0, file.mtime.1) == (now.2, now.3) {
+        if file.stamp == Some(now) {
             LAST.with(|l| {
                 *l.borrow_mut() = Some((path.to_path_buf(), now, skip_hash, file.clone()))
             });
@@ -161,16 +163,33 @@ impl IndexFile {
         Some(file)
     }
 
-    /// This process just renamed `bytes` into place at `path`: remembered
-    /// as [`IndexFile::cached`] reads it.
-    pub fn wrote(path: &std::path::Path, bytes: Vec<u8>, skip_hash: bool) {
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
+    /// Whether the file at `path` ends with this index's trailer.
+    fn trailer_is(&self, path: &std::path::Path) -> bool {
+        use std::os::unix::fs::FileExt;
+        let mut tail = [0u8; 20];
+        let len = self.bytes.len() as u64;
+        std::fs::File::open(path)
+            .and_then(|f| f.read_exact_at(&mut tail, len - 20))
+            .is_ok_and(|()| tail == self.bytes[self.bytes.len() - 20..])
+    }
+
+    /// This process just renamed `bytes` into place at `path`, and `meta`
+    /// is the stat data of the file it wrote (taken through its own
+    /// descriptor): remembered as [`IndexFile::cached`] reads it, if the
+    /// file at `path` is still that one.
+    pub fn wrote(
+        path: &std::path::Path,
+        bytes: Vec<u8>,
+        skip_hash: bool,
+        meta: &std::fs::Metadata,
+    ) {
+        let st = stamp(meta);
+        if std::fs::symlink_metadata(path).map(|m| stamp(&m)).ok() != Some(st) {
             return forget();
-        };
+        }
         let Some(mut file) = IndexFile::parse(bytes) else {
             return forget();
         };
-        let st = stamp(&meta);
         file.mtime = (st.2, st.3);
         file.stamp = Some(st);
         LAST.with(|l| {
@@ -296,9 +315,10 @@ impl IndexFile {
         let extensions = at;
         while at < end {
             let sig = bytes.get(at..at + 4)?;
-            if sig[0].is_ascii_lowercase() {
-                // Mandatory: `link` (split index), `sdir` (sparse), or one
-                // not known yet.
+            if !sig[0].is_ascii_uppercase() {
+                // Mandatory (git and libgit2: anything not starting A–Z):
+                // `link` (split index), `sdir` (sparse), one not known
+                // yet, or bytes that are no extension at all.
                 return None;
             }
             let size = u32_at(&bytes, at + 4)? as usize;

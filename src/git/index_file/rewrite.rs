@@ -89,7 +89,8 @@ impl IndexFile {
                 if smudge {
                     out[at + 36..at + 40].copy_from_slice(&0u32.to_be_bytes());
                 }
-                if st.extended != 0 {
+                if self.bytes[s.start + 60] & 0x40 != 0 {
+                    // The extended flags, as the entry's flags say.
                     out.extend_from_slice(&self.bytes[s.start + 62..s.start + 64]);
                 }
                 self.push_v4_name(&mut out, name, &previous);

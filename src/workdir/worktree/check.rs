@@ -61,6 +61,7 @@ fn dirty_by_index(
     let cfg = repo.config()?;
     let flag = |key: &str| cfg.get_bool(key).unwrap_or(true);
     let (trust_ctime, trust_mode) = (flag("core.trustctime"), flag("core.filemode"));
+    let symlinks = flag("core.symlinks");
     let mut out = Vec::new();
     for p in paths {
         let at_head = head
@@ -95,6 +96,20 @@ fn dirty_by_index(
             continue;
         }
         let link = meta.file_type().is_symlink();
+        if !link && !meta.is_file() {
+            // A FIFO, socket or device where a file was: never opened.
+            out.push(p.to_string());
+            continue;
+        }
+        if !symlinks && e.mode == MODE_LINK && meta.is_file() {
+            // core.symlinks off: git checks a link out as a file holding
+            // its target, and keeps the link's mode.
+            let target = fs::read(workdir.join(p)).unwrap_or_default();
+            if git2::Oid::hash_object(git2::ObjectType::Blob, &target)? != e.oid {
+                out.push(p.to_string());
+            }
+            continue;
+        }
         if link != (e.mode == MODE_LINK) {
             out.push(p.to_string());
             continue;
@@ -112,7 +127,10 @@ fn dirty_by_index(
             && (!trust_ctime || (meta.ctime() as u32, meta.ctime_nsec() as u32) == e.ctime)
             && meta.ino() as u32 == e.ino
             && (meta.uid(), meta.gid()) == (e.uid, e.gid);
-        if stat_same && !index.racy(&e) {
+        // git's rule: a size of 0 for a blob that is not empty is a
+        // smudged entry, never vouched for by stat.
+        let smudged = e.size == 0 && e.oid.as_bytes() != EMPTY_BLOB;
+        if stat_same && !smudged && !index.racy(&e) {
             continue;
         }
         let entry = Entry {
@@ -129,6 +147,12 @@ fn dirty_by_index(
     }
     Ok(out)
 }
+
+/// The empty blob's id.
+const EMPTY_BLOB: [u8; 20] = [
+    0xe6, 0x9d, 0xe2, 0x9b, 0xb2, 0xd1, 0xd6, 0x43, 0x4b, 0x8b, 0x29, 0xae, 0x77, 0x5a, 0xd8, 0xc2,
+    0xe4, 0x8c, 0x53, 0x91,
+];
 
 /// The mode [`disk_mode`] gives a file with this metadata.
 fn disk_mode_of(meta: &fs::Metadata) -> u32 {

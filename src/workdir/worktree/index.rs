@@ -112,6 +112,7 @@ impl Updating {
                     std::io::Error::other(format!("{p} would be both a file and a directory in it"))
                 };
                 let mut bytes = Vec::new();
+                let mut written_as = None;
                 let written = crate::lock::intending(repo, crate::lock::index_locks(repo), || {
                     let mut f = std::fs::OpenOptions::new()
                         .write(true)
@@ -139,7 +140,14 @@ impl Updating {
                             true => f.sync_all(),
                             false => Ok(()),
                         })
-                        .and_then(|()| std::fs::rename(&lock, &path));
+                        .and_then(|()| std::fs::rename(&lock, &path))
+                        .and_then(|()| {
+                            // What this process wrote, seen through its own
+                            // descriptor: another writer's index put in
+                            // place after this one is never taken for it.
+                            written_as = Some(f.metadata()?);
+                            Ok(())
+                        });
                     if done.is_err() {
                         let _ = std::fs::remove_file(&lock);
                     }
@@ -150,7 +158,10 @@ impl Updating {
                     Err(e) => Err(Error::local(format!("cannot write the index: {e}"))),
                     Ok(()) => Ok(()),
                 }?;
-                IndexFile::wrote(&path, bytes, skip);
+                match written_as {
+                    Some(meta) => IndexFile::wrote(&path, bytes, skip, &meta),
+                    None => index_file::forget(),
+                }
                 Ok(())
             }
         }

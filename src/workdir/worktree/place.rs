@@ -371,12 +371,16 @@ fn open_for_writing(p: &Path) -> Option<bool> {
         return Some(false);
     }
     let fd = f.as_raw_fd();
-    // fcntl.h's F_SETSIG (Linux), which the libc crate does not name.
+    // fcntl.h's F_SETSIG (Linux, asm-generic), which the libc crate does
+    // not name; where the kernel refuses it, no lease is taken.
     const F_SETSIG: libc::c_int = 10;
     // SAFETY: fcntl on a descriptor this function owns and keeps open for
     // the calls; the arguments are plain integers.
     let (taken, errno) = unsafe {
-        libc::fcntl(fd, F_SETSIG, libc::SIGURG);
+        if libc::fcntl(fd, F_SETSIG, libc::SIGURG) != 0 {
+            // A break notice would be SIGIO, which kills: no lease.
+            return None;
+        }
         let taken = libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK);
         let errno = *libc::__errno_location();
         if taken == 0 {

@@ -19,6 +19,7 @@ use crate::error::{Context, Error, Result};
 use crate::git::{Change, Entry, MODE_LINK};
 
 mod check;
+mod dirty;
 mod index;
 mod noted;
 mod place;

@@ -51,12 +51,31 @@ fn repository_wide(repo: &Repository) -> Vec<PathBuf> {
 thread_local! {
     /// Per git dir: whether a repository-wide attribute file exists.
     static WIDE: std::cell::RefCell<Option<(PathBuf, bool)>> = const { std::cell::RefCell::new(None) };
+    /// The last path asked about, and the answer: the attributes of one
+    /// path are asked for one after another (`text`, `eol`, `filter`…).
+    static LAST: std::cell::RefCell<Option<(PathBuf, String, bool)>> = const { std::cell::RefCell::new(None) };
 }
 
 /// True when no gitattributes file can give `path` (relative to the
 /// worktree) any attribute: then every attribute of it is unspecified.
 pub fn none_for(repo: &Repository, path: &str) -> bool {
     let git_dir = repo.path().to_path_buf();
+    let last = LAST.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(d, p, _)| *d == git_dir && p == path)
+            .map(|(_, _, none)| *none)
+    });
+    if let Some(none) = last {
+        return none;
+    }
+    let none = looked_up(repo, &git_dir, path);
+    LAST.with(|l| *l.borrow_mut() = Some((git_dir, path.to_string(), none)));
+    none
+}
+
+fn looked_up(repo: &Repository, git_dir: &Path, path: &str) -> bool {
+    let git_dir = git_dir.to_path_buf();
     let wide = WIDE.with(|w| {
         w.borrow()
             .as_ref()
@@ -110,23 +129,13 @@ fn own_index(repo: &Repository) -> Option<std::rc::Rc<IndexFile>> {
 /// Forget what [`none_for`] learnt of the repository-wide files.
 pub fn forget() {
     WIDE.with(|w| *w.borrow_mut() = None);
+    LAST.with(|l| *l.borrow_mut() = None);
 }
 
 #[cfg(test)]
 mod tests {
     use super::{forget, none_for};
-    use std::process::Command;
-
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-    }
+    use crate::git::testing::git;
 
     /// "None" exactly where libgit2 finds no attributes file: every
     /// source (a directory's `.gitattributes` on disk or only in the

@@ -7,7 +7,11 @@
 use git2::{Oid, Repository, Tree};
 
 use super::{Change, Entry};
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// Deeper than any path Linux takes (`PATH_MAX` is 4,096 bytes, two per
+/// level at least).
+const MAX_DEPTH: usize = 2048;
 
 /// The net changes, path by path, from tree `old` to tree `new` (None: the
 /// empty tree), sorted by path. A rename is a deletion and an addition; a
@@ -23,23 +27,42 @@ pub fn tree_changes(
     new: Option<&Tree<'_>>,
 ) -> Result<Vec<Change>> {
     let mut out: Vec<Change> = Vec::new();
-    changes_under(repo, "", old.map(Tree::id), new.map(Tree::id), &mut out)?;
+    // The directories still to compare: their path prefix, their two
+    // sides, their depth. A stack, not recursion: a crafted tree cannot
+    // run the process out of stack.
+    let mut todo: Vec<Pending> = vec![(String::new(), old.map(Tree::id), new.map(Tree::id), 0)];
+    while let Some((prefix, old, new, depth)) = todo.pop() {
+        if old == new {
+            continue;
+        }
+        if depth > MAX_DEPTH {
+            // Nested deeper than any path a file system takes: refused,
+            // not walked.
+            return Err(Error::other(format!(
+                "a tree nests directories deeper than {MAX_DEPTH} levels under {:.200}…; no worktree can hold it",
+                prefix
+            )));
+        }
+        changes_in(repo, &prefix, (old, new), depth, &mut todo, &mut out)?;
+    }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
 
-/// [`tree_changes`] between the trees `old` and `new`, their paths under
-/// `prefix`.
-fn changes_under(
+/// A directory still to compare: its path prefix, its two sides, its
+/// depth.
+type Pending = (String, Option<Oid>, Option<Oid>, usize);
+
+/// The changes between the trees `old` and `new` (paths under `prefix`)
+/// among their own entries; the subtrees that differ go on `todo`.
+fn changes_in(
     repo: &Repository,
     prefix: &str,
-    old: Option<Oid>,
-    new: Option<Oid>,
+    (old, new): (Option<Oid>, Option<Oid>),
+    depth: usize,
+    todo: &mut Vec<Pending>,
     out: &mut Vec<Change>,
 ) -> Result<()> {
-    if old == new {
-        return Ok(());
-    }
     type Sides = (Option<(Oid, u32)>, Option<(Oid, u32)>);
     let mut names: std::collections::BTreeMap<Vec<u8>, Sides> = Default::default();
     for (side, id) in [(0, old), (1, new)] {
@@ -67,7 +90,7 @@ fn changes_under(
         let path = format!("{prefix}{}", String::from_utf8_lossy(&name));
         let (ot, nt) = (tree(o), tree(n));
         if ot.is_some() || nt.is_some() {
-            changes_under(repo, &format!("{path}/"), ot, nt, out)?;
+            todo.push((format!("{path}/"), ot, nt, depth + 1));
         }
         let (ol, nl) = (leaf(o), leaf(n));
         if ol.is_some() || nl.is_some() {
@@ -83,25 +106,29 @@ fn changes_under(
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
-
-    fn git(dir: &std::path::Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    }
+    use crate::git::testing::git;
 
     type Side = Option<(String, u32)>;
+
+    /// A crafted tree nested 5,000 deep is refused with an error, not a
+    /// stack overflow.
+    #[test]
+    fn a_tree_nested_past_any_path_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(d.path()).unwrap();
+        let blob = repo.blob(b"x").unwrap();
+        let mut b = repo.treebuilder(None).unwrap();
+        b.insert("f", blob, 0o100644).unwrap();
+        let mut id = b.write().unwrap();
+        for _ in 0..5000 {
+            let mut b = repo.treebuilder(None).unwrap();
+            b.insert("a", id, 0o040000).unwrap();
+            id = b.write().unwrap();
+        }
+        let tree = repo.find_tree(id).unwrap();
+        let err = super::tree_changes(&repo, None, Some(&tree)).unwrap_err();
+        assert!(err.to_string().contains("deeper than 2048 levels"), "{err}");
+    }
 
     /// Every kind of change, in both directions and from the empty tree,
     /// path for path what `git diff-tree -r` says (a `T` record, or a `D`

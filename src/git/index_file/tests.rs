@@ -3,25 +3,10 @@
 //! tree `git write-tree` trusts, and which libgit2 opens.
 
 use super::{IndexFile, Stat};
+use crate::git::testing::git;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn write(dir: &Path, path: &str, body: &str) {
     let f = dir.join(path);

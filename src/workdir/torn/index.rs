@@ -77,21 +77,10 @@ pub(super) fn index_state(path: &Path, workdir: &Path, skip_hash: bool) -> Index
 #[cfg(test)]
 mod tests {
     use crate::git::index_file::IndexFile;
+    use crate::git::testing::git;
 
     fn plainly_whole(b: &[u8]) -> bool {
         IndexFile::parse(b.to_vec()).is_some()
-    }
-    use std::process::Command;
-
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(ok.status.success(), "{args:?}: {ok:?}");
     }
 
     /// Indexes as git writes them, in every version, with the extensions

@@ -1,0 +1,23 @@
+//! For unit tests: the git CLI, run as a user would run it, with no
+//! global or system config and a fixed identity.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Run `git args` in `dir`; its stdout. Panics, naming the command, when
+/// git fails.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

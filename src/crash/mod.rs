@@ -54,7 +54,8 @@ pub enum Scope {
     Archive,
     /// A run's artifact fingerprint, computed with blobs no earlier process
     /// hashed: their content hashes are appended to `.git/steps/blob-sha256`
-    /// (a cache: never flushed, a torn record skipped). Off the matrix's
+    /// (a cache: never flushed, a torn record skipped), and the bytes it
+    /// hashed kept for the next process to splice from. Off the matrix's
     /// cells (a box's cache holds what earlier boxes left); its own test
     /// arms it. The step id is `artifact`.
     Fingerprint,
@@ -144,6 +145,11 @@ pub const POINTS: &[Point] = &[
     Point {
         name: "fingerprint-cached",
         state: "a run's artifact fingerprint is computed; the content hashes of blobs no earlier process hashed are appended to `.git/steps/blob-sha256`, unflushed (a cache: a lost or torn record costs only time)",
+        scope: Scope::Fingerprint,
+    },
+    Point {
+        name: "fingerprint-streamed",
+        state: "a run's artifact fingerprint is computed; the bytes it hashed are in place as `steps/artifact/stream` in the worktree's git directory (a cache, unflushed, with a CRC-32: the next process splices its fingerprint from it)",
         scope: Scope::Fingerprint,
     },
     Point {

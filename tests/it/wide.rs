@@ -1,8 +1,9 @@
 //! Issue 51, in part: a step costs what it writes. The content hashes of a
 //! run's artifact fingerprint are remembered across processes
-//! (`.git/steps/blob-sha256`), so one `apply` per step does not read every
-//! blob of a large tree again; the cache can only cost time, never a wrong
-//! fingerprint.
+//! (`.git/steps/blob-sha256`), and so are the bytes it hashed
+//! (`.git/steps/artifact/stream`, spliced per step), so one `apply` per
+//! step does not read every blob and tree of a large tree again; the
+//! caches can only cost time, never a wrong fingerprint.
 
 use crate::harness::*;
 use serde_json::json;
@@ -26,8 +27,9 @@ fn the_remembered_hashes_never_change_a_fingerprint() {
     let t = TestRepo::new();
     wide(&t, 10, 20);
     let cache = t.path(".git/steps/blob-sha256");
+    let stream = t.path(".git/steps/artifact/stream");
     let mut plan = Vec::new();
-    for i in 0..6 {
+    for i in 0..8 {
         plan.push(line(json!({"id": format!("s{i}"), "files": {format!("d{i}/f{i}.txt"): format!("step {i}\n")}})));
         let p = t.plan("p.jsonl", &plan);
         let p = p.to_str().unwrap();
@@ -70,6 +72,37 @@ fn the_remembered_hashes_never_change_a_fingerprint() {
                 std::fs::write(&cache, bytes).unwrap();
                 t.steps(&["--json", "apply", p]).ok()
             }
+            // Killed once the stream of the fingerprint's bytes is in
+            // place (the next process splices from it).
+            5 => {
+                let k = t.steps_env(
+                    &["apply", p],
+                    &[("GIT_STEPS_CRASH", "fingerprint-streamed@artifact")],
+                );
+                assert_eq!(
+                    std::os::unix::process::ExitStatusExt::signal(&k.out.status),
+                    Some(9),
+                    "{}",
+                    k.explain()
+                );
+                t.steps(&["--json", "apply", p]).ok()
+            }
+            // The stream torn mid-way; then, for the same head, a content
+            // hash in it damaged: neither is trusted.
+            6 => {
+                let bytes = std::fs::read(&stream).unwrap();
+                std::fs::write(&stream, &bytes[..bytes.len() / 2]).unwrap();
+                let r = t.steps(&["--json", "apply", p]).ok();
+                assert_eq!(
+                    r.json()["data"]["artifact"].as_str().unwrap(),
+                    independent_fingerprint(&t, "HEAD")
+                );
+                let mut bytes = std::fs::read(&stream).unwrap();
+                let at = bytes.len() - 44 - 5;
+                bytes[at] ^= 0xff;
+                std::fs::write(&stream, bytes).unwrap();
+                t.steps(&["--json", "apply", p]).ok()
+            }
             _ => t.steps(&["--json", "apply", p]).ok(),
         };
         let reported = r.json()["data"]["artifact"].as_str().unwrap().to_string();
@@ -80,6 +113,7 @@ fn the_remembered_hashes_never_change_a_fingerprint() {
             r.explain()
         );
         assert!(cache.exists(), "step {i}: the run remembers its hashes");
+        assert!(stream.exists(), "step {i}: and the bytes it hashed");
     }
     // What the cache holds is whole records of every blob the runs hashed.
     let len = std::fs::metadata(&cache).unwrap().len();

@@ -103,7 +103,15 @@ fn stamp(m: &std::fs::Metadata) -> Stamp {
 
 /// An index file remembered: its path, stat data, whether it was read
 /// with `index.skipHash` allowed, and what it holds.
-type Remembered = (std::path::PathBuf, Stamp, bool, std::rc::Rc<IndexFile>);
+type Remembered = (std::path::PathBuf, Stamp, bool, Held);
+
+/// What is remembered of an index: as parsed, or the bytes this process
+/// wrote, parsed when first asked for (a process that writes the index
+/// once and ends never parses it again).
+enum Held {
+    Parsed(std::rc::Rc<IndexFile>),
+    Written(Vec<u8>, (i64, i64)),
+}
 
 thread_local! {
     /// The index last read or written by this process, with the stat
@@ -144,9 +152,21 @@ impl IndexFile {
     pub fn cached(path: &std::path::Path, skip_hash: bool) -> Option<std::rc::Rc<IndexFile>> {
         let now = stamp(&std::fs::symlink_metadata(path).ok()?);
         let hit = LAST.with(|l| {
-            l.borrow().as_ref().and_then(|(p, st, skip, f)| {
-                (p == path && *st == now && (*skip == skip_hash)).then(|| f.clone())
-            })
+            let mut l = l.borrow_mut();
+            let (p, st, skip, held) = l.as_mut()?;
+            if !(p == path && *st == now && (*skip == skip_hash)) {
+                return None;
+            }
+            if let Held::Written(bytes, mtime) = held {
+                let mut file = IndexFile::parse(std::mem::take(bytes))?;
+                file.mtime = *mtime;
+                file.stamp = Some(now);
+                *held = Held::Parsed(std::rc::Rc::new(file));
+            }
+            match held {
+                Held::Parsed(f) => Some(f.clone()),
+                Held::Written(..) => None,
+            }
         });
         // The stat data can repeat (a freed inode reused in one clock
         // tick): the file's trailer must be the remembered one too.
@@ -157,7 +177,12 @@ impl IndexFile {
         let now = stamp(&std::fs::symlink_metadata(path).ok()?);
         if file.stamp == Some(now) {
             LAST.with(|l| {
-                *l.borrow_mut() = Some((path.to_path_buf(), now, skip_hash, file.clone()))
+                *l.borrow_mut() = Some((
+                    path.to_path_buf(),
+                    now,
+                    skip_hash,
+                    Held::Parsed(file.clone()),
+                ))
             });
         }
         Some(file)
@@ -187,13 +212,13 @@ impl IndexFile {
         if std::fs::symlink_metadata(path).map(|m| stamp(&m)).ok() != Some(st) {
             return forget();
         }
-        let Some(mut file) = IndexFile::parse(bytes) else {
-            return forget();
-        };
-        file.mtime = (st.2, st.3);
-        file.stamp = Some(st);
         LAST.with(|l| {
-            *l.borrow_mut() = Some((path.to_path_buf(), st, skip_hash, std::rc::Rc::new(file)))
+            *l.borrow_mut() = Some((
+                path.to_path_buf(),
+                st,
+                skip_hash,
+                Held::Written(bytes, (st.2, st.3)),
+            ))
         });
     }
 
@@ -361,6 +386,20 @@ impl IndexFile {
     pub fn get(&self, path: &[u8], stage: u16) -> Option<Stat> {
         let i = self.find(path, stage).ok()?;
         Some(self.stat(&self.entries[i]))
+    }
+
+    /// Every entry in the index's order (path, then stage): path, stage,
+    /// entry.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], u16, Stat)> + '_ {
+        self.entries
+            .iter()
+            .map(|s| (name_of(&self.bytes, s), s.stage, self.stat(s)))
+    }
+
+    /// The entry at place `i` in the index's order: its path and entry.
+    pub fn at(&self, i: usize) -> (&[u8], Stat) {
+        let s = &self.entries[i];
+        (name_of(&self.bytes, s), self.stat(s))
     }
 
     /// Whether `path` has an entry at any stage above 0 (a conflict).

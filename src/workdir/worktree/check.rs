@@ -22,7 +22,10 @@ use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
 /// drivers; a file it reports modified only in the worktree is compared
 /// again as git does, through the clean conversion.
 pub fn dirty_paths(repo: &Repository) -> Result<Vec<String>> {
-    dirty_paths_in(repo, None)
+    match super::index::own(repo) {
+        Some(index) => super::dirty::dirty_whole(repo, &index),
+        None => dirty_paths_in(repo, None),
+    }
 }
 
 /// The paths among `changes` that are dirty as [`dirty_paths`] says: the

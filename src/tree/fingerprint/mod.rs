@@ -12,6 +12,8 @@ use sha2::{Digest, Sha256};
 use crate::error::Result;
 use crate::git::hex;
 
+mod spliced;
+
 /// `sha256:` + SHA-256 over every non-tree entry, sorted by full path as
 /// bytes, each contributing `<mode> <path>\0<32-byte SHA-256 of content>`.
 /// Symlinks hash their target (the blob), submodules the commit id in hex.
@@ -30,35 +32,60 @@ pub fn artifact_remembered(repo: &Repository, tree: Option<&Tree<'_>>) -> Result
 }
 
 fn fingerprint(repo: &Repository, tree: Option<&Tree<'_>>, remembered: bool) -> Result<String> {
-    let mut entries: Vec<(Vec<u8>, u32, Oid, ObjectType)> = Vec::new();
-    if let Some(tree) = tree {
-        collect(repo, tree, &mut Vec::new(), &mut entries)?;
-    }
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    // The content hashes of earlier processes (one `apply` per step reads
-    // them rather than every blob of a large tree again).
     let cache_file = repo.commondir().join("steps").join("blob-sha256");
-    if remembered {
-        load_disk(&cache_file);
-    }
     let mut new = Vec::new();
-    let mut h = Sha256::new();
-    for (path, mode, oid, kind) in entries {
-        let content_hash: [u8; 32] = if kind == ObjectType::Commit {
-            Sha256::digest(oid.to_string().as_bytes()).into()
-        } else {
-            content_hash(repo, oid, &mut new)?
-        };
-        h.update(format!("{mode:o} ").as_bytes());
-        h.update(&path);
-        h.update([0u8]);
-        h.update(content_hash);
-    }
+    // A run's own head: spliced from the stream of the last one, where
+    // that can be vouched for.
+    let spliced = match (remembered, tree) {
+        (true, Some(tree)) => spliced::spliced(repo, tree, &mut new),
+        _ => None,
+    };
+    let fingerprint = match spliced {
+        Some(f) => f,
+        None => {
+            let mut entries: Vec<Collected> = Vec::new();
+            if let Some(tree) = tree {
+                collect(repo, tree, &mut Vec::new(), &mut entries)?;
+            }
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            // The content hashes of earlier processes (a lost stream costs
+            // reading the tree again, not every blob).
+            if remembered {
+                load_disk(&cache_file);
+            }
+            let mut out = match (remembered, tree) {
+                (true, Some(tree)) => spliced::Emitter::keeping(repo, tree.id()),
+                _ => spliced::Emitter::hashing(),
+            };
+            for (path, mode, oid, kind) in entries {
+                out.entry(mode, &path, &entry_hash(repo, oid, Some(kind), &mut new)?);
+            }
+            out.finish(repo)
+        }
+    };
     if remembered && !new.is_empty() {
         save_disk(&cache_file, &new);
     }
-    Ok(format!("sha256:{}", hex(&h.finalize())))
+    Ok(fingerprint)
 }
+
+/// What an entry contributes after its path: the SHA-256 of its content
+/// (a symlink's target), or of a submodule's commit id in hex.
+fn entry_hash(
+    repo: &Repository,
+    oid: Oid,
+    kind: Option<ObjectType>,
+    new: &mut Vec<(Oid, [u8; 32])>,
+) -> Result<[u8; 32]> {
+    if kind == Some(ObjectType::Commit) {
+        Ok(Sha256::digest(oid.to_string().as_bytes()).into())
+    } else {
+        content_hash(repo, oid, new)
+    }
+}
+
+/// A non-tree entry: full path, mode, id, kind.
+type Collected = (Vec<u8>, u32, Oid, ObjectType);
 
 /// One record of the on-disk cache: blob id, SHA-256 of its content, and
 /// 8 bytes of SHA-256 over both (a torn or damaged record is never read
@@ -173,7 +200,7 @@ fn collect(
     repo: &Repository,
     tree: &Tree<'_>,
     prefix: &mut Vec<u8>,
-    out: &mut Vec<(Vec<u8>, u32, Oid, ObjectType)>,
+    out: &mut Vec<Collected>,
 ) -> Result<()> {
     for entry in tree.iter() {
         let len = prefix.len();

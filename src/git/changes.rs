@@ -9,9 +9,7 @@ use git2::{Oid, Repository, Tree};
 use super::{Change, Entry};
 use crate::error::{Error, Result};
 
-/// Deeper than any path Linux takes (`PATH_MAX` is 4,096 bytes, two per
-/// level at least).
-const MAX_DEPTH: usize = 2048;
+use super::MAX_TREE_DEPTH as MAX_DEPTH;
 
 /// The net changes, path by path, from tree `old` to tree `new` (None: the
 /// empty tree), sorted by path. A rename is a deletion and an addition; a

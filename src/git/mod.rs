@@ -433,6 +433,10 @@ pub struct Entry {
     pub mode: u32,
 }
 
+/// Deeper than any path Linux takes (`PATH_MAX` is 4,096 bytes, two per
+/// level at least): a tree nested deeper is refused, never walked.
+pub const MAX_TREE_DEPTH: usize = 2048;
+
 /// The net change at one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {

@@ -500,7 +500,7 @@ impl<'r> Session<'r> {
 
     /// The artifact fingerprint at the head.
     pub fn artifact(&self) -> Result<String> {
-        artifact_at(self.repo, self.head)
+        artifact_at(self.repo, self.head, !self.opts.dry_run)
     }
 
     /// Close the session: save the receipt cache when steps were applied
@@ -551,7 +551,7 @@ impl<'r> Session<'r> {
             repair,
             reconcile: reconciled,
             head,
-            artifact: artifact_at(repo, head)?,
+            artifact: artifact_at(repo, head, !opts.dry_run)?,
             history,
             effects: effects.done,
             effects_pending,
@@ -560,10 +560,14 @@ impl<'r> Session<'r> {
 }
 
 /// The artifact fingerprint of the tree at `head` (None: the empty tree).
-fn artifact_at(repo: &Repository, head: Option<Oid>) -> Result<String> {
+/// `keep`: what it computed is kept for the next process (not in a dry
+/// run, which holds no lock and whose objects live in memory).
+fn artifact_at(repo: &Repository, head: Option<Oid>, keep: bool) -> Result<String> {
     match head {
-        Some(h) => fingerprint::artifact_remembered(repo, Some(&repo.find_commit(h)?.tree()?)),
-        None => fingerprint::artifact_remembered(repo, None),
+        Some(h) => {
+            fingerprint::artifact_remembered(repo, Some(&repo.find_commit(h)?.tree()?), keep)
+        }
+        None => fingerprint::artifact_remembered(repo, None, keep),
     }
 }
 

@@ -33,6 +33,16 @@ fn the_remembered_hashes_never_change_a_fingerprint() {
         plan.push(line(json!({"id": format!("s{i}"), "files": {format!("d{i}/f{i}.txt"): format!("step {i}\n")}})));
         let p = t.plan("p.jsonl", &plan);
         let p = p.to_str().unwrap();
+        if i == 0 {
+            // A dry run (no lock, its objects in memory) reports the
+            // fingerprint and keeps nothing.
+            let r = t.steps(&["--json", "apply", "--dry-run", p]).ok();
+            assert!(r.json()["data"]["artifact"].is_string(), "{}", r.explain());
+            assert!(
+                !stream.exists() && !cache.exists(),
+                "a dry run kept a cache"
+            );
+        }
         let r = match i {
             // Killed once the new hashes are appended (before the report).
             1 => {

@@ -16,6 +16,53 @@ pub(super) fn invalidated_tree(data: &[u8], changed: &[&[u8]]) -> Option<Vec<u8>
     (at == data.len()).then_some(out)
 }
 
+/// The directories the cache tree holds valid: their paths (empty for the
+/// root, else ending in `/`) and the tree ids git computed from the
+/// index's entries under them. None when it does not parse.
+pub(super) fn valid_trees(data: &[u8]) -> Option<std::collections::HashMap<Vec<u8>, git2::Oid>> {
+    let mut out = std::collections::HashMap::new();
+    let mut at = 0;
+    // Pending subtrees per level, as the pre-order walk goes.
+    let mut stack: Vec<(Vec<u8>, usize)> = Vec::new();
+    let mut first = true;
+    while at < data.len() {
+        let nul = data[at..].iter().position(|b| *b == 0)?;
+        let name = &data[at..at + nul];
+        at += nul + 1;
+        let nl = data.get(at..)?.iter().position(|b| *b == b'\n')?;
+        let line = std::str::from_utf8(&data[at..at + nl]).ok()?;
+        at += nl + 1;
+        let (count, subtrees) = line.split_once(' ')?;
+        let count: i64 = count.parse().ok()?;
+        let subtrees: usize = subtrees.parse().ok()?;
+        // This node's parent is the innermost level still expecting one.
+        while stack.last().is_some_and(|(_, left)| *left == 0) {
+            stack.pop();
+        }
+        let mut dir = match stack.last_mut() {
+            Some((parent, left)) => {
+                *left -= 1;
+                parent.clone()
+            }
+            None if first => Vec::new(),
+            // More directories than the root's counts hold.
+            None => return None,
+        };
+        first = false;
+        if !name.is_empty() {
+            dir.extend_from_slice(name);
+            dir.push(b'/');
+        }
+        if count >= 0 {
+            let id = git2::Oid::from_bytes(data.get(at..at + 20)?).ok()?;
+            at += 20;
+            out.insert(dir.clone(), id);
+        }
+        stack.push((dir, subtrees));
+    }
+    Some(out)
+}
+
 fn node(
     data: &[u8],
     at: &mut usize,

@@ -396,6 +396,26 @@ impl IndexFile {
             .map(|s| (name_of(&self.bytes, s), s.stage, self.stat(s)))
     }
 
+    /// The directories whose cache-tree entry (`TREE`) is valid, by path
+    /// (empty for the root, else ending in `/`), with the tree id git
+    /// computed from the entries under them; empty where there is none or
+    /// it does not parse.
+    pub fn valid_trees(&self) -> std::collections::HashMap<Vec<u8>, Oid> {
+        let mut at = self.extensions;
+        let end = self.bytes.len() - 20;
+        while at + 8 <= end {
+            let size = u32_at(&self.bytes, at + 4).unwrap_or(0) as usize;
+            let Some(data) = self.bytes.get(at + 8..at + 8 + size) else {
+                break;
+            };
+            if &self.bytes[at..at + 4] == b"TREE" {
+                return cache_tree::valid_trees(data).unwrap_or_default();
+            }
+            at += 8 + size;
+        }
+        Default::default()
+    }
+
     /// The entry at place `i` in the index's order: its path and entry.
     pub fn at(&self, i: usize) -> (&[u8], Stat) {
         let s = &self.entries[i];

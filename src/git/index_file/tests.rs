@@ -297,3 +297,47 @@ fn damage_never_panics() {
         }
     }
 }
+
+/// The directories the cache tree vouches for are exactly those whose
+/// tree git would write again as it is: every one after a commit, with
+/// HEAD's ids; none above a path staged since.
+#[test]
+fn the_cache_tree_vouches_as_git_does() {
+    for version in ["2", "4"] {
+        let d = repo(version);
+        let p = d.path();
+        let read = || IndexFile::read(&p.join(".git/index"), false).unwrap();
+        let valid = read().valid_trees();
+        let dirs = git(
+            p,
+            &[
+                "ls-tree",
+                "-r",
+                "-d",
+                "--format=%(objectname) %(path)",
+                "HEAD",
+            ],
+        );
+        let mut want: std::collections::HashMap<Vec<u8>, git2::Oid> = dirs
+            .lines()
+            .map(|l| {
+                let (id, path) = l.split_once(' ').unwrap();
+                (
+                    format!("{path}/").into_bytes(),
+                    git2::Oid::from_str(id).unwrap(),
+                )
+            })
+            .collect();
+        let root = git(p, &["rev-parse", "HEAD^{tree}"]);
+        want.insert(Vec::new(), git2::Oid::from_str(root.trim()).unwrap());
+        assert_eq!(valid, want, "version {version}");
+        write(p, "d1/s0/new.txt", "new\n");
+        git(p, &["add", "d1/s0/new.txt"]);
+        let valid = read().valid_trees();
+        for gone in ["", "d1/", "d1/s0/"] {
+            assert!(!valid.contains_key(gone.as_bytes()), "{gone}");
+            want.remove(gone.as_bytes());
+        }
+        assert_eq!(valid, want, "version {version}, after git add");
+    }
+}

@@ -18,7 +18,7 @@ mod spliced;
 /// bytes, each contributing `<mode> <path>\0<32-byte SHA-256 of content>`.
 /// Symlinks hash their target (the blob), submodules the commit id in hex.
 pub fn artifact(repo: &Repository, tree: Option<&Tree<'_>>) -> Result<String> {
-    fingerprint(repo, tree, false)
+    fingerprint(repo, tree, Remember::Nothing)
 }
 
 /// As [`artifact`], for a run's own head (`apply`, `run`, MCP): the blobs'
@@ -27,17 +27,44 @@ pub fn artifact(repo: &Repository, tree: Option<&Tree<'_>>) -> Result<String> {
 /// per step costs what the step changes, not what the tree holds. An
 /// audit (`fingerprint`, `verify --merged`, the crash matrix's judge) reads
 /// every blob itself ([`artifact`]): a damaged object is an error there.
-pub fn artifact_remembered(repo: &Repository, tree: Option<&Tree<'_>>) -> Result<String> {
-    fingerprint(repo, tree, true)
+///
+/// The bytes it hashed are kept in `steps/artifact/stream`, and the next
+/// process splices its fingerprint from them (`spliced`): it reads only
+/// the directories the head changed. `keep` false (a dry run: no lock,
+/// objects in memory): what was remembered is read, nothing is written.
+pub fn artifact_remembered(
+    repo: &Repository,
+    tree: Option<&Tree<'_>>,
+    keep: bool,
+) -> Result<String> {
+    let how = match keep {
+        true => Remember::ReadAndKeep,
+        false => Remember::Read,
+    };
+    fingerprint(repo, tree, how)
 }
 
-fn fingerprint(repo: &Repository, tree: Option<&Tree<'_>>, remembered: bool) -> Result<String> {
+/// What a fingerprint may use and leave of what earlier processes
+/// computed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Remember {
+    /// An audit: every tree and blob read.
+    Nothing,
+    /// The hashes and the stream read; nothing written.
+    Read,
+    /// Read, and what this computed kept.
+    ReadAndKeep,
+}
+
+fn fingerprint(repo: &Repository, tree: Option<&Tree<'_>>, how: Remember) -> Result<String> {
+    let remembered = how != Remember::Nothing;
+    let keep = how == Remember::ReadAndKeep;
     let cache_file = repo.commondir().join("steps").join("blob-sha256");
     let mut new = Vec::new();
     // A run's own head: spliced from the stream of the last one, where
     // that can be vouched for.
     let spliced = match (remembered, tree) {
-        (true, Some(tree)) => spliced::spliced(repo, tree, &mut new),
+        (true, Some(tree)) => spliced::spliced(repo, tree, keep, &mut new),
         _ => None,
     };
     let fingerprint = match spliced {
@@ -45,7 +72,7 @@ fn fingerprint(repo: &Repository, tree: Option<&Tree<'_>>, remembered: bool) -> 
         None => {
             let mut entries: Vec<Collected> = Vec::new();
             if let Some(tree) = tree {
-                collect(repo, tree, &mut Vec::new(), &mut entries)?;
+                collect(repo, tree, &[], &mut entries)?;
             }
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             // The content hashes of earlier processes (a lost stream costs
@@ -53,7 +80,7 @@ fn fingerprint(repo: &Repository, tree: Option<&Tree<'_>>, remembered: bool) -> 
             if remembered {
                 load_disk(&cache_file);
             }
-            let mut out = match (remembered, tree) {
+            let mut out = match (keep, tree) {
                 (true, Some(tree)) => spliced::Emitter::keeping(repo, tree.id()),
                 _ => spliced::Emitter::hashing(),
             };
@@ -63,7 +90,7 @@ fn fingerprint(repo: &Repository, tree: Option<&Tree<'_>>, remembered: bool) -> 
             out.finish(repo)
         }
     };
-    if remembered && !new.is_empty() {
+    if keep && !new.is_empty() {
         save_disk(&cache_file, &new);
     }
     Ok(fingerprint)
@@ -199,28 +226,48 @@ fn content_hash(repo: &Repository, oid: Oid, new: &mut Vec<(Oid, [u8; 32])>) -> 
 fn collect(
     repo: &Repository,
     tree: &Tree<'_>,
-    prefix: &mut Vec<u8>,
+    prefix: &[u8],
     out: &mut Vec<Collected>,
 ) -> Result<()> {
-    for entry in tree.iter() {
-        let len = prefix.len();
-        if !prefix.is_empty() {
-            prefix.push(b'/');
+    // A stack, not recursion: a crafted tree cannot run the process out of
+    // stack. Per level: the directory's path and its entries still to go.
+    let list = |t: &Tree<'_>| -> Vec<(Vec<u8>, u32, Oid, Option<ObjectType>)> {
+        t.iter()
+            .map(|e| {
+                (
+                    e.name_bytes().to_vec(),
+                    e.filemode() as u32,
+                    e.id(),
+                    e.kind(),
+                )
+            })
+            .collect()
+    };
+    let mut todo = vec![(prefix.to_vec(), list(tree).into_iter())];
+    while let Some((dir, entries)) = todo.last_mut() {
+        let Some((name, mode, id, kind)) = entries.next() else {
+            todo.pop();
+            continue;
+        };
+        let mut path = dir.clone();
+        if !path.is_empty() {
+            path.push(b'/');
         }
-        prefix.extend_from_slice(entry.name_bytes());
-        match entry.kind() {
+        path.extend_from_slice(&name);
+        match kind {
             Some(ObjectType::Tree) => {
-                let sub = repo.find_tree(entry.id())?;
-                collect(repo, &sub, prefix, out)?;
+                if todo.len() > crate::git::MAX_TREE_DEPTH {
+                    return Err(crate::error::Error::other(format!(
+                        "a tree nests directories deeper than {} levels under {:.200}…; no worktree can hold it",
+                        crate::git::MAX_TREE_DEPTH,
+                        String::from_utf8_lossy(&path)
+                    )));
+                }
+                let sub = repo.find_tree(id)?;
+                todo.push((path, list(&sub).into_iter()));
             }
-            kind => out.push((
-                prefix.clone(),
-                entry.filemode() as u32,
-                entry.id(),
-                kind.unwrap_or(ObjectType::Blob),
-            )),
+            kind => out.push((path, mode, id, kind.unwrap_or(ObjectType::Blob))),
         }
-        prefix.truncate(len);
     }
     Ok(())
 }
@@ -240,6 +287,28 @@ pub fn history<'a>(receipts: impl IntoIterator<Item = (&'a str, &'a str)>) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A crafted tree nested 5,000 deep is refused with an error (every
+    /// way a fingerprint is taken), not a stack overflow.
+    #[test]
+    fn a_tree_nested_past_any_path_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = Repository::init(d.path()).unwrap();
+        let blob = repo.blob(b"x").unwrap();
+        let mut b = repo.treebuilder(None).unwrap();
+        b.insert("f", blob, 0o100644).unwrap();
+        let mut id = b.write().unwrap();
+        for _ in 0..5000 {
+            let mut b = repo.treebuilder(None).unwrap();
+            b.insert("a", id, 0o040000).unwrap();
+            id = b.write().unwrap();
+        }
+        let tree = repo.find_tree(id).unwrap();
+        let err = artifact(&repo, Some(&tree)).unwrap_err();
+        assert!(err.to_string().contains("deeper than 2048 levels"), "{err}");
+        let err = artifact_remembered(&repo, Some(&tree), true).unwrap_err();
+        assert!(err.to_string().contains("deeper than 2048 levels"), "{err}");
+    }
 
     #[test]
     fn history_of_nothing_is_sha256_of_nothing() {

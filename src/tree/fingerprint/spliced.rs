@@ -25,8 +25,12 @@ const MAGIC: &[u8] = b"git-steps artifact stream 1\n";
 /// After the stream: its SHA-256 (the fingerprint), its length, and the
 /// CRC-32 of every byte before the CRC.
 const TRAILER: u64 = 32 + 8 + 4;
+/// The stream is read and written in pieces this large: a few system
+/// calls a step however large the tree (a 100,000-file stream is about
+/// 5.6 MB).
+const BUFFER: usize = 1 << 20;
 /// Deeper than this, the splice gives up (the full computation decides).
-const MAX_DEPTH: usize = 2048;
+const MAX_DEPTH: usize = crate::git::MAX_TREE_DEPTH;
 
 fn path(repo: &Repository) -> PathBuf {
     repo.path().join("steps").join("artifact").join("stream")
@@ -80,7 +84,7 @@ impl Emitter {
             }
             let tmp = tempfile::NamedTempFile::new_in(dir).ok()?;
             let mut out = Out {
-                file: BufWriter::with_capacity(1 << 16, tmp),
+                file: BufWriter::with_capacity(BUFFER, tmp),
                 crc: crc32fast::Hasher::new(),
                 len: 0,
                 failed: false,
@@ -185,7 +189,7 @@ impl Old {
             return None;
         }
         let mut r = BufReader::with_capacity(
-            1 << 16,
+            BUFFER,
             Crc {
                 inner: file.take(len - 4),
                 crc: crc32fast::Hasher::new(),
@@ -264,6 +268,7 @@ impl Old {
 pub(super) fn spliced(
     repo: &Repository,
     tree: &Tree<'_>,
+    keep: bool,
     new: &mut Vec<(Oid, [u8; 32])>,
 ) -> Option<String> {
     let mut old = Old::open(repo)?;
@@ -271,7 +276,10 @@ pub(super) fn spliced(
         let fingerprint = old.fingerprint;
         return old.sound().then(|| format!("sha256:{}", hex(&fingerprint)));
     }
-    let mut out = Emitter::keeping(repo, tree.id());
+    let mut out = match keep {
+        true => Emitter::keeping(repo, tree.id()),
+        false => Emitter::hashing(),
+    };
     let mut splice = Splice {
         repo,
         old: &mut old,
@@ -345,7 +353,7 @@ impl Splice<'_, '_> {
 
     /// Every entry of the subtree `id` at `path`, which the stream does not
     /// hold, as the full computation orders them.
-    fn fresh(&mut self, id: Oid, path: &mut Vec<u8>) -> Option<()> {
+    fn fresh(&mut self, id: Oid, path: &[u8]) -> Option<()> {
         let tree = self.repo.find_tree(id).ok()?;
         let mut entries = Vec::new();
         super::collect(self.repo, &tree, path, &mut entries).ok()?;
@@ -470,7 +478,7 @@ mod tests {
             let first = build(&repo, &files);
             let first = repo.find_tree(first).unwrap();
             assert_eq!(
-                super::super::artifact_remembered(&repo, Some(&first)).unwrap(),
+                super::super::artifact_remembered(&repo, Some(&first), true).unwrap(),
                 super::super::artifact(&repo, Some(&first)).unwrap()
             );
             for step in 0..40 {
@@ -480,7 +488,7 @@ mod tests {
                 let id = build(&repo, &files);
                 let tree = repo.find_tree(id).unwrap();
                 let full = super::super::artifact(&repo, Some(&tree)).unwrap();
-                let spliced = spliced(&repo, &tree, &mut Vec::new());
+                let spliced = spliced(&repo, &tree, true, &mut Vec::new());
                 assert_eq!(
                     spliced.as_deref(),
                     Some(full.as_str()),
@@ -510,7 +518,7 @@ mod tests {
         let base = repo.find_tree(build(&repo, &files)).unwrap();
         let stream = path(&repo);
         let remembered =
-            |tree: &Tree<'_>| super::super::artifact_remembered(&repo, Some(tree)).unwrap();
+            |tree: &Tree<'_>| super::super::artifact_remembered(&repo, Some(tree), true).unwrap();
         let full = |tree: &Tree<'_>| super::super::artifact(&repo, Some(tree)).unwrap();
         assert_eq!(remembered(&base), full(&base));
         let good = std::fs::read(&stream).unwrap();
@@ -538,12 +546,12 @@ mod tests {
         ];
         for (what, bytes) in damaged {
             std::fs::write(&stream, &bytes).unwrap();
-            assert_eq!(spliced(&repo, &next, &mut Vec::new()), None, "{what}");
+            assert_eq!(spliced(&repo, &next, true, &mut Vec::new()), None, "{what}");
             std::fs::write(&stream, &bytes).unwrap();
             assert_eq!(remembered(&next), full(&next), "{what}");
             // The full computation kept a sound stream again.
             assert_eq!(
-                spliced(&repo, &next, &mut Vec::new()),
+                spliced(&repo, &next, true, &mut Vec::new()),
                 Some(full(&next)),
                 "{what}"
             );
@@ -576,7 +584,7 @@ mod tests {
             for (id, refused) in [(crafted, true), (holder, false)] {
                 let tree = repo.find_tree(id).unwrap();
                 remembered(&base);
-                let got = spliced(&repo, &tree, &mut Vec::new());
+                let got = spliced(&repo, &tree, true, &mut Vec::new());
                 if refused {
                     assert_eq!(got, None);
                 } else {
@@ -589,7 +597,7 @@ mod tests {
     }
 
     fn spliced_again(repo: &Repository, tree: &Tree<'_>) -> Option<String> {
-        spliced(repo, tree, &mut Vec::new())
+        spliced(repo, tree, true, &mut Vec::new())
     }
 
     /// Whether some other path lies under `p` (then `p` cannot be a file).

@@ -21,3 +21,18 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     assert!(out.status.success(), "{args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A tree `depth` directories named `a` deep around one file (git would
+/// never write it; a crafted remote could).
+pub(crate) fn nested_tree(repo: &git2::Repository, depth: usize) -> git2::Oid {
+    let blob = repo.blob(b"x").unwrap();
+    let mut b = repo.treebuilder(None).unwrap();
+    b.insert("f", blob, 0o100644).unwrap();
+    let mut id = b.write().unwrap();
+    for _ in 0..depth {
+        let mut b = repo.treebuilder(None).unwrap();
+        b.insert("a", id, 0o040000).unwrap();
+        id = b.write().unwrap();
+    }
+    id
+}

@@ -9,6 +9,19 @@ use crate::harness::*;
 use serde_json::json;
 use std::os::unix::fs::FileTypeExt;
 
+/// `apply` killed at `point` (step id `artifact`), then run again.
+fn killed_then_rerun(t: &TestRepo, plan: &str, point: &str) -> Run {
+    let crash = format!("{point}@artifact");
+    let k = t.steps_env(&["apply", plan], &[("GIT_STEPS_CRASH", crash.as_str())]);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&k.out.status),
+        Some(9),
+        "{}",
+        k.explain()
+    );
+    t.steps(&["--json", "apply", plan]).ok()
+}
+
 fn wide(t: &TestRepo, dirs: usize, files: usize) {
     for d in 0..dirs {
         for f in 0..files {
@@ -45,19 +58,7 @@ fn the_remembered_hashes_never_change_a_fingerprint() {
         }
         let r = match i {
             // Killed once the new hashes are appended (before the report).
-            1 => {
-                let k = t.steps_env(
-                    &["apply", p],
-                    &[("GIT_STEPS_CRASH", "fingerprint-cached@artifact")],
-                );
-                assert_eq!(
-                    std::os::unix::process::ExitStatusExt::signal(&k.out.status),
-                    Some(9),
-                    "{}",
-                    k.explain()
-                );
-                t.steps(&["--json", "apply", p]).ok()
-            }
+            1 => killed_then_rerun(&t, p, "fingerprint-cached"),
             // A torn tail: half a record.
             2 => {
                 let mut bytes = std::fs::read(&cache).unwrap();
@@ -84,19 +85,7 @@ fn the_remembered_hashes_never_change_a_fingerprint() {
             }
             // Killed once the stream of the fingerprint's bytes is in
             // place (the next process splices from it).
-            5 => {
-                let k = t.steps_env(
-                    &["apply", p],
-                    &[("GIT_STEPS_CRASH", "fingerprint-streamed@artifact")],
-                );
-                assert_eq!(
-                    std::os::unix::process::ExitStatusExt::signal(&k.out.status),
-                    Some(9),
-                    "{}",
-                    k.explain()
-                );
-                t.steps(&["--json", "apply", p]).ok()
-            }
+            5 => killed_then_rerun(&t, p, "fingerprint-streamed"),
             // The stream torn mid-way; then, for the same head, a content
             // hash in it damaged: neither is trusted.
             6 => {

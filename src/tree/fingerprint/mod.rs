@@ -294,15 +294,7 @@ mod tests {
     fn a_tree_nested_past_any_path_is_refused() {
         let d = tempfile::tempdir().unwrap();
         let repo = Repository::init(d.path()).unwrap();
-        let blob = repo.blob(b"x").unwrap();
-        let mut b = repo.treebuilder(None).unwrap();
-        b.insert("f", blob, 0o100644).unwrap();
-        let mut id = b.write().unwrap();
-        for _ in 0..5000 {
-            let mut b = repo.treebuilder(None).unwrap();
-            b.insert("a", id, 0o040000).unwrap();
-            id = b.write().unwrap();
-        }
+        let id = crate::git::testing::nested_tree(&repo, 5000);
         let tree = repo.find_tree(id).unwrap();
         let err = artifact(&repo, Some(&tree)).unwrap_err();
         assert!(err.to_string().contains("deeper than 2048 levels"), "{err}");

@@ -20,7 +20,10 @@ set up against it. Then, on that box:
             `git status` (/usr/bin/time);
   git loop  the same K steps by the git CLI at equal durability (`git apply
             --index`, `git commit`, `git push`, `core.fsync=all`,
-            `core.fsyncMethod=fsync`): median ms of a step.
+            `core.fsyncMethod=fsync`): median ms of a step;
+  floor     git's own `git update-index` of one file at equal durability,
+            the index whole and then split (`core.splitIndex`): what any
+            tool that keeps git's index in step pays per step.
 
 Prints, per size, each figure and the issue's ratios: the largest tree's
 step against the smallest's (target <= 1.5x), the git loop against a step
@@ -169,9 +172,33 @@ def git_loop(root, n):
         sh(c + ["commit", "-q", "-m", f"step s{i}", "--trailer", f"Step-Id: s{i}"])
         sh(c + ["push", "-q", "origin", "main"])
         per.append((time.perf_counter() - t0) * 1000)
+    floor = index_floor(work)
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(bare, ignore_errors=True)
-    return median(per[1:])
+    return median(per[1:]), floor
+
+
+def index_floor(work):
+    """What git itself takes to record one changed file in the index at
+    equal durability (`git update-index`, `core.fsync=all`), the index
+    whole and then split (`core.splitIndex`, where a write holds only the
+    changed entries): the floor any tool that keeps git's index in step
+    pays per step, whatever else it does. Median of 9 each, in ms."""
+    c = ["git", "-c", "core.fsync=all", "-c", "core.fsyncMethod=fsync", "-C", work]
+    log = os.path.join(work, "log.txt")
+
+    def nine():
+        per = []
+        for i in range(9):
+            with open(log, "a") as f:
+                f.write(f"floor-{i}\n")
+            per.append(timed(c + ["update-index", "log.txt"], work))
+        return median(per)
+    whole = nine()
+    sh(["git", "-C", work, "config", "core.splitIndex", "true"])
+    sh(["git", "-C", work, "update-index", "--split-index"])
+    split = nine()
+    return whole, split
 
 
 def measure(root, n):
@@ -196,7 +223,7 @@ def measure(root, n):
     # The whole plan in one process, on a clone of its own.
     w3 = box(root, base(root, n, "ry"), f"y{n}")
     fig["plan"] = timed([BIN, "-q", "apply", ps[-1]], w3) / K
-    fig["git_loop"] = git_loop(root, n)
+    fig["git_loop"], (fig["floor"], fig["floor_split"]) = git_loop(root, n)
     for d in (w, w2, w3):
         shutil.rmtree(d, ignore_errors=True)
     for name in ("r", "rx", "ry"):
@@ -216,11 +243,15 @@ def main():
                   f"system calls {f['calls']} (index write {f['index_calls']}); "
                   f"status {f['status']:.1f} ms vs git status {f['git_status']:.1f} ms; "
                   f"peak RSS step {f['rss_step']} KiB, status {f['rss_status']} KiB, "
-                  f"git status {f['rss_git_status']} KiB", flush=True)
+                  f"git status {f['rss_git_status']} KiB; git's own one-file index update "
+                  f"{f['floor']:.1f} ms ({f['floor_split']:.1f} ms split)", flush=True)
         small, large = figs[0], figs[-1]
         r = lambda a, b: f"{a / b:.2f}x" if a and b else "n/a"
         print(f"   step, {large['n']} files vs {small['n']}: {r(large['step'], small['step'])}"
               "   (target: <= 1.5x)")
+        print(f"   git's own one-file index update, {large['n']} files vs the target for a step "
+              f"(1.5x the step on {small['n']}): {large['floor']:.1f} ms whole, "
+              f"{large['floor_split']:.1f} ms split, against {1.5 * small['step']:.1f} ms")
         print(f"   git loop at equal durability vs a step, {large['n']} files: "
               f"{r(large['git_loop'], large['step'])}   (target: >= 5x)")
         counted = [f for f in figs if f["n"] >= 1000 and f["calls"]]

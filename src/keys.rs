@@ -66,7 +66,7 @@ pub const MAX_FILE_SIZE: Key = key(
 );
 pub const EFFECT_RETRIES: Key = key(
     "steps.effectRetries",
-    "Tries of an effect (a 5xx, 408 or 429 answer, a timeout, a broken connection, a command that fails) before its failure is recorded and the run stops (default 5; backoff 0.5 s doubling, or the server's Retry-After).",
+    "Tries of an effect (a 5xx, 408 or 429 answer, a timeout, a broken connection, a command that fails) before its failure is recorded and the run stops (default 5; backoff 0.5 s doubling to 30 s, jittered, or the server's Retry-After up to a minute).",
 );
 pub const EFFECT_TIMEOUT: Key = key(
     "steps.effectTimeout",

@@ -20,7 +20,7 @@
 //! box's worktree and index), `run/` (sessions, the plan loop and the
 //! agent loop), `crash/` (crash points), `matrix/` (the crash matrix, which
 //! drives the binary), `cli/`, and at
-//! the top level [`error`], [`keys`], [`git`], [`sign`], [`lock`], [`flush`] and
+//! the top level [`error`], [`keys`], [`backoff`], [`git`], [`sign`], [`lock`], [`flush`] and
 //! [`settings`].
 //!
 //! Every module uses only the modules listed before it here, and its own
@@ -29,6 +29,7 @@
 //!
 //! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
 //! 2. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
+//! 2. [`backoff`]: the one backoff schedule (jittered) and the clock it waits on;
 //! 3. [`git`]: git primitives (libgit2 set up once with its TCP
 //!    stream, certificates, signature, short ids, hex, tree modes and tree
 //!    changes; a step's small objects written as git writes them);
@@ -74,7 +75,7 @@
 //! 41. [`run::agreement`]: the plan against the history;
 //! 42. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
 //! 43. [`run::staging`]: the steps staged and not durable yet;
-//! 44. [`run::session`]: one run from lock to fingerprints, and its `Ui`;
+//! 44. [`run::session`]: one run from lock to fingerprints, and its `Reporter`;
 //! 45. [`run::effects`]: a session's effects, delivered once their steps are durable;
 //! 46. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
 //! 47. [`run::commit`]: one step's order of writes;
@@ -96,6 +97,7 @@ compile_error!(
     "git-steps runs on Linux only (renameat2, /proc/locks, prctl); see README.md, Install"
 );
 
+pub mod backoff;
 pub mod cli;
 pub mod crash;
 pub mod error;

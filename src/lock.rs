@@ -63,12 +63,14 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     // holds its parent's descriptors until it execs (the lock of a run
     // that just ended, in a test harness or a host that spawns children
     // from many threads), which must not read as another writer.
+    let clock = crate::backoff::RealClock;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let mut poll = crate::backoff::Backoff::poll(std::time::Duration::from_millis(20));
     let mut taken = file.try_lock();
     while matches!(taken, Err(std::fs::TryLockError::WouldBlock))
         && std::time::Instant::now() < deadline
     {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        poll.wait(&clock, Some(deadline));
         taken = file.try_lock();
     }
     if let Err(e) = taken {

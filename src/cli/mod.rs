@@ -305,11 +305,7 @@ impl Ctx<'_> {
                 _ => None,
             };
             if let Some(spec) = pick {
-                let transport = if crate::sync::remote::is_ssh(&repo, &spec) {
-                    Transport::Git
-                } else {
-                    Transport::Libgit2
-                };
+                let transport = crate::settings::remote::default_transport(&repo, &spec);
                 s.remote = Some(crate::settings::Remote { spec, transport });
             }
         }

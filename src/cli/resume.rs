@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::terminal::Terminal;
 use super::{emit_json, Ctx, Failure, RunArgs};
-use crate::run::session::{ApplyOptions, Session, Ui};
+use crate::run::session::{ApplyOptions, Reporter, Session};
 
 /// Reconcile the local and durable branches (and apply PLAN, if given).
 ///

@@ -52,7 +52,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<()> {
         if let Some(spec) = pick {
             s.remote = Some(crate::settings::Remote {
                 spec: spec.clone(),
-                transport: crate::settings::Transport::Libgit2,
+                transport: crate::settings::remote::default_transport(&repo, spec),
             });
         }
     }

@@ -1,4 +1,4 @@
-//! The terminal's side of a run: the engine's [`Ui`] trait, rendered
+//! The terminal's side of a run: the engine's [`Reporter`] trait, rendered
 //! through the command's [`super::Ui`].
 //!
 //! Owns the rendering of a session's progress: steps on stdout (one line
@@ -9,7 +9,7 @@
 
 use std::io::Write;
 
-use crate::run::session::{Origin, StepOutcome, Ui};
+use crate::run::session::{Origin, Reporter, StepOutcome};
 use crate::sync::reconcile::{Action, Reconciled};
 use crate::workdir::repair::Repair;
 
@@ -26,7 +26,7 @@ impl<'a> Terminal<'a> {
     }
 }
 
-impl Ui for Terminal<'_> {
+impl Reporter for Terminal<'_> {
     fn note(&mut self, note: &str) {
         self.ui.note(note);
     }

@@ -103,11 +103,7 @@ fn merged(ctx: &Ctx, rev: &str, run: &RunArgs, out: &mut dyn Write) -> Result<()
     let remote = |spec: String| crate::settings::Remote {
         transport: run
             .transport
-            .unwrap_or(if crate::settings::remote::is_ssh(&repo, &spec) {
-                crate::settings::Transport::Git
-            } else {
-                crate::settings::Transport::Libgit2
-            }),
+            .unwrap_or_else(|| crate::settings::remote::default_transport(&repo, &spec)),
         spec,
     };
     // The configured remote, or every remote of the clone, origin first.
@@ -119,6 +115,9 @@ fn merged(ctx: &Ctx, rev: &str, run: &RunArgs, out: &mut dyn Write) -> Result<()
             names.into_iter().map(remote).collect()
         }
     };
+    for r in &remotes {
+        crate::settings::remote::refuse_libgit2_ssh(&repo, r)?;
+    }
     // A shallow CI checkout is made whole first (never a verdict on a cut
     // history); one that stays shallow is refused by the check.
     let repo = match crate::run::provenance::merged::unshallow(repo.path(), &remotes)? {

@@ -6,7 +6,7 @@
 
 use git2::{Oid, Repository, Tree};
 
-use super::{Change, Entry};
+use super::{BlobEntry, Change};
 use crate::error::{Error, Result};
 
 use super::MAX_TREE_DEPTH as MAX_DEPTH;
@@ -79,7 +79,7 @@ fn changes_in(
     let tree = |v: Option<(Oid, u32)>| v.filter(|(_, m)| *m == MODE_TREE).map(|(o, _)| o);
     let leaf = |v: Option<(Oid, u32)>| {
         v.filter(|(_, m)| *m != MODE_TREE)
-            .map(|(oid, mode)| Entry { oid, mode })
+            .map(|(oid, mode)| BlobEntry { oid, mode })
     };
     for (name, (o, n)) in names {
         if o == n {
@@ -178,7 +178,7 @@ mod tests {
                 .into_iter()
                 .map(|c| {
                     let side =
-                        |e: Option<crate::git::Entry>| e.map(|e| (e.oid.to_string(), e.mode));
+                        |e: Option<crate::git::BlobEntry>| e.map(|e| (e.oid.to_string(), e.mode));
                     (c.path, side(c.old), side(c.new))
                 })
                 .collect();

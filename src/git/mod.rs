@@ -428,7 +428,7 @@ pub const MODE_FILE_GROUP_WRITABLE: u32 = 0o100664;
 
 /// A blob at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
+pub struct BlobEntry {
     pub oid: Oid,
     pub mode: u32,
 }
@@ -441,8 +441,8 @@ pub const MAX_TREE_DEPTH: usize = 2048;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     pub path: String,
-    pub old: Option<Entry>,
-    pub new: Option<Entry>,
+    pub old: Option<BlobEntry>,
+    pub new: Option<BlobEntry>,
 }
 
 /// The git2 file mode for a numeric mode.

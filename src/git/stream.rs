@@ -51,17 +51,11 @@ extern "C" {
     pub(super) fn git_stream_register(kind: c_int, registration: *mut Registration) -> c_int;
 }
 
-/// Our stream. Its head is laid out as libgit2's `git_socket_stream`
-/// (`parent`, `host`, `port`, `s`): libgit2's ssh transport hands
-/// `socket->s`, the descriptor, to libssh2, whatever stream it was given.
+/// Our stream: the public `git_stream` head (libgit2 casts a pointer to
+/// it back and forth), then our own fields, which libgit2 never reads.
 #[repr(C)]
 struct Nodelay {
     parent: GitStream,
-    /// `git_socket_stream`'s `host` and `port`: unused (null).
-    c_host: *mut c_char,
-    c_port: *mut c_char,
-    /// `git_socket_stream`'s `s`: the connected descriptor, else -1.
-    fd: c_int,
     host: String,
     port: String,
     tcp: Option<TcpStream>,
@@ -100,9 +94,6 @@ extern "C" fn init(out: *mut *mut GitStream, host: *const c_char, port: *const c
             close: Some(close),
             free: Some(free),
         },
-        c_host: std::ptr::null_mut(),
-        c_port: std::ptr::null_mut(),
-        fd: -1,
         host: String::new(),
         port: String::new(),
         tcp: None,
@@ -168,7 +159,6 @@ extern "C" fn connect(s: *mut GitStream) -> c_int {
                 let _ = tcp.set_nodelay(true);
                 let _ = tcp.set_read_timeout(timeout);
                 let _ = tcp.set_write_timeout(timeout);
-                st.fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
                 st.tcp = Some(tcp);
                 return 0;
             }
@@ -275,7 +265,6 @@ extern "C" fn close(s: *mut GitStream) -> c_int {
     if let Some(tcp) = st.tcp.take() {
         let _ = tcp.shutdown(Shutdown::Both);
     }
-    st.fd = -1;
     0
 }
 

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::Result;
 use crate::git::hex;
-use crate::history::ledger::{self, Entry, Ledger};
+use crate::history::ledger::{self, AppliedStep, Ledger};
 use crate::history::receipt;
 use crate::history::replay;
 use crate::history::shared::{self, get_live, put_live};
@@ -53,7 +53,7 @@ fn path(repo: &Repository, run: &str) -> PathBuf {
 struct Cached {
     head: Oid,
     base: Option<Oid>,
-    entries: Vec<Entry>,
+    entries: Vec<AppliedStep>,
     /// [`Ledger::adopted`]: (position among the entries, commit).
     adopted: Vec<(usize, Oid)>,
     /// [`Ledger::effects`].
@@ -84,7 +84,7 @@ fn decode(data: &[u8], run: &str, want_counts: bool) -> Option<Cached> {
         let d_len = b.u8()? as usize;
         let decision = b.str(d_len)?.to_string();
         let commit = b.oid()?;
-        entries.push(Entry {
+        entries.push(AppliedStep {
             index,
             id,
             decision,
@@ -304,7 +304,7 @@ fn extend(repo: &Repository, head: Oid, run: &str, cached: Cached) -> Result<Opt
         if r.effects > 0 {
             effects.push((entries.len(), r.effects));
         }
-        entries.push(Entry {
+        entries.push(AppliedStep {
             index: entries.len(),
             id: r.id,
             decision: r.decision,
@@ -328,8 +328,8 @@ mod tests {
     }
 
     fn ledger(n: usize) -> Ledger {
-        let entries: Vec<Entry> = (0..n)
-            .map(|i| Entry {
+        let entries: Vec<AppliedStep> = (0..n)
+            .map(|i| AppliedStep {
                 index: i,
                 id: format!("s{i}"),
                 decision: format!("sha256:{i:064x}"),

@@ -12,7 +12,7 @@ use git2::{Oid, Repository};
 
 use crate::error::Result;
 use crate::git::{short, MODE_GITLINK};
-use crate::history::ledger::{Entry, Ledger};
+use crate::history::ledger::{AppliedStep, Ledger};
 use crate::tree::hunks::{self, Duplicate, FileDiff, LiveHunks};
 
 /// The hunks of the change from `old` to `new` (trees), per changed path.
@@ -34,7 +34,7 @@ pub fn tree_hunks_measured(
     measured: &std::collections::BTreeMap<String, crate::tree::build::Measured>,
 ) -> Result<Vec<FileDiff>> {
     // The blobs are read in place (libgit2's buffer), never copied.
-    let blob = |e: &Option<crate::git::Entry>| -> Result<Option<git2::Blob<'_>>> {
+    let blob = |e: &Option<crate::git::BlobEntry>| -> Result<Option<git2::Blob<'_>>> {
         match e {
             // Submodules have no content to diff.
             Some(e) if e.mode != MODE_GITLINK => Ok(Some(repo.find_blob(e.oid)?)),
@@ -78,7 +78,7 @@ pub fn live_hunks(
     // Adopted commits take their place among the steps, under a name that
     // says what they are.
     let merged;
-    let sources: &[Entry] = if ledger.adopted.is_empty() {
+    let sources: &[AppliedStep] = if ledger.adopted.is_empty() {
         &ledger.entries
     } else {
         let mut all = Vec::with_capacity(ledger.entries.len() + ledger.adopted.len());
@@ -100,7 +100,7 @@ pub fn live_hunks(
 /// the state `live` describes; no adopted commits among them).
 pub fn live_hunks_after(
     repo: &Repository,
-    entries: &[Entry],
+    entries: &[AppliedStep],
     live: LiveHunks,
 ) -> Result<LiveHunks> {
     Ok(replay(repo, entries, live)?.0)
@@ -109,7 +109,7 @@ pub fn live_hunks_after(
 /// Replay the changes of `sources` onto `live`, in order.
 fn replay(
     repo: &Repository,
-    sources: &[Entry],
+    sources: &[AppliedStep],
     mut live: LiveHunks,
 ) -> Result<(LiveHunks, Vec<HistoryDuplicate>)> {
     // Replaying the diffs is independent per step: split each window of the
@@ -127,7 +127,7 @@ fn replay(
     let mut done = 0u64;
     for window in sources.chunks(WINDOW) {
         let chunk = window.len().div_ceil(workers).max(256);
-        let parts: Vec<&[Entry]> = window.chunks(chunk).collect();
+        let parts: Vec<&[AppliedStep]> = window.chunks(chunk).collect();
         let hunks: Vec<Vec<StepHunks>> = if parts.len() <= 1 {
             vec![entry_hunks(repo, window)?]
         } else {
@@ -165,8 +165,8 @@ fn replay(
 }
 
 /// An adopted commit as a source of hunks: named by its commit.
-fn adopted_entry(oid: Oid) -> Entry {
-    Entry {
+fn adopted_entry(oid: Oid) -> AppliedStep {
+    AppliedStep {
         index: usize::MAX,
         id: format!("{} (adopted)", short(oid)),
         decision: String::new(),
@@ -185,7 +185,7 @@ pub struct StepHunks {
 /// The hunks each of `entries` introduced, in order. Consecutive steps
 /// share a tree (the parent's is the previous step's), which is read once:
 /// libgit2 does not cache trees over 4 KiB.
-fn entry_hunks(repo: &Repository, entries: &[Entry]) -> Result<Vec<StepHunks>> {
+fn entry_hunks(repo: &Repository, entries: &[AppliedStep]) -> Result<Vec<StepHunks>> {
     let mut out = Vec::with_capacity(entries.len());
     let mut prev: Option<(Oid, git2::Tree<'_>)> = None;
     for e in entries {

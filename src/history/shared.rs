@@ -21,7 +21,7 @@ use git2::{Oid, Repository};
 use sha2::{Digest, Sha256};
 
 use crate::git::hex;
-use crate::history::ledger::{Entry, Ledger};
+use crate::history::ledger::{AppliedStep, Ledger};
 use crate::tree::hunks::{Live, LiveHunks};
 use std::sync::Arc;
 
@@ -56,7 +56,7 @@ fn run_hash(run: &str) -> String {
 }
 
 /// The digest of the receipts of `entries` (a run's steps 1..=N, in order).
-fn digest<'e>(entries: impl IntoIterator<Item = &'e Entry>) -> [u8; 32] {
+fn digest<'e>(entries: impl IntoIterator<Item = &'e AppliedStep>) -> [u8; 32] {
     let mut h = Sha256::new();
     for e in entries {
         h.update((e.id.len() as u32).to_le_bytes());
@@ -82,7 +82,7 @@ fn base_id(base: Option<Oid>) -> Oid {
 }
 
 impl Upto {
-    fn of<'e>(entries: impl IntoIterator<Item = &'e Entry> + Clone) -> Option<Upto> {
+    fn of<'e>(entries: impl IntoIterator<Item = &'e AppliedStep> + Clone) -> Option<Upto> {
         let (steps, last) = entries
             .clone()
             .into_iter()
@@ -127,7 +127,7 @@ pub fn write<'e>(
     repo: &Repository,
     run: &str,
     base: Option<Oid>,
-    entries: impl IntoIterator<Item = &'e Entry> + Clone,
+    entries: impl IntoIterator<Item = &'e AppliedStep> + Clone,
     live: &LiveHunks,
     signer: Option<&crate::sign::Signer>,
 ) -> crate::error::Result<Option<Oid>> {
@@ -339,7 +339,7 @@ mod tests {
 
     fn ledger(n: usize) -> Ledger {
         let entries = (0..n)
-            .map(|i| Entry {
+            .map(|i| AppliedStep {
                 index: i,
                 id: format!("s{i}"),
                 decision: format!("sha256:{i:064x}"),

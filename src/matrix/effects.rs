@@ -134,7 +134,7 @@ pub(super) fn judge(bare: &Path, row: &mut Row) -> Result<()> {
             let k = crate::plan::effect::key(&run, &e.id, n);
             if !outcomes
                 .of(&k, e.commit)
-                .is_some_and(|o| o.status == crate::run::outcomes::Status::Delivered)
+                .is_some_and(|o| o.status == crate::run::outcomes::EffectStatus::Delivered)
             {
                 missing.push(k);
             }

@@ -19,12 +19,12 @@ use crate::history::ledger;
 use crate::plan::reader::Plan;
 use crate::plan::step::Step;
 use crate::run::record::{self, RecordOptions};
-use crate::run::session::Ui;
+use crate::run::session::Reporter;
 use crate::settings::Settings;
 use crate::workdir::worktree;
 
 struct Silent;
-impl Ui for Silent {}
+impl Reporter for Silent {}
 
 /// Replay `plan` through `record` in the repository.
 pub fn replay(repo: &Repository, s: &Settings, plan: &Plan) -> Result<()> {

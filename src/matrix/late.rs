@@ -62,7 +62,7 @@ pub(super) fn recorded_twice(bare: &Path) -> Result<Option<String>> {
     let journal = crate::run::journal::read(&repo, head)?;
     let mut seen = std::collections::BTreeMap::new();
     for e in &journal.entries {
-        if e.status == crate::run::journal::Status::Recorded {
+        if e.status == crate::run::journal::DecisionStatus::Recorded {
             *seen.entry(e.index).or_insert(0) += 1;
         }
     }

@@ -22,7 +22,7 @@ use crate::settings::Settings;
 use crate::sync::remote::RefUpdate;
 use crate::{lock, workdir::worktree};
 
-use super::session::Ui;
+use super::session::Reporter;
 
 /// How to adopt.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +62,7 @@ pub fn adopt(
     repo: &Repository,
     s: &Settings,
     opts: &AdoptOptions,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
 ) -> Result<AdoptReport> {
     crash::validate_env().map_err(Error::input)?;
     worktree::workdir(repo)?;

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
-use crate::history::ledger::Entry;
+use crate::history::ledger::AppliedStep;
 use crate::plan::step::Step;
 use crate::settings::Settings;
 use crate::sync::reconcile::Reconciled;
@@ -31,9 +31,9 @@ use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
 
 use super::decider::{Answer, Context, Decider, RefusedAnswer};
-use super::journal::{self, Status};
+use super::journal::{self, DecisionStatus};
 pub use super::session::Source;
-use super::session::{ApplyOptions, Origin, Session, StepOutcome, Ui};
+use super::session::{ApplyOptions, Origin, Reporter, Session, StepOutcome};
 
 /// How to run the loop.
 #[derive(Debug, Clone)]
@@ -113,7 +113,7 @@ pub fn run(
     repo: &Repository,
     s: &Settings,
     opts: &RunOptions,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
 ) -> std::result::Result<RunReport, (Error, Vec<RunStep>)> {
     let mut done = Vec::new();
     match run_inner(repo, s, opts, ui, &mut done) {
@@ -126,7 +126,7 @@ fn run_inner(
     repo: &Repository,
     s: &Settings,
     opts: &RunOptions,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
     done: &mut Vec<RunStep>,
 ) -> Result<RunReport> {
     crash::validate_env().map_err(Error::input)?;
@@ -385,7 +385,7 @@ fn context(
         last_step_id: session.receipts().last().map(|e| e.id.clone()),
         refused: journal
             .latest(index)
-            .filter(|e| e.status == Status::Refused)
+            .filter(|e| e.status == DecisionStatus::Refused)
             .map(|e| RefusedAnswer {
                 step_id: e.step_id.clone(),
                 reason: e.reason.clone().unwrap_or_default(),
@@ -395,7 +395,7 @@ fn context(
 
 /// The refusal of a decider's step whose id already has a receipt: the
 /// same decision again (`repeated-step`) or another one under a used id.
-fn repeated(step: &Step, e: &Entry) -> Refusal {
+fn repeated(step: &Step, e: &AppliedStep) -> Refusal {
     let at = e.index;
     let same = e.decision == step.digest;
     let reason = if same {

@@ -173,7 +173,7 @@ fn position(ledger: &Ledger, at: usize) -> String {
     }
 }
 
-fn digest_refusal(step: &Step, entry: &ledger::Entry) -> Error {
+fn digest_refusal(step: &Step, entry: &ledger::AppliedStep) -> Error {
     if step.plain_digest.as_deref() == Some(entry.decision.as_str()) {
         return Error::from(Refusal {
             kind: RefusalKind::DigestMismatch,

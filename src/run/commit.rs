@@ -22,7 +22,7 @@ use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::short;
 use crate::git::Change;
-use crate::history::ledger::Entry;
+use crate::history::ledger::AppliedStep;
 use crate::history::receipt;
 use crate::history::replay;
 use crate::plan::step::Step;
@@ -473,7 +473,7 @@ impl Session<'_> {
         if !step.effects.is_empty() {
             self.effects.applied.push((self.len(), step.effects.len()));
         }
-        self.applied.push(Entry {
+        self.applied.push(AppliedStep {
             index: self.len(),
             id: step.id.clone(),
             decision: step.digest.clone(),
@@ -497,8 +497,9 @@ fn line_stats(repo: &Repository, applied: &build::Applied) -> Result<(usize, usi
             Some(m) => (m.added, m.removed),
             None => {
                 // Read in place, never copied.
-                let blob =
-                    |e: &Option<crate::git::Entry>| e.map(|e| repo.find_blob(e.oid)).transpose();
+                let blob = |e: &Option<crate::git::BlobEntry>| {
+                    e.map(|e| repo.find_blob(e.oid)).transpose()
+                };
                 let (old, new) = (blob(&c.old)?, blob(&c.new)?);
                 crate::tree::hunks::line_counts(
                     old.as_ref().map_or(&[][..], |b| b.content()),

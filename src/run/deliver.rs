@@ -5,8 +5,9 @@
 //! `GIT_STEPS_IDEMPOTENCY_KEY` variable of a command), header values read
 //! from the environment, the timeout of a try, which answers are worth
 //! another try (5xx, 408, 429, a timeout, a broken connection, a command
-//! that fails) and the backoff between tries (0.5 s doubling, or the
-//! server's `Retry-After`, at most a minute). Invariant: every try of an
+//! that fails) and the backoff between tries ([`crate::backoff`]: 0.5 s
+//! doubling to 30 s, jittered, or the server's `Retry-After`, at most a
+//! minute). Invariant: every try of an
 //! effect carries the same key, and a definite answer (2xx, or another 4xx)
 //! ends the tries; nothing here records anything (that is
 //! [`super::outcomes`]'s, after the caller's crash point).
@@ -18,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::plan::effect::{Action, Body, HeaderValue, Http};
-use crate::run::outcomes::Status;
+use crate::run::outcomes::EffectStatus;
 use crate::sync::remote::http::{Client, Endpoint, Failure};
 
 /// How an effect is tried.
@@ -79,7 +80,7 @@ fn count_tries(path: &Path, n: usize) -> std::io::Result<()> {
 /// What the tries came to.
 #[derive(Debug, Clone)]
 pub struct Tried {
-    pub status: Status,
+    pub status: EffectStatus,
     /// `HTTP 201`, `exit 0`, `timeout`, `not sent`…
     pub result: String,
     pub tries: usize,
@@ -130,7 +131,9 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
         .as_ref()
         .map_or(0, |(path, _)| counted_tries(path));
     let mut tries = 0;
-    let mut backoff = Duration::from_millis(500);
+    let clock = crate::backoff::RealClock;
+    let mut backoff =
+        crate::backoff::Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     loop {
         tries += 1;
         if let Some((path, step)) = &policy.counted {
@@ -147,7 +150,7 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
             Try::Done(result) => {
                 trace(key);
                 return Tried {
-                    status: Status::Delivered,
+                    status: EffectStatus::Delivered,
                     result,
                     tries: before + tries,
                     reason: None,
@@ -157,7 +160,7 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
             Try::Final { result, reason } => {
                 let (reason, detail) = split_detail(reason);
                 return Tried {
-                    status: Status::Failed,
+                    status: EffectStatus::Failed,
                     result,
                     tries: before + tries,
                     reason,
@@ -172,16 +175,17 @@ pub fn deliver(action: &Action, key: &str, dir: &Path, policy: &Policy) -> Tried
                 if tries >= policy.tries.max(1) {
                     let (reason, detail) = split_detail(reason);
                     return Tried {
-                        status: Status::Failed,
+                        status: EffectStatus::Failed,
                         result,
                         tries: before + tries,
                         reason,
                         detail,
                     };
                 }
-                let wait = after.unwrap_or(backoff).min(Duration::from_secs(60));
-                std::thread::sleep(wait);
-                backoff = (backoff * 2).min(Duration::from_secs(30));
+                match after {
+                    Some(asked) => backoff.wait_as_asked(&clock, asked, Duration::from_secs(60)),
+                    None => backoff.wait(&clock, None),
+                };
             }
         }
     }

@@ -24,8 +24,8 @@ use crate::git::short;
 use crate::plan::effect::{key, Effect};
 
 use super::deliver::{deliver, Policy};
-use super::outcomes::{self, Delivered, Due, Outcome, Outcomes, Status};
-use super::session::{Session, Ui};
+use super::outcomes::{self, Delivered, Due, EffectStatus, Outcome, Outcomes};
+use super::session::{Reporter, Session};
 
 impl Session<'_> {
     /// The run's recorded outcomes (fetched from the durable domain once).
@@ -59,7 +59,7 @@ impl Session<'_> {
         }
     }
 
-    pub fn deliver_effects(&mut self, ui: &mut dyn Ui) -> Result<()> {
+    pub fn deliver_effects(&mut self, ui: &mut dyn Reporter) -> Result<()> {
         if self.opts.dry_run {
             return self.preview_effects(ui);
         }
@@ -123,7 +123,7 @@ impl Session<'_> {
     /// the history is that head's: its steps' effects are what the real
     /// run would deliver, and a dry run must show them before anything
     /// runs (a step someone pushed carries them).
-    fn preview_effects(&mut self, ui: &mut dyn Ui) -> Result<()> {
+    fn preview_effects(&mut self, ui: &mut dyn Reporter) -> Result<()> {
         if self.effects.history_queued {
             return Ok(());
         }
@@ -198,7 +198,7 @@ impl Session<'_> {
     /// (each with how many effects it carries).
     fn undelivered_in(
         &mut self,
-        with: Vec<(crate::history::ledger::Entry, usize)>,
+        with: Vec<(crate::history::ledger::AppliedStep, usize)>,
     ) -> Result<Vec<Due>> {
         let run = self.settings.run.clone();
         let repo = self.repo;
@@ -235,7 +235,7 @@ impl Session<'_> {
         due: &Due,
         n: usize,
         effect: &Effect,
-        ui: &mut dyn Ui,
+        ui: &mut dyn Reporter,
     ) -> Result<bool> {
         let (repo, s) = (self.repo, self.settings);
         let k = key(&s.run, &due.step, n);
@@ -277,7 +277,7 @@ impl Session<'_> {
         };
         let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
         let tried = deliver(&effect.action, &k, &dir, &policy);
-        if tried.status == Status::Delivered {
+        if tried.status == EffectStatus::Delivered {
             crash::point("effect-delivered", &due.step);
         }
         let outcome = Outcome {
@@ -322,7 +322,7 @@ impl Session<'_> {
             result: tried.result.clone(),
             tries: tried.tries,
         });
-        if tried.status == Status::Failed {
+        if tried.status == EffectStatus::Failed {
             return Err(Error::program(format!(
                 "step {}: effect {n} ({target}, key {k}) failed after {} tr{}: {}; the failure is recorded on {}; the step itself is durable",
                 due.step,
@@ -378,7 +378,7 @@ pub fn abandon(
     };
     let mut recorded = outcomes::load(repo, s)?;
     if let Some(o) = recorded.of(k, receipt) {
-        if o.status != Status::Failed {
+        if o.status != EffectStatus::Failed {
             return Err(Error::input(format!(
                 "effect {k} is {} already (outcome {}): only a pending or failed effect can be abandoned",
                 o.status.as_str(),
@@ -391,7 +391,7 @@ pub fn abandon(
         step,
         number: n,
         receipt,
-        status: Status::Abandoned,
+        status: EffectStatus::Abandoned,
         result: "abandoned".into(),
         tries: 0,
         reason: Some(why.to_string()),
@@ -407,7 +407,7 @@ pub fn abandon(
 /// The receipts of `ledger` that carry effects, with how many.
 fn with_effects(
     ledger: &crate::history::ledger::Ledger,
-) -> Vec<(crate::history::ledger::Entry, usize)> {
+) -> Vec<(crate::history::ledger::AppliedStep, usize)> {
     ledger
         .effects
         .iter()

@@ -22,7 +22,7 @@ use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
 
 use super::agreement::validate;
-use super::session::{ApplyOptions, Redelivery, Session, Source, StepOutcome, Ui};
+use super::session::{ApplyOptions, Redelivery, Reporter, Session, Source, StepOutcome};
 
 /// The result of `apply`.
 #[derive(Debug, Serialize)]
@@ -52,7 +52,7 @@ pub fn apply_plan(
     s: &Settings,
     plan: &Plan,
     opts: &ApplyOptions,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
 ) -> std::result::Result<ApplyReport, (Error, Vec<StepOutcome>)> {
     apply_plan_from(repo, s, plan, opts, ui, None)
 }
@@ -64,7 +64,7 @@ pub fn apply_plan_from(
     s: &Settings,
     plan: &Plan,
     opts: &ApplyOptions,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
     source: Option<Source>,
 ) -> std::result::Result<ApplyReport, (Error, Vec<StepOutcome>)> {
     let mut outcomes = Vec::new();
@@ -79,7 +79,7 @@ fn apply_inner(
     s: &Settings,
     plan: &Plan,
     opts: &ApplyOptions,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
     outcomes: &mut Vec<StepOutcome>,
     source: Option<Source>,
 ) -> Result<ApplyReport> {
@@ -187,7 +187,7 @@ fn apply_inner(
 fn flush(
     session: &mut Session<'_>,
     held: &mut Vec<Option<StepOutcome>>,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
     outcomes: &mut Vec<StepOutcome>,
 ) -> Result<()> {
     match session.flush() {
@@ -211,7 +211,7 @@ fn flush(
 fn report(
     held: &mut Vec<Option<StepOutcome>>,
     applied: &mut Vec<StepOutcome>,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
     outcomes: &mut Vec<StepOutcome>,
 ) {
     let mut n = 0;
@@ -236,7 +236,7 @@ fn report(
 fn flushed_then(
     session: &mut Session<'_>,
     held: &mut Vec<Option<StepOutcome>>,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
     outcomes: &mut Vec<StepOutcome>,
     e: Error,
 ) -> Error {

@@ -38,7 +38,7 @@ pub fn refname(run: &str) -> String {
 /// What became of a recorded decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub enum DecisionStatus {
     /// Recorded before being applied; applied unless its receipt is missing.
     Recorded,
     /// Refused (an applied id, a duplicated hunk); not applied.
@@ -47,11 +47,11 @@ pub enum Status {
 
 /// One journal entry.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Entry {
+pub struct JournalEntry {
     pub index: usize,
     pub step_id: String,
     pub decision: String,
-    pub status: Status,
+    pub status: DecisionStatus,
     /// Why it was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -63,7 +63,7 @@ fn ser_oid<S: serde::Serializer>(oid: &Oid, s: S) -> std::result::Result<S::Ok, 
     s.serialize_str(&oid.to_string())
 }
 
-impl Entry {
+impl JournalEntry {
     /// The recorded step object (canonical JSON), read from the entry's
     /// tree: only the entry about to be applied needs it.
     pub fn text(&self, repo: &Repository) -> Result<String> {
@@ -114,14 +114,14 @@ impl Entry {
 #[derive(Debug, Clone, Default)]
 pub struct Journal {
     pub head: Option<Oid>,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<JournalEntry>,
     /// Step index → position of its latest entry: lookups stay O(1) on
     /// long runs.
     latest: HashMap<usize, usize>,
 }
 
 impl Journal {
-    fn from_entries(head: Option<Oid>, entries: Vec<Entry>) -> Journal {
+    fn from_entries(head: Option<Oid>, entries: Vec<JournalEntry>) -> Journal {
         let mut j = Journal {
             head,
             entries: Vec::new(),
@@ -133,22 +133,22 @@ impl Journal {
         j
     }
 
-    fn push(&mut self, e: Entry) {
+    fn push(&mut self, e: JournalEntry) {
         let at = self.entries.len();
         self.latest.insert(e.index, at);
         self.entries.push(e);
     }
 
     /// The latest entry for step index `index`.
-    pub fn latest(&self, index: usize) -> Option<&Entry> {
+    pub fn latest(&self, index: usize) -> Option<&JournalEntry> {
         self.latest.get(&index).map(|&i| &self.entries[i])
     }
 
     /// The recorded decision at `index` that has no receipt yet, given a log
     /// with `applied` receipts.
-    pub fn pending(&self, applied: usize) -> Option<&Entry> {
+    pub fn pending(&self, applied: usize) -> Option<&JournalEntry> {
         self.latest(applied)
-            .filter(|e| e.status == Status::Recorded)
+            .filter(|e| e.status == DecisionStatus::Recorded)
     }
 
     /// Check the journal against the log: a recorded decision at an index
@@ -171,7 +171,10 @@ impl Journal {
             // is the one applied there. After a refusal the next answer is
             // applied without an entry (its receipt is its record), and
             // steps applied by `apply` have none.
-            let Some(e) = self.latest(index).filter(|e| e.status == Status::Recorded) else {
+            let Some(e) = self
+                .latest(index)
+                .filter(|e| e.status == DecisionStatus::Recorded)
+            else {
                 continue;
             };
             if r.id != e.step_id || r.decision != e.decision {
@@ -189,7 +192,7 @@ impl Journal {
     }
 }
 
-fn mismatch(e: &Entry, saw: String, branch: &str) -> Error {
+fn mismatch(e: &JournalEntry, saw: String, branch: &str) -> Error {
     Error::from(Refusal {
         kind: RefusalKind::JournalMismatch,
         step: Some(e.step_id.clone()),
@@ -215,7 +218,7 @@ pub fn read(repo: &Repository, head: Option<Oid>) -> Result<Journal> {
     Ok(Journal::from_entries(head, entries))
 }
 
-fn parse(c: &git2::Commit<'_>) -> Result<Entry> {
+fn parse(c: &git2::Commit<'_>) -> Result<JournalEntry> {
     let msg = c
         .message()
         .map_err(|_| not_an_entry(c.id(), "its message is not UTF-8"))?;
@@ -231,7 +234,7 @@ fn not_an_entry(commit: Oid, what: &str) -> Error {
 }
 
 /// The entry a journal commit's message records (`commit`: the commit's id).
-fn parse_message(msg: &str, commit: Oid) -> Result<Entry> {
+fn parse_message(msg: &str, commit: Oid) -> Result<JournalEntry> {
     let bad = |what: &str| not_an_entry(commit, what);
     let fields = super::chain::Fields::of(msg, &bad)?;
     let get = |key: &str| fields.get(key);
@@ -239,11 +242,11 @@ fn parse_message(msg: &str, commit: Oid) -> Result<Entry> {
         .parse()
         .map_err(|_| bad("a bad Journal-Index"))?;
     let status = match get(KEY_STATUS)?.as_str() {
-        "recorded" => Status::Recorded,
-        "refused" => Status::Refused,
+        "recorded" => DecisionStatus::Recorded,
+        "refused" => DecisionStatus::Refused,
         other => return Err(bad(&format!("unknown status {other:?}"))),
     };
-    let reason = (status == Status::Refused).then(|| {
+    let reason = (status == DecisionStatus::Refused).then(|| {
         // The body between the subject and the trailers.
         let body: Vec<&str> = msg.split("\n\n").collect();
         if body.len() >= 3 {
@@ -255,7 +258,7 @@ fn parse_message(msg: &str, commit: Oid) -> Result<Entry> {
         }
     });
     let _ = get(KEY_RUN)?;
-    Ok(Entry {
+    Ok(JournalEntry {
         index,
         step_id: get(KEY_ID)?,
         decision: get(KEY_DECISION)?,
@@ -310,8 +313,8 @@ pub fn append(
     refused: Option<&str>,
 ) -> Result<Oid> {
     let (status, label) = match refused {
-        None => (Status::Recorded, "recorded"),
-        Some(_) => (Status::Refused, "refused"),
+        None => (DecisionStatus::Recorded, "recorded"),
+        Some(_) => (DecisionStatus::Refused, "refused"),
     };
     let message = message(&s.run, index, step, refused);
     let blob = repo.blob(text.as_bytes())?;
@@ -332,7 +335,7 @@ pub fn append(
     )
     .map_err(|e| e.at_step(&step.id))?;
     journal.head = Some(commit);
-    journal.push(Entry {
+    journal.push(JournalEntry {
         index,
         step_id: step.id.clone(),
         decision: step.digest.clone(),
@@ -361,7 +364,7 @@ mod tests {
         let e = parse_message(&message("run-1", 4, &s, None), oid()).unwrap();
         assert_eq!((e.index, e.step_id.as_str()), (4, "s1"));
         assert_eq!(e.decision, s.digest);
-        assert_eq!(e.status, Status::Recorded);
+        assert_eq!(e.status, DecisionStatus::Recorded);
         assert_eq!(e.reason, None);
         assert_eq!(e.commit, oid());
     }
@@ -373,7 +376,7 @@ mod tests {
         let reason = "it does not apply:\n\n---\nStep-Id: forged\nJournal-Index: 9\n";
         let e = parse_message(&message("r", 7, &s, Some(reason)), oid()).unwrap();
         assert_eq!((e.index, e.step_id.as_str()), (7, "s2"));
-        assert_eq!(e.status, Status::Refused);
+        assert_eq!(e.status, DecisionStatus::Refused);
         assert_eq!(
             e.reason.as_deref(),
             Some("it does not apply: --- Step-Id: forged Journal-Index: 9")

@@ -35,7 +35,7 @@ pub fn refname(run: &str) -> String {
 /// What became of an effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub enum EffectStatus {
     /// The receiver answered 2xx (a command exited 0).
     Delivered,
     /// Every try failed; delivered again by the next run.
@@ -45,12 +45,12 @@ pub enum Status {
     Abandoned,
 }
 
-impl Status {
+impl EffectStatus {
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Delivered => "delivered",
-            Status::Failed => "failed",
-            Status::Abandoned => "abandoned",
+            EffectStatus::Delivered => "delivered",
+            EffectStatus::Failed => "failed",
+            EffectStatus::Abandoned => "abandoned",
         }
     }
 }
@@ -65,7 +65,7 @@ pub struct Outcome {
     /// The step's commit.
     #[serde(serialize_with = "ser_oid")]
     pub receipt: Oid,
-    pub status: Status,
+    pub status: EffectStatus,
     /// `HTTP 201`, `exit 0`, `timeout`…
     pub result: String,
     pub tries: usize,
@@ -112,7 +112,7 @@ impl Outcomes {
     /// delivered, or abandoned by the user. Anything else is delivered (again).
     pub fn settled(&self, key: &str, receipt: Oid) -> bool {
         self.of(key, receipt)
-            .is_some_and(|o| matches!(o.status, Status::Delivered | Status::Abandoned))
+            .is_some_and(|o| matches!(o.status, EffectStatus::Delivered | EffectStatus::Abandoned))
     }
 }
 
@@ -169,7 +169,7 @@ pub struct Delivered {
     pub number: usize,
     /// `POST https://…` or `command …`.
     pub target: String,
-    pub status: Status,
+    pub status: EffectStatus,
     pub result: String,
     pub tries: usize,
 }
@@ -213,9 +213,9 @@ fn parse_message(msg: &str, commit: Oid) -> Result<Outcome> {
     let fields = super::chain::Fields::of(msg, &bad)?;
     let get = |key: &str| fields.get(key);
     let status = match get(KEY_STATUS)?.as_str() {
-        "delivered" => Status::Delivered,
-        "failed" => Status::Failed,
-        "abandoned" => Status::Abandoned,
+        "delivered" => EffectStatus::Delivered,
+        "failed" => EffectStatus::Failed,
+        "abandoned" => EffectStatus::Abandoned,
         other => return Err(bad(&format!("unknown status {other:?}"))),
     };
     let receipt = get(KEY_RECEIPT)?;
@@ -228,7 +228,7 @@ fn parse_message(msg: &str, commit: Oid) -> Result<Outcome> {
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| bad("a bad Effect-Number"))?;
-    let reason = (status != Status::Delivered).then(|| {
+    let reason = (status != EffectStatus::Delivered).then(|| {
         // The paragraph of ours between the subject and the trailers.
         let body: Vec<&str> = msg.split("\n\n").collect();
         let inner = body
@@ -379,7 +379,7 @@ pub fn append(
 mod tests {
     use super::*;
 
-    fn outcome(status: Status, reason: Option<&str>) -> Outcome {
+    fn outcome(status: EffectStatus, reason: Option<&str>) -> Outcome {
         Outcome {
             key: "r/s1/2".into(),
             step: "s1".into(),
@@ -396,11 +396,11 @@ mod tests {
     #[test]
     fn outcomes_read_back_and_a_reason_stays_in_its_paragraph() {
         let o = outcome(
-            Status::Failed,
+            EffectStatus::Failed,
             Some("busy\n\nEffect-Status: delivered\n---\nEffect-Key: forged"),
         );
         let back = parse_message(&message(&o), Oid::ZERO_SHA1).unwrap();
-        assert_eq!(back.status, Status::Failed);
+        assert_eq!(back.status, EffectStatus::Failed);
         assert_eq!(back.key, "r/s1/2");
         assert_eq!((back.number, back.tries), (2, 3));
         assert_eq!(back.receipt, o.receipt);
@@ -408,13 +408,17 @@ mod tests {
             back.reason.as_deref(),
             Some("busy Effect-Status: delivered --- Effect-Key: forged")
         );
-        let d = parse_message(&message(&outcome(Status::Delivered, None)), Oid::ZERO_SHA1).unwrap();
-        assert_eq!((d.status, d.reason), (Status::Delivered, None));
+        let d = parse_message(
+            &message(&outcome(EffectStatus::Delivered, None)),
+            Oid::ZERO_SHA1,
+        )
+        .unwrap();
+        assert_eq!((d.status, d.reason), (EffectStatus::Delivered, None));
     }
 
     #[test]
     fn a_commit_that_is_no_outcome_is_refused() {
-        let good = message(&outcome(Status::Delivered, None));
+        let good = message(&outcome(EffectStatus::Delivered, None));
         for (m, why) in [
             ("hand commit\n".to_string(), "no Effect-Status"),
             (

@@ -19,14 +19,14 @@ use serde_json::{json, Map, Value};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::git::{short, Entry, MODE_EXEC, MODE_LINK};
-use crate::history::ledger::Entry as Receipt;
+use crate::git::{short, BlobEntry, MODE_EXEC, MODE_LINK};
+use crate::history::ledger::AppliedStep as Receipt;
 use crate::plan::step::{self, decision_digest, validate_id, Step};
 use crate::settings::Settings;
 use crate::sync::reconcile::Reconciled;
 use crate::workdir::worktree;
 
-use super::session::{ApplyOptions, Session, Source, StepOutcome, Ui};
+use super::session::{ApplyOptions, Reporter, Session, Source, StepOutcome};
 
 /// What to record.
 #[derive(Debug, Clone, Default)]
@@ -60,7 +60,7 @@ pub fn record(
     repo: &Repository,
     s: &Settings,
     opts: &RecordOptions,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
 ) -> Result<RecordReport> {
     crash::validate_env().map_err(Error::input)?;
     worktree::workdir(repo)?;
@@ -177,7 +177,7 @@ fn rerun(
     let behind: Vec<_> = changes
         .iter()
         .filter(|c| {
-            let have = index.get_path(Path::new(&c.path), 0).map(|e| Entry {
+            let have = index.get_path(Path::new(&c.path), 0).map(|e| BlobEntry {
                 oid: e.id,
                 mode: e.mode,
             });
@@ -230,7 +230,7 @@ fn ensure_index_agrees(repo: &Repository, id: &str) -> Result<()> {
             continue;
         }
         let path = String::from_utf8_lossy(st.path_bytes()).into_owned();
-        let in_index = index.get_path(Path::new(&path), 0).map(|e| Entry {
+        let in_index = index.get_path(Path::new(&path), 0).map(|e| BlobEntry {
             oid: e.id,
             mode: e.mode,
         });
@@ -271,7 +271,7 @@ fn interrupted_update(repo: &Repository) -> Result<Option<git2::Oid>> {
         let Ok(parent) = c.parent(0) else { break };
         let changes = crate::git::tree_changes(repo, Some(&parent.tree()?), Some(&head_tree))?;
         let indexed = |p: &str| {
-            index.get_path(Path::new(p), 0).map(|e| Entry {
+            index.get_path(Path::new(p), 0).map(|e| BlobEntry {
                 oid: e.id,
                 mode: e.mode,
             })
@@ -377,7 +377,7 @@ pub fn worktree_step(
             .with_hint("record takes files; move the repository out, or ignore it in .gitignore"));
         }
         let in_base = match base.map(|t| t.get_path(Path::new(&p))) {
-            Some(Ok(e)) if e.kind() != Some(git2::ObjectType::Tree) => Some(Entry {
+            Some(Ok(e)) if e.kind() != Some(git2::ObjectType::Tree) => Some(BlobEntry {
                 oid: e.id(),
                 mode: e.filemode() as u32,
             }),

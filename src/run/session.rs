@@ -9,7 +9,7 @@
 //! the receipts, once (reusing the ones repair read when the head did not
 //! move), and gives the [`Session`] that applies steps; [`Session::finish`]
 //! saves the receipt cache and computes the artifact and history
-//! fingerprints. Progress goes to one [`Ui`], which the CLI
+//! fingerprints. Progress goes to one [`Reporter`], which the CLI
 //! implements once. Invariant: the session's head only moves when a step's
 //! receipt is durable (see [`super::commit`]; in a dry run, to a commit in
 //! memory), and the receipt cache is written only for a head that really
@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::git::{default_identity_note, head_branch, identity, Identity};
 use crate::history::cache;
-use crate::history::ledger::{Entry, Ledger};
+use crate::history::ledger::{AppliedStep, Ledger};
 use crate::lock::{self, Lock};
 use crate::plan::reader::Plan;
 use crate::settings::{self, Settings};
@@ -139,7 +139,7 @@ pub struct Origin {
 /// Where a session reports as it goes: the CLI's terminal (status on
 /// stderr, steps on stdout), JSON, or nothing. Every method has a default
 /// that says nothing.
-pub trait Ui {
+pub trait Reporter {
     /// A one-line note for the user (a stale lock removed, ...).
     fn note(&mut self, _note: &str) {}
     /// What finishing an interrupted worktree update did.
@@ -255,7 +255,7 @@ pub struct Session<'r> {
     /// The receipts at the start (empty until [`Session::load`]).
     ledger: Ledger,
     /// The receipts of the steps this session applied, in order.
-    pub(super) applied: Vec<Entry>,
+    pub(super) applied: Vec<AppliedStep>,
     /// The live hunks at `head`, read when a step is first applied.
     pub(super) live: Option<LiveHunks>,
     pub(super) head: Option<Oid>,
@@ -287,7 +287,7 @@ impl<'r> Session<'r> {
         settings: &'r Settings,
         plan: Option<&Plan>,
         opts: ApplyOptions,
-        ui: &mut dyn Ui,
+        ui: &mut dyn Reporter,
     ) -> Result<Opened<'r>> {
         Session::open_over(repo, settings, plan, opts, Worktree::Follows, ui)
     }
@@ -299,7 +299,7 @@ impl<'r> Session<'r> {
         repo: &'r Repository,
         settings: &'r Settings,
         opts: ApplyOptions,
-        ui: &mut dyn Ui,
+        ui: &mut dyn Reporter,
     ) -> Result<Opened<'r>> {
         Session::open_over(repo, settings, None, opts, Worktree::Holds, ui)
     }
@@ -310,7 +310,7 @@ impl<'r> Session<'r> {
         plan: Option<&Plan>,
         opts: ApplyOptions,
         worktree: Worktree,
-        ui: &mut dyn Ui,
+        ui: &mut dyn Reporter,
     ) -> Result<Opened<'r>> {
         let s = settings;
         // Attributes and config as they are now (a long-lived process, the
@@ -467,14 +467,14 @@ impl<'r> Session<'r> {
     }
 
     /// The receipt of step `id`, read at the start or applied since.
-    pub fn receipt(&self, id: &str) -> Option<&Entry> {
+    pub fn receipt(&self, id: &str) -> Option<&AppliedStep> {
         self.ledger
             .get(id)
             .or_else(|| self.applied.iter().find(|e| e.id == id))
     }
 
     /// Every receipt of the run, in order.
-    pub fn receipts(&self) -> impl Iterator<Item = &Entry> + Clone {
+    pub fn receipts(&self) -> impl Iterator<Item = &AppliedStep> + Clone {
         self.ledger.entries.iter().chain(&self.applied)
     }
 

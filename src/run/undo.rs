@@ -19,12 +19,12 @@ use serde_json::{Map, Value};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::git::{short, Entry as TreeEntry, MODE_EXEC, MODE_LINK};
-use crate::history::ledger::Entry;
+use crate::git::{short, BlobEntry, MODE_EXEC, MODE_LINK};
+use crate::history::ledger::AppliedStep;
 use crate::plan::step::{self, validate_id, Step};
 use crate::settings::Settings;
 
-use super::session::{ApplyOptions, Session, Source, StepOutcome, Ui};
+use super::session::{ApplyOptions, Reporter, Session, Source, StepOutcome};
 
 /// What to rewind to.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ pub fn undo(
     target: &Target,
     id: Option<&str>,
     allow_duplicate_hunks: bool,
-    ui: &mut dyn Ui,
+    ui: &mut dyn Reporter,
 ) -> Result<UndoReport> {
     crash::validate_env().map_err(Error::input)?;
     if let Some(id) = id {
@@ -86,7 +86,7 @@ pub fn undo(
     // Every effect of the steps undone is delivered before their
     // compensations are decided (a crash may have left some undelivered).
     session.deliver_effects(ui)?;
-    let entries: Vec<Entry> = session.receipts().cloned().collect();
+    let entries: Vec<AppliedStep> = session.receipts().cloned().collect();
     let base = session.ledger().base;
     // A rerun: this undo, computed where it was made, is the run's last
     // step (`--last N` counts from there, so its id is read off that
@@ -193,7 +193,10 @@ pub fn undo(
 }
 
 /// The steps `target` undoes in `entries`, and the one they rewind to.
-fn split<'e>(entries: &'e [Entry], target: &Target) -> Result<(Option<&'e Entry>, &'e [Entry])> {
+fn split<'e>(
+    entries: &'e [AppliedStep],
+    target: &Target,
+) -> Result<(Option<&'e AppliedStep>, &'e [AppliedStep])> {
     let keep = match target {
         Target::To(step) => match entries.iter().position(|e| &e.id == step) {
             Some(i) => i + 1,
@@ -223,7 +226,7 @@ fn split<'e>(entries: &'e [Entry], target: &Target) -> Result<(Option<&'e Entry>
 }
 
 /// `undo:<the step rewound to>`, or `undo:start`.
-fn default_id(entries: &[Entry], target: &Target) -> Result<String> {
+fn default_id(entries: &[AppliedStep], target: &Target) -> Result<String> {
     let (to, _) = split(entries, target)?;
     Ok(format!("undo:{}", to.map_or("start", |e| e.id.as_str())))
 }
@@ -233,7 +236,7 @@ fn default_id(entries: &[Entry], target: &Target) -> Result<String> {
 /// and the ids undone.
 fn build(
     repo: &Repository,
-    entries: &[Entry],
+    entries: &[AppliedStep],
     base: Option<Oid>,
     target: &Target,
     id: Option<&str>,
@@ -339,7 +342,7 @@ fn build(
 fn foreign_commands(
     repo: &Repository,
     run: &str,
-    entries: &[Entry],
+    entries: &[AppliedStep],
     undone: &[String],
 ) -> Result<bool> {
     for e in entries.iter().filter(|e| undone.contains(&e.id)) {
@@ -364,7 +367,7 @@ fn foreign_commands(
 
 /// The `compensate` actions of the effects of `undone`, newest first, as
 /// effects of their own.
-fn compensations(repo: &Repository, undone: &[Entry]) -> Result<Vec<Value>> {
+fn compensations(repo: &Repository, undone: &[AppliedStep]) -> Result<Vec<Value>> {
     let mut out = Vec::new();
     for e in undone.iter().rev() {
         let commit = repo.find_commit(e.commit)?;
@@ -387,9 +390,9 @@ fn compensations(repo: &Repository, undone: &[Entry]) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-fn entry(tree: Option<&Tree<'_>>, path: &str) -> Option<TreeEntry> {
+fn entry(tree: Option<&Tree<'_>>, path: &str) -> Option<BlobEntry> {
     let e = tree?.get_path(Path::new(path)).ok()?;
-    (e.kind() != Some(git2::ObjectType::Tree)).then(|| TreeEntry {
+    (e.kind() != Some(git2::ObjectType::Tree)).then(|| BlobEntry {
         oid: e.id(),
         mode: e.filemode() as u32,
     })

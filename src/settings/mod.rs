@@ -402,12 +402,16 @@ pub fn resolve(repo: &Repository, o: &Overrides) -> Result<Settings> {
         None => match config_str(repo, crate::keys::TRANSPORT.name)? {
             Some(t) => Transport::parse(&t)?,
             // ssh as git does it (keys, ~/.ssh/config, known_hosts): through
-            // git. libgit2's ssh knows only an ssh-agent.
-            None if remote.as_deref().is_some_and(|r| remote::is_ssh(repo, r)) => Transport::Git,
-            None => Transport::Libgit2,
+            // git. libgit2 is built without ssh.
+            None => remote
+                .as_deref()
+                .map_or(Transport::Libgit2, |r| remote::default_transport(repo, r)),
         },
     };
     let remote = remote.map(|spec| Remote { spec, transport });
+    if let Some(r) = &remote {
+        remote::refuse_libgit2_ssh(repo, r)?;
+    }
     Ok(Settings {
         branch,
         run,

@@ -12,14 +12,15 @@ use git2::Repository;
 
 use crate::error::{Error, Result};
 
-/// How to talk to the remote. Unless `--transport` or `steps.transport`
-/// says otherwise, an ssh remote goes through git (its ssh: your keys,
-/// `~/.ssh/config`, `known_hosts`), every other through libgit2.
+/// How to talk to the remote. An ssh remote goes through git (its ssh:
+/// your keys, `~/.ssh/config`, `known_hosts`), every other through libgit2
+/// unless `--transport` or `steps.transport` says git. libgit2 is built
+/// without ssh: `libgit2` with an ssh remote is refused before anything is
+/// written ([`refuse_libgit2_ssh`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
-    /// File paths, file://, git://, http(s)://, and ssh:// when asked for
-    /// (ssh-agent only), through libgit2.
+    /// File paths, file://, git://, http(s)://, through libgit2 (no ssh).
     Libgit2,
     /// The user's `git` executable, for its credential helpers and ssh config.
     Git,
@@ -60,14 +61,47 @@ pub fn tracking_ref(branch: &str) -> String {
 }
 
 /// Whether `spec` (a configured remote's name, a URL or a path) reaches its
-/// remote over ssh: `ssh://`, `git+ssh://`, `ssh+git://`, or git's scp-like
-/// `[user@]host:path` (a colon before any slash, and not a local path).
+/// remote over ssh, to fetch or to push (a configured remote's URL or push
+/// URL, after git's `insteadOf` rewrites): `ssh://`, `git+ssh://`,
+/// `ssh+git://`, or git's scp-like `[user@]host:path` (a colon before any
+/// slash, and not a local path).
 pub fn is_ssh(repo: &Repository, spec: &str) -> bool {
-    let url = match repo.find_remote(spec) {
-        Ok(r) => String::from_utf8_lossy(r.url_bytes()).into_owned(),
-        Err(_) => spec.to_string(),
+    let urls: Vec<String> = match repo.find_remote(spec) {
+        Ok(r) => [Some(r.url_bytes()), r.pushurl_bytes()]
+            .into_iter()
+            .flatten()
+            .map(|u| String::from_utf8_lossy(u).into_owned())
+            .collect(),
+        Err(_) => vec![spec.to_string()],
     };
-    !Path::new(&url).exists() && ssh_url(&url)
+    urls.iter()
+        .any(|url| !Path::new(url).exists() && ssh_url(url))
+}
+
+/// The transport for `spec` when nothing names one: git for a remote
+/// reached over ssh, else libgit2.
+pub fn default_transport(repo: &Repository, spec: &str) -> Transport {
+    if is_ssh(repo, spec) {
+        Transport::Git
+    } else {
+        Transport::Libgit2
+    }
+}
+
+/// libgit2 is built without ssh: `--transport libgit2` (or
+/// `steps.transport = libgit2`) with a remote reached over ssh is a
+/// setting that cannot work, refused before anything is written.
+pub fn refuse_libgit2_ssh(repo: &Repository, remote: &Remote) -> Result<()> {
+    if remote.transport == Transport::Libgit2 && is_ssh(repo, &remote.spec) {
+        return Err(Error::Usage {
+            message: format!(
+                "remote {:?} is reached over ssh, and the libgit2 transport has no ssh",
+                remote.spec
+            ),
+            hint: "use `--transport git` (git's own ssh, with your keys, ~/.ssh/config and known_hosts: the default for ssh remotes), or unset steps.transport".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Whether a URL is an ssh one (see [`is_ssh`]), by its spelling alone.

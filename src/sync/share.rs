@@ -12,7 +12,7 @@
 use git2::{Oid, Repository};
 
 use crate::crash;
-use crate::history::ledger::Entry;
+use crate::history::ledger::AppliedStep;
 use crate::history::shared;
 use crate::settings::Settings;
 use crate::sync::remote::{PushError, RefUpdate};
@@ -57,7 +57,7 @@ pub fn publish<'e>(
     repo: &Repository,
     settings: &Settings,
     base: Option<git2::Oid>,
-    entries: impl IntoIterator<Item = &'e Entry> + Clone,
+    entries: impl IntoIterator<Item = &'e AppliedStep> + Clone,
     live: &LiveHunks,
     signer: Option<&crate::sign::Signer>,
     step: &str,

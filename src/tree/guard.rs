@@ -21,7 +21,7 @@ use git2::{ObjectType, Oid, Repository, Tree};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
 use crate::git::{
-    Change, Entry, MODE_EXEC, MODE_FILE, MODE_FILE_GROUP_WRITABLE, MODE_GITLINK, MODE_LINK,
+    BlobEntry, Change, MODE_EXEC, MODE_FILE, MODE_FILE_GROUP_WRITABLE, MODE_GITLINK, MODE_LINK,
     MODE_TREE,
 };
 use crate::plan::path::is_dotgit_alias;
@@ -152,9 +152,9 @@ fn sub_tree<'r>(repo: &'r Repository, e: Option<&(Oid, u32)>) -> Walk<Option<Tre
     }
 }
 
-fn blob(e: Option<&(Oid, u32)>) -> Option<Entry> {
+fn blob(e: Option<&(Oid, u32)>) -> Option<BlobEntry> {
     match e {
-        Some((oid, mode)) if *mode != MODE_TREE && *mode != MODE_GITLINK => Some(Entry {
+        Some((oid, mode)) if *mode != MODE_TREE && *mode != MODE_GITLINK => Some(BlobEntry {
             oid: *oid,
             mode: if *mode == MODE_FILE_GROUP_WRITABLE {
                 MODE_FILE
@@ -365,7 +365,7 @@ pub fn check_links(
     new: &Tree<'_>,
     changes: &[Change],
 ) -> Result<std::result::Result<(), Violation>> {
-    let is_link = |e: &Option<Entry>| e.is_some_and(|e| e.mode == MODE_LINK);
+    let is_link = |e: &Option<BlobEntry>| e.is_some_and(|e| e.mode == MODE_LINK);
     if !changes.iter().any(|c| is_link(&c.old) || is_link(&c.new)) {
         return Ok(Ok(()));
     }

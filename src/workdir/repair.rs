@@ -25,7 +25,7 @@ use git2::{Oid, Repository};
 
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::git::{short, Change, Entry};
+use crate::git::{short, BlobEntry, Change};
 use crate::history::ledger::Ledger;
 use crate::settings::Settings;
 
@@ -54,12 +54,16 @@ pub enum Repair {
     },
 }
 
-fn entry_at(repo: &Repository, tree: Option<&git2::Tree<'_>>, path: &str) -> Result<Option<Entry>> {
+fn entry_at(
+    repo: &Repository,
+    tree: Option<&git2::Tree<'_>>,
+    path: &str,
+) -> Result<Option<BlobEntry>> {
     let Some(tree) = tree else { return Ok(None) };
     match tree.get_path(Path::new(path)) {
         // A directory is no version of a file path.
         Ok(e) if e.kind() == Some(git2::ObjectType::Tree) => Ok(None),
-        Ok(e) => Ok(Some(Entry {
+        Ok(e) => Ok(Some(BlobEntry {
             oid: e.id(),
             mode: e.filemode() as u32,
         })),
@@ -91,7 +95,7 @@ fn run_versions(
     head: Oid,
     switched_from: Option<Oid>,
     path: &str,
-) -> Result<Vec<Option<Entry>>> {
+) -> Result<Vec<Option<BlobEntry>>> {
     let mut commits: Vec<Oid> = vec![head];
     commits.extend(switched_from);
     commits.extend(ledger.entries.iter().rev().map(|e| e.commit));
@@ -101,7 +105,7 @@ fn run_versions(
     if let Some(b) = ledger.base {
         commits.push(b);
     }
-    let mut out: Vec<Option<Entry>> = Vec::new();
+    let mut out: Vec<Option<BlobEntry>> = Vec::new();
     for c in commits {
         let v = entry_at(repo, Some(&repo.find_commit(c)?.tree()?), path)?;
         if !out.contains(&v) {
@@ -231,7 +235,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
     for p in &dirty {
         let versions = run_versions(repo, ledger, head, switched_from, p)?;
         let disk = worktree::on_disk(&workdir, p)?;
-        let idx = index.get_path(Path::new(p), 0).map(|e| Entry {
+        let idx = index.get_path(Path::new(p), 0).map(|e| BlobEntry {
             oid: e.id,
             mode: e.mode,
         });

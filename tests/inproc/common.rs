@@ -1,7 +1,7 @@
 //! What the in-process tests share: one hermetic environment for the whole
 //! test process (the library reads git's identity and config variables
 //! from it), scratch repositories driven with the real `git` CLI, plans,
-//! and a `Ui` that records what a session reports.
+//! and a `Reporter` that records what a session reports.
 
 #![allow(dead_code)]
 
@@ -11,7 +11,7 @@ use std::sync::{Once, OnceLock};
 
 use git_steps::plan::reader::Plan;
 use git_steps::run::engine::{self, ApplyReport};
-use git_steps::run::session::{ApplyOptions, Origin, StepOutcome, Ui};
+use git_steps::run::session::{ApplyOptions, Origin, Reporter, StepOutcome};
 use git_steps::settings::{self, Overrides, Settings};
 use git_steps::sync::reconcile::Reconciled;
 use git_steps::workdir::repair::Repair;
@@ -198,7 +198,7 @@ impl Repo {
     }
 
     /// `apply` in process, as `git steps apply` calls the engine, with a
-    /// recording Ui.
+    /// recording Reporter.
     pub fn apply(
         &self,
         steps: &[serde_json::Value],
@@ -275,13 +275,13 @@ pub enum Event {
     Step(StepOutcome, Option<Origin>),
 }
 
-/// A `Ui` that records every call.
+/// A `Reporter` that records every call.
 #[derive(Debug, Default)]
 pub struct Recorder {
     pub events: Vec<Event>,
 }
 
-impl Ui for Recorder {
+impl Reporter for Recorder {
     fn note(&mut self, note: &str) {
         self.events.push(Event::Note(note.to_string()));
     }

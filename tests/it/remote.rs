@@ -894,79 +894,63 @@ fn https_with_a_private_ca_works_and_a_foreign_certificate_is_refused() {
     }
 }
 
-/// Issue 16: `--transport libgit2` with an ssh remote: the key from an
-/// ssh-agent, the host key checked against `~/.ssh/known_hosts` (libgit2
-/// reads `$HOME`'s), an unknown host refused.
+/// Issue 52: libgit2 is built without ssh. `--transport libgit2` with an
+/// ssh remote — by flag, or by `steps.transport` — is refused before
+/// anything is written: exit 2, the hint names `--transport git`, the
+/// repository and its config as they were, the remote untouched. A
+/// configured remote whose push URL alone is ssh goes through git by
+/// default, and its steps land over the real sshd.
 #[test]
-fn an_ssh_remote_through_libgit2_uses_the_agent_and_known_hosts() {
+fn the_libgit2_transport_refuses_ssh_and_an_ssh_push_url_goes_through_git() {
     let plan = fixture("eight-steps.jsonl");
     let p = plan.to_str().unwrap();
     let want = reference(&plan);
     let t = TestRepo::new();
     let server = t.start_server(Kind::Ssh);
-    let sock = t.tmp.path().join("agent.sock");
-    struct Agent(std::process::Child);
-    impl Drop for Agent {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _agent = Agent(
-        std::process::Command::new("ssh-agent")
-            .arg("-D")
-            .arg("-a")
-            .arg(&sock)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("ssh-agent"),
-    );
-    wait_for(&sock, "ssh-agent's socket");
-    let added = std::process::Command::new("ssh-add")
-        .arg("-q")
-        .arg(server.root.join("client_ed25519"))
-        .env("SSH_AUTH_SOCK", &sock)
-        .status()
-        .unwrap();
-    assert!(added.success());
-    // `[127.0.0.1]:PORT ssh-ed25519 ...`
-    let known = std::fs::read_to_string(server.root.join("known_hosts")).unwrap();
-    let port = known
-        .split("]:")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
-    let user = String::from_utf8(
-        std::process::Command::new("id")
-            .arg("-un")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_string();
-    let url = format!("ssh://{user}@127.0.0.1:{port}{}", server.bare.display());
-    let ssh_dir = t.home().join(".ssh");
-    std::fs::create_dir_all(&ssh_dir).unwrap();
-    let sock_s = sock.to_str().unwrap().to_string();
-    let env = [("SSH_AUTH_SOCK", sock_s.as_str())];
-    t.steps(&["init", "--remote", &url, "--transport", "libgit2"])
-        .ok();
-    // No known_hosts entry: refused.
-    let r = t.steps_env(&["apply", p], &env).code_is(1);
+    let env = server.client_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let config = || std::fs::read_to_string(t.path(".git/config")).unwrap();
+    let needles = ["libgit2 transport has no ssh", "--transport git"];
+
+    let before = config();
+    t.refuses("--transport libgit2", 2, &needles, || {
+        t.steps_env(
+            &["init", "--remote", server.url(), "--transport", "libgit2"],
+            &env,
+        )
+    });
+    assert_eq!(config(), before, "init wrote config it then refused");
+
+    // The same choice made in config, and a remote named by the clone.
+    t.git(&["remote", "add", "origin", server.bare().to_str().unwrap()]);
+    t.git(&["config", "remote.origin.pushurl", server.url()]);
+    t.git(&["config", "steps.transport", "libgit2"]);
+    let before = config();
+    t.refuses("steps.transport libgit2", 2, &needles, || {
+        t.steps_env(&["init", "--remote", "origin"], &env)
+    });
+    assert_eq!(config(), before, "init wrote config it then refused");
+    assert!(server.step_ids().is_empty());
+
+    // Without the setting, the ssh push URL makes git the transport.
+    t.git(&["config", "--unset", "steps.transport"]);
+    let init = t.steps_env(&["init", "--remote", "origin"], &env).ok();
     assert!(
-        r.stderr().contains("unknown remote ssh hostkey"),
+        init.stderr().contains("transport git"),
         "{}",
-        r.explain()
+        init.explain()
     );
-    assert!(server.step_ids().is_empty(), "{}", r.explain());
-    std::fs::copy(server.root.join("known_hosts"), ssh_dir.join("known_hosts")).unwrap();
+    assert_eq!(t.git_out(&["config", "steps.transport"]), "git");
     t.steps_env(&["apply", p], &env).ok();
-    assert_finished(&t, &server, &plan, &want, "libgit2 over ssh");
+    assert_finished(&t, &server, &plan, &want, "ssh push URL");
+    // Set by hand after init: apply refuses as init did, nothing pushed.
+    t.git(&["config", "steps.transport", "libgit2"]);
+    let head = server.head();
+    let step = line(serde_json::json!({"id": "s9", "files": {"new.txt": "x\n"}}));
+    t.refuses("apply with steps.transport libgit2", 2, &needles, || {
+        t.steps_env_stdin(&["apply", "-"], &env, Some(&step))
+    });
+    assert_eq!(server.head(), head);
 }
 
 /// Receive-pack POSTs a smart-HTTP server answered: the pushes.

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::Entry;
+use super::AppliedStep;
 
 /// Step id → position, without a copy of each id: positions keyed by the
 /// id's hash, the (rare) colliding ones kept aside.
@@ -25,7 +25,7 @@ pub(super) fn id_hash(id: &str) -> u64 {
 }
 
 impl IdIndex {
-    pub(super) fn new(entries: &[Entry]) -> IdIndex {
+    pub(super) fn new(entries: &[AppliedStep]) -> IdIndex {
         let mut ix = IdIndex {
             first: HashMap::with_capacity(entries.len()),
             more: Vec::new(),
@@ -42,7 +42,7 @@ impl IdIndex {
         ix
     }
 
-    pub(super) fn get<'a>(&self, entries: &'a [Entry], id: &str) -> Option<&'a Entry> {
+    pub(super) fn get<'a>(&self, entries: &'a [AppliedStep], id: &str) -> Option<&'a AppliedStep> {
         let h = id_hash(id);
         let first = self.first.get(&h).map(|&i| &entries[i as usize]);
         if let Some(e) = first.filter(|e| e.id == id) {

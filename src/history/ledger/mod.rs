@@ -26,7 +26,7 @@ pub use edges::{hidden_receipts, Hidden};
 
 /// One applied step, as its receipt says.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct AppliedStep {
     /// 0-based position in the run.
     pub index: usize,
     pub id: String,
@@ -88,7 +88,7 @@ pub struct Ledger {
     /// The commit the run started from (None: the run starts at the root).
     pub base: Option<Oid>,
     /// Applied steps, oldest first.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<AppliedStep>,
     /// Built on first lookup (`status` on a long run never needs it).
     by_id: std::cell::OnceCell<IdIndex>,
     /// Commits in the segment that are not receipts of this run, malformed
@@ -114,7 +114,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// A ledger from entries known to be sound (the receipt index).
-    pub fn from_parts(head: Option<Oid>, base: Option<Oid>, entries: Vec<Entry>) -> Ledger {
+    pub fn from_parts(head: Option<Oid>, base: Option<Oid>, entries: Vec<AppliedStep>) -> Ledger {
         Ledger {
             head,
             base,
@@ -145,12 +145,12 @@ impl Ledger {
         }
     }
 
-    pub fn get(&self, id: &str) -> Option<&Entry> {
+    pub fn get(&self, id: &str) -> Option<&AppliedStep> {
         let by_id = self.by_id.get_or_init(|| IdIndex::new(&self.entries));
         by_id.get(&self.entries, id)
     }
 
-    pub fn last(&self) -> Option<&Entry> {
+    pub fn last(&self) -> Option<&AppliedStep> {
         self.entries.last()
     }
 
@@ -475,7 +475,7 @@ pub fn scan_with(repo: &Repository, head: Option<Oid>, run: &str, reach: Reach) 
                 if r.effects > 0 {
                     ledger.effects.push((ledger.entries.len(), r.effects));
                 }
-                ledger.entries.push(Entry {
+                ledger.entries.push(AppliedStep {
                     index: ledger.entries.len(),
                     id: r.id,
                     decision: r.decision,

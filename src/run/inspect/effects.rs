@@ -129,9 +129,9 @@ pub(super) fn status(
                 .map(|o| o.status)
             {
                 None => st.pending += 1,
-                Some(outcomes::Status::Delivered) => st.delivered += 1,
-                Some(outcomes::Status::Failed) => st.failed += 1,
-                Some(outcomes::Status::Abandoned) => st.abandoned += 1,
+                Some(outcomes::EffectStatus::Delivered) => st.delivered += 1,
+                Some(outcomes::EffectStatus::Failed) => st.failed += 1,
+                Some(outcomes::EffectStatus::Abandoned) => st.abandoned += 1,
             }
         }
     }
@@ -155,7 +155,7 @@ pub fn list(repo: &Repository, s: &Settings, fetch: bool) -> Result<EffectsRepor
             let k = key(&s.run, &e.id, n);
             let effect = effects.get(n - 1);
             let latest = recorded.of(&k, e.commit);
-            let open = latest.is_none_or(|o| o.status == outcomes::Status::Failed);
+            let open = latest.is_none_or(|o| o.status == outcomes::EffectStatus::Failed);
             let held = match effect {
                 Some(f) if open => {
                     crate::run::authority::refusal(repo, s, &e.decision, &effects, &f.action)
@@ -339,7 +339,7 @@ pub fn check(
         for n in 1..=count {
             match recorded.of(&key(&s.run, &e.id, n), e.commit) {
                 None => pending += 1,
-                Some(o) if o.status == outcomes::Status::Failed => failed += 1,
+                Some(o) if o.status == outcomes::EffectStatus::Failed => failed += 1,
                 Some(_) => {}
             }
         }

@@ -98,9 +98,9 @@ pub struct JournalStatus {
     pub entries: usize,
     /// A decision recorded but not applied yet: the next `run` applies it
     /// without asking the decider.
-    pub pending: Option<crate::run::journal::Entry>,
+    pub pending: Option<crate::run::journal::JournalEntry>,
     /// The latest entry, when it is a refusal of the next step.
-    pub refused: Option<crate::run::journal::Entry>,
+    pub refused: Option<crate::run::journal::JournalEntry>,
 }
 
 /// The journal's durable head, read without fetching: `status` writes
@@ -135,7 +135,7 @@ fn journal_status(
         pending: j.pending(applied).cloned(),
         refused: j
             .latest(applied)
-            .filter(|e| e.status == crate::run::journal::Status::Refused)
+            .filter(|e| e.status == crate::run::journal::DecisionStatus::Refused)
             .cloned(),
     }))
 }

@@ -249,7 +249,7 @@ pub(super) fn check_trees(
         for e in j
             .entries
             .iter()
-            .filter(|e| e.status == crate::run::journal::Status::Recorded)
+            .filter(|e| e.status == crate::run::journal::DecisionStatus::Recorded)
         {
             if !decisions.contains_key(&e.decision) {
                 if let Ok((step, _)) = e.step(repo) {
@@ -336,7 +336,7 @@ pub(super) fn check_trees(
 /// whole check is here (it names the receipt's adopted commits, and its
 /// tree is its parent's); Err(why) when it is not the receipt's decision.
 fn stored(
-    e: &ledger::Entry,
+    e: &ledger::AppliedStep,
     commit: &git2::Commit<'_>,
     text: &str,
 ) -> std::result::Result<Option<crate::plan::step::Step>, String> {

@@ -1,6 +1,7 @@
-//! The libgit2 transport: file paths, file://, git://, http(s)://, ssh://.
+//! The libgit2 transport: file paths, file://, git://, http(s)://. No ssh:
+//! libgit2 is built without it (`settings::remote::refuse_libgit2_ssh`).
 //!
-//! Owns credentials (ssh-agent, git's credential helpers) and the traps of
+//! Owns credentials (git's credential helpers) and the traps of
 //! libgit2's push: `push` returns Ok even when the server refused the ref,
 //! so the push-update-reference status is always read; the advertised
 //! value is checked against the expected one before anything is sent (push
@@ -140,14 +141,9 @@ pub(super) fn callbacks<'a>(repo: &'a Repository) -> RemoteCallbacks<'a> {
     let tried = RefCell::new(CredentialType::empty());
     let config = repo.config().ok();
     cb.credentials(move |url, username, allowed| {
-        // Try each kind of credential once, like git: ssh-agent, then the
-        // credential helpers, then a plain user name.
+        // Try each kind of credential once, like git: the credential
+        // helpers, then a plain user name.
         let mut tried = tried.borrow_mut();
-        if allowed.contains(CredentialType::SSH_KEY) && !tried.contains(CredentialType::SSH_KEY) {
-            tried.insert(CredentialType::SSH_KEY);
-            let user = username.unwrap_or("git");
-            return Cred::ssh_key_from_agent(user);
-        }
         if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
             && !tried.contains(CredentialType::USER_PASS_PLAINTEXT)
         {
@@ -161,7 +157,7 @@ pub(super) fn callbacks<'a>(repo: &'a Repository) -> RemoteCallbacks<'a> {
             return Cred::username(username.unwrap_or("git"));
         }
         Err(git2::Error::from_str(&format!(
-            "no credentials for {url}: ssh-agent and git's credential helpers gave none that the server accepted (try --transport git)"
+            "no credentials for {url}: git's credential helpers gave none that the server accepted (try --transport git)"
         )))
     });
     cb

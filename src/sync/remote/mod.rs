@@ -428,37 +428,20 @@ impl Remote {
     /// retry that finds the branch already at the new commit (an earlier
     /// attempt landed before its connection died) is a success.
     pub fn push(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
-        let mut wait = std::time::Duration::from_millis(20);
-        let deadline = std::time::Instant::now() + settle::lock_patience();
-        let retry = settle::RetryPolicy::from_env();
-        let started = std::time::Instant::now();
-        let mut attempts = 1;
-        let mut backoff = retry.first;
-        let mut last: Option<String> = None;
+        let clock = crate::backoff::RealClock;
+        let deadline = crate::backoff::Clock::now(&clock) + settle::lock_patience();
+        let mut locked = crate::backoff::Backoff::new(
+            std::time::Duration::from_millis(20),
+            std::time::Duration::from_millis(500),
+        );
+        let mut tries = settle::Tries::new(&clock, settle::RetryPolicy::from_env());
         loop {
             match self.push_once(repo, update) {
                 Err(PushError::Moved { found: Some(h) }) if h == update.new => return Ok(()),
                 Err(PushError::Locked(_)) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(wait);
-                    wait = (wait * 2).min(std::time::Duration::from_millis(500));
+                    locked.wait(&clock, Some(deadline));
                 }
-                Err(PushError::Failed(e))
-                    if e.is_spurious()
-                        && attempts < retry.attempts
-                        && started.elapsed() + backoff <= retry.total =>
-                {
-                    last = Some(settle::first_line(&e.to_string()).to_string());
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(4));
-                    attempts += 1;
-                }
-                Err(PushError::Failed(e)) if attempts > 1 => {
-                    return Err(PushError::Failed(e.with_note(format!(
-                        "tried {attempts} times in {:.1} s; before the last try: {}",
-                        started.elapsed().as_secs_f64(),
-                        last.unwrap_or_default()
-                    ))))
-                }
+                Err(PushError::Failed(e)) => tries.after(e).map_err(PushError::Failed)?,
                 other => return other,
             }
         }
@@ -529,29 +512,11 @@ impl Remote {
 /// (see [`Error::is_spurious`]) with backoff within [`settle::RetryPolicy`],
 /// as a push is: a read changes nothing, so trying again is always safe.
 fn retrying<T>(mut read: impl FnMut() -> Result<T>) -> Result<T> {
-    let retry = settle::RetryPolicy::from_env();
-    let started = std::time::Instant::now();
-    let (mut attempts, mut backoff) = (1, retry.first);
-    let mut last = String::new();
+    let mut tries = settle::Tries::new(&crate::backoff::RealClock, settle::RetryPolicy::from_env());
     loop {
         match read() {
-            Err(e)
-                if e.is_spurious()
-                    && attempts < retry.attempts
-                    && started.elapsed() + backoff <= retry.total =>
-            {
-                last = settle::first_line(&e.to_string()).to_string();
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(4));
-                attempts += 1;
-            }
-            Err(e) if attempts > 1 => {
-                return Err(e.with_note(format!(
-                    "tried {attempts} times in {:.1} s; before the last try: {last}",
-                    started.elapsed().as_secs_f64()
-                )))
-            }
-            other => return other,
+            Err(e) => tries.after(e)?,
+            ok => return ok,
         }
     }
 }

@@ -108,8 +108,8 @@ fn one_paragraph(text: &str) -> String {
 }
 
 /// How a transient network failure is retried: at most `attempts` tries in
-/// all, backoff from `first` doubling to 4 s, never past `total` since the
-/// first try. `GIT_STEPS_NET_RETRIES` (tries after the first, default 3)
+/// all, backoff from `first` doubling to 4 s ([`crate::backoff`], jittered),
+/// never past `total` since the first try. `GIT_STEPS_NET_RETRIES` (tries after the first, default 3)
 /// and `GIT_STEPS_NET_RETRY_SECS` (default 30) set them.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -129,6 +129,57 @@ impl RetryPolicy {
     }
 }
 
+/// The tries of one push or read: after each failure, [`Tries::after`]
+/// waits and says go on, or hands back the error to report. The one retry
+/// rule of pushes and reads.
+pub struct Tries<'c> {
+    clock: &'c dyn crate::backoff::Clock,
+    policy: RetryPolicy,
+    started: std::time::Instant,
+    attempts: u32,
+    backoff: crate::backoff::Backoff,
+    last: String,
+}
+
+impl<'c> Tries<'c> {
+    pub fn new(clock: &'c dyn crate::backoff::Clock, policy: RetryPolicy) -> Tries<'c> {
+        Tries {
+            clock,
+            policy,
+            started: clock.now(),
+            attempts: 1,
+            backoff: crate::backoff::Backoff::new(policy.first, std::time::Duration::from_secs(4)),
+            last: String::new(),
+        }
+    }
+
+    /// After a failed try: a transient failure (see [`Error::is_spurious`])
+    /// within the policy is waited out and `Ok` says try again; any other
+    /// is the error to report, noting the earlier tries when there were
+    /// some.
+    pub fn after(&mut self, e: Error) -> Result<(), Error> {
+        let elapsed = self.clock.now().saturating_duration_since(self.started);
+        if e.is_spurious()
+            && self.attempts < self.policy.attempts
+            && elapsed + self.backoff.peek() <= self.policy.total
+        {
+            self.last = first_line(&e.to_string()).to_string();
+            self.backoff.wait(self.clock, None);
+            self.attempts += 1;
+            return Ok(());
+        }
+        if self.attempts > 1 {
+            return Err(e.with_note(format!(
+                "tried {} times in {:.1} s; before the last try: {}",
+                self.attempts,
+                elapsed.as_secs_f64(),
+                self.last
+            )));
+        }
+        Err(e)
+    }
+}
+
 /// The first line of a message.
 pub fn first_line(message: &str) -> &str {
     message.lines().next().unwrap_or("")
@@ -136,7 +187,71 @@ pub fn first_line(message: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use crate::error::spurious_text;
+    use super::{RetryPolicy, Tries};
+    use crate::backoff::testing::FakeClock;
+    use crate::error::{spurious_text, Error};
+    use std::time::Duration;
+
+    const POLICY: RetryPolicy = RetryPolicy {
+        attempts: 4,
+        first: Duration::from_millis(200),
+        total: Duration::from_secs(30),
+    };
+
+    #[test]
+    fn a_transient_failure_is_tried_again_within_the_policy() {
+        let clock = FakeClock::new();
+        let mut tries = Tries::new(&clock, POLICY);
+        for _ in 0..3 {
+            tries.after(Error::remote("HTTP 503", true)).unwrap();
+        }
+        let e = tries.after(Error::remote("HTTP 503", true)).unwrap_err();
+        assert!(e.to_string().contains("tried 4 times"), "{e}");
+        assert!(
+            e.to_string().contains("before the last try: HTTP 503"),
+            "{e}"
+        );
+        let slept = clock.slept.borrow().clone();
+        assert_eq!(slept.len(), 3);
+        for (w, base) in slept.iter().zip([200, 400, 800]) {
+            let base = Duration::from_millis(base);
+            assert!(*w <= base && *w >= base / 2, "{slept:?}");
+        }
+    }
+
+    #[test]
+    fn a_failure_that_is_not_transient_ends_the_tries_at_once() {
+        let clock = FakeClock::new();
+        let mut tries = Tries::new(&clock, POLICY);
+        let e = tries.after(Error::remote("HTTP 401", false)).unwrap_err();
+        assert_eq!(e.to_string(), Error::remote("HTTP 401", false).to_string());
+        assert!(clock.slept.borrow().is_empty());
+        // After a transient one, the refusal notes the tries before it.
+        let mut tries = Tries::new(&clock, POLICY);
+        tries
+            .after(Error::remote("connection reset", true))
+            .unwrap();
+        let e = tries.after(Error::remote("HTTP 401", false)).unwrap_err();
+        assert!(e.to_string().contains("tried 2 times"), "{e}");
+    }
+
+    #[test]
+    fn the_tries_stop_before_the_total_time_runs_out() {
+        let clock = FakeClock::new();
+        let policy = RetryPolicy {
+            attempts: 100,
+            first: Duration::from_millis(200),
+            total: Duration::from_secs(5),
+        };
+        let mut tries = Tries::new(&clock, policy);
+        let mut n = 0;
+        while tries.after(Error::remote("timed out", true)).is_ok() {
+            n += 1;
+        }
+        // 200 + 400 + 800 + 1600 (un-jittered 3 s) leaves no room for 4 s.
+        assert_eq!(n, 4, "{:?}", clock.slept.borrow());
+        assert!(clock.elapsed() <= policy.total);
+    }
 
     #[test]
     fn transient_failures_are_told_from_the_others() {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use git2::{Oid, Repository, Tree};
 
 use crate::error::{Error, Result};
-use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE};
+use crate::git::{BlobEntry, Change, MODE_EXEC, MODE_FILE};
 use crate::plan::formats;
 use crate::plan::formats::patch;
 use crate::plan::formats::{EditError, FileError};
@@ -55,8 +55,8 @@ pub struct Applied {
 /// hunks for the duplicated-hunk rule, and its lines added and removed.
 #[derive(Debug)]
 pub struct Measured {
-    pub old: Option<Entry>,
-    pub new: Entry,
+    pub old: Option<BlobEntry>,
+    pub new: BlobEntry,
     pub diff: crate::tree::hunks::FileDiff,
     pub added: usize,
     pub removed: usize,

@@ -14,12 +14,12 @@ use git2::{ObjectType, Oid, Repository, Tree};
 
 use super::{check_link_target, max_file_bytes, Applied, Measured};
 use crate::error::{Error, Result};
-use crate::git::{Change, Entry, MODE_LINK};
+use crate::git::{BlobEntry, Change, MODE_LINK};
 
 /// What is at a path in the tree being built.
 pub(super) enum Kind {
     Missing,
-    File(Entry),
+    File(BlobEntry),
     Dir,
     Other,
 }
@@ -43,7 +43,7 @@ impl Stored<'_> {
 pub(super) struct Overlay<'r> {
     pub(super) repo: &'r Repository,
     pub(super) base: Option<Tree<'r>>,
-    pub(super) writes: BTreeMap<String, Option<Entry>>,
+    pub(super) writes: BTreeMap<String, Option<BlobEntry>>,
     /// The worktree's form against the repository's.
     pub(super) convert: crate::tree::convert::Convert<'r>,
     /// Whether the edit formats see files in the worktree's form (all but
@@ -75,7 +75,7 @@ impl<'r> Overlay<'r> {
         };
         match base.get_path(Path::new(path)) {
             Ok(e) => Ok(match e.kind() {
-                Some(ObjectType::Blob) => Kind::File(Entry {
+                Some(ObjectType::Blob) => Kind::File(BlobEntry {
                     oid: e.id(),
                     mode: e.filemode() as u32,
                 }),
@@ -136,7 +136,7 @@ impl<'r> Overlay<'r> {
     }
 
     /// The file at `path`, or an error saying what is there instead.
-    pub(super) fn file(&self, path: &str) -> Result<Option<Entry>, String> {
+    pub(super) fn file(&self, path: &str) -> Result<Option<BlobEntry>, String> {
         self.check_parents(path)?;
         match self.kind(path).map_err(|e| self.io(e))? {
             Kind::File(e) => Ok(Some(e)),
@@ -166,13 +166,13 @@ impl<'r> Overlay<'r> {
         Ok(())
     }
 
-    pub(super) fn read(&self, e: &Entry) -> Result<Vec<u8>> {
+    pub(super) fn read(&self, e: &BlobEntry) -> Result<Vec<u8>> {
         Ok(self.blob(e)?.content().to_vec())
     }
 
     /// The blob at `e`: the bytes this process wrote for it lately (an
     /// earlier step's, not read back), else read in place.
-    fn blob(&self, e: &Entry) -> Result<Stored<'r>> {
+    fn blob(&self, e: &BlobEntry) -> Result<Stored<'r>> {
         Ok(match crate::git::loose::recent(e.oid) {
             Some(d) => Stored::Recent(d),
             None => Stored::Read(self.repo.find_blob(e.oid)?),
@@ -198,13 +198,13 @@ impl<'r> Overlay<'r> {
         let oid = crate::git::loose::write(self.repo, ObjectType::Blob, content)
             .map_err(|e| self.io(e))?;
         self.writes
-            .insert(path.to_string(), Some(Entry { oid, mode }));
+            .insert(path.to_string(), Some(BlobEntry { oid, mode }));
         Ok(oid)
     }
 
     /// The content at `e` as the current form shows it: the worktree's
     /// (smudged) or the repository's.
-    pub(super) fn view(&self, path: &str, e: &Entry) -> Result<Vec<u8>, String> {
+    pub(super) fn view(&self, path: &str, e: &BlobEntry) -> Result<Vec<u8>, String> {
         let stored = self.read(e).map_err(|e| self.io(e))?;
         if self.worktree_form && e.mode != MODE_LINK {
             self.convert
@@ -251,7 +251,7 @@ impl<'r> Overlay<'r> {
                 path.to_string(),
                 Measured {
                     old: base.as_ref().map(|(e, _)| *e),
-                    new: Entry { oid, mode },
+                    new: BlobEntry { oid, mode },
                     diff: crate::tree::hunks::identities(path, old, &cleaned),
                     added,
                     removed,
@@ -277,7 +277,7 @@ impl<'r> Overlay<'r> {
             }
         };
         let mut changes = Vec::new();
-        let mut updates: Vec<(&str, Option<Entry>)> = Vec::new();
+        let mut updates: Vec<(&str, Option<BlobEntry>)> = Vec::new();
         for (path, new) in &self.writes {
             let old = match self.base_kind(path)? {
                 Kind::File(e) => Some(e),
@@ -320,9 +320,9 @@ impl<'r> Overlay<'r> {
 pub(crate) fn build_tree(
     repo: &Repository,
     base: Option<Tree<'_>>,
-    updates: &[(&str, Option<Entry>)],
+    updates: &[(&str, Option<BlobEntry>)],
 ) -> Result<Option<Oid>> {
-    type Group<'a> = (Option<Option<Entry>>, Vec<(&'a str, Option<Entry>)>);
+    type Group<'a> = (Option<Option<BlobEntry>>, Vec<(&'a str, Option<BlobEntry>)>);
     let mut groups: BTreeMap<&str, Group<'_>> = BTreeMap::new();
     for (p, e) in updates {
         match p.split_once('/') {

@@ -31,7 +31,7 @@ use git2::{Oid, Repository};
 
 use crate::crash;
 use crate::error::{Error, Result};
-use crate::git::{Change, Entry};
+use crate::git::{BlobEntry, Change};
 use crate::settings::Settings;
 use crate::workdir::worktree;
 
@@ -348,7 +348,7 @@ fn rebuild_index(
         let old = disk.and_then(|(bytes, mode)| {
             git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)
                 .ok()
-                .map(|oid| Entry { oid, mode })
+                .map(|oid| BlobEntry { oid, mode })
         });
         differ.push(Change {
             path,
@@ -409,7 +409,7 @@ fn blobs(
     repo: &Repository,
     tree: &git2::Tree<'_>,
     prefix: &str,
-    out: &mut Vec<(String, Entry)>,
+    out: &mut Vec<(String, BlobEntry)>,
 ) -> Result<()> {
     for e in tree.iter() {
         let Ok(name) = std::str::from_utf8(e.name_bytes()) else {
@@ -419,7 +419,7 @@ fn blobs(
         match e.kind() {
             Some(git2::ObjectType::Blob) => out.push((
                 path,
-                Entry {
+                BlobEntry {
                     oid: e.id(),
                     mode: e.filemode() as u32,
                 },

@@ -13,7 +13,7 @@ use git2::{Repository, Status, StatusOptions};
 
 use super::{through_non_dir, workdir};
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::git::{Change, Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+use crate::git::{BlobEntry, Change, MODE_EXEC, MODE_FILE, MODE_LINK};
 
 /// Tracked paths whose index or worktree differ from HEAD.
 ///
@@ -159,7 +159,12 @@ pub(super) fn disk_mode(workdir: &Path, path: &str) -> Result<Option<u32>> {
 /// `same(repo, path, &on_disk(workdir, path)?, e)`, without holding the
 /// file where no rule converts it: the file is hashed as it is read (a
 /// 100 MB file costs a read buffer, not 100 MB).
-pub fn disk_is(repo: &Repository, workdir: &Path, path: &str, e: &Option<Entry>) -> Result<bool> {
+pub fn disk_is(
+    repo: &Repository,
+    workdir: &Path,
+    path: &str,
+    e: &Option<BlobEntry>,
+) -> Result<bool> {
     let mode = disk_mode(workdir, path)?;
     let (mode, e) = match (mode, e) {
         (None, None) => return Ok(true),
@@ -193,7 +198,7 @@ pub fn same(
     repo: &Repository,
     path: &str,
     disk: &Option<(Vec<u8>, u32)>,
-    e: &Option<Entry>,
+    e: &Option<BlobEntry>,
 ) -> Result<bool> {
     Ok(match (disk, e) {
         (None, None) => true,
@@ -302,7 +307,7 @@ pub fn attributes_differ(
         let entry = tree
             .and_then(|t| t.get_path(Path::new(&path)).ok())
             .filter(|e| e.kind() == Some(git2::ObjectType::Blob))
-            .map(|e| Entry {
+            .map(|e| BlobEntry {
                 oid: e.id(),
                 mode: e.filemode() as u32,
             });

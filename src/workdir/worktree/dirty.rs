@@ -15,7 +15,7 @@ use super::check::disk_is;
 use super::{through_non_dir, workdir};
 use crate::error::Result;
 use crate::git::index_file::{Stat, INTENT_TO_ADD};
-use crate::git::{Entry, MODE_EXEC, MODE_FILE, MODE_LINK};
+use crate::git::{BlobEntry, MODE_EXEC, MODE_FILE, MODE_LINK};
 
 /// [`dirty_paths_in`] for `paths` alone, as libgit2's status decides it
 /// (`maybe_modified`), without its walk of the worktree and index: per
@@ -469,7 +469,7 @@ enum Look {
     Dirty,
     /// Stat cannot vouch: compare the content with this entry (the mode
     /// as the disk gives it where `core.fileMode` is off).
-    Compare(Entry),
+    Compare(BlobEntry),
 }
 
 /// The index's entry `e` of `p` against the file (its stat data `disk`,
@@ -535,7 +535,7 @@ fn look(workdir: &Path, p: &str, e: &Stat, racy: bool, disk: Option<Disk>, rules
     if stat_same && !smudged && !racy {
         return Look::Clean;
     }
-    Look::Compare(Entry {
+    Look::Compare(BlobEntry {
         oid: e.oid,
         mode: match disk_mode {
             MODE_LINK => MODE_LINK,

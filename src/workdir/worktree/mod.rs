@@ -16,7 +16,7 @@ use git2::{IndexEntry, IndexTime, Repository};
 
 use crate::crash;
 use crate::error::{Context, Error, Result};
-use crate::git::{Change, Entry, MODE_LINK};
+use crate::git::{BlobEntry, Change, MODE_LINK};
 
 mod check;
 mod dirty;
@@ -169,7 +169,7 @@ pub fn update_keeping(
     let mut changed: Vec<&Change> = Vec::new();
     // What this update wrote and removed, with the stat data seen right
     // after: the next step's checks of these paths (`settled`).
-    let mut wrote: Vec<(String, fs::Metadata, Entry)> = Vec::new();
+    let mut wrote: Vec<(String, fs::Metadata, BlobEntry)> = Vec::new();
     let mut removed: Vec<&str> = Vec::new();
     // The directories whose names the update changed: fsynced before the
     // index that names the new versions is written (see below).
@@ -339,7 +339,7 @@ fn content_for<'r>(
     repo: &'r Repository,
     convert: &crate::tree::convert::Convert<'_>,
     path: &str,
-    new: Entry,
+    new: BlobEntry,
 ) -> Result<Content<'r>> {
     if new.mode != MODE_LINK && !convert.converts_to_worktree(path).map_err(Error::program)? {
         return Ok(Content::Blob(repo, new.oid));

@@ -15,7 +15,7 @@ use git2::Repository;
 use super::{on_disk, place, through_non_dir, workdir, Dest};
 use crate::crash;
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::git::{Change, Entry};
+use crate::git::{BlobEntry, Change};
 
 /// Files changed under a worktree update: each is kept as it is (a
 /// directory put in its place included), all are saved under
@@ -100,7 +100,7 @@ fn files_under(
     repo: &Repository,
     workdir: &Path,
     dir: &str,
-    out: &mut Vec<(String, Option<Entry>)>,
+    out: &mut Vec<(String, Option<BlobEntry>)>,
 ) -> Result<()> {
     for e in fs::read_dir(workdir.join(dir))? {
         if out.len() >= 10_000 {
@@ -116,7 +116,7 @@ fn files_under(
         } else if let Some((bytes, mode)) = on_disk(workdir, &rel)? {
             out.push((
                 rel,
-                Some(Entry {
+                Some(BlobEntry {
                     oid: repo.blob(&bytes)?,
                     mode,
                 }),
@@ -140,12 +140,12 @@ pub fn save_rescue(
     let on_tree = on_commit.tree()?;
     // Built like a step's tree, so a path found as a file where `on` has a
     // directory (or the reverse) is saved as found.
-    let mut found: Vec<(String, Option<Entry>)> = Vec::new();
+    let mut found: Vec<(String, Option<BlobEntry>)> = Vec::new();
     for path in paths {
         match on_disk(&workdir, path)? {
             Some((bytes, mode)) => found.push((
                 path.to_string(),
-                Some(Entry {
+                Some(BlobEntry {
                     oid: repo.blob(&bytes)?,
                     mode,
                 }),
@@ -164,7 +164,7 @@ pub fn save_rescue(
             }
         }
     }
-    let mut updates: Vec<(&str, Option<Entry>)> =
+    let mut updates: Vec<(&str, Option<BlobEntry>)> =
         found.iter().map(|(p, e)| (p.as_str(), *e)).collect();
     // A file found where `on` has a directory replaces it: its deletions
     // must not reach into the file.

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
-use crate::git::{Change, Entry};
+use crate::git::{BlobEntry, Change};
 
 /// The stat data git keeps per index entry, to the nanosecond.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +56,7 @@ struct Settled {
     index: Stamp,
     /// Path → (its file's stamp, the entry HEAD and the index hold), or
     /// None where the update removed the path.
-    paths: HashMap<String, Option<(Stamp, Entry)>>,
+    paths: HashMap<String, Option<(Stamp, BlobEntry)>>,
 }
 
 thread_local! {
@@ -98,7 +98,7 @@ pub(super) fn begin(repo: &Repository, changes: &[Change]) {
 pub(super) fn end(
     repo: &Repository,
     commit: Oid,
-    written: &[(String, std::fs::Metadata, Entry)],
+    written: &[(String, std::fs::Metadata, BlobEntry)],
     removed: &[&str],
 ) {
     let Some(index) = index_stamp(repo) else {
@@ -194,7 +194,7 @@ pub(super) fn clean(repo: &Repository, changes: &[Change]) -> bool {
     })
 }
 
-fn unchanged(full: &Path, was: &Option<(Stamp, Entry)>) -> bool {
+fn unchanged(full: &Path, was: &Option<(Stamp, BlobEntry)>) -> bool {
     match (std::fs::symlink_metadata(full), was) {
         (Ok(m), Some((f, _))) => stamp(&m) == *f,
         (Err(e), None) => e.kind() == std::io::ErrorKind::NotFound,
@@ -204,7 +204,7 @@ fn unchanged(full: &Path, was: &Option<(Stamp, Entry)>) -> bool {
 
 /// Whether the file at `path` is, by its stat data, the one this process
 /// wrote for `entry` (and nobody changed since): it holds that version.
-pub(super) fn holds(repo: &Repository, path: &str, entry: &Option<Entry>) -> bool {
+pub(super) fn holds(repo: &Repository, path: &str, entry: &Option<BlobEntry>) -> bool {
     SETTLED.with(|s| {
         let s = s.borrow();
         let Some(st) = s.as_ref().filter(|st| st.git_dir == repo.path()) else {

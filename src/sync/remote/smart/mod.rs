@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 pub use wire::fuzzing as wire_fuzzing;
 
 /// A server, as the last advertisement showed it.
-struct Session {
+struct SmartSession {
     url: String,
     client: Client,
     /// `Authorization` header value, once the server asked.
@@ -54,7 +54,7 @@ struct Session {
 
 /// One session per URL in this process; a URL this client gave up on
 /// (a redirect, a server that is not smart) is remembered as None.
-static SESSIONS: Mutex<Vec<(String, Option<Session>)>> = Mutex::new(Vec::new());
+static SESSIONS: Mutex<Vec<(String, Option<SmartSession>)>> = Mutex::new(Vec::new());
 
 const RECEIVE_PACK_ADVERTISEMENT: &str = "application/x-git-receive-pack-advertisement";
 
@@ -202,11 +202,11 @@ impl Remote {
 /// The session for `url`, made (with its first advertisement) if this
 /// process has none; None when the URL is served by libgit2.
 fn session_for<'a>(
-    sessions: &'a mut Vec<(String, Option<Session>)>,
+    sessions: &'a mut Vec<(String, Option<SmartSession>)>,
     repo: &Repository,
     url: &str,
     spec: &str,
-) -> Result<Option<&'a mut Session>> {
+) -> Result<Option<&'a mut SmartSession>> {
     if let Some(i) = sessions.iter().position(|(u, _)| u == url) {
         return Ok(sessions[i].1.as_mut());
     }
@@ -241,7 +241,7 @@ fn session_for<'a>(
     };
     let mut helper_url = parsed.clone();
     let _ = helper_url.set_password(None);
-    let mut session = Session {
+    let mut session = SmartSession {
         url: crate::git::redact(url).into_owned(),
         client,
         auth: None,
@@ -264,7 +264,7 @@ fn session_for<'a>(
     }
 }
 
-fn forget(sessions: &mut [(String, Option<Session>)], url: &str) {
+fn forget(sessions: &mut [(String, Option<SmartSession>)], url: &str) {
     for (u, s) in sessions.iter_mut() {
         if u == url {
             *s = None;
@@ -287,7 +287,7 @@ enum AdvertiseError {
     Failed(Error),
 }
 
-impl Session {
+impl SmartSession {
     /// Send a request, answering the server's request for credentials
     /// once with git's credential helpers.
     fn send(

@@ -5,8 +5,8 @@
 //! jitter": half the wait fixed, the other half random), so that a fleet of
 //! boxes refused by the same server at the same instant does not try again
 //! in step. Invariant: a wait is never longer than the schedule's
-//! un-jittered wait, never shorter than half of it, and never runs past a
-//! deadline the caller gave; a server's own `Retry-After` replaces a wait
+//! un-jittered wait, never shorter than half of it unless a deadline the
+//! caller gave cuts it, and never runs past that deadline; a server's own `Retry-After` replaces a wait
 //! (capped), un-jittered. Time is read and slept through [`Clock`], so the
 //! schedule is unit-tested without sleeping.
 
@@ -38,7 +38,6 @@ impl Clock for RealClock {
 pub struct Backoff {
     next: Duration,
     cap: Duration,
-    jitter: bool,
     rng: fastrand::Rng,
 }
 
@@ -48,7 +47,6 @@ impl Backoff {
         Backoff {
             next: first.min(cap),
             cap,
-            jitter: true,
             rng: fastrand::Rng::new(),
         }
     }
@@ -76,7 +74,7 @@ impl Backoff {
     pub fn next_wait(&mut self) -> Duration {
         let base = self.next;
         self.next = (self.next * 2).min(self.cap);
-        if !self.jitter || base.is_zero() {
+        if base.is_zero() {
             return base;
         }
         let half = base / 2;

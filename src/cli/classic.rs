@@ -38,6 +38,7 @@ pub fn run(ctx: &Ctx, a: Args, _out: &mut dyn Write) -> Result<(), Failure> {
         spec: a.remote,
         transport: Transport::Libgit2,
     };
+    crate::settings::remote::refuse_libgit2_ssh(&repo, &remote)?;
     classic::run(&workdir, &plan, &remote, "main", "classic", log)?;
     Ok(())
 }

@@ -97,9 +97,13 @@ fn merged(ctx: &Ctx, rev: &str, run: &RunArgs, out: &mut dyn Write) -> Result<()
         .and_then(|o| o.peel_to_commit())
         .map_err(|e| Error::input(format!("--merged {rev:?}: {}", e.message())))?
         .id();
-    let configured = crate::settings::resolve(&repo, &run.overrides())
-        .ok()
-        .and_then(|s| s.remote);
+    // Settings that cannot work (libgit2 asked for over ssh) are refused
+    // as every command refuses them; any other unreadable setting leaves
+    // the clone's own remotes to check.
+    let configured = match crate::settings::resolve(&repo, &run.overrides()) {
+        Err(e @ Error::Usage { .. }) => return Err(e.into()),
+        r => r.ok().and_then(|s| s.remote),
+    };
     let remote = |spec: String| crate::settings::Remote {
         transport: run
             .transport

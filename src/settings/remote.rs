@@ -61,19 +61,29 @@ pub fn tracking_ref(branch: &str) -> String {
 }
 
 /// Whether `spec` (a configured remote's name, a URL or a path) reaches its
-/// remote over ssh, to fetch or to push (a configured remote's URL or push
-/// URL, after git's `insteadOf` rewrites): `ssh://`, `git+ssh://`,
-/// `ssh+git://`, or git's scp-like `[user@]host:path` (a colon before any
-/// slash, and not a local path).
+/// remote over ssh, to fetch or to push: a configured remote's URL or push
+/// URL, a URL as given, each also after git's `insteadOf` and
+/// `pushInsteadOf` rewrites (as libgit2 and git apply them); `ssh://`,
+/// `git+ssh://`, `ssh+git://`, or git's scp-like `[user@]host:path` (a
+/// colon before any slash, and not a local path).
 pub fn is_ssh(repo: &Repository, spec: &str) -> bool {
-    let urls: Vec<String> = match repo.find_remote(spec) {
-        Ok(r) => [Some(r.url_bytes()), r.pushurl_bytes()]
-            .into_iter()
-            .flatten()
-            .map(|u| String::from_utf8_lossy(u).into_owned())
-            .collect(),
-        Err(_) => vec![spec.to_string()],
-    };
+    let remote = repo
+        .find_remote(spec)
+        .or_else(|_| repo.remote_anonymous(spec));
+    let mut urls = vec![spec.to_string()];
+    if let Ok(r) = remote {
+        urls.extend(
+            [Some(r.url_bytes()), r.pushurl_bytes()]
+                .into_iter()
+                .flatten()
+                .map(|u| String::from_utf8_lossy(u).into_owned()),
+        );
+    }
+    if repo.find_remote(spec).is_ok() {
+        // A remote's name is not a URL (`origin` would never be ssh, but
+        // a name with a colon would read as one).
+        urls.remove(0);
+    }
     urls.iter()
         .any(|url| !Path::new(url).exists() && ssh_url(url))
 }

@@ -953,6 +953,41 @@ fn the_libgit2_transport_refuses_ssh_and_an_ssh_push_url_goes_through_git() {
     assert_eq!(server.head(), head);
 }
 
+/// Issue 52: a URL given as it is, that git's `insteadOf` rewrites to ssh,
+/// is an ssh remote too: libgit2 refused for it (exit 2, nothing written),
+/// and by default git carries it over the real sshd.
+#[test]
+fn an_https_url_that_insteadof_makes_ssh_is_an_ssh_remote() {
+    let plan = fixture("eight-steps.jsonl");
+    let p = plan.to_str().unwrap();
+    let want = reference(&plan);
+    let t = TestRepo::new();
+    let server = t.start_server(Kind::Ssh);
+    let env = server.client_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let alias = "https://steps.invalid/run.git";
+    t.git(&["config", &format!("url.{}.insteadOf", server.url()), alias]);
+    let before = std::fs::read_to_string(t.path(".git/config")).unwrap();
+    t.refuses(
+        "insteadOf to ssh",
+        2,
+        &["libgit2 transport has no ssh", "--transport git"],
+        || t.steps_env(&["init", "--remote", alias, "--transport", "libgit2"], &env),
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path(".git/config")).unwrap(),
+        before
+    );
+    let init = t.steps_env(&["init", "--remote", alias], &env).ok();
+    assert!(
+        init.stderr().contains("transport git"),
+        "{}",
+        init.explain()
+    );
+    t.steps_env(&["apply", p], &env).ok();
+    assert_finished(&t, &server, &plan, &want, "insteadOf to ssh");
+}
+
 /// Receive-pack POSTs a smart-HTTP server answered: the pushes.
 fn pushes(server: &Server) -> usize {
     std::fs::read_to_string(server.root.join("requests.log"))

@@ -153,6 +153,19 @@ impl<'c> Tries<'c> {
         }
     }
 
+    /// The same tries with a fixed jitter seed.
+    #[cfg(test)]
+    fn seeded(clock: &'c dyn crate::backoff::Clock, policy: RetryPolicy, seed: u64) -> Tries<'c> {
+        Tries {
+            backoff: crate::backoff::Backoff::seeded(
+                policy.first,
+                std::time::Duration::from_secs(4),
+                seed,
+            ),
+            ..Tries::new(clock, policy)
+        }
+    }
+
     /// After a failed try: a transient failure (see [`Error::is_spurious`])
     /// within the policy is waited out and `Ok` says try again; any other
     /// is the error to report, noting the earlier tries when there were
@@ -237,20 +250,32 @@ mod tests {
 
     #[test]
     fn the_tries_stop_before_the_total_time_runs_out() {
-        let clock = FakeClock::new();
         let policy = RetryPolicy {
             attempts: 100,
             first: Duration::from_millis(200),
             total: Duration::from_secs(5),
         };
-        let mut tries = Tries::new(&clock, policy);
-        let mut n = 0;
-        while tries.after(Error::remote("timed out", true)).is_ok() {
-            n += 1;
+        let mut counts = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let clock = FakeClock::new();
+            let mut tries = Tries::seeded(&clock, policy, seed);
+            let mut n = 0;
+            while tries.after(Error::remote("timed out", true)).is_ok() {
+                n += 1;
+            }
+            // Never past the total; stopped because the next wait would
+            // have gone past it, not because the tries ran out.
+            assert!(clock.elapsed() <= policy.total, "seed {seed}");
+            assert!(
+                clock.elapsed() + tries.backoff.peek() > policy.total,
+                "seed {seed}: {:?}",
+                clock.slept.borrow()
+            );
+            counts.insert(n);
         }
-        // 200 + 400 + 800 + 1600 (un-jittered 3 s) leaves no room for 4 s.
-        assert_eq!(n, 4, "{:?}", clock.slept.borrow());
-        assert!(clock.elapsed() <= policy.total);
+        // Waits of 200, 400, 800, 1,600 ms (each 50-100 %): the next, 3.2 s,
+        // fits in 5 s only after short jittered waits.
+        assert!(counts.iter().all(|n| (4..=5).contains(n)), "{counts:?}");
     }
 
     #[test]

@@ -140,6 +140,13 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
             Some(k) => Some(k),
             None => crate::matrix::asked_late(std::path::Path::new(&bare), index, &id)?,
         };
+        // The run may have been killed while this decider read the remote
+        // (it passed the check above alive): what the read saw may then be
+        // the next run's doing. Only a run still alive after the read was
+        // alive during it, and asked late.
+        if late_why.is_some() && !asked_by_a_live_run() {
+            return Ok(());
+        }
         if let Some(why) = late_why {
             let mut f = std::fs::OpenOptions::new()
                 .create(true)

@@ -37,9 +37,4 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
-# Four test threads on two cores: most tests wait on fsync, on the servers
-# and on child processes, not on the CPU (the integration suite took 470 s
-# with 4 threads against 600-635 s with 2 on this machine). RUST_TEST_THREADS
-# overrides it.
-export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 exec cargo test --locked "$@"

@@ -79,6 +79,9 @@ pub struct Call {
     pub line: usize,
 }
 
+/// What stands for a `close` already counted where it started.
+const CLOSE_STARTED: &str = "\0close";
+
 /// Parse a whole record. Lines split by strace around a call that another
 /// thread interrupted (`<unfinished ...>` / `<... resumed>`) are joined;
 /// the call counts where it finished.
@@ -99,17 +102,29 @@ pub fn parse(text: &str) -> Result<Vec<Call>> {
         if rest.starts_with("---") || rest.starts_with("+++") {
             continue;
         }
-        if let Some(head) = rest.strip_suffix("<unfinished ...>") {
-            pending.insert(pid, head.trim_end().to_string());
-            continue;
-        }
-        let text = if let Some(tail) = rest.strip_prefix("<... ") {
+        let text = if let Some(head) = rest.strip_suffix("<unfinished ...>") {
+            let head = head.trim_end();
+            // A descriptor's number is free the moment `close` starts (the
+            // kernel takes it out of the table first): another thread's
+            // open may get it before the close returns. A close counts
+            // where it started; its resume is dropped.
+            if head.starts_with("close(") {
+                pending.insert(pid, CLOSE_STARTED.to_string());
+                format!("{head}) = 0")
+            } else {
+                pending.insert(pid, head.to_string());
+                continue;
+            }
+        } else if let Some(tail) = rest.strip_prefix("<... ") {
             let (_, after) = tail
                 .split_once(" resumed>")
                 .ok_or_else(|| bad("bad resume"))?;
             let head = pending
                 .remove(&pid)
                 .ok_or_else(|| bad("a resume with no start"))?;
+            if head == CLOSE_STARTED {
+                continue;
+            }
             format!("{head}{after}")
         } else {
             rest.to_string()
@@ -291,6 +306,28 @@ mod tests {
 
     fn hex(s: &str) -> String {
         s.bytes().map(|b| format!("\\x{b:02x}")).collect()
+    }
+
+    #[test]
+    fn a_close_counts_where_it_started() {
+        // Thread 13 closes 7; thread 12 opens and gets 7 before the close
+        // returns; the close must not take the new descriptor away.
+        let text = format!(
+            "13  close(7<{}> <unfinished ...>\n\
+             12  openat(AT_FDCWD<{}>, \"{}\", O_RDONLY|O_DIRECTORY) = 7<{}>\n\
+             13  <... close resumed>)      = 0\n\
+             12  fsync(7<{}>) = 0\n",
+            hex("/r/a"),
+            hex("/r"),
+            hex("/r/d"),
+            hex("/r/d"),
+            hex("/r/d"),
+        );
+        let calls = parse(&text).unwrap();
+        let names: Vec<_> = calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["close", "openat", "fsync"]);
+        assert_eq!(fd(&calls[0].args[0]).map(|(n, _)| n), Some(7));
+        assert_eq!(calls[0].ret, 0);
     }
 
     #[test]

@@ -67,23 +67,21 @@ pub fn tracking_ref(branch: &str) -> String {
 /// `git+ssh://`, `ssh+git://`, or git's scp-like `[user@]host:path` (a
 /// colon before any slash, and not a local path).
 pub fn is_ssh(repo: &Repository, spec: &str) -> bool {
-    let remote = repo
-        .find_remote(spec)
-        .or_else(|_| repo.remote_anonymous(spec));
-    let mut urls = vec![spec.to_string()];
-    if let Ok(r) = remote {
-        urls.extend(
-            [Some(r.url_bytes()), r.pushurl_bytes()]
-                .into_iter()
-                .flatten()
-                .map(|u| String::from_utf8_lossy(u).into_owned()),
-        );
-    }
-    if repo.find_remote(spec).is_ok() {
-        // A remote's name is not a URL (`origin` would never be ssh, but
-        // a name with a colon would read as one).
-        urls.remove(0);
-    }
+    let urls_of = |r: git2::Remote<'_>| -> Vec<String> {
+        [Some(r.url_bytes()), r.pushurl_bytes()]
+            .into_iter()
+            .flatten()
+            .map(|u| String::from_utf8_lossy(u).into_owned())
+            .collect()
+    };
+    let urls = match repo.find_remote(spec) {
+        Ok(r) => urls_of(r),
+        Err(_) => {
+            let mut urls = vec![spec.to_string()];
+            urls.extend(repo.remote_anonymous(spec).map(urls_of).unwrap_or_default());
+            urls
+        }
+    };
     urls.iter()
         .any(|url| !Path::new(url).exists() && ssh_url(url))
 }

@@ -761,6 +761,31 @@ fn status_with_the_remote_down_shows_the_local_view_unconfirmed() {
     }
 }
 
+/// The ssh tests' box: eight-steps, its reference, a repository, a real
+/// sshd on 127.0.0.1 and the environment that reaches it.
+struct SshBox {
+    plan: std::path::PathBuf,
+    want: (String, String),
+    t: TestRepo,
+    server: Server,
+    env: Vec<(String, String)>,
+}
+
+fn ssh_box() -> SshBox {
+    let plan = fixture("eight-steps.jsonl");
+    let want = reference(&plan);
+    let t = TestRepo::new();
+    let server = t.start_server(Kind::Ssh);
+    let env = server.client_env();
+    SshBox {
+        plan,
+        want,
+        t,
+        server,
+        env,
+    }
+}
+
 /// Issue 16: an ssh remote works as `git push` does for the same user —
 /// the key and known_hosts of the user's ssh config — against a real sshd
 /// on 127.0.0.1 with a generated host key and user key. With no
@@ -768,12 +793,14 @@ fn status_with_the_remote_down_shows_the_local_view_unconfirmed() {
 /// unknown or changed host key is refused by ssh: exit 1, nothing pushed.
 #[test]
 fn an_ssh_remote_works_as_git_push_does() {
-    let plan = fixture("eight-steps.jsonl");
+    let SshBox {
+        plan,
+        want,
+        t,
+        server,
+        env,
+    } = ssh_box();
     let p = plan.to_str().unwrap();
-    let want = reference(&plan);
-    let t = TestRepo::new();
-    let server = t.start_server(Kind::Ssh);
-    let env = server.client_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let init = t.steps_env(&["init", "--remote", server.url()], &env).ok();
     assert!(
@@ -902,12 +929,14 @@ fn https_with_a_private_ca_works_and_a_foreign_certificate_is_refused() {
 /// default, and its steps land over the real sshd.
 #[test]
 fn the_libgit2_transport_refuses_ssh_and_an_ssh_push_url_goes_through_git() {
-    let plan = fixture("eight-steps.jsonl");
+    let SshBox {
+        plan,
+        want,
+        t,
+        server,
+        env,
+    } = ssh_box();
     let p = plan.to_str().unwrap();
-    let want = reference(&plan);
-    let t = TestRepo::new();
-    let server = t.start_server(Kind::Ssh);
-    let env = server.client_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let config = || std::fs::read_to_string(t.path(".git/config")).unwrap();
     let needles = ["libgit2 transport has no ssh", "--transport git"];
@@ -958,12 +987,14 @@ fn the_libgit2_transport_refuses_ssh_and_an_ssh_push_url_goes_through_git() {
 /// and by default git carries it over the real sshd.
 #[test]
 fn an_https_url_that_insteadof_makes_ssh_is_an_ssh_remote() {
-    let plan = fixture("eight-steps.jsonl");
+    let SshBox {
+        plan,
+        want,
+        t,
+        server,
+        env,
+    } = ssh_box();
     let p = plan.to_str().unwrap();
-    let want = reference(&plan);
-    let t = TestRepo::new();
-    let server = t.start_server(Kind::Ssh);
-    let env = server.client_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let alias = "https://steps.invalid/run.git";
     t.git(&["config", &format!("url.{}.insteadOf", server.url()), alias]);

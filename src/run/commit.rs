@@ -328,23 +328,17 @@ impl Session<'_> {
             // before the flush that makes the move durable: the push's
             // commit point, or `move_ref`'s without a remote. (In place,
             // the worktree is not updated: nothing to note.)
-            if self.worktree == Worktree::Follows {
-                if let Err(e) = worktree::note_update(repo, expected, commit) {
-                    self.discard_staged();
-                    return Err(Error::from(e));
-                }
-            }
-            crash::point("update-noted", &id);
-        }
-        if let Some(remote) = &s.remote {
-            // The commit point: the remote accepts the branch update.
-            if let Err(e) = push_step(repo, s, remote, expected, commit, &id) {
+            if let Err(e) = self.note_move(expected, commit, &id) {
                 self.discard_staged();
                 return Err(e);
             }
-            crash::point("pushed", &id);
-            remote.note_tracking(repo, &s.refname(), commit);
-            crash::point("tracking-updated", &id);
+        }
+        if s.remote.is_some() {
+            // The commit point: the remote accepts the branch update.
+            if let Err(e) = self.push(expected, commit, &id) {
+                self.discard_staged();
+                return Err(e);
+            }
         }
         // From here on the steps are durable: a failure is this box's only.
         let staged = self.staging.flushed();
@@ -381,31 +375,11 @@ impl Session<'_> {
         } else {
             format!("steps {first}..{id}")
         };
-        // One worktree update from the last flush's tree to this one's, its
-        // files staged now: the flush after the branch's move makes them
-        // durable with it, before the worktree changes (`crate::flush`).
+        // One worktree update from the last flush's tree to this one's (the
+        // push flushed the objects; without a remote, `move_ref` does).
         let changes = combined.as_deref().unwrap_or(&staged[0].changes);
-        let _staged = match self.worktree {
-            Worktree::Follows => Some(worktree::prestage(repo, changes).map_err(local)?),
-            Worktree::Holds => None,
-        };
-        crash::point("worktree-staged", &id);
-        move_ref(repo, s, expected, commit, &what).map_err(local)?;
-        if s.remote.is_some() {
-            // The local branch durable before the worktree moves past it
-            // (without a remote, `move_ref` flushed it).
-            crate::flush::repository(repo).map_err(local)?;
-        }
-        crash::point("ref-updated", &id);
-        let dest = worktree::Dest {
-            run: &s.run,
-            commit,
-        };
-        if self.worktree == Worktree::Holds {
-            worktree::update_keeping(repo, dest, changes, &id, &|_| true).map_err(local)?;
-        } else {
-            worktree::update(repo, dest, changes, &id).map_err(local)?;
-        }
+        self.land(expected, commit, changes, &id, &what, true)
+            .map_err(local)?;
         self.after_flush(staged.len(), &id);
         Ok(staged
             .into_iter()
@@ -428,6 +402,77 @@ impl Session<'_> {
                 removed: st.removed,
             })
             .collect())
+    }
+
+    /// The evidence that an update of this box follows the branch's move
+    /// from `expected` to `commit` (for the repair of one a crash cuts
+    /// short), written before whatever makes the move durable; then the
+    /// `update-noted` point. (In place, the worktree is not updated:
+    /// nothing to note.)
+    pub(super) fn note_move(&self, expected: Option<Oid>, commit: Oid, id: &str) -> Result<()> {
+        if self.worktree == Worktree::Follows {
+            worktree::note_update(self.repo, expected, commit)?;
+        }
+        crash::point("update-noted", id);
+        Ok(())
+    }
+
+    /// The commit point: the remote accepts the branch's move from
+    /// `expected` to `commit` (a compare-and-swap push), then the tracking
+    /// ref follows; the `pushed` and `tracking-updated` points.
+    pub(super) fn push(&self, expected: Option<Oid>, commit: Oid, id: &str) -> Result<()> {
+        let (repo, s) = (self.repo, self.settings);
+        let Some(remote) = &s.remote else {
+            return Err(Error::internal("a push without a remote"));
+        };
+        push_step(repo, s, remote, expected, commit, id)?;
+        crash::point("pushed", id);
+        remote.note_tracking(repo, &s.refname(), commit);
+        crash::point("tracking-updated", id);
+        Ok(())
+    }
+
+    /// This box's writes for the move of the run's branch from `expected`
+    /// to `commit` (one step's or a batch's `changes`), in the one order
+    /// both flushes use ([`Session::flush`] after the push,
+    /// [`Session::apply_overlapped`] before it): the worktree's new files
+    /// staged in `.git`, `worktree-staged`; the step's objects flushed
+    /// unless `objects_durable` (a push or `move_ref` flushes them); the
+    /// local branch moved and, with a remote, flushed, so the branch and
+    /// the staged bytes are durable before the worktree changes
+    /// ([`crate::flush`]), `ref-updated`; then worktree and index brought
+    /// to it (in place, only what still holds what was checked).
+    pub(super) fn land(
+        &self,
+        expected: Option<Oid>,
+        commit: Oid,
+        changes: &[Change],
+        id: &str,
+        what: &str,
+        objects_durable: bool,
+    ) -> Result<()> {
+        let (repo, s) = (self.repo, self.settings);
+        let _staged = match self.worktree {
+            Worktree::Follows => Some(worktree::prestage(repo, changes)?),
+            Worktree::Holds => None,
+        };
+        crash::point("worktree-staged", id);
+        if !objects_durable {
+            crate::flush::repository(repo)?;
+        }
+        move_ref(repo, s, expected, commit, what)?;
+        if s.remote.is_some() {
+            crate::flush::repository(repo)?;
+        }
+        crash::point("ref-updated", id);
+        let dest = worktree::Dest {
+            run: &s.run,
+            commit,
+        };
+        match self.worktree {
+            Worktree::Holds => worktree::update_keeping(repo, dest, changes, id, &|_| true),
+            Worktree::Follows => worktree::update(repo, dest, changes, id),
+        }
     }
 
     /// After a flush of `flushed` steps, the last `id`: every

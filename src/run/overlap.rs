@@ -13,13 +13,12 @@
 
 use git2::Oid;
 
-use crate::crash;
 use crate::error::{Error, Result};
 use crate::plan::step::Step;
 use crate::sync::reconcile::Worktree;
 use crate::workdir::worktree;
 
-use super::branch::{move_ref, push_step};
+use super::branch::move_ref;
 use super::commit::unchanged_since_checked;
 use super::session::{Session, Source, StepOutcome};
 
@@ -77,13 +76,13 @@ impl Session<'_> {
         &mut self,
         during: impl FnOnce(&Self) -> P,
     ) -> (Result<StepOutcome>, Option<P>) {
-        let (repo, s) = (self.repo, self.settings);
-        let Some(remote) = &s.remote else {
+        let repo = self.repo;
+        if self.settings.remote.is_none() {
             return (
                 Err(Error::internal("an overlapped flush without a remote")),
                 None,
             );
-        };
+        }
         let last = self.staging.last().expect("one staged step");
         let (expected, commit, id) = (self.staging.durable(), last.commit, last.step.clone());
         let changes = last.changes.clone();
@@ -98,43 +97,25 @@ impl Session<'_> {
             );
         };
         // The local writes, as after a push, in the same order and under
-        // the same crash points; the step is not durable yet.
-        let local = (|| {
-            worktree::note_update(repo, expected, commit)?;
-            crash::point("update-noted", &id);
-            let _staged = worktree::prestage(repo, &changes)?;
-            crash::point("worktree-staged", &id);
-            // The step's objects durable before the local branch names
-            // them (in `apply`'s order the push's flush does this).
-            crate::flush::repository(repo)?;
-            move_ref(repo, s, expected, commit, &format!("step {id}"))?;
-            crate::flush::repository(repo)?;
-            crash::point("ref-updated", &id);
-            worktree::update(
-                repo,
-                worktree::Dest {
-                    run: &s.run,
-                    commit,
-                },
-                &changes,
-                &id,
-            )
-        })();
+        // the same crash points; the step is not durable yet, and its
+        // objects are flushed before the local branch names them (in
+        // `apply`'s order the push's flush does this).
+        let what = format!("step {id}");
+        let local = self
+            .note_move(expected, commit, &id)
+            .and_then(|()| self.land(expected, commit, &changes, &id, &what, false));
         if let Err(e) = local {
             let undone = self.set_back(before, commit, &id);
             self.discard_staged();
             return (Err(with_set_back(e, undone)), None);
         }
         let pending = during(self);
-        if let Err(e) = push_step(repo, s, remote, expected, commit, &id) {
+        if let Err(e) = self.push(expected, commit, &id) {
             pending.cancel();
             let undone = self.set_back(before, commit, &id);
             self.discard_staged();
             return (Err(with_set_back(e, undone)), Some(pending));
         }
-        crash::point("pushed", &id);
-        remote.note_tracking(repo, &s.refname(), commit);
-        crash::point("tracking-updated", &id);
         let mut st = self.staging.flushed().pop().expect("one staged step");
         self.effects.due(
             &st.step,

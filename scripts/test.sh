@@ -37,4 +37,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+# The tests' repositories go in memory when /dev/shm is a tmpfs with room
+# (4 GiB free): a fifth faster here than on the disk, and no test needs
+# the disk (what reaches it is checked with strace and the power-loss
+# models, not by the disk). TMPDIR set by the caller wins.
+if [ -z "${TMPDIR:-}" ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] &&
+  [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -ge $((4 * 1024 * 1024)) ]; then
+  export TMPDIR=/dev/shm
+fi
 exec cargo test --locked "$@"

@@ -59,7 +59,7 @@ pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
                 .push((p.to_path_buf(), dev));
         }
         if done.insert(dev) && fsync::judge_device(dev, p) == fsync::Flushing::Syncfs {
-            rustix::fs::syncfs(&dir)?;
+            crate::os::syncfs(&dir)?;
         }
     }
     Ok(())
@@ -81,9 +81,7 @@ pub fn boot_id() -> String {
     if let Some(id) = std::env::var_os(crate::keys::BOOT_ID.name) {
         return id.to_string_lossy().into_owned();
     }
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .ok()
+    crate::os::boot_id()
         .or_else(|| {
             crate::lock::boot_time().and_then(|t| {
                 t.duration_since(std::time::UNIX_EPOCH)

@@ -183,7 +183,12 @@ pub const BOOT_ID: Key = key(
 
 pub const FLUSH: Key = key(
     "GIT_STEPS_FLUSH",
-    "How writes are made durable: `syncfs` (one flush of the file system per commit point) or `files` (each file fsynced before it is renamed or linked, then its directory, as git's core.fsync does). Unset: `syncfs` on ext2/3/4, xfs, btrfs, f2fs, tmpfs and zfs (and an overlay whose upper layer is one of them), `files` everywhere else (FUSE, network and unknown file systems).",
+    "How writes are made durable: `syncfs` (one flush of the file system per commit point) or `files` (each file fsynced before it is renamed or linked, then its directory, as git's core.fsync does). Unset: `syncfs` on ext2/3/4, xfs, btrfs, f2fs, tmpfs and zfs (and an overlay whose upper layer is one of them), `files` everywhere else (FUSE, network and unknown file systems, and every file system off Linux).",
+);
+
+pub const OS: Key = key(
+    "GIT_STEPS_OS",
+    "`portable`: use the portable system calls, as on macOS, instead of Linux's own (no syncfs: every write flushed file by file; no boot id, /proc/locks or read leases: no lock judged stale and nothing repaired by date; polling instead of pidfds and inotify). For testing the portable build on Linux; ignored elsewhere, where the portable calls are the only ones.",
 );
 
 /// The ENVIRONMENT section.
@@ -205,6 +210,7 @@ pub const ENVIRONMENT: &[Key] = &[
     NET_RELAY,
     BOOT_ID,
     FLUSH,
+    OS,
 ];
 
 /// The variables that tune the network, resolved once per process from

@@ -20,7 +20,7 @@
 //! box's worktree and index), `run/` (sessions, the plan loop and the
 //! agent loop), `crash/` (crash points), `matrix/` (the crash matrix, which
 //! drives the binary), `cli/`, and at
-//! the top level [`error`], [`keys`], [`backoff`], [`git`], [`sign`], [`lock`], [`flush`] and
+//! the top level [`error`], [`keys`], [`backoff`], [`os`], [`git`], [`sign`], [`lock`], [`flush`] and
 //! [`settings`].
 //!
 //! Every module uses only the modules listed before it here, and its own
@@ -30,6 +30,7 @@
 //! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
 //! 2. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
 //! 2. [`backoff`]: the one backoff schedule (jittered) and the clock it waits on;
+//! 2. [`os`]: the system calls beyond std, Linux's own and a portable set;
 //! 3. [`git`]: git primitives (libgit2 set up once with its TCP
 //!    stream, certificates, signature, short ids, hex, tree modes and tree
 //!    changes; a step's small objects written as git writes them);
@@ -70,6 +71,7 @@
 //! 37. [`run::chain`]: the run's side refs (journal, outcomes, kept run), moved by compare-and-swap;
 //! 38. [`run::journal`]: recorded decisions, durable before they are applied;
 //! 39. [`run::outcomes`]: the recorded outcomes of a run's effects;
+//! 40. [`run::supervisor`]: commands that die with their runner (effects; hooks off Linux);
 //! 40. [`run::deliver`]: one effect delivered, tried with its idempotency key;
 //! 40. [`run::authority`]: who may make an effect happen from this box, and where a secret may go;
 //! 41. [`run::agreement`]: the plan against the history;
@@ -90,13 +92,6 @@
 //! 56. [`matrix`]: the resume-equivalence matrix and the classic runner;
 //! 57. [`cli`]: the command line and its rendering.
 
-// Linux only: renameat2(2) with RENAME_EXCHANGE, flock(2) read back from
-// /proc/locks, prctl(PR_SET_PDEATHSIG) and process groups (README, Install).
-#[cfg(not(target_os = "linux"))]
-compile_error!(
-    "git-steps runs on Linux only (renameat2, /proc/locks, prctl); see README.md, Install"
-);
-
 pub mod backoff;
 pub mod cli;
 pub mod crash;
@@ -107,6 +102,7 @@ pub mod history;
 pub mod keys;
 pub mod lock;
 pub mod matrix;
+pub mod os;
 pub mod plan;
 pub mod progress;
 pub mod run;
@@ -292,7 +288,7 @@ mod tests {
                 || (f.ends_with("cli/progress.rs") && what == "io::stderr()")
                 // A command effect's supervisor: its stderr is the
                 // effect's output file, not the terminal.
-                || (f.ends_with("run/deliver.rs") && what == "io::stderr()")
+                || (f.ends_with("run/supervisor.rs") && what == "io::stderr()")
         };
         let mut found = Vec::new();
         for file in &all {

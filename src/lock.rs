@@ -103,35 +103,12 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
 }
 
 /// The pid of the process holding this repository's `steps.lock` now (a
-/// run in progress), read from `/proc/locks` without touching the lock:
-/// taking it, even shared for an instant, could make that run's own rerun
-/// or a second writer fail as busy. None when nobody holds it, or where
-/// `/proc/locks` cannot be read.
+/// run in progress), read without taking it (`/proc/locks` on Linux; a
+/// shared lock that cannot be had, given back at once, elsewhere: a
+/// writer asking in that instant waits, as [`acquire`] waits a second).
+/// None when nobody holds it, or where that cannot be told.
 pub fn holder(git_dir: &Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(git_dir.join("steps.lock")).ok()?;
-    let dev = meta.dev();
-    // As the kernel prints it: major:minor in hex (two digits at least),
-    // then the inode.
-    let id = format!(
-        "{:02x}:{:02x}:{}",
-        libc::major(dev),
-        libc::minor(dev),
-        meta.ino()
-    );
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    locks
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            // `1: FLOCK  ADVISORY  WRITE <pid> <maj:min:ino> 0 EOF`; a waiter's
-            // line has `->` after the number.
-            match f.as_slice() {
-                [_, "FLOCK", _, "WRITE", pid, file, ..] if *file == id => pid.parse().ok(),
-                _ => None,
-            }
-        })
-        .filter(|pid| *pid != std::process::id())
+    crate::os::flock_holder(&git_dir.join("steps.lock")).filter(|pid| *pid != std::process::id())
 }
 
 /// Wait for an exclusive flock on `dir/name` (short critical sections only,
@@ -406,14 +383,7 @@ pub fn boot_time() -> Option<std::time::SystemTime> {
 }
 
 fn read_boot_time() -> Option<std::time::SystemTime> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let secs: u64 = stat
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    crate::os::boot_time()
 }
 
 /// Whether the lock file at `path` was last written before this machine
@@ -444,21 +414,8 @@ fn on_local_fs(path: &Path) -> bool {
     crate::git::fsync::on_local_fs(path)
 }
 
-/// Whether a process on this machine has `path` open (read through
-/// `/proc/*/fd`; a process this user cannot see counts as not).
+/// Whether a process on this machine has `path` open (a process this
+/// user cannot see counts as not; where none can be seen, as open).
 fn open_here(path: &Path) -> bool {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    procs.flatten().any(|p| {
-        p.file_name()
-            .to_string_lossy()
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-            && std::fs::read_dir(p.path().join("fd")).is_ok_and(|fds| {
-                fds.flatten()
-                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == target))
-            })
-    })
+    crate::os::open_here(path)
 }

@@ -11,19 +11,14 @@ use git_steps::cli::{self, Ui};
 use git_steps::error::exit;
 
 fn main() -> ExitCode {
-    // glibc gives freed memory back to the kernel (and asks for it again)
-    // at every step's peak: a brk pair per allocation burst. Keep up to
-    // 64 MiB of free heap instead.
-    // SAFETY: mallopt only tunes the allocator; called before any thread.
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
-        libc::mallopt(libc::M_TOP_PAD, 16 << 20);
-    }
+    // glibc's allocator keeps freed memory instead of a brk pair per
+    // step's peak (Linux).
+    git_steps::os::tune_allocator();
     git_steps::flush::mark_start();
     // Command effects run under this binary's supervisor, so none outlives
     // a git-steps that was killed.
     if let Ok(exe) = std::env::current_exe() {
-        git_steps::run::deliver::set_supervisor(exe);
+        git_steps::run::supervisor::set_supervisor(exe);
     }
     let cli = cli::parse();
     // A failed effect's answer goes to whoever called only when asked.

@@ -117,7 +117,7 @@ pub enum Command {
     EffectExec(EffectExecArgs),
 }
 
-/// A command effect's supervisor (see [`crate::run::deliver::supervise`]).
+/// A command effect's supervisor (see [`crate::run::supervisor::supervise`]).
 #[derive(Debug, clap::Args)]
 pub struct EffectExecArgs {
     /// The git-steps that delivers it: when it is gone, so is the command.
@@ -179,7 +179,7 @@ pub fn parse() -> Cli {
         "replay-record",
         "replay-undo",
         "net-relay",
-        crate::run::deliver::EXEC,
+        crate::run::supervisor::EXEC,
     ];
     // git's `git://` proxy command under `--transport git`: git-steps itself,
     // run by git as `<git-steps> <host> <port>`.
@@ -504,7 +504,7 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::Man(a) => docs::man(&ctx, a, out),
         Command::Completions(a) => docs::completions(a, out),
         Command::ClassicApply(a) => classic::run(&ctx, a, out),
-        Command::EffectExec(a) => crate::run::deliver::supervise(a.parent, &a.argv),
+        Command::EffectExec(a) => crate::run::supervisor::supervise(a.parent, &a.argv),
         Command::NetRelay(a) => crate::sync::remote::relay::relay(
             &a.host,
             a.port,

@@ -169,15 +169,11 @@ fn asked_by_a_live_run() -> bool {
     if parent <= 1 {
         return false;
     }
-    let stat = std::fs::read_to_string(format!("/proc/{parent}/stat")).unwrap_or_default();
-    // `pid (comm) state ppid …`: the comm may hold spaces; read after it.
-    let grandparent: u32 = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    let shell = stat
-        .split_once('(')
-        .and_then(|(_, r)| r.rsplit_once(')'))
-        .is_some_and(|(comm, _)| matches!(comm, "sh" | "dash" | "bash"));
+    let Some((grandparent, comm)) = crate::os::parent_of(parent) else {
+        // The parent cannot be seen: taken as alive, so that an ask it
+        // made is never excused on a guess.
+        return true;
+    };
+    let shell = matches!(comm.as_str(), "sh" | "dash" | "bash");
     !(shell && grandparent <= 1)
 }

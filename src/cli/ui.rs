@@ -194,9 +194,7 @@ impl Ui {
         if !self.verbose {
             return;
         }
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
-            let kib = line.split_whitespace().nth(1).unwrap_or("?");
+        if let Some(kib) = crate::os::peak_memory_kib() {
             self.line(&format!("peak memory: {kib} KiB"));
         }
     }

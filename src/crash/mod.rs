@@ -306,31 +306,19 @@ fn paused() -> Option<&'static (String, String, std::path::PathBuf)> {
 }
 
 /// Wait until `path` exists, at most `timeout`: woken by the kernel
-/// (inotify on its folder) when something is created, moved or written
-/// there, not by polling. True if it exists. Tests wait with it too, for
-/// a point's `reached` and for what a hook or a daemon writes.
+/// (inotify on its folder, on Linux) when something is created, moved or
+/// written there, not by polling. True if it exists. Tests wait with it
+/// too, for a point's `reached` and for what a hook or a daemon writes.
 pub fn wait_for_file(path: &std::path::Path, timeout: std::time::Duration) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    use rustix::fs::inotify;
     let deadline = std::time::Instant::now() + timeout;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
     // The watch is set before the first look, so a file made in between
-    // still wakes the wait.
-    let watch = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
-        .and_then(|fd| {
-            inotify::add_watch(
-                &fd,
-                dir,
-                inotify::WatchFlags::CREATE
-                    | inotify::WatchFlags::MOVED_TO
-                    | inotify::WatchFlags::CLOSE_WRITE
-                    | inotify::WatchFlags::ATTRIB,
-            )
-            .map(|_| fd)
-        });
+    // still wakes the wait; without one (its limit reached, or not Linux)
+    // it looks again every 10 ms.
+    let watch = crate::os::DirWatch::new(dir, std::time::Duration::from_millis(10));
     loop {
         if path.exists() {
             return true;
@@ -339,19 +327,7 @@ pub fn wait_for_file(path: &std::path::Path, timeout: std::time::Duration) -> bo
         if left.is_zero() {
             return false;
         }
-        match &watch {
-            Ok(fd) => {
-                let until = Timespec::try_from(left).unwrap_or(Timespec {
-                    tv_sec: 60,
-                    tv_nsec: 0,
-                });
-                let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
-                let mut events = [0u8; 4096];
-                while matches!(rustix::io::read(fd, &mut events), Ok(n) if n > 0) {}
-            }
-            // No inotify (its limit reached): look again shortly.
-            Err(_) => std::thread::sleep(left.min(std::time::Duration::from_millis(10))),
-        }
+        watch.wait(left);
     }
 }
 

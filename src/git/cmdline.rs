@@ -8,11 +8,10 @@
 //! (`steps.*`, `user.*`, signing, line endings) sees them, as git's own
 //! commands would. Invariant: nothing is written anywhere a file could
 //! outlive the process: the entries live in an anonymous file
-//! (`memfd_create`), reached through `/proc/self/fd`; git-steps' own
+//! (`memfd_create` reached through `/proc/self/fd` on Linux, an unlinked
+//! temporary file reached through `/dev/fd` elsewhere); git-steps' own
 //! writes (`init`) go to the files they name and never to this level; and
 //! settings that cannot be given this way are an error, never dropped.
-
-use std::io::Write;
 
 /// The entries, in the order git applies them (a later one wins: the
 /// `GIT_CONFIG_COUNT` ones, then `git -c`'s): the key, and its value as
@@ -158,39 +157,44 @@ pub fn apply(repo: &git2::Repository) -> crate::error::Result<()> {
             "the configuration given with `git -c` (GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT) cannot be read: {e}"
         ))
     })?;
-    if let Some(path) = given {
+    if let Some((f, path)) = given {
+        // One reader at a time, from the start: where the path shares the
+        // file's offset (macOS's `/dev/fd`), a read moves it for the next.
+        static READING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = READING.lock().unwrap_or_else(|e| e.into_inner());
+        crate::os::rewind(f).map_err(|e| {
+            crate::error::Error::other(format!(
+                "the configuration given with `git -c` cannot be read again: {e}"
+            ))
+        })?;
         repo.config()?
             .add_file(path, git2::ConfigLevel::App, true)?;
     }
     Ok(())
 }
 
-/// The path of an anonymous file (`memfd_create`) holding the entries,
-/// open for the life of the process; None when there are none. An error
-/// when there are some and no such file can be made or reached (no
-/// `/proc`): the settings are never silently dropped.
-pub fn file() -> Result<Option<&'static std::path::Path>, String> {
-    static FILE: std::sync::OnceLock<Result<Option<(std::fs::File, std::path::PathBuf)>, String>> =
-        std::sync::OnceLock::new();
+/// The anonymous file ([`crate::os::anonymous_file`]: `memfd_create` on
+/// Linux) holding the entries, open for the life of the process, and the
+/// path that reaches it; None when there are none. An error when there
+/// are some and no such file can be made or reached: the settings are
+/// never silently dropped.
+fn file() -> Result<Option<&'static (std::fs::File, std::path::PathBuf)>, String> {
+    type Made = Result<Option<(std::fs::File, std::path::PathBuf)>, String>;
+    static FILE: std::sync::OnceLock<Made> = std::sync::OnceLock::new();
     let made = FILE.get_or_init(|| {
         let entries = entries();
         if entries.is_empty() {
             return Ok(None);
         }
-        let fd = rustix::fs::memfd_create("git-steps-config", rustix::fs::MemfdFlags::CLOEXEC)
+        let (f, path) = crate::os::anonymous_file("git-steps-config", &as_file(&entries))
             .map_err(|e| format!("cannot make a file for them: {e}"))?;
-        let mut f = std::fs::File::from(fd);
-        f.write_all(&as_file(&entries))
-            .map_err(|e| format!("cannot write them: {e}"))?;
-        use std::os::fd::AsRawFd;
-        let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
         if !path.exists() {
-            return Err(format!("{} cannot be read (no /proc)", path.display()));
+            return Err(format!("{} cannot be read", path.display()));
         }
         Ok(Some((f, path)))
     });
     match made {
-        Ok(f) => Ok(f.as_ref().map(|(_, p)| p.as_path())),
+        Ok(f) => Ok(f.as_ref()),
         Err(e) => Err(e.clone()),
     }
 }

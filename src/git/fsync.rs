@@ -53,7 +53,8 @@ pub enum Flushing {
 /// ext4 this way; a user whose file system is judged wrongly can too).
 fn forced() -> Option<Flushing> {
     match std::env::var(crate::keys::FLUSH.name).ok()?.as_str() {
-        "syncfs" => Some(Flushing::Syncfs),
+        // The portable set has no syncfs: there it cannot be forced.
+        "syncfs" if !crate::os::portable() => Some(Flushing::Syncfs),
         "files" => Some(Flushing::PerFile),
         _ => None,
     }
@@ -61,9 +62,7 @@ fn forced() -> Option<Flushing> {
 
 /// The `statfs(2)` type of the file system holding `path`.
 fn fs_type(path: &Path) -> Option<i64> {
-    // `f_type` is an i64 on x86_64, narrower elsewhere.
-    #[allow(clippy::unnecessary_cast)]
-    rustix::fs::statfs(path).ok().map(|s| s.f_type as i64)
+    crate::os::fs_type(path)
 }
 
 /// Whether `path` is on a file system only this machine writes (the
@@ -100,7 +99,7 @@ pub fn flushing_of(path: &Path) -> Flushing {
 /// The upper directory of the overlay mount holding `path`.
 fn overlay_upper(path: &Path) -> Option<PathBuf> {
     let path = std::fs::canonicalize(path).ok()?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let info = crate::os::mountinfo()?;
     upper_of(&info, &path)
 }
 

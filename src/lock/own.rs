@@ -213,16 +213,9 @@ impl OwnLock {
     }
 }
 
-/// This process's umask, read once from `/proc/self/status` (`umask(2)`
-/// cannot be read without being set, which would race with other
-/// threads); None where that file does not say.
+/// This process's umask, where it can be read without being set.
 fn umask() -> Option<u32> {
-    static MASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *MASK.get_or_init(|| {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let line = status.lines().find(|l| l.starts_with("Umask:"))?;
-        u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
-    })
+    crate::os::umask()
 }
 
 /// `from`'s bytes and mode in `to`, created exclusively and flushed.

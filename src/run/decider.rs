@@ -164,11 +164,9 @@ impl Decider {
         let out_buf = read(Box::new(stdout));
         let err_buf = read(Box::new(stderr));
         let start = Instant::now();
-        // Woken when the decider exits (a pidfd), not by polling: the agent
-        // loop waits no longer than the decider takes.
-        let exited = rustix::process::Pid::from_raw(child.id() as i32).and_then(|pid| {
-            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-        });
+        // Woken when the decider exits (a pidfd on Linux), not by polling:
+        // the agent loop waits no longer than the decider takes.
+        let exited = crate::os::ExitWatch::new(&child, Duration::from_millis(5));
         let status = loop {
             let left = self.timeout.saturating_sub(start.elapsed());
             match child.try_wait() {
@@ -184,17 +182,7 @@ impl Decider {
                     let _ = child.wait();
                     break None;
                 }
-                Ok(None) => match &exited {
-                    Some(fd) => {
-                        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-                        let until = Timespec::try_from(left).unwrap_or(Timespec {
-                            tv_sec: 1,
-                            tv_nsec: 0,
-                        });
-                        let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
-                    }
-                    None => std::thread::sleep(left.min(Duration::from_millis(5))),
-                },
+                Ok(None) => exited.wait(left),
                 Err(e) => return Err(Error::program(format!("{who}: cannot wait for it: {e}"))),
             }
         };

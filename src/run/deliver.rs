@@ -15,11 +15,12 @@
 use std::io::{Read, Seek, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::plan::effect::{Action, Body, HeaderValue, Http};
 use crate::run::outcomes::EffectStatus;
+use crate::run::supervisor;
 use crate::sync::remote::http::{Client, Endpoint, Failure};
 
 /// How an effect is tried.
@@ -354,18 +355,6 @@ fn http_try(h: &Http, key: &str, policy: &Policy) -> Try {
     }
 }
 
-/// The internal command that runs a command effect under a supervisor:
-/// `git-steps effect-exec --parent <pid> -- <argv>` ([`supervise`]).
-pub const EXEC: &str = "effect-exec";
-
-/// What [`supervise`] prints when the command cannot be started.
-const NOT_STARTED: &str = "git-steps effect-exec: cannot start: ";
-
-/// What [`supervise`] prints when a signal killed the command.
-const KILLED: &str = "git-steps effect-exec: killed by signal ";
-
-static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-
 /// Whether a failed effect's error carries the answer's body or the
 /// command's output (`-v`). Off by default: the error goes to whoever
 /// called (an agent, an MCP client), and a body can echo a secret.
@@ -379,65 +368,6 @@ pub fn show_answers(on: bool) {
 /// Whether answers are shown (see [`show_answers`]).
 pub fn answers_shown() -> bool {
     SHOW_ANSWERS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Run command effects through `exe effect-exec` (the git-steps binary:
-/// the command line sets it), so that a command never outlives a
-/// git-steps that was killed. Without it (the library alone) commands are
-/// started directly, and a SIGKILLed caller leaves them running.
-pub fn set_supervisor(exe: std::path::PathBuf) {
-    let _ = SUPERVISOR.set(exe);
-}
-
-/// `git-steps effect-exec`: start `argv` and wait for it, as the leader of
-/// the process group the command runs in. When `parent` (the git-steps
-/// delivering it) is gone, SIGKILLed with no chance to clean up, the whole
-/// group is killed within 20 ms: no command of a dead run is left running
-/// while its resume starts the same effect again. Exits as the command
-/// did (128 + the signal that killed it, said on stderr; 127 when it
-/// could not start).
-pub fn supervise(parent: u32, argv: &[String]) -> ! {
-    use rustix::process::{getpid, getppid, kill_process_group, Pid, Signal};
-    let orphaned = || Pid::as_raw(getppid()) as u32 != parent;
-    let kill_group = || {
-        // The group is this process's own (spawned as its leader): this
-        // kills the command, what it started, and this process.
-        let _ = kill_process_group(getpid(), Signal::KILL);
-        std::process::exit(137)
-    };
-    if orphaned() {
-        kill_group();
-    }
-    // Its stderr is the effect's output file, which the delivering
-    // git-steps reads.
-    let not_started = |why: &dyn std::fmt::Display| -> ! {
-        let _ = writeln!(std::io::stderr(), "{NOT_STARTED}{why}");
-        std::process::exit(127)
-    };
-    let Some((program, args)) = argv.split_first() else {
-        not_started(&"no command")
-    };
-    let mut child = match Command::new(program).args(args).spawn() {
-        Ok(c) => c,
-        Err(e) => not_started(&e),
-    };
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) => {
-                use std::os::unix::process::ExitStatusExt;
-                // A signal that killed the command is said in the output
-                // (not raised here: no core of this process, and Rust
-                // ignores SIGPIPE), and the exit code is the shell's.
-                if let Some(sig) = st.signal() {
-                    let _ = writeln!(std::io::stderr(), "{KILLED}{sig}");
-                }
-                std::process::exit(st.code().unwrap_or(128 + st.signal().unwrap_or(0)))
-            }
-            Ok(None) if orphaned() => kill_group(),
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => kill_group(),
-        }
-    }
 }
 
 fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try {
@@ -456,20 +386,7 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
             after: None,
         };
     };
-    let mut cmd = match SUPERVISOR.get() {
-        Some(exe) => {
-            let mut c = Command::new(exe);
-            c.args([EXEC, "--parent", &std::process::id().to_string(), "--"])
-                .args(argv);
-            c
-        }
-        None => {
-            let mut c = Command::new(&argv[0]);
-            c.args(&argv[1..]);
-            c
-        }
-    };
-    let mut child = match cmd
+    let mut child = match supervisor::supervised(Path::new(&argv[0]), &argv[1..])
         .current_dir(dir)
         .env(crate::keys::IDEMPOTENCY_KEY.name, key)
         .stdin(Stdio::null())
@@ -552,9 +469,12 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
     let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(300)..])
         .trim()
         .to_string();
-    if let (Some(st), Some(at)) = (status, String::from_utf8_lossy(&text).find(NOT_STARTED)) {
-        if st.code() == Some(127) && SUPERVISOR.get().is_some() {
-            let why = String::from_utf8_lossy(&text[at + NOT_STARTED.len()..])
+    if let (Some(st), Some(at)) = (
+        status,
+        String::from_utf8_lossy(&text).find(supervisor::NOT_STARTED),
+    ) {
+        if st.code() == Some(127) && supervisor::is_set() {
+            let why = String::from_utf8_lossy(&text[at + supervisor::NOT_STARTED.len()..])
                 .lines()
                 .next()
                 .unwrap_or_default()
@@ -576,7 +496,7 @@ fn command_try(argv: &[String], key: &str, dir: &Path, timeout: Duration) -> Try
         },
         Some(st) if st.success() => Try::Done("exit 0".into()),
         // Its supervisor says a signal killed it.
-        Some(_) if SUPERVISOR.get().is_some() && tail.contains(KILLED) => Try::Again {
+        Some(_) if supervisor::is_set() && tail.contains(supervisor::KILLED) => Try::Again {
             result: "killed".into(),
             reason: format!("`{shown}` was killed{DETAIL}{tail}"),
             after: None,

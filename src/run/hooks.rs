@@ -121,22 +121,26 @@ fn passed(step: &str, name: &str, out: std::process::Output) -> Result<()> {
 }
 
 fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std::process::Output> {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(hook);
-    cmd.args(args)
-        .current_dir(workdir)
+    // A hook of a step whose runner was killed dies with it, instead of
+    // holding its private index while the next run starts: on Linux by
+    // the kernel (PR_SET_PDEATHSIG); elsewhere under the supervisor that
+    // command effects run under, which kills the hook's process group
+    // once its runner is gone.
+    let mut cmd = if crate::os::portable() {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = super::supervisor::supervised(hook, args);
+        cmd.process_group(0);
+        cmd
+    } else {
+        let mut cmd = Command::new(hook);
+        cmd.args(args);
+        crate::os::die_with_parent(&mut cmd);
+        cmd
+    };
+    cmd.current_dir(workdir)
         .env("GIT_INDEX_FILE", index)
         .env("GIT_EDITOR", ":")
         .stdin(Stdio::null());
-    // SAFETY: prctl is async-signal-safe; the closure allocates nothing. A
-    // hook of a step whose runner was killed dies with it, instead of
-    // holding its private index while the next run starts.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
     // Its output goes to files, not pipes, and only the hook itself is
     // waited for: a hook that leaves a process behind (`sleep 30 &`, a
     // daemon) holds a pipe open until that process ends, and `git commit`

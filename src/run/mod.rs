@@ -33,4 +33,5 @@ pub mod provenance;
 pub mod record;
 pub mod session;
 pub mod staging;
+pub mod supervisor;
 pub mod undo;

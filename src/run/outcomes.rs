@@ -293,9 +293,7 @@ fn message(o: &Outcome) -> String {
 
 /// This machine's name, as the kernel has it.
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "an unnamed host".into())
+    crate::os::hostname().unwrap_or_else(|| "an unnamed host".into())
 }
 
 /// Text on one line, without control characters, at most 300 characters.

@@ -144,6 +144,22 @@ pub fn under_policy() -> bool {
     std::env::var_os("GIT_STEPS_TEST_CONFIG").is_some()
 }
 
+/// Whether the suite runs through the portable system calls
+/// (`GIT_STEPS_OS=portable`, inherited by every git-steps it starts).
+pub fn portable() -> bool {
+    std::env::var_os("GIT_STEPS_OS").is_some_and(|v| v == "portable")
+}
+
+/// For a test of what only Linux's own calls tell: true, and says what is
+/// not tested, when the suite runs through the portable set (which answers
+/// "unknown" there, and is tested for that by the tests that run).
+pub fn linux_only(what: &str) -> bool {
+    if portable() {
+        eprintln!("not under GIT_STEPS_OS=portable: {what}");
+    }
+    portable()
+}
+
 /// The outcome of one command, printed in full when an assertion fails.
 pub struct Run {
     pub what: String,

@@ -225,8 +225,12 @@ impl Fs {
         let io = |p: &Path, e: std::io::Error| Error::local(format!("{}: {e}", p.display()));
         // A cut means a reboot: every file in the state was written before
         // the current boot, and says so in its mtime (the rule that tells a
-        // stale lock, `lock::from_before_boot`, reads it).
-        let written = crate::lock::boot_time().map(|b| b - std::time::Duration::from_secs(60));
+        // stale lock, `lock::from_before_boot`, reads it). Where the boot
+        // time is unknown (the portable set), a minute ago: one instant
+        // for every file either way, so that a lock is never older than
+        // the intent that names it (`lock::clear_stale`).
+        let written = crate::lock::boot_time().unwrap_or_else(std::time::SystemTime::now)
+            - std::time::Duration::from_secs(60);
         // Hard links stay links (a pusher's pending file and its lock).
         let mut made: HashMap<usize, PathBuf> = HashMap::new();
         for (path, &ino) in &self.names {
@@ -267,7 +271,7 @@ impl Fs {
                         .and_then(|()| {
                             f.set_permissions(std::fs::Permissions::from_mode(node.mode & 0o777))
                         })
-                        .and_then(|()| written.map_or(Ok(()), |t| f.set_modified(t)));
+                        .and_then(|()| f.set_modified(written));
                     done.map_err(|e| io(&dest, e))?;
                     made.insert(ino, dest);
                 }

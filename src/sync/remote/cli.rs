@@ -277,19 +277,8 @@ fn run_git(mut cmd: Command, what: &str) -> Result<(bool, String, String)> {
     };
     let (out, out_done) = read(Box::new(child.stdout.take().expect("piped")));
     let (err, err_done) = read(Box::new(child.stderr.take().expect("piped")));
-    let exited = rustix::process::Pid::from_raw(child.id() as i32)
-        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
-    let wait = |left: std::time::Duration| match &exited {
-        Some(fd) => {
-            use rustix::event::{poll, PollFd, PollFlags, Timespec};
-            let until = Timespec::try_from(left).unwrap_or(Timespec {
-                tv_sec: 1,
-                tv_nsec: 0,
-            });
-            let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&until));
-        }
-        None => std::thread::sleep(left.min(std::time::Duration::from_millis(50))),
-    };
+    let exited = crate::os::ExitWatch::new(&child, std::time::Duration::from_millis(50));
+    let wait = |left: std::time::Duration| exited.wait(left);
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break Some(status);

@@ -221,10 +221,11 @@ impl<'w> Dirs<'w> {
             None => (&path[..0], path),
         };
         if self.at.as_ref().map(|a| a.0.as_slice()) != Some(dir) {
-            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let lookup = crate::os::lookup_dir_flags();
+            let flags = lookup | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             // The worktree's own path may pass through links; what is in it
             // may not.
-            let root = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let root = lookup | OFlags::DIRECTORY | OFlags::CLOEXEC;
             let mut fd = rustix::fs::openat(CWD, self.workdir, root, Mode::empty()).ok();
             for part in dir.split(|&b| b == b'/').filter(|_| !dir.is_empty()) {
                 if matches!(part, b"" | b"." | b"..") {

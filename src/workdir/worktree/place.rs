@@ -228,19 +228,17 @@ pub(super) fn write(
     Err(Error::local(format!("cannot write {path}")))
 }
 
-/// renameat2(2), relative to the working directory as rename(2) is.
+/// renameat2(2) (renameatx_np(2) on macOS), relative to the working
+/// directory as rename(2) is.
 pub(super) fn renameat2(from: &Path, to: &Path, flags: RenameFlags) -> std::io::Result<()> {
-    rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags)
-        .map_err(std::io::Error::from)
+    crate::os::rename_with(from, to, flags)
 }
 
 /// Whether renameat2 said it cannot do what was asked here (an old kernel,
-/// a file system without exchange): the plain rename takes over.
+/// a file system without exchange, a system without the call): the plain
+/// rename takes over.
 pub(super) fn unsupported(e: &std::io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
-    )
+    crate::os::rename_unsupported(e)
 }
 
 /// The version at `p` (a name in a staging directory), as [`on_disk`].
@@ -353,46 +351,10 @@ pub(super) fn was_held_open(target: &Path) -> bool {
     })
 }
 
-/// Whether some process holds the file at `p` open for writing, as the
-/// kernel answers a read lease (refused with EAGAIN exactly then: fcntl(2),
-/// F_SETLEASE). None where no lease can be had: a file system without
-/// leases, a file of another user, `fs.leases-enable` off. The lease is
-/// given back at once; its break notice, were one to come, is SIGURG
-/// (ignored) rather than SIGIO (which kills).
+/// Whether some process holds the file at `p` open for writing (a read
+/// lease refused, on Linux); None where that cannot be told.
 fn open_for_writing(p: &Path) -> Option<bool> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(p)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return Some(false);
-    }
-    let fd = f.as_raw_fd();
-    // fcntl.h's F_SETSIG (Linux, asm-generic), which the libc crate does
-    // not name; where the kernel refuses it, no lease is taken.
-    const F_SETSIG: libc::c_int = 10;
-    // SAFETY: fcntl on a descriptor this function owns and keeps open for
-    // the calls; the arguments are plain integers.
-    let (taken, errno) = unsafe {
-        if libc::fcntl(fd, F_SETSIG, libc::SIGURG) != 0 {
-            // A break notice would be SIGIO, which kills: no lease.
-            return None;
-        }
-        let taken = libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK);
-        let errno = *libc::__errno_location();
-        if taken == 0 {
-            libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
-        }
-        (taken, errno)
-    };
-    match (taken, errno) {
-        (0, _) => Some(false),
-        (_, libc::EAGAIN) => Some(true),
-        _ => None,
-    }
+    crate::os::open_for_writing(p)
 }
 
 pub(super) fn remove_any(p: &Path) -> std::io::Result<()> {

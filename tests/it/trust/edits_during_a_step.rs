@@ -310,6 +310,11 @@ fn a_directory_put_in_place_of_a_file_is_saved_whole() {
 /// there. A reader (an editor showing the file) does not stop a step.
 #[test]
 fn a_file_held_open_for_writing_is_never_replaced_under_its_writer() {
+    if linux_only(
+        "read leases (the portable set cannot tell a file held open for writing, as README says)",
+    ) {
+        return;
+    }
     if std::fs::read_to_string("/proc/sys/fs/leases-enable").is_ok_and(|v| v.trim() == "0") {
         eprintln!("skipped: this machine grants no file leases (fs.leases-enable=0)");
         return;

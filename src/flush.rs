@@ -58,8 +58,11 @@ pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
                 .unwrap_or_else(|e| e.into_inner())
                 .push((p.to_path_buf(), dev));
         }
-        if done.insert(dev) && fsync::judge_device(dev, p) == fsync::Flushing::Syncfs {
-            crate::os::syncfs(&dir)?;
+        if done.insert(dev) {
+            match fsync::judge_device(dev, p) {
+                fsync::Flushing::Syncfs => crate::os::syncfs(&dir)?,
+                fsync::Flushing::PerFile => crate::os::flush_drive_cache(&dir)?,
+            }
         }
     }
     Ok(())

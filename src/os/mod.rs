@@ -7,11 +7,13 @@
 //! the whole test suite runs through it on Linux too); every other Unix
 //! (macOS) builds and uses the portable set only. Invariant: the portable
 //! set never claims evidence it cannot read. Where a fact is unknown (who
-//! holds a lock, whether the machine rebooted, whether a file system's
-//! `syncfs` flushes, whether a file is open for writing) it answers
-//! "unknown", and every caller takes its careful path on that answer: no
-//! lock is judged stale, nothing is repaired by date, every write is
-//! flushed file by file.
+//! holds a lock, when the machine booted, whether a file system's
+//! `syncfs` flushes, whether a process has a file open) it answers
+//! "unknown", and its callers take the careful path on that answer: no
+//! lock is judged stale, nothing is moved aside by its date, every write
+//! is flushed file by file. One answer is not careful, and is said where
+//! it is used: a file some process holds open for writing is replaced
+//! under it, as any checkout does (only Linux's read lease tells).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -66,6 +68,21 @@ pub fn fs_type(path: &Path) -> Option<i64> {
 /// [`fs_type`] judged that to flush; the portable set has no such call.
 pub fn syncfs(dir: &File) -> std::io::Result<()> {
     either!(syncfs(dir))
+}
+
+/// Flush the drive's own write cache for the device holding `dir`, where
+/// `fsync(2)` does not (macOS: `F_FULLFSYNC`, which std's `sync_all` is
+/// there); elsewhere nothing, as `fsync` already does it. Called at a
+/// commit point, after every file was flushed one by one, for what
+/// libgit2 flushed with a plain `fsync`.
+pub fn flush_drive_cache(dir: &File) -> std::io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    return dir.sync_all();
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        let _ = dir;
+        Ok(())
+    }
 }
 
 /// This process's mount table (`/proc/self/mountinfo`), if it can be read.

@@ -24,10 +24,34 @@ pub(super) fn mountinfo() -> Option<String> {
     None
 }
 
-/// Unknown: a repository is never judged written in another boot, so
-/// nothing in it is judged torn or stale by its date.
+/// As `sysctl(8)` says it: `kern.bootsessionuuid` (macOS), else
+/// `kernel.random.boot_id` (Linux's sysctl). Unknown where neither
+/// answers: then a repository is never judged written in another boot,
+/// and nothing in it is checked for what a cut tore.
 pub(super) fn boot_id() -> Option<String> {
-    None
+    static ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        ["kern.bootsessionuuid", "kernel.random.boot_id"]
+            .iter()
+            .find_map(|name| sysctl(name))
+    })
+    .clone()
+}
+
+/// `sysctl -n name`, from where the systems keep it, if it answers.
+fn sysctl(name: &str) -> Option<String> {
+    ["/usr/sbin/sysctl", "/sbin/sysctl", "sysctl"]
+        .iter()
+        .find_map(|exe| {
+            let out = std::process::Command::new(exe)
+                .args(["-n", name])
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (out.status.success() && !value.is_empty()).then_some(value)
+        })
 }
 
 pub(super) fn boot_time() -> Option<SystemTime> {

@@ -124,13 +124,11 @@ fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std:
     // A hook of a step whose runner was killed dies with it, instead of
     // holding its private index while the next run starts: on Linux by
     // the kernel (PR_SET_PDEATHSIG); elsewhere under the supervisor that
-    // command effects run under, which kills the hook's process group
-    // once its runner is gone.
-    let mut cmd = if crate::os::portable() {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = super::supervisor::supervised(hook, args);
-        cmd.process_group(0);
-        cmd
+    // command effects run under, which kills the hook's session once its
+    // runner is gone.
+    let supervised = crate::os::portable();
+    let mut cmd = if supervised {
+        super::supervisor::supervised(hook, args)
     } else {
         let mut cmd = Command::new(hook);
         cmd.args(args);
@@ -161,11 +159,20 @@ fn run(hook: &Path, args: &[&Path], workdir: &Path, index: &Path) -> Result<std:
         f.read_to_end(&mut v)?;
         Ok(v)
     };
-    Ok(std::process::Output {
+    let output = std::process::Output {
         status,
         stdout: read(&mut out).map_err(fail)?,
         stderr: read(&mut err).map_err(fail)?,
-    })
+    };
+    // A hook the supervisor could not start is the same error as one
+    // that cannot be started directly, not a hook that failed.
+    if let Some(why) = supervised
+        .then(|| super::supervisor::not_started(output.status, &output.stderr))
+        .flatten()
+    {
+        return Err(fail(std::io::Error::other(why)));
+    }
+    Ok(output)
 }
 
 impl Hooks {

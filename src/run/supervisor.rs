@@ -56,6 +56,21 @@ pub fn supervised<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S]) -> Comm
     }
 }
 
+/// Why a command run under the supervisor did not start, when its exit
+/// (127) and its output (`output`, where the supervisor's stderr went)
+/// say so; None for a command that ran.
+pub fn not_started(status: std::process::ExitStatus, output: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(output);
+    let at = text.find(NOT_STARTED)?;
+    (status.code() == Some(127) && is_set()).then(|| {
+        text[at + NOT_STARTED.len()..]
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    })
+}
+
 /// `git-steps effect-exec`: start `argv` and wait for it, as the leader of
 /// the process group the command runs in. When `parent` (the git-steps
 /// delivering it) is gone, SIGKILLed with no chance to clean up, the whole
@@ -64,7 +79,14 @@ pub fn supervised<S: AsRef<std::ffi::OsStr>>(program: &Path, args: &[S]) -> Comm
 /// did (128 + the signal that killed it, said on stderr; 127 when it
 /// could not start).
 pub fn supervise(parent: u32, argv: &[String]) -> ! {
-    use rustix::process::{getpid, getppid, kill_process_group, Pid, Signal};
+    use rustix::process::{getpgrp, getpid, getppid, kill_process_group, Pid, Signal};
+    // Started outside a group of its own (a hook, off Linux): its own
+    // session, so that it leads a group to kill and the command has no
+    // terminal (one that opens /dev/tty fails at once instead of being
+    // stopped in a background group, which would wait forever).
+    if getpgrp() != getpid() {
+        let _ = rustix::process::setsid();
+    }
     let orphaned = || Pid::as_raw(getppid()) as u32 != parent;
     let kill_group = || {
         // The group is this process's own (spawned as its leader): this

@@ -235,3 +235,29 @@ fn a_hook_that_leaves_a_process_behind_is_not_waited_for() {
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
     assert_eq!(t.step_ids(), ["s1"]);
 }
+
+/// A hook that cannot be started (its interpreter is missing) is this
+/// box's error, named as such, not a hook that refused the step; nothing
+/// of the step is written. The same through the portable set, where the
+/// hook runs under the supervisor, which reports it could not start it.
+#[test]
+fn a_hook_that_cannot_start_is_an_error_not_a_refusal() {
+    let t = TestRepo::new();
+    t.pin_policy();
+    t.write("README", "project\n");
+    t.commit_all("base");
+    hook(&t, "pre-commit", "#!/nonexistent/interpreter\nexit 0\n");
+    t.steps(&["init"]).ok();
+    t.git(&["config", "steps.hooks", "true"]).ok();
+    let head = t.head();
+    let r = t.steps_stdin(&["apply", "-"], &files("s1", "f", "1\n"));
+    assert_eq!(r.code(), Some(1), "{}", r.explain());
+    assert!(
+        r.stderr().contains("cannot run the hook"),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stderr().contains("pre-commit"), "{}", r.explain());
+    assert!(!r.stderr().contains("hook failed"), "{}", r.explain());
+    assert_eq!(t.head(), head, "nothing of the step is written");
+}

@@ -77,6 +77,7 @@
 //! 41. [`run::agreement`]: the plan against the history;
 //! 42. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
 //! 43. [`run::staging`]: the steps staged and not durable yet;
+//! 44. [`run::bringup`]: a box brought up before the first step: lock, repair, reconcile;
 //! 44. [`run::session`]: one run from lock to fingerprints, and its `Reporter`;
 //! 45. [`run::effects`]: a session's effects, delivered once their steps are durable;
 //! 46. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;

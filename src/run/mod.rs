@@ -18,6 +18,7 @@ pub mod agreement;
 pub mod ahead;
 pub mod authority;
 mod branch;
+mod bringup;
 pub mod chain;
 pub mod commit;
 pub mod decider;

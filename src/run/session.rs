@@ -19,20 +19,20 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::git::{default_identity_note, head_branch, identity, Identity};
+use crate::git::{default_identity_note, identity, Identity};
 use crate::history::cache;
 use crate::history::ledger::{AppliedStep, Ledger};
-use crate::lock::{self, Lock};
+use crate::lock::Lock;
 use crate::plan::reader::Plan;
 use crate::settings::{self, Settings};
-use crate::sync::reconcile::{self, Reconciled, Worktree};
+use crate::sync::reconcile::{Reconciled, Worktree};
 use crate::sync::share;
 use crate::tree::fingerprint;
 use crate::tree::hunks::LiveHunks;
-use crate::workdir::repair::{self, Repair};
-use crate::workdir::torn;
+use crate::workdir::repair::Repair;
 
 use super::agreement::preflight;
+use super::bringup::{bring_up, BroughtUp, Said};
 use super::staging::Staging;
 
 /// How to apply.
@@ -324,78 +324,24 @@ impl<'r> Session<'r> {
         let signer = crate::sign::signer(repo, &who.committer)?;
         let config = &s.config;
         let hooks = super::hooks::enabled(repo, config)?;
-        let lock = if opts.dry_run {
-            None
-        } else {
-            let lock = lock::acquire(repo.path())?;
-            if let Some(stale) = &lock.stale {
-                ui.note(stale);
-            }
-            for f in lock::clear_stale(repo.path())
-                .into_iter()
-                .chain(settings::clear_config_leftover(repo))
-            {
-                ui.note(&format!(
-                    "removed {f}, left by a git-steps that was killed mid-write"
-                ));
-            }
-            // What a power cut tore (the index, the run's branch) is mended
-            // before anything reads it.
-            let durable = || match &s.remote {
-                Some(r) => r.fetch(
-                    repo,
-                    &s.refname(),
-                    &crate::sync::remote::tracking_ref(&s.branch),
-                ),
-                None => Ok(None),
-            };
-            for mended in torn::mend(repo, s, worktree == Worktree::Holds, &durable)? {
-                ui.note(&mended.note());
-            }
-            Some(lock)
-        };
-        // First the local side: finish a worktree update a crash interrupted.
-        // (`record` writes no worktree file, so it leaves no update to
-        // finish; what another command left is refused by its own check.)
-        let mut read = None;
-        let mut plan_checked = false;
-        let repair = if worktree == Worktree::Holds {
-            Repair::Clean
-        } else if head_branch(repo).as_deref() == Some(s.branch.as_str()) {
-            let local = repo.refname_to_id(&s.refname()).ok();
-            let ledger = cache::load_ledger(repo, local, &s.run)?;
-            if let Err(e) = ledger.ensure_sound(&s.branch) {
-                // Hand commits this box holds that another box adopted:
-                // the durable branch takes them in, and the box only has to
-                // catch up (over a clean worktree, as any fast-forward).
-                if !adopted_on_durable(repo, s, local, opts.dry_run)? {
-                    return Err(e);
-                }
-            }
-            let pending = match plan {
-                Some(p) => {
-                    plan_checked = true;
-                    preflight(repo, p, &ledger)?
-                }
-                None => 1,
-            };
-            let repair = repair::repair_before(repo, s, &ledger, opts.dry_run, pending)?;
-            read = Some((local, ledger));
-            repair
-        } else {
-            Repair::Clean
-        };
-        ui.repaired(&repair);
-        // Then local against durable.
-        let reconciled = reconcile::reconcile(
+        let BroughtUp {
+            lock,
+            repair,
+            reconciled,
+            read,
+            plan_checked,
+        } = bring_up(
             repo,
             s,
-            reconcile::Mode {
-                dry_run: opts.dry_run,
-                worktree,
+            plan,
+            opts.dry_run,
+            worktree,
+            &mut |said| match said {
+                Said::Note(n) => ui.note(n),
+                Said::Repaired(r) => ui.repaired(r),
+                Said::Reconciled(r) => ui.reconciled(r),
             },
         )?;
-        ui.reconciled(&reconciled);
         // In a dry run whose durable head is not fetched, the steps are
         // shown against the local head.
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
@@ -569,30 +515,4 @@ fn artifact_at(repo: &Repository, head: Option<Oid>, keep: bool) -> Result<Strin
         }
         None => fingerprint::artifact_remembered(repo, None, keep),
     }
-}
-
-/// Whether the durable branch descends from `local` and its history is
-/// sound: what a box that holds hand commits another box adopted sees.
-fn adopted_on_durable(
-    repo: &Repository,
-    s: &Settings,
-    local: Option<Oid>,
-    dry_run: bool,
-) -> Result<bool> {
-    let (Some(remote), Some(local), false) = (&s.remote, local, dry_run) else {
-        return Ok(false);
-    };
-    let Some(durable) = remote.fetch(
-        repo,
-        &s.refname(),
-        &crate::sync::remote::tracking_ref(&s.branch),
-    )?
-    else {
-        return Ok(false);
-    };
-    if durable == local || !repo.graph_descendant_of(durable, local)? {
-        return Ok(false);
-    }
-    let scanned = crate::history::ledger::scan(repo, Some(durable), &s.run)?;
-    Ok(scanned.problems.is_empty() && !scanned.adopted.is_empty())
 }

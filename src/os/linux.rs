@@ -152,14 +152,6 @@ pub(super) fn anonymous_file(name: &str, bytes: &[u8]) -> std::io::Result<(File,
     Ok((f, path))
 }
 
-pub(super) fn rename_with(
-    from: &Path,
-    to: &Path,
-    flags: rustix::fs::RenameFlags,
-) -> std::io::Result<()> {
-    rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags).map_err(Into::into)
-}
-
 pub(super) fn lookup_dir_flags() -> rustix::fs::OFlags {
     rustix::fs::OFlags::PATH
 }

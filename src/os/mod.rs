@@ -156,8 +156,19 @@ pub fn rewind(mut file: &File) -> std::io::Result<()> {
 /// `renameat2(2)` (Linux) or `renameatx_np(2)` (macOS) with `flags`,
 /// relative to the working directory as `rename(2)` is; where neither
 /// exists, an error that [`rename_unsupported`] recognises.
+/// (The same call in both sets: Linux's and Apple's have one meaning, and
+/// rustix maps the flags.)
 pub fn rename_with(from: &Path, to: &Path, flags: rustix::fs::RenameFlags) -> std::io::Result<()> {
-    either!(rename_with(from, to, flags))
+    #[cfg(any(target_os = "linux", target_vendor = "apple"))]
+    {
+        rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags)
+            .map_err(Into::into)
+    }
+    #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+    {
+        let _ = (from, to, flags);
+        Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+    }
 }
 
 /// Whether a [`rename_with`] error says the call cannot do what was asked

@@ -102,25 +102,6 @@ pub(super) fn anonymous_file(_: &str, bytes: &[u8]) -> std::io::Result<(File, Pa
     Ok((f, path))
 }
 
-/// macOS's `renameatx_np` has the same swap and no-replace as Linux's
-/// `renameat2` (rustix maps the flags); elsewhere there is no such call.
-pub(super) fn rename_with(
-    from: &Path,
-    to: &Path,
-    flags: rustix::fs::RenameFlags,
-) -> std::io::Result<()> {
-    #[cfg(any(target_os = "linux", target_vendor = "apple"))]
-    {
-        rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags)
-            .map_err(Into::into)
-    }
-    #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
-    {
-        let _ = (from, to, flags);
-        Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
-    }
-}
-
 pub(super) fn lookup_dir_flags() -> rustix::fs::OFlags {
     rustix::fs::OFlags::RDONLY
 }

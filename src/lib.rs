@@ -12,91 +12,89 @@
 //! the resume: steps with receipts are skipped, a redelivered step lands once,
 //! a different decision under a used id or a duplicated hunk is refused.
 //!
-//! ## Layers
+//! ## Crates and layers
 //!
-//! `ls src` shows the domains: `plan/` (what an agent decided), `tree/`
+//! Below the engine sit two crates the compiler keeps apart from it:
+//! [`error`] (`git-steps-error`: typed errors, refusals and the SPEC's exit
+//! codes) and [`plan`] (`git-steps-plan`: what an agent decided — the step
+//! object and its digest, the path rules, the edit formats, canonical
+//! JSON, the schema — with no libgit2, OpenSSL or tokio). Neither can
+//! import the engine: cargo would not build it.
+//!
+//! `ls src` shows the engine's domains: `tree/`
 //! (steps applied to trees in the object database), `history/` (receipts
 //! and the scan of them), `sync/` (the durable remote), `workdir/` (this
 //! box's worktree and index), `run/` (sessions, the plan loop and the
 //! agent loop), `crash/` (crash points), `matrix/` (the crash matrix, which
 //! drives the binary), `cli/`, and at
-//! the top level [`error`], [`keys`], [`backoff`], [`os`], [`git`], [`sign`], [`lock`], [`flush`] and
+//! the top level [`keys`], [`backoff`], [`os`], [`git`], [`sign`], [`lock`], [`flush`] and
 //! [`settings`].
 //!
-//! Every module uses only the modules listed before it here, and its own
-//! submodules; the test `layers_point_down` (below) reads this list and
-//! every source file, and fails on an import that points up. Bottom to top:
+//! Every module uses only the crates below, the modules listed before it
+//! here, and its own submodules; the test `layers_point_down` (below)
+//! reads this list and every source file, and fails on an import that
+//! points up. Bottom to top:
 //!
-//! 1. [`error`]: typed errors, refusals and the SPEC's exit codes;
-//! 2. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
-//! 2. [`backoff`]: the one backoff schedule (jittered) and the clock it waits on;
-//! 2. [`os`]: the system calls beyond std, Linux's own and a portable set;
-//! 3. [`git`]: git primitives (libgit2 set up once with its TCP
+//! 1. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
+//! 1. [`backoff`]: the one backoff schedule (jittered) and the clock it waits on;
+//! 1. [`os`]: the system calls beyond std, Linux's own and a portable set;
+//! 2. [`git`]: git primitives (libgit2 set up once with its TCP
 //!    stream, certificates, signature, short ids, hex, tree modes and tree
 //!    changes; a step's small objects written as git writes them);
-//! 4. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
-//! 5. [`crash`]: named crash points at every write boundary;
-//! 6. [`progress`]: long work reported to a front end (bars on a terminal);
-//! 7. [`lock`]: one runner per repository, git-style lock files, the branch moved as git moves it;
-//! 8. [`flush`]: what reaches the disk when: one syncfs per commit point, the boot epoch;
-//! 9. [`plan::path`]: the path rules every edit format obeys;
-//! 10. [`plan::formats`]: the edit formats, unified diffs among them;
-//! 11. [`plan::canonical`]: a JSON value's canonical form (RFC 8785), as a stream;
-//! 12. [`plan::inplace`]: a long plan line parsed inside its own buffer;
-//! 13. [`plan::effect`]: what a step does beyond the artifact, and its idempotency keys;
-//! 14. [`plan::step`]: one step object, validated, and its decision digest;
-//! 15. [`plan::reader`]: plans streamed from a file or stdin;
-//! 16. [`plan::schema`]: the step object's JSON schema, for programs that build steps;
-//! 17. [`tree::guard`]: the path rules applied to whole trees;
-//! 18. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
-//! 19. [`tree::fingerprint`]: artifact and history fingerprints;
-//! 20. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
-//! 21. [`tree::build`]: a step applied to a tree in the object database;
-//! 22. [`history::trailers`]: git's own trailer reader, ported;
-//! 23. [`history::receipt`]: the receipt trailer block, written and read;
-//! 24. [`history::packscan`]: a long run's commits read in bulk from the packs;
-//! 25. [`history::ledger`]: the history scan into the applied set;
-//! 26. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
-//! 27. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
-//! 28. [`history::cache`]: the receipt cache, a verified copy of the ledger;
-//! 29. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
-//! 30. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 31. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
-//! 32. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 33. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 34. [`sync::share`]: publishing and fetching the shared hunk cache;
-//! 35. [`sync::reconcile`]: bringing local and durable branches together;
-//! 36. [`run::decider`]: asking the external decider for the next step;
-//! 36. [`run::ahead`]: the decider's answer asked ahead, kept on this box until it is used;
-//! 37. [`run::chain`]: the run's side refs (journal, outcomes, kept run), moved by compare-and-swap;
-//! 38. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 39. [`run::outcomes`]: the recorded outcomes of a run's effects;
-//! 40. [`run::supervisor`]: commands that die with their runner (effects; hooks off Linux);
-//! 40. [`run::deliver`]: one effect delivered, tried with its idempotency key;
-//! 40. [`run::authority`]: who may make an effect happen from this box, and where a secret may go;
-//! 41. [`run::agreement`]: the plan against the history;
-//! 42. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 43. [`run::staging`]: the steps staged and not durable yet;
-//! 44. [`run::bringup`]: a box brought up before the first step: lock, repair, reconcile;
-//! 44. [`run::session`]: one run from lock to fingerprints, and its `Reporter`;
-//! 45. [`run::effects`]: a session's effects, delivered once their steps are durable;
-//! 46. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
-//! 47. [`run::commit`]: one step's order of writes;
-//! 48. [`run::overlap`]: the agent loop's step with its push behind the decider;
-//! 49. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
-//! 50. [`run::engine`]: the plan loop (`apply`);
-//! 51. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 52. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 53. [`run::undo`]: rewinding as a step (`undo`);
-//! 54. [`run::agent`]: the agent loop (`run --decider`);
-//! 55. [`run::inspect`]: status, log, verify, fingerprint;
-//! 56. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 57. [`cli`]: the command line and its rendering.
+//! 3. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
+//! 4. [`crash`]: named crash points at every write boundary;
+//! 5. [`progress`]: long work reported to a front end (bars on a terminal);
+//! 6. [`lock`]: one runner per repository, git-style lock files, the branch moved as git moves it;
+//! 7. [`flush`]: what reaches the disk when: one syncfs per commit point, the boot epoch;
+//! 8. [`tree::guard`]: the path rules applied to whole trees;
+//! 9. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
+//! 10. [`tree::fingerprint`]: artifact and history fingerprints;
+//! 11. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
+//! 12. [`tree::build`]: a step applied to a tree in the object database;
+//! 13. [`history::trailers`]: git's own trailer reader, ported;
+//! 14. [`history::receipt`]: the receipt trailer block, written and read;
+//! 15. [`history::packscan`]: a long run's commits read in bulk from the packs;
+//! 16. [`history::ledger`]: the history scan into the applied set;
+//! 17. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
+//! 18. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
+//! 19. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 20. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
+//! 21. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 22. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
+//! 23. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 24. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 25. [`sync::share`]: publishing and fetching the shared hunk cache;
+//! 26. [`sync::reconcile`]: bringing local and durable branches together;
+//! 27. [`run::decider`]: asking the external decider for the next step;
+//! 27. [`run::ahead`]: the decider's answer asked ahead, kept on this box until it is used;
+//! 28. [`run::chain`]: the run's side refs (journal, outcomes, kept run), moved by compare-and-swap;
+//! 29. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 30. [`run::outcomes`]: the recorded outcomes of a run's effects;
+//! 31. [`run::supervisor`]: commands that die with their runner (effects; hooks off Linux);
+//! 31. [`run::deliver`]: one effect delivered, tried with its idempotency key;
+//! 31. [`run::authority`]: who may make an effect happen from this box, and where a secret may go;
+//! 32. [`run::agreement`]: the plan against the history;
+//! 33. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 34. [`run::staging`]: the steps staged and not durable yet;
+//! 35. [`run::bringup`]: a box brought up before the first step: lock, repair, reconcile;
+//! 35. [`run::session`]: one run from lock to fingerprints, and its `Reporter`;
+//! 36. [`run::effects`]: a session's effects, delivered once their steps are durable;
+//! 37. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
+//! 38. [`run::commit`]: one step's order of writes;
+//! 39. [`run::overlap`]: the agent loop's step with its push behind the decider;
+//! 40. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
+//! 41. [`run::engine`]: the plan loop (`apply`);
+//! 42. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 43. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 44. [`run::undo`]: rewinding as a step (`undo`);
+//! 45. [`run::agent`]: the agent loop (`run --decider`);
+//! 46. [`run::inspect`]: status, log, verify, fingerprint;
+//! 47. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 48. [`cli`]: the command line and its rendering.
 
 pub mod backoff;
 pub mod cli;
 pub mod crash;
-pub mod error;
 pub mod flush;
 pub mod git;
 pub mod history;
@@ -104,7 +102,6 @@ pub mod keys;
 pub mod lock;
 pub mod matrix;
 pub mod os;
-pub mod plan;
 pub mod progress;
 pub mod run;
 pub mod settings;
@@ -112,6 +109,14 @@ pub mod sign;
 pub mod sync;
 pub mod tree;
 pub mod workdir;
+
+/// Typed errors, refusals and the SPEC's exit codes: the
+/// `git-steps-error` crate, below everything.
+pub use git_steps_error as error;
+/// What an agent decided: the `git-steps-plan` crate (the step format, the
+/// edit formats, canonical JSON, the schema), which cannot import the
+/// engine and builds without libgit2.
+pub use git_steps_plan as plan;
 
 pub use error::{Error, Refusal, RefusalKind, Result};
 
@@ -236,6 +241,19 @@ mod tests {
         out
     }
 
+    /// Every source file of the workspace: the engine's `src/` and each
+    /// crate's under `crates/`.
+    fn workspace_files() -> Vec<std::path::PathBuf> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut all = Vec::new();
+        files(&root.join("src"), &mut all);
+        for e in std::fs::read_dir(root.join("crates")).unwrap() {
+            files(&e.unwrap().path().join("src"), &mut all);
+        }
+        assert!(all.iter().any(|f| f.ends_with("crates/plan/src/step.rs")));
+        all
+    }
+
     fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -252,20 +270,12 @@ mod tests {
     #[test]
     fn no_file_holds_more_than_600_lines_of_code() {
         let mut long = Vec::new();
-        let mut stack = vec![Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")).to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    let text = std::fs::read_to_string(&p).unwrap();
-                    let code = text.split("\n#[cfg(test)]").next().unwrap();
-                    let n = code.lines().count();
-                    if n > 600 {
-                        long.push(format!("{}: {n}", p.display()));
-                    }
-                }
+        for p in workspace_files() {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = text.split("\n#[cfg(test)]").next().unwrap();
+            let n = code.lines().count();
+            if n > 600 {
+                long.push(format!("{}: {n}", p.display()));
             }
         }
         assert!(long.is_empty(), "over 600 lines of code: {long:?}");
@@ -279,9 +289,7 @@ mod tests {
     /// (and the effect supervisor's stderr, which is a file).
     #[test]
     fn only_the_ui_writes_to_the_terminal() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut all = Vec::new();
-        files(&src, &mut all);
+        let all = workspace_files();
         let allowed = |f: &Path, what: &str| {
             f.ends_with("cli/ui.rs")
                 || (f.ends_with("cli/mcp/frame.rs") && what == "io::stdout()")
@@ -329,9 +337,7 @@ mod tests {
     /// review.
     #[test]
     fn at_most_fourteen_unsafe_blocks() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut all = Vec::new();
-        files(&src, &mut all);
+        let all = workspace_files();
         let mut blocks = Vec::new();
         for file in &all {
             let text = std::fs::read_to_string(file).unwrap();
@@ -415,8 +421,9 @@ mod tests {
                         l + 1,
                         layers[l]
                     )),
-                    // crate::Error and the like, re-exported at the top.
-                    None if ["Error", "Result", "Refusal", "RefusalKind"]
+                    // crate::Error and the like, re-exported at the top,
+                    // and the crates below the engine.
+                    None if ["Error", "Result", "Refusal", "RefusalKind", "error", "plan"]
                         .contains(&r.split("::").next().unwrap_or("")) => {}
                     None => problems.push(format!("{module} uses {r}, which is in no layer")),
                 }

@@ -2,7 +2,7 @@
 //! `edits` array, applied to any file contents: parse or fail cleanly,
 //! never panic, and a successful apply is deterministic (twice, same files).
 #![no_main]
-use git_steps::plan::formats::{apply_patch, edits, search_replace, Files, MemFiles, MODE_FILE};
+use git_steps_plan::formats::{apply_patch, edits, search_replace, Files, MemFiles, MODE_FILE};
 use libfuzzer_sys::fuzz_target;
 
 fn start(content: &[u8]) -> MemFiles {

@@ -396,16 +396,6 @@ pub fn short(oid: Oid) -> String {
     oid.to_string()[..12].to_string()
 }
 
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
 /// The repository's index as the file holds it now: libgit2 keeps the
 /// index it read first for the life of the repository object, and
 /// git-steps rewrites the file itself ([`index_file`]), so it is read
@@ -416,15 +406,11 @@ pub fn index(repo: &Repository) -> Result<git2::Index> {
     Ok(index)
 }
 
-/// Tree entry modes, as git writes them.
-pub const MODE_FILE: u32 = 0o100644;
-pub const MODE_EXEC: u32 = 0o100755;
-pub const MODE_LINK: u32 = 0o120000;
-pub const MODE_TREE: u32 = 0o040000;
-/// A submodule commit (a gitlink): never a blob git-steps can read.
-pub const MODE_GITLINK: u32 = 0o160000;
-/// A group-writable file: older gits wrote it; read as [`MODE_FILE`].
-pub const MODE_FILE_GROUP_WRITABLE: u32 = 0o100664;
+/// Tree entry modes, as git writes them, and lower-case hex: the plan
+/// crate's, which needs them without libgit2.
+pub use git_steps_plan::modes::{
+    hex, MODE_EXEC, MODE_FILE, MODE_FILE_GROUP_WRITABLE, MODE_GITLINK, MODE_LINK, MODE_TREE,
+};
 
 /// A blob at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -420,7 +420,7 @@ fn apply_str(files: &mut dyn Files, ops: &[FileOp]) -> Result<(), String> {
 mod tests {
     use super::super::{MemFiles, MODE_FILE};
     use super::*;
-    use crate::git::MODE_EXEC;
+    use crate::modes::MODE_EXEC;
 
     fn files(start: &[(&str, &str)]) -> MemFiles {
         let mut f = MemFiles::default();

@@ -1,9 +1,9 @@
 //! Parse unified diffs into [`FilePatch`]es. Errors name the patch line.
 
 use super::{FilePatch, Hunk, Line};
-use crate::git::{MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK};
-use crate::plan::formats::EditError;
-use crate::plan::path;
+use crate::formats::EditError;
+use crate::modes::{MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK};
+use crate::path;
 
 /// Parse a whole patch. Text before the first file header (a commit message,
 /// as `git format-patch` writes) and a `-- ` signature after the last hunk

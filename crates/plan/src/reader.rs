@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Refusal, RefusalKind, Result};
-use crate::plan::step::Step;
+use crate::step::Step;
 
 /// Streams the steps of a plan, one JSON object per line (blank lines
 /// ignored), or a single JSON object spread over several lines. Memory does
@@ -117,7 +117,7 @@ impl<R: BufRead> PlanReader<R> {
             // A long line (a step carrying a large file) is parsed inside
             // its own buffer; on an error it comes back as it was.
             let parsed = if self.buf.len() > 1 << 20 {
-                crate::plan::inplace::parse(std::mem::take(&mut self.buf)).map_err(|(e, line)| {
+                crate::inplace::parse(std::mem::take(&mut self.buf)).map_err(|(e, line)| {
                     self.buf = line;
                     e
                 })
@@ -135,7 +135,7 @@ impl<R: BufRead> PlanReader<R> {
                     let whole = std::mem::take(&mut self.buf) + &rest;
                     drop(rest);
                     let parsed = if whole.len() > 1 << 20 {
-                        crate::plan::inplace::parse(whole).map_err(|(e, _)| e)
+                        crate::inplace::parse(whole).map_err(|(e, _)| e)
                     } else {
                         serde_json::from_str::<Value>(&whole)
                     };

@@ -151,7 +151,7 @@ mod tests {
             .map(String::as_str)
             .collect();
         props.sort_unstable();
-        let mut fields = crate::plan::step::FIELDS.to_vec();
+        let mut fields = crate::step::FIELDS.to_vec();
         fields.sort_unstable();
         assert_eq!(props, fields);
         assert_eq!(schema["required"], serde_json::json!(["id"]));

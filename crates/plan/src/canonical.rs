@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::git::hex;
+use crate::modes::hex;
 
 /// `sha256:` + hex SHA-256 of the RFC 8785 canonical form of `value`.
 pub fn decision_digest(value: &Value) -> String {

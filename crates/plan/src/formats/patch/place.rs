@@ -7,7 +7,7 @@
 //! guess.
 
 use super::Hunk;
-use crate::plan::formats::EditError;
+use crate::formats::EditError;
 
 /// Split contents into lines, each keeping its `\n` (the last may lack one).
 pub fn split_lines(data: &[u8]) -> Vec<&[u8]> {
@@ -165,9 +165,9 @@ fn find(lines: &[&[u8]], pre: &[&[u8]], min: usize, expected: usize) -> Result<u
     ))
 }
 
-/// `; closest match: line N, …` (see [`crate::plan::formats::closest_match`]).
+/// `; closest match: line N, …` (see [`crate::formats::closest_match`]).
 fn closest(lines: &[&[u8]], pre: &[&[u8]]) -> String {
-    crate::plan::formats::closest_match(lines, pre)
+    crate::formats::closest_match(lines, pre)
         .map(|m| format!("; closest match: {m}"))
         .unwrap_or_default()
 }

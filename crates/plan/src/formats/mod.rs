@@ -19,8 +19,8 @@ pub mod search_replace;
 
 use std::collections::BTreeMap;
 
-pub use crate::git::MODE_FILE;
-use crate::git::MODE_LINK;
+pub use crate::modes::MODE_FILE;
+use crate::modes::MODE_LINK;
 
 /// Why an edit failed, in any format (unified diffs among them). The text
 /// names the file and the text that did not match.
@@ -256,8 +256,8 @@ fn list_lines(ns: &[usize]) -> String {
 
 /// A path from inside a format's text, checked against the path rules.
 fn checked_path(p: &str, what: &str) -> Result<String, String> {
-    let p = crate::plan::path::normalise(p);
-    crate::plan::path::validate(p).map_err(|m| format!("{what}: {m}"))?;
+    let p = crate::path::normalise(p);
+    crate::path::validate(p).map_err(|m| format!("{what}: {m}"))?;
     Ok(p.to_string())
 }
 
@@ -465,8 +465,8 @@ mod roundtrip {
 
             // A unified diff without line numbers, placed by context.
             let ud = format!("--- a/f.txt\n+++ b/f.txt\n@@ @@\n{hunk}");
-            let files = crate::plan::formats::patch::parse(&ud).unwrap();
-            let out = crate::plan::formats::patch::apply_hunks(joined.as_bytes(), &files[0].hunks).unwrap();
+            let files = crate::formats::patch::parse(&ud).unwrap();
+            let out = crate::formats::patch::apply_hunks(joined.as_bytes(), &files[0].hunks).unwrap();
             prop_assert_eq!(out, b.concat().into_bytes());
         }
     }

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::canonical::decision_digest;
+use crate::canonical::type_name;
 use crate::error::{Error, Result};
-pub use crate::plan::canonical::decision_digest;
-use crate::plan::canonical::type_name;
-use crate::plan::path;
+use crate::path;
 use serde_json::Value;
 
 /// Longest id the SPEC allows.
@@ -90,7 +90,7 @@ pub struct Step {
     pub undo: Vec<String>,
     /// What the step does beyond the artifact once it is durable (SPEC
     /// "Effects"), in order; part of the decision.
-    pub effects: Vec<crate::plan::effect::Effect>,
+    pub effects: Vec<crate::effect::Effect>,
     /// With effects: the digest of the same object without `effects` (a
     /// step that adds effects to a decision already applied is named as
     /// such, not as any other decision).
@@ -98,7 +98,7 @@ pub struct Step {
     /// `sha256:<hex>` of the canonical JSON of the step object.
     pub digest: String,
     /// That canonical JSON, kept when it is at most
-    /// [`crate::plan::canonical::STORED_DECISION_MAX`] bytes: the step's
+    /// [`crate::canonical::STORED_DECISION_MAX`] bytes: the step's
     /// commit stores it, so that anyone can recompute the digest and apply
     /// the decision again (`git steps show`, `verify`).
     pub canonical: Option<String>,
@@ -157,8 +157,8 @@ fn file_object(mut o: serde_json::Map<String, Value>) -> Result<FileWrite, Strin
     };
     let mode = match string("mode")?.as_deref() {
         None => None,
-        Some("100644") => Some(crate::git::MODE_FILE),
-        Some("100755") => Some(crate::git::MODE_EXEC),
+        Some("100644") => Some(crate::modes::MODE_FILE),
+        Some("100755") => Some(crate::modes::MODE_EXEC),
         Some(m) => {
             return Err(format!(
                 "`mode` {m:?} is not a file mode; use \"100644\" or \"100755\" (a symlink is `{{\"symlink\": target}}`)"
@@ -168,12 +168,12 @@ fn file_object(mut o: serde_json::Map<String, Value>) -> Result<FileWrite, Strin
     match (string("text")?, string("base64")?, string("symlink")?) {
         (Some(t), None, None) => Ok(FileWrite {
             bytes: t.into_bytes(),
-            mode: Some(mode.unwrap_or(crate::git::MODE_FILE)),
+            mode: Some(mode.unwrap_or(crate::modes::MODE_FILE)),
         }),
         (None, Some(b), None) => Ok(FileWrite {
             bytes: decode_base64_in_place(b)
                 .map_err(|e| format!("`base64` is not standard base64: {e}"))?,
-            mode: Some(mode.unwrap_or(crate::git::MODE_FILE)),
+            mode: Some(mode.unwrap_or(crate::modes::MODE_FILE)),
         }),
         (None, None, Some(target)) if mode.is_none() => {
             if target.is_empty() {
@@ -181,7 +181,7 @@ fn file_object(mut o: serde_json::Map<String, Value>) -> Result<FileWrite, Strin
             }
             Ok(FileWrite {
                 bytes: target.into_bytes(),
-                mode: Some(crate::git::MODE_LINK),
+                mode: Some(crate::modes::MODE_LINK),
             })
         }
         (None, None, Some(_)) => Err("a symlink has no `mode`".into()),
@@ -379,11 +379,9 @@ impl Step {
         // Hashed before the content is taken apart; then every string is
         // moved, never copied: a step that writes a large file holds it once.
         let digest = decision_digest(&value);
-        let canonical = crate::plan::canonical::to_string_capped(
-            &value,
-            crate::plan::canonical::STORED_DECISION_MAX,
-        );
-        let plain_digest = crate::plan::effect::plain_digest(&value);
+        let canonical =
+            crate::canonical::to_string_capped(&value, crate::canonical::STORED_DECISION_MAX);
+        let plain_digest = crate::effect::plain_digest(&value);
         let Value::Object(mut map) = value else {
             unreachable!("checked above")
         };
@@ -409,19 +407,19 @@ impl Step {
             // before any step is applied.
             "patch" => {
                 let text = want_string("patch", raw)?;
-                crate::plan::formats::patch::parse(&text)
+                crate::formats::patch::parse(&text)
                     .map_err(|m| err(step, format!("patch: {m}")))?;
                 Content::Patch(text)
             }
             "apply_patch" => {
                 let text = want_string("apply_patch", raw)?;
-                crate::plan::formats::apply_patch::parse(&text)
+                crate::formats::apply_patch::parse(&text)
                     .map_err(|m| err(step, format!("apply_patch: {m}")))?;
                 Content::ApplyPatch(text)
             }
             "search_replace" => {
                 let text = want_string("search_replace", raw)?;
-                crate::plan::formats::search_replace::parse(&text)
+                crate::formats::search_replace::parse(&text)
                     .map_err(|m| err(step, format!("search_replace: {m}")))?;
                 Content::SearchReplace(text)
             }
@@ -430,7 +428,7 @@ impl Step {
                     return Err(err(step, "field `edits` is an empty array".into()))
                 }
                 Value::Array(a) => {
-                    crate::plan::formats::edits::parse(&a).map_err(|m| err(step, m.to_string()))?;
+                    crate::formats::edits::parse(&a).map_err(|m| err(step, m.to_string()))?;
                     Content::Edits(a)
                 }
                 other => {
@@ -520,7 +518,7 @@ impl Step {
         };
         let effects = match map.get("effects") {
             None => Vec::new(),
-            Some(v) => crate::plan::effect::parse_all(v).map_err(|m| err(step, m))?,
+            Some(v) => crate::effect::parse_all(v).map_err(|m| err(step, m))?,
         };
         Ok(Step {
             id,
@@ -555,10 +553,8 @@ impl Step {
         };
         map.insert("undo".into(), Value::from(undone.clone()));
         let digest = decision_digest(&value);
-        let canonical = crate::plan::canonical::to_string_capped(
-            &value,
-            crate::plan::canonical::STORED_DECISION_MAX,
-        );
+        let canonical =
+            crate::canonical::to_string_capped(&value, crate::canonical::STORED_DECISION_MAX);
         if let Value::Object(map) = &mut value {
             map.remove("undo");
         }
@@ -598,7 +594,7 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::git::hex;
+    use crate::modes::hex;
     use proptest::prelude::*;
     use sha2::{Digest, Sha256};
 
@@ -638,16 +634,16 @@ mod tests {
         };
         assert_eq!(
             f["run.sh"].as_ref().unwrap().mode,
-            Some(crate::git::MODE_EXEC)
+            Some(crate::modes::MODE_EXEC)
         );
         assert_eq!(f["logo.bin"].as_ref().unwrap().bytes, [0, 1, 2, 255]);
         assert_eq!(
             f["logo.bin"].as_ref().unwrap().mode,
-            Some(crate::git::MODE_FILE)
+            Some(crate::modes::MODE_FILE)
         );
         assert_eq!(
             f["link"].as_ref().unwrap().mode,
-            Some(crate::git::MODE_LINK)
+            Some(crate::modes::MODE_LINK)
         );
         assert_eq!(f["plain"].as_ref().unwrap().mode, None);
         assert!(f["gone"].is_none());

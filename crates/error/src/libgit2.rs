@@ -1,0 +1,99 @@
+//! What libgit2's errors are, read once where they come in: a failure
+//! worth trying again, one of this machine's files, a damaged object or an
+//! unreadable ref, and the [`Error`] each becomes (with the hint it asks
+//! for). Only with the `git2` feature, which the engine turns on: the
+//! plan crate builds without libgit2.
+
+use super::*;
+
+/// Whether libgit2 failed in a way trying again may cure: a timeout, or a
+/// network, HTTP or ssh failure whose message says so. libgit2 reports an
+/// HTTP status only in its message.
+pub fn spurious_git2(e: &git2::Error) -> bool {
+    e.code() == git2::ErrorCode::Timeout
+        || (matches!(
+            e.class(),
+            git2::ErrorClass::Net
+                | git2::ErrorClass::Http
+                | git2::ErrorClass::Ssh
+                | git2::ErrorClass::Ssl
+                | git2::ErrorClass::Os
+        ) && spurious_text(e.message()))
+}
+
+/// Whether libgit2 failed on a file of this machine (the OS refused a
+/// read, write, sync or rename), rather than on the network or the data.
+pub fn local_failure(e: &git2::Error) -> bool {
+    matches!(
+        e.class(),
+        git2::ErrorClass::Os | git2::ErrorClass::Filesystem
+    ) || [
+        "No space left",
+        "Input/output error",
+        "Read-only file system",
+        "Disk quota exceeded",
+    ]
+    .iter()
+    .any(|m| e.message().contains(m))
+}
+
+/// A libgit2 error that says an object file of a repository on this disk
+/// cannot be read (a loose object empty or cut short, a damaged pack):
+/// not the remote's URL, nor its credentials.
+pub fn damaged_object(e: &git2::Error) -> bool {
+    matches!(
+        e.class(),
+        git2::ErrorClass::Odb | git2::ErrorClass::Zlib | git2::ErrorClass::Object
+    ) && !matches!(e.code(), git2::ErrorCode::NotFound)
+        || [
+            "loose object",
+            "packfile",
+            "object file is empty",
+            "cannot be peeled",
+        ]
+        .iter()
+        .any(|m| e.message().contains(m))
+}
+
+/// The ref a libgit2 error says it cannot read (a loose ref file torn by a
+/// power cut, or written by another tool).
+pub fn unreadable_ref(e: &git2::Error) -> Option<String> {
+    let m = e.message();
+    let name = m
+        .strip_prefix("corrupted loose reference file: ")
+        .or_else(|| {
+            m.split_once("the reference '")
+                .and_then(|(_, rest)| rest.split_once("' cannot be parsed"))
+                .map(|(name, _)| name)
+        })?;
+    let name = name.trim();
+    name.starts_with("refs/").then(|| name.to_string())
+}
+
+impl From<git2::Error> for Error {
+    /// The message stays in the context; the error itself is kept as the
+    /// source, so `Caused by:` shows git's class and code.
+    fn from(e: git2::Error) -> Self {
+        let hint = if e.code() == git2::ErrorCode::Locked {
+            // Not the disk: a lock file is there.
+            Some(LOCKED_HINT.to_string())
+        } else if e.message().starts_with("corrupted loose reference file: ") {
+            // (HEAD, or a ref no caller named: git cannot read it either.)
+            Some(UNREADABLE_HINT.to_string())
+        } else if damaged_object(&e) {
+            Some(DAMAGED_OBJECT_HINT.to_string())
+        } else {
+            local_failure(&e).then(|| LOCAL_FAILURE_HINT.to_string())
+        };
+        Error::Other {
+            cause: if local_failure(&e) || damaged_object(&e) {
+                Cause::Local
+            } else {
+                Cause::General
+            },
+            context: format!("git: {}", e.message()),
+            source: Some(Box::new(e)),
+            hint,
+        }
+    }
+}

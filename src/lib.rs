@@ -14,98 +14,84 @@
 //!
 //! ## Crates and layers
 //!
-//! Below the engine sit two crates the compiler keeps apart from it:
-//! [`error`] (`git-steps-error`: typed errors, refusals and the SPEC's exit
-//! codes) and [`plan`] (`git-steps-plan`: what an agent decided — the step
-//! object and its digest, the path rules, the edit formats, canonical
-//! JSON, the schema — with no libgit2, OpenSSL or tokio). Neither can
-//! import the engine: cargo would not build it.
+//! Below the engine sit three crates the compiler keeps apart from it;
+//! none of them can import it (cargo would not build a cycle):
 //!
-//! `ls src` shows the engine's domains: `tree/`
-//! (steps applied to trees in the object database), `history/` (receipts
-//! and the scan of them), `sync/` (the durable remote), `workdir/` (this
-//! box's worktree and index), `run/` (sessions, the plan loop and the
-//! agent loop), `crash/` (crash points), `matrix/` (the crash matrix, which
-//! drives the binary), `cli/`, and at
-//! the top level [`keys`], [`backoff`], [`os`], [`git`], [`sign`], [`lock`], [`flush`] and
-//! [`settings`].
+//! - [`error`] (`git-steps-error`): typed errors, refusals and the SPEC's
+//!   exit codes;
+//! - [`plan`] (`git-steps-plan`): what an agent decided — the step object
+//!   and its digest, the path rules, the edit formats, canonical JSON, the
+//!   schema — with no libgit2, OpenSSL or tokio;
+//! - `git-steps-io`: git and disk I/O, re-exported here as [`keys`],
+//!   [`backoff`], [`os`], [`git`], [`sign`], [`crash`], [`progress`],
+//!   [`lock`] and [`flush`]; the one crate with `unsafe` code. This crate
+//!   forbids it.
+//!
+//! `ls src` shows the engine's domains: `tree/` (steps applied to trees in
+//! the object database), `history/` (receipts and the scan of them),
+//! `sync/` (the durable remote), `workdir/` (this box's worktree and
+//! index), `run/` (sessions, the plan loop and the agent loop), `matrix/`
+//! (the crash matrix, which drives the binary), `cli/`, and at the top
+//! level [`settings`].
 //!
 //! Every module uses only the crates below, the modules listed before it
 //! here, and its own submodules; the test `layers_point_down` (below)
-//! reads this list and every source file, and fails on an import that
-//! points up. Bottom to top:
+//! reads this list and every source file (and `git-steps-io`'s list and
+//! files), and fails on an import that points up. Bottom to top:
 //!
-//! 1. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
-//! 1. [`backoff`]: the one backoff schedule (jittered) and the clock it waits on;
-//! 1. [`os`]: the system calls beyond std, Linux's own and a portable set;
-//! 2. [`git`]: git primitives (libgit2 set up once with its TCP
-//!    stream, certificates, signature, short ids, hex, tree modes and tree
-//!    changes; a step's small objects written as git writes them);
-//! 3. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
-//! 4. [`crash`]: named crash points at every write boundary;
-//! 5. [`progress`]: long work reported to a front end (bars on a terminal);
-//! 6. [`lock`]: one runner per repository, git-style lock files, the branch moved as git moves it;
-//! 7. [`flush`]: what reaches the disk when: one syncfs per commit point, the boot epoch;
-//! 8. [`tree::guard`]: the path rules applied to whole trees;
-//! 9. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
-//! 10. [`tree::fingerprint`]: artifact and history fingerprints;
-//! 11. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
-//! 12. [`tree::build`]: a step applied to a tree in the object database;
-//! 13. [`history::trailers`]: git's own trailer reader, ported;
-//! 14. [`history::receipt`]: the receipt trailer block, written and read;
-//! 15. [`history::packscan`]: a long run's commits read in bulk from the packs;
-//! 16. [`history::ledger`]: the history scan into the applied set;
-//! 17. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
-//! 18. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
-//! 19. [`history::cache`]: the receipt cache, a verified copy of the ledger;
-//! 20. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
-//! 21. [`workdir::worktree`]: bringing worktree and index up to a step;
-//! 22. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
-//! 23. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 24. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
-//! 25. [`sync::share`]: publishing and fetching the shared hunk cache;
-//! 26. [`sync::reconcile`]: bringing local and durable branches together;
-//! 27. [`run::decider`]: asking the external decider for the next step;
-//! 27. [`run::ahead`]: the decider's answer asked ahead, kept on this box until it is used;
-//! 28. [`run::chain`]: the run's side refs (journal, outcomes, kept run), moved by compare-and-swap;
-//! 29. [`run::journal`]: recorded decisions, durable before they are applied;
-//! 30. [`run::outcomes`]: the recorded outcomes of a run's effects;
-//! 31. [`run::supervisor`]: commands that die with their runner (effects; hooks off Linux);
-//! 31. [`run::deliver`]: one effect delivered, tried with its idempotency key;
-//! 31. [`run::authority`]: who may make an effect happen from this box, and where a secret may go;
-//! 32. [`run::agreement`]: the plan against the history;
-//! 33. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
-//! 34. [`run::staging`]: the steps staged and not durable yet;
-//! 35. [`run::bringup`]: a box brought up before the first step: lock, repair, reconcile;
-//! 35. [`run::session`]: one run from lock to fingerprints, and its `Reporter`;
-//! 36. [`run::effects`]: a session's effects, delivered once their steps are durable;
-//! 37. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
-//! 38. [`run::commit`]: one step's order of writes;
-//! 39. [`run::overlap`]: the agent loop's step with its push behind the decider;
-//! 40. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
-//! 41. [`run::engine`]: the plan loop (`apply`);
-//! 42. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 43. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 44. [`run::undo`]: rewinding as a step (`undo`);
-//! 45. [`run::agent`]: the agent loop (`run --decider`);
-//! 46. [`run::inspect`]: status, log, verify, fingerprint;
-//! 47. [`matrix`]: the resume-equivalence matrix and the classic runner;
-//! 48. [`cli`]: the command line and its rendering.
+//! 1. [`tree::guard`]: the path rules applied to whole trees;
+//! 2. [`tree::hunks`]: hunk identity and the duplicated-hunk count;
+//! 3. [`tree::fingerprint`]: artifact and history fingerprints;
+//! 4. [`tree::convert`]: end-of-line conversion and filter drivers, as git applies them;
+//! 5. [`tree::build`]: a step applied to a tree in the object database;
+//! 6. [`history::trailers`]: git's own trailer reader, ported;
+//! 7. [`history::receipt`]: the receipt trailer block, written and read;
+//! 8. [`history::packscan`]: a long run's commits read in bulk from the packs;
+//! 9. [`history::ledger`]: the history scan into the applied set;
+//! 10. [`history::replay`]: the steps' hunks replayed into the hunks still in effect;
+//! 11. [`history::shared`]: the shared hunk cache's format, checked against the ledger;
+//! 12. [`history::cache`]: the receipt cache, a verified copy of the ledger;
+//! 13. [`settings`]: `steps.*` config and the run's durable domain, as plain data;
+//! 14. [`workdir::worktree`]: bringing worktree and index up to a step;
+//! 15. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
+//! 16. [`workdir::repair`]: finishing a worktree a crashed step left behind;
+//! 17. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 18. [`sync::share`]: publishing and fetching the shared hunk cache;
+//! 19. [`sync::reconcile`]: bringing local and durable branches together;
+//! 20. [`run::decider`]: asking the external decider for the next step;
+//! 20. [`run::ahead`]: the decider's answer asked ahead, kept on this box until it is used;
+//! 21. [`run::chain`]: the run's side refs (journal, outcomes, kept run), moved by compare-and-swap;
+//! 22. [`run::journal`]: recorded decisions, durable before they are applied;
+//! 23. [`run::outcomes`]: the recorded outcomes of a run's effects;
+//! 24. [`run::supervisor`]: commands that die with their runner (effects; hooks off Linux);
+//! 24. [`run::deliver`]: one effect delivered, tried with its idempotency key;
+//! 24. [`run::authority`]: who may make an effect happen from this box, and where a secret may go;
+//! 25. [`run::agreement`]: the plan against the history;
+//! 26. [`run::hooks`]: `pre-commit` and `commit-msg` as checks (`steps.hooks`);
+//! 27. [`run::staging`]: the steps staged and not durable yet;
+//! 28. [`run::bringup`]: a box brought up before the first step: lock, repair, reconcile;
+//! 28. [`run::session`]: one run from lock to fingerprints, and its `Reporter`;
+//! 29. [`run::effects`]: a session's effects, delivered once their steps are durable;
+//! 30. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
+//! 31. [`run::commit`]: one step's order of writes;
+//! 32. [`run::overlap`]: the agent loop's step with its push behind the decider;
+//! 33. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
+//! 34. [`run::engine`]: the plan loop (`apply`);
+//! 35. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 36. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 37. [`run::undo`]: rewinding as a step (`undo`);
+//! 38. [`run::agent`]: the agent loop (`run --decider`);
+//! 39. [`run::inspect`]: status, log, verify, fingerprint;
+//! 40. [`matrix`]: the resume-equivalence matrix and the classic runner;
+//! 41. [`cli`]: the command line and its rendering.
 
-pub mod backoff;
+#![forbid(unsafe_code)]
+
 pub mod cli;
-pub mod crash;
-pub mod flush;
-pub mod git;
 pub mod history;
-pub mod keys;
-pub mod lock;
 pub mod matrix;
-pub mod os;
-pub mod progress;
 pub mod run;
 pub mod settings;
-pub mod sign;
 pub mod sync;
 pub mod tree;
 pub mod workdir;
@@ -113,6 +99,10 @@ pub mod workdir;
 /// Typed errors, refusals and the SPEC's exit codes: the
 /// `git-steps-error` crate, below everything.
 pub use git_steps_error as error;
+/// git and disk I/O: the `git-steps-io` crate (libgit2, git's files
+/// written as git writes them, locks, flushing, signing, crash points,
+/// the system calls beyond std), the one crate with `unsafe` code.
+pub use git_steps_io::{backoff, crash, flush, git, keys, lock, os, progress, sign};
 /// What an agent decided: the `git-steps-plan` crate (the step format, the
 /// edit formats, canonical JSON, the schema), which cannot import the
 /// engine and builds without libgit2.
@@ -129,8 +119,14 @@ mod tests {
 
     /// The layers, bottom to top, as this file's doc comment lists them.
     fn layers() -> Vec<String> {
-        include_str!("lib.rs")
-            .lines()
+        layers_in(include_str!("lib.rs"))
+    }
+
+    /// The layers of `git-steps-io`, as its `lib.rs` lists them.
+    const IO_LIB: &str = include_str!("../crates/io/src/lib.rs");
+
+    fn layers_in(lib: &str) -> Vec<String> {
+        lib.lines()
             .filter_map(|l| {
                 let rest = l.strip_prefix("//! ")?;
                 let (n, rest) = rest.split_once(". [`")?;
@@ -167,8 +163,10 @@ mod tests {
     /// Every module path a file's code (not its comments, not its tests)
     /// names: `crate::a::b`, `super::x`, and grouped `crate::a::{b, c}`.
     fn references(module: &str, is_mod_rs: bool, code: &str) -> BTreeSet<String> {
+        // Test code, and test helpers shared across crates (`testing`).
+        let code = code.split("#[cfg(test)]").next().unwrap();
         let code: String = code
-            .split("#[cfg(test)]")
+            .split("#[cfg(any(test, feature = \"testing\"))]")
             .next()
             .unwrap()
             .lines()
@@ -370,41 +368,62 @@ mod tests {
     /// of its own.
     #[test]
     fn folders_hold_consecutive_layers() {
-        let layers = layers();
-        let top: Vec<&str> = layers
-            .iter()
-            .map(|l| l.split("::").next().unwrap())
-            .collect();
-        for (i, name) in top.iter().enumerate() {
-            let last = top.iter().rposition(|t| t == name).unwrap();
-            assert!(
-                top[i..=last].iter().all(|t| t == name),
-                "the layers of {name}/ are not consecutive: {:?}",
-                &layers[i..=last]
-            );
+        for layers in [layers(), layers_in(IO_LIB)] {
+            let top: Vec<&str> = layers
+                .iter()
+                .map(|l| l.split("::").next().unwrap())
+                .collect();
+            for (i, name) in top.iter().enumerate() {
+                let last = top.iter().rposition(|t| t == name).unwrap();
+                assert!(
+                    top[i..=last].iter().all(|t| t == name),
+                    "the layers of {name}/ are not consecutive: {:?}",
+                    &layers[i..=last]
+                );
+            }
         }
     }
 
+    /// The engine's modules, then `git-steps-io`'s, each against its own
+    /// crate's list; the crates below either (and the engine's
+    /// re-exports of them) count as below every layer.
     #[test]
     fn layers_point_down() {
-        let layers = layers();
-        assert!(
-            layers.len() > 20,
-            "the layer list did not parse: {layers:?}"
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let below = ["Error", "Result", "Refusal", "RefusalKind", "error", "plan"];
+        let io = layers_in(IO_LIB);
+        assert_eq!(
+            io.len(),
+            9,
+            "the I/O crate's layer list did not parse: {io:?}"
         );
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut engine_below = below.to_vec();
+        engine_below.extend(io.iter().map(String::as_str));
+        let mut problems = upward_imports(&layers(), &root.join("src"), &engine_below);
+        problems.extend(upward_imports(&io, &root.join("crates/io/src"), &below));
+        assert!(
+            problems.is_empty(),
+            "imports that point up:\n{}",
+            problems.join("\n")
+        );
+    }
+
+    /// Every import of a crate's files (under `src`) that points up its
+    /// `layers`, or at no layer and nothing `below`.
+    fn upward_imports(layers: &[String], src: &Path, below: &[&str]) -> Vec<String> {
+        assert!(layers.len() > 8, "the layer list did not parse: {layers:?}");
         let mut all = Vec::new();
-        files(&src, &mut all);
+        files(src, &mut all);
         let mut problems = Vec::new();
         for file in &all {
-            let module = module_of(&src, file);
+            let module = module_of(src, file);
             if module == "lib" || module == "main" {
                 continue;
             }
             let code = std::fs::read_to_string(file).unwrap();
             let is_mod_rs = file.ends_with("mod.rs");
             let refs = references(&module, is_mod_rs, &code);
-            let Some(own) = layer_of(&layers, &module) else {
+            let Some(own) = layer_of(layers, &module) else {
                 // A folder's mod.rs that only declares its submodules.
                 if !refs.is_empty() {
                     problems.push(format!("{module} is in no layer but uses {refs:?}"));
@@ -412,7 +431,7 @@ mod tests {
                 continue;
             };
             for r in &refs {
-                match layer_of(&layers, r) {
+                match layer_of(layers, r) {
                     Some(l) if l <= own => {}
                     Some(l) => problems.push(format!(
                         "{module} (layer {}, {}) uses {r} (layer {}, {})",
@@ -421,19 +440,12 @@ mod tests {
                         l + 1,
                         layers[l]
                     )),
-                    // crate::Error and the like, re-exported at the top,
-                    // and the crates below the engine.
-                    None if ["Error", "Result", "Refusal", "RefusalKind", "error", "plan"]
-                        .contains(&r.split("::").next().unwrap_or("")) => {}
+                    None if below.contains(&r.split("::").next().unwrap_or("")) => {}
                     None => problems.push(format!("{module} uses {r}, which is in no layer")),
                 }
             }
         }
-        assert!(
-            problems.is_empty(),
-            "imports that point up:\n{}",
-            problems.join("\n")
-        );
+        problems
     }
 
     /// The checker can fail: an upward import is found.

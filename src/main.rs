@@ -5,6 +5,8 @@
 //! command effects, and, at the end, closing the ssh connections the run
 //! shared.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use git_steps::cli::{self, Ui};

@@ -111,7 +111,7 @@ impl Backoff {
 
 /// A clock for tests: time moves only when something sleeps on it, and
 /// every sleep is recorded.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use std::cell::RefCell;
     use std::time::{Duration, Instant};

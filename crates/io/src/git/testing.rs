@@ -6,7 +6,7 @@ use std::process::Command;
 
 /// Run `git args` in `dir`; its stdout. Panics, naming the command, when
 /// git fails.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -24,7 +24,7 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A tree `depth` directories named `a` deep around one file (git would
 /// never write it; a crafted remote could).
-pub(crate) fn nested_tree(repo: &git2::Repository, depth: usize) -> git2::Oid {
+pub fn nested_tree(repo: &git2::Repository, depth: usize) -> git2::Oid {
     let blob = repo.blob(b"x").unwrap();
     let mut b = repo.treebuilder(None).unwrap();
     b.insert("f", blob, 0o100644).unwrap();

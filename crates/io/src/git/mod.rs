@@ -18,8 +18,8 @@ pub use open::{follow_git_config_env, open};
 pub use refs::loose_ref_parses;
 pub mod attributes;
 mod changes;
-#[cfg(test)]
-pub(crate) mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub use changes::tree_changes;
 pub mod index_file;
 pub mod loose;

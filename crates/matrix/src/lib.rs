@@ -12,6 +12,13 @@
 //! Every run is a real process of this binary against a real bare remote.
 //! Every box starts from the same base: the tree of the repository's HEAD
 //! when `crashtest` runs inside one ([`Base`]), else an empty repository.
+//! Its own crate, above the engine, which cannot import it.
+
+#![forbid(unsafe_code)]
+
+use git_steps_core::{
+    crash, error, git, history, keys, lock, plan, run, settings, sync, tree, workdir,
+};
 
 pub mod classic;
 pub mod in_place;
@@ -24,14 +31,14 @@ use std::sync::Mutex;
 use git2::Repository;
 use serde::Serialize;
 
-use crate::crash::{self, Scope};
+use crate::crash::Scope;
 use crate::error::{Error, Result};
 use crate::plan::reader::Plan;
 
 mod boxes;
 mod effects;
 mod late;
-use boxes::{new_box, run_once, scratch};
+use boxes::{error_line, new_box, run_once, scratch};
 pub use boxes::{scratch_root, Base, Env};
 pub use late::{asked_late, ENV_LATE, ENV_REMOTE};
 use late::{late_file, recorded_twice};
@@ -350,15 +357,6 @@ fn durable_fingerprints(bare: &Path) -> Result<(Fingerprints, Vec<String>)> {
         Fingerprints { artifact, history },
         pairs.into_iter().map(|(a, _)| a).collect(),
     ))
-}
-
-fn error_line(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find(|l| l.starts_with("Error:"))
-        .unwrap_or_else(|| stderr.lines().last().unwrap_or(""))
-        .trim_start_matches("Error: ")
-        .to_string()
 }
 
 /// Run the plan uninterrupted in scratch space: the reference.

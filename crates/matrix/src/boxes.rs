@@ -394,3 +394,14 @@ pub(super) fn command(env: &Env, dir: &Path, bare: &Path, phase: &Phase) -> Comm
     };
     cmd
 }
+
+/// The line of a box's stderr that says why it stopped: its `Error:`
+/// line, else its last.
+pub(super) fn error_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("Error:"))
+        .unwrap_or_else(|| stderr.lines().last().unwrap_or(""))
+        .trim_start_matches("Error: ")
+        .to_string()
+}

@@ -120,36 +120,36 @@ impl Outcomes {
 /// [`super::effects`]'s).
 /// The effects of one durable step, to deliver.
 #[derive(Debug)]
-pub(crate) struct Due {
-    pub(crate) step: String,
-    pub(crate) receipt: Oid,
+pub struct Due {
+    pub step: String,
+    pub receipt: Oid,
     /// The step's decision digest (who may deliver its effects).
-    pub(crate) digest: String,
-    pub(crate) effects: Vec<Effect>,
+    pub digest: String,
+    pub effects: Vec<Effect>,
 }
 
 /// What a session knows of its effects.
 #[derive(Debug, Default)]
 pub struct Effects {
     /// Read (fetched) when first needed.
-    pub(crate) outcomes: Option<Outcomes>,
+    pub outcomes: Option<Outcomes>,
     /// Steps whose effects are to be delivered, oldest first.
-    pub(crate) queue: Vec<Due>,
+    pub queue: Vec<Due>,
     /// Whether the durable history's undelivered effects were queued.
-    pub(crate) history_queued: bool,
+    pub history_queued: bool,
     /// What this session delivered or recorded as failed.
-    pub(crate) done: Vec<Delivered>,
+    pub done: Vec<Delivered>,
     /// Set when this box held an effect back (`steps.effects`): it and
     /// every effect after it wait, in order, for a box that delivers them.
-    pub(crate) held: bool,
+    pub held: bool,
     /// The steps this session applied that carry effects: (position in the
     /// run, how many), as [`crate::history::ledger::Ledger::effects`].
-    pub(crate) applied: Vec<(usize, usize)>,
+    pub applied: Vec<(usize, usize)>,
 }
 
 impl Effects {
     /// Queue the effects of a step that just became durable.
-    pub(crate) fn due(&mut self, step: &str, receipt: Oid, digest: &str, effects: Vec<Effect>) {
+    pub fn due(&mut self, step: &str, receipt: Oid, digest: &str, effects: Vec<Effect>) {
         if !effects.is_empty() {
             self.queue.push(Due {
                 step: step.to_string(),

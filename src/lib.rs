@@ -34,6 +34,8 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+#[cfg(test)]
+mod source_checks;
 
 pub use git_steps_core::*;
 /// The crash matrix: the `git-steps-matrix` crate.

@@ -260,7 +260,7 @@ fn reference() -> String {
     let mut cmd = command();
     cmd.build();
     let mut md = String::from(
-        "# Command reference\n\nGenerated from the command-line definitions (`src/cli/`) by the test `cli::docs::tests::the_command_reference_is_current`; do not edit by hand (`UPDATE_DOCS=1 cargo test --lib the_command_reference` rewrites it). `git steps <command> --help` prints the same text.\n\n",
+        "# Command reference\n\nGenerated from the command-line definitions (`src/cli/`) by the test `cli::docs::tests::the_command_reference_is_current`; do not edit by hand (`UPDATE_DOCS=1 cargo test -p git-steps --lib the_command_reference` rewrites it). `git steps <command> --help` prints the same text.\n\n",
     );
     let help = |c: &mut clap::Command| {
         let text = c.render_long_help().to_string();
@@ -302,7 +302,7 @@ mod tests {
         let have = std::fs::read_to_string(path).unwrap_or_default();
         assert!(
             have == want,
-            "docs/commands.md is not what the CLI definitions say: run `UPDATE_DOCS=1 cargo test --lib the_command_reference` and commit it"
+            "docs/commands.md is not what the CLI definitions say: run `UPDATE_DOCS=1 cargo test -p git-steps --lib the_command_reference` and commit it"
         );
     }
 

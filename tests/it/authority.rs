@@ -408,11 +408,7 @@ fn an_answer_body_or_a_commands_output_is_never_recorded() {
 fn status_never_prints_a_password_in_the_remote_url() {
     let t = TestRepo::new();
     // A port nothing listens on: refused at once.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::servers::free_port();
     let url = format!("https://alice:TOKEN-12@127.0.0.1:{port}/r.git");
     t.steps(&["init", "--remote", &url]).ok();
     let env = [

@@ -1048,11 +1048,7 @@ fn the_guides_forge_example_opens_the_pull_request_once() {
         .lines()
         .find(|l| l.starts_with("{\"id\": \"fix-1\"") && serde_json::from_str::<Value>(l).is_ok())
         .expect("the guide's plan line");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::servers::free_port();
     let t = TestRepo::new();
     let log = t.tmp.path().join("forge.log");
     let mut forge = std::process::Command::new("python3")
@@ -1076,7 +1072,7 @@ fn the_guides_forge_example_opens_the_pull_request_once() {
     // Listening before the matrix starts.
     let up = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        crate::servers::listening(port)
     });
     assert!(up, "the fake forge did not start");
     let plan = t.plan("plan.jsonl", &[line.replace("8765", &port.to_string())]);

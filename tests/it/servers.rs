@@ -46,7 +46,29 @@ pub struct Server {
     child: Option<Child>,
 }
 
-fn free_port() -> u16 {
+/// A port of 127.0.0.1 nothing listens on, for a server to bind: below
+/// the kernel's ephemeral range (`ip_local_port_range`, 32768-60999 by
+/// default), where every `bind(0)` of another test and every outgoing
+/// connection take theirs. A port from `bind(0)` could be taken by another
+/// test's listener between here and the server's bind: the server then
+/// exits, but the check that it listens may first reach the other
+/// listener, and the test later finds the port closed.
+pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    if low > 12_000 {
+        for _ in 0..1000 {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            let port = 10_000 + (h.finish() % u64::from(low - 10_000)) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -79,6 +101,11 @@ fn listen(what: &str, log: &Path, mut start: impl FnMut(u16) -> Child) -> (u16, 
     panic!("{what} did not start on any of 5 free ports; the last try: {last}");
 }
 
+/// Whether something listens on `port` of 127.0.0.1.
+pub fn listening(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
 fn wait_for_port(port: u16, child: &mut Child, log: &Path) -> Result<(), String> {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
@@ -88,7 +115,7 @@ fn wait_for_port(port: u16, child: &mut Child, log: &Path) -> Result<(), String>
                 std::fs::read_to_string(log).unwrap_or_default()
             ));
         }
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        if listening(port) {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -3,11 +3,12 @@
 //!
 //! Owns their names and what each does, and the network variables
 //! resolved once per process ([`Environment`]; the `steps.*` keys are
-//! resolved once per run into `settings::RunConfig`); the code that reads
-//! one names it through a constant here, and the man page's ENVIRONMENT and
-//! CONFIGURATION sections are these tables. Invariant: no other file of
-//! the engine spells a key or a variable (a test scans the source), so a
-//! key cannot be read under one name and documented under another.
+//! resolved once per run into the engine's `settings::RunConfig`); the code
+//! that reads one names it through a constant here, and the man page's
+//! ENVIRONMENT and CONFIGURATION sections are these tables. Invariant: no
+//! other source file of the workspace spells a key or a variable (a test
+//! of the top package scans every crate), so a key cannot be read under
+//! one name and documented under another.
 
 use std::time::Duration;
 
@@ -318,52 +319,6 @@ mod tests {
         assert_eq!(env.ignored.len(), 2, "{:?}", env.ignored);
         assert!(env.ignored[0].starts_with("GIT_STEPS_NET_RETRY_SECS=\"five\""));
         assert!(env.ignored[1].starts_with("GIT_STEPS_NET_TIMEOUT_SECS=\"0\""));
-    }
-
-    /// Outside this file, the engine's code (tests aside) spells no
-    /// `steps.*` key and no `GIT_STEPS_*` variable: it names a constant.
-    #[test]
-    fn no_key_is_spelled_outside_the_table() {
-        let mut found = Vec::new();
-        // The workspace: the engine's `src/` and every crate's.
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut stack = vec![root.join("src")];
-        for e in std::fs::read_dir(root.join("crates")).unwrap() {
-            stack.push(e.unwrap().path().join("src"));
-        }
-        while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                    continue;
-                }
-                if p.ends_with("keys.rs") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&p).unwrap();
-                let code = text.split("#[cfg(test)]").next().unwrap();
-                for (n, line) in code.lines().enumerate() {
-                    if line.trim_start().starts_with("//") {
-                        continue;
-                    }
-                    for prefix in ["\"GIT_STEPS_", "\"steps."] {
-                        for (i, _) in line.match_indices(prefix) {
-                            let name: String =
-                                line[i + 1..].chars().take_while(|c| *c != '"').collect();
-                            // The lock file's name, not a key.
-                            if name != "steps.lock" {
-                                found.push(format!("{}:{}: {name}", p.display(), n + 1));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        assert!(
-            found.is_empty(),
-            "spelled outside crates/io/src/keys.rs: {found:#?}"
-        );
     }
 
     #[test]

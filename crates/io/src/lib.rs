@@ -16,20 +16,20 @@
 //!
 //! Every module uses only the crates below (`git-steps-error`,
 //! `git-steps-plan`), the modules listed before it here, and its own
-//! submodules; the engine's test `layers_point_down` reads this list and
+//! submodules; the top package's test `layers_point_down` reads this list and
 //! every source file of this crate. Bottom to top:
 //!
 //! 1. [`keys`]: every `steps.*` key and `GIT_STEPS_*` variable, one table;
-//! 1. [`backoff`]: the one backoff schedule (jittered) and the clock it waits on;
-//! 1. [`os`]: the system calls beyond std, Linux's own and a portable set;
-//! 2. [`git`]: git primitives (libgit2 set up once with its TCP
+//! 2. [`backoff`]: the one backoff schedule (jittered) and the clock it waits on;
+//! 3. [`os`]: the system calls beyond std, Linux's own and a portable set;
+//! 4. [`git`]: git primitives (libgit2 set up once with its TCP
 //!    stream, certificates, signature, short ids, hex, tree modes and tree
 //!    changes; a step's small objects written as git writes them);
-//! 3. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
-//! 4. [`crash`]: named crash points at every write boundary;
-//! 5. [`progress`]: long work reported to a front end (bars on a terminal);
-//! 6. [`lock`]: one runner per repository, git-style lock files, the branch moved as git moves it;
-//! 7. [`flush`]: what reaches the disk when: one syncfs per commit point, the boot epoch.
+//! 5. [`sign`]: commits signed as git signs them (`commit.gpgSign`);
+//! 6. [`crash`]: named crash points at every write boundary;
+//! 7. [`progress`]: long work reported to a front end (bars on a terminal);
+//! 8. [`lock`]: one runner per repository, git-style lock files, the branch moved as git moves it;
+//! 9. [`flush`]: what reaches the disk when: one syncfs per commit point, the boot epoch.
 
 #![deny(unsafe_code)]
 

@@ -5,8 +5,8 @@
 //! buffered output flushed, exactly like a box that vanishes. Invariant: every
 //! write of durable or local state in the apply path sits between two points
 //! listed in [`POINTS`], so the crash matrix can stop the run on either side
-//! of it. The matrix that uses them is [`crate::matrix`], near the top of
-//! the layers.
+//! of it. The matrix that uses them is the `git-steps-matrix` crate, above
+//! the engine.
 
 use std::sync::OnceLock;
 

@@ -1,0 +1,389 @@
+//! Rules of the whole workspace, checked against its source: the engine's
+//! and the I/O crate's layers point down, only the command line's `Ui`
+//! writes to the terminal, every `unsafe` block is argued and counted,
+//! and no key is spelled outside its table. Here, in the top package,
+//! because they read every crate: `cargo test -p git-steps --lib` (or the
+//! whole `cargo test`) runs them, whichever crate a change touched.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The engine's layers, bottom to top, as `git-steps-core`'s doc comment
+/// lists them.
+fn layers() -> Vec<String> {
+    layers_in(include_str!("../crates/core/src/lib.rs"))
+}
+
+/// The layers of `git-steps-io`, as its `lib.rs` lists them.
+const IO_LIB: &str = include_str!("../crates/io/src/lib.rs");
+
+fn layers_in(lib: &str) -> Vec<String> {
+    lib.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("//! ")?;
+            let (n, rest) = rest.split_once(". [`")?;
+            n.parse::<usize>().ok()?;
+            Some(rest.split_once('`')?.0.to_string())
+        })
+        .collect()
+}
+
+/// The module a source file is (`src/sync/remote/local.rs` →
+/// `sync::remote::local`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().map(String::as_str) == Some("mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The layer a module belongs to: the longest listed prefix.
+fn layer_of(layers: &[String], module: &str) -> Option<usize> {
+    layers
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| module == l.as_str() || module.starts_with(&format!("{l}::")))
+        .max_by_key(|(_, l)| l.len())
+        .map(|(i, _)| i)
+}
+
+/// Every module path a file's code (not its comments, not its tests)
+/// names: `crate::a::b`, `super::x`, and grouped `crate::a::{b, c}`.
+fn references(module: &str, is_mod_rs: bool, code: &str) -> BTreeSet<String> {
+    // Test code, and test helpers shared across crates (`testing`).
+    let code = code.split("#[cfg(test)]").next().unwrap();
+    let code: String = code
+        .split("#[cfg(any(test, feature = \"testing\"))]")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = BTreeSet::new();
+    // `super` of `a::b` (a file) is `a`; of `a::b` (a mod.rs) too, the
+    // module itself being `a::b`.
+    let mut parent: Vec<&str> = module.split("::").collect();
+    parent.pop();
+    let _ = is_mod_rs;
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let (base, skip) = if rest.starts_with("crate::") {
+            (Vec::new(), "crate::".len())
+        } else if rest.starts_with("super::")
+            && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
+        {
+            let mut base = parent.clone();
+            let mut skip = "super::".len();
+            while code[i + skip..].starts_with("super::") {
+                base.pop();
+                skip += "super::".len();
+            }
+            (base, skip)
+        } else {
+            i += rest.chars().next().unwrap().len_utf8();
+            continue;
+        };
+        let tail = &code[i + skip..];
+        let path: String = tail
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        let mut segs: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        segs.extend(
+            path.split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        );
+        let after = &tail[path.len()..];
+        if (path.is_empty() || path.ends_with("::")) && after.starts_with('{') {
+            let group = &after[1..after.find('}').unwrap_or(after.len() - 1)];
+            for item in group.split(',') {
+                let first = item.trim().split("::").next().unwrap_or("").trim();
+                match first {
+                    "" => {}
+                    "self" => {
+                        out.insert(segs.join("::"));
+                    }
+                    // `crate::{lock, workdir::worktree}`: each item is
+                    // a path from the crate's root.
+                    _ if segs.is_empty() => {
+                        let path = item.trim().split(" as ").next().unwrap_or("");
+                        out.insert(path.trim().to_string());
+                    }
+                    _ => {
+                        out.insert(format!("{}::{first}", segs.join("::")));
+                    }
+                }
+            }
+        } else {
+            out.insert(segs.join("::"));
+        }
+        i += skip + path.len();
+    }
+    out
+}
+
+/// Every source file of the workspace: the command line's `src/` and each
+/// crate's under `crates/`.
+fn workspace_files() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = Vec::new();
+    files(&root.join("src"), &mut all);
+    for e in std::fs::read_dir(root.join("crates")).unwrap() {
+        files(&e.unwrap().path().join("src"), &mut all);
+    }
+    assert!(all.iter().any(|f| f.ends_with("crates/plan/src/step.rs")));
+    // This file is tests, and spells what it looks for.
+    all.retain(|f| !f.ends_with("src/source_checks.rs"));
+    all
+}
+
+fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Only `cli::ui` writes to the process's stdout and stderr: the
+/// library reports through its return values and the engine's `Ui`
+/// trait, and every command speaks through `cli::Ui` (whose lines are
+/// redacted and drawn out of a progress bar's way). The exceptions are
+/// protocols that own stdout: the MCP framing and the `git://` relay
+/// (and the effect supervisor's stderr, which is a file).
+#[test]
+fn only_the_ui_writes_to_the_terminal() {
+    let all = workspace_files();
+    let allowed = |f: &Path, what: &str| {
+        f.ends_with("cli/ui.rs")
+            || (f.ends_with("cli/mcp/frame.rs") && what == "io::stdout()")
+            || (f.ends_with("sync/remote/relay.rs") && what == "io::stdout()")
+            || (f.ends_with("cli/progress.rs") && what == "io::stderr()")
+            // A command effect's supervisor: its stderr is the
+            // effect's output file, not the terminal.
+            || (f.ends_with("run/supervisor.rs") && what == "io::stderr()")
+    };
+    let mut found = Vec::new();
+    for file in &all {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text.split("\n#[cfg(test)]").next().unwrap();
+        for what in [
+            "eprintln!",
+            "eprint!",
+            "println!",
+            "print!(",
+            "dbg!",
+            "io::stderr()",
+            "io::stdout()",
+        ] {
+            let hits = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//") && l.contains(what))
+                .count();
+            if hits > 0 && !allowed(file, what) {
+                found.push(format!("{}: {what} ×{hits}", file.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "written around the Ui: {found:?}");
+}
+
+/// At most fourteen `unsafe` blocks, each with its `SAFETY:` argument:
+/// the libgit2 options set once, the CA bundle, the TCP stream's
+/// callbacks, a hook's parent-death signal, the object lookup without a
+/// pack rescan (libgit2's `git_odb_exists_ext`, which git2 does not
+/// wrap), the allocator's trim threshold in `main`, libgit2's own
+/// fsync turned on where syncfs does not flush (`git::fsync`, issue 53:
+/// `GIT_OPT_ENABLE_FSYNC_GITDIR`, which git2 does not wrap), and the
+/// read lease that tells a file held open for writing before the
+/// worktree replaces it (`F_SETLEASE`, which rustix does not wrap). A
+/// new one needs a reason to be here, and a bump of this number in
+/// review.
+#[test]
+fn at_most_fourteen_unsafe_blocks() {
+    let all = workspace_files();
+    let mut blocks = Vec::new();
+    for file in &all {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text.split("\n#[cfg(test)]").next().unwrap();
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap();
+            if code.contains("unsafe {") {
+                let argued = lines[i.saturating_sub(6)..i]
+                    .iter()
+                    .any(|l| l.contains("SAFETY:"));
+                blocks.push((format!("{}:{}", file.display(), i + 1), argued));
+            }
+        }
+    }
+    let unargued: Vec<_> = blocks.iter().filter(|(_, a)| !a).collect();
+    assert!(
+        unargued.is_empty(),
+        "unsafe without a SAFETY: comment: {unargued:?}"
+    );
+    assert!(
+        blocks.len() <= 14,
+        "{} unsafe blocks: {blocks:?}",
+        blocks.len()
+    );
+}
+
+/// A folder of `src/` holds one run of consecutive layers, so `ls src`
+/// reads bottom to top: no folder has a layer of another between two
+/// of its own.
+#[test]
+fn folders_hold_consecutive_layers() {
+    for layers in [layers(), layers_in(IO_LIB)] {
+        let top: Vec<&str> = layers
+            .iter()
+            .map(|l| l.split("::").next().unwrap())
+            .collect();
+        for (i, name) in top.iter().enumerate() {
+            let last = top.iter().rposition(|t| t == name).unwrap();
+            assert!(
+                top[i..=last].iter().all(|t| t == name),
+                "the layers of {name}/ are not consecutive: {:?}",
+                &layers[i..=last]
+            );
+        }
+    }
+}
+
+/// The engine's modules, then `git-steps-io`'s, each against its own
+/// crate's list; the crates below either (and the engine's
+/// re-exports of them) count as below every layer.
+#[test]
+fn layers_point_down() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let below = ["Error", "Result", "Refusal", "RefusalKind", "error", "plan"];
+    let io = layers_in(IO_LIB);
+    assert_eq!(
+        io.len(),
+        9,
+        "the I/O crate's layer list did not parse: {io:?}"
+    );
+    let mut engine_below = below.to_vec();
+    engine_below.extend(io.iter().map(String::as_str));
+    let mut problems = upward_imports(&layers(), &root.join("crates/core/src"), &engine_below);
+    problems.extend(upward_imports(&io, &root.join("crates/io/src"), &below));
+    assert!(
+        problems.is_empty(),
+        "imports that point up:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Every import of a crate's files (under `src`) that points up its
+/// `layers`, or at no layer and nothing `below`.
+fn upward_imports(layers: &[String], src: &Path, below: &[&str]) -> Vec<String> {
+    assert!(layers.len() > 8, "the layer list did not parse: {layers:?}");
+    let mut all = Vec::new();
+    files(src, &mut all);
+    let mut problems = Vec::new();
+    for file in &all {
+        let module = module_of(src, file);
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let code = std::fs::read_to_string(file).unwrap();
+        let is_mod_rs = file.ends_with("mod.rs");
+        let refs = references(&module, is_mod_rs, &code);
+        let Some(own) = layer_of(layers, &module) else {
+            // A folder's mod.rs that only declares its submodules.
+            if !refs.is_empty() {
+                problems.push(format!("{module} is in no layer but uses {refs:?}"));
+            }
+            continue;
+        };
+        for r in &refs {
+            match layer_of(layers, r) {
+                Some(l) if l <= own => {}
+                Some(l) => problems.push(format!(
+                    "{module} (layer {}, {}) uses {r} (layer {}, {})",
+                    own + 1,
+                    layers[own],
+                    l + 1,
+                    layers[l]
+                )),
+                None if below.contains(&r.split("::").next().unwrap_or("")) => {}
+                None => problems.push(format!("{module} uses {r}, which is in no layer")),
+            }
+        }
+    }
+    problems
+}
+
+/// The checker can fail: an upward import is found.
+#[test]
+fn an_upward_import_is_caught() {
+    let layers = layers();
+    let refs = references("tree::build", false, "use crate::run::session::Session;\nuse super::{guard, hunks};\n// crate::cli in a comment\n");
+    assert!(refs.contains("run::session::Session"), "{refs:?}");
+    assert!(
+        refs.contains("tree::guard") && refs.contains("tree::hunks"),
+        "{refs:?}"
+    );
+    assert!(!refs.iter().any(|r| r.starts_with("cli")), "{refs:?}");
+    let own = layer_of(&layers, "tree::build").unwrap();
+    assert!(layer_of(&layers, "run::session::Session").unwrap() > own);
+    let grouped = references(
+        "run::commit",
+        false,
+        "use crate::workdir::{repair, worktree};",
+    );
+    assert!(grouped.contains("workdir::worktree"), "{grouped:?}");
+    let top = references(
+        "run::commit",
+        false,
+        "use crate::{lock, workdir::worktree};",
+    );
+    assert!(
+        top.contains("lock") && top.contains("workdir::worktree"),
+        "{top:?}"
+    );
+}
+
+/// Outside `crates/io/src/keys.rs`, no crate's code (tests aside) spells no
+/// `steps.*` key and no `GIT_STEPS_*` variable: it names a constant.
+#[test]
+fn no_key_is_spelled_outside_the_table() {
+    let mut found = Vec::new();
+    for p in workspace_files() {
+        if p.ends_with("crates/io/src/keys.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (n, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for prefix in ["\"GIT_STEPS_", "\"steps."] {
+                for (i, _) in line.match_indices(prefix) {
+                    let name: String = line[i + 1..].chars().take_while(|c| *c != '"').collect();
+                    // The lock file's name, not a key.
+                    if name != "steps.lock" {
+                        found.push(format!("{}:{}: {name}", p.display(), n + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "spelled outside crates/io/src/keys.rs: {found:#?}"
+    );
+}

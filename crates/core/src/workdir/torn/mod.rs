@@ -140,14 +140,22 @@ pub fn mend(
 }
 
 /// Make the 256 fan-out directories of `objects/` exist, their names
-/// durable. libgit2 makes one when it first writes an object under it and
-/// fsyncs the object and that directory, never `objects/` itself: a cut may
-/// then lose the new directory, and with it an object a durable ref names
-/// (what the POSIX model of `crashtest --power-loss` found). Made here once,
-/// with one fsync of `objects/`; `git prune` removes empty ones again, and
-/// the next run makes them again.
+/// durable, where writes are flushed file by file. There libgit2 makes one
+/// when it first writes an object under it and fsyncs the object and that
+/// directory, never `objects/` itself: a cut may then lose the new
+/// directory, and with it an object a durable ref names (what the POSIX
+/// model of `crashtest --power-loss` found). Made here once, with one fsync
+/// of `objects/`; `git prune` removes empty ones again, and the next run
+/// makes them again. Where one `syncfs` at the commit point flushes the
+/// file system ([`crate::flush`]), it flushes a new directory's name with
+/// the objects under it, before any ref names them: nothing is made (256
+/// directories and their modes cost a fresh clone's first step more than
+/// the step).
 pub fn fan_out(repo: &Repository) -> Result<()> {
     let objects = repo.commondir().join("objects");
+    if crate::git::fsync::note_file_system(&objects) == crate::git::fsync::Flushing::Syncfs {
+        return Ok(());
+    }
     let Ok(entries) = std::fs::read_dir(&objects) else {
         return Ok(());
     };

@@ -8,14 +8,20 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// The engine's layers, bottom to top, as `git-steps-core`'s doc comment
-/// lists them.
-fn layers() -> Vec<String> {
-    layers_in(include_str!("../crates/core/src/lib.rs"))
+/// The workspace's root, where its crates are: not in a published
+/// package of this crate alone, where these checks have nothing to read.
+fn workspace() -> Option<&'static Path> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    root.join("crates/core/src/lib.rs")
+        .is_file()
+        .then_some(root)
 }
 
-/// The layers of `git-steps-io`, as its `lib.rs` lists them.
-const IO_LIB: &str = include_str!("../crates/io/src/lib.rs");
+/// The layers a crate's `lib.rs` lists (`core`, `io`), bottom to top.
+fn layers_of(root: &Path, krate: &str) -> Vec<String> {
+    let lib = root.join("crates").join(krate).join("src/lib.rs");
+    layers_in(&std::fs::read_to_string(lib).unwrap())
+}
 
 fn layers_in(lib: &str) -> Vec<String> {
     lib.lines()
@@ -55,12 +61,9 @@ fn layer_of(layers: &[String], module: &str) -> Option<usize> {
 /// Every module path a file's code (not its comments, not its tests)
 /// names: `crate::a::b`, `super::x`, and grouped `crate::a::{b, c}`.
 fn references(module: &str, is_mod_rs: bool, code: &str) -> BTreeSet<String> {
-    // Test code, and test helpers shared across crates (`testing`).
-    let code = code.split("#[cfg(test)]").next().unwrap();
+    // Test code, and the test helpers shared across crates (`testing`).
+    let code = without_testing(code.split("#[cfg(test)]").next().unwrap());
     let code: String = code
-        .split("#[cfg(any(test, feature = \"testing\"))]")
-        .next()
-        .unwrap()
         .lines()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
@@ -131,10 +134,37 @@ fn references(module: &str, is_mod_rs: bool, code: &str) -> BTreeSet<String> {
     out
 }
 
+/// `code` without its items for tests only: each item under
+/// `#[cfg(any(test, feature = "testing"))]` (a `mod testing;` line, or an
+/// inline module to its closing brace), the rest kept.
+fn without_testing(code: &str) -> String {
+    let mut out = Vec::new();
+    let mut lines = code.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() != "#[cfg(any(test, feature = \"testing\"))]" {
+            out.push(l);
+            continue;
+        }
+        let mut depth = 0i32;
+        for item in lines.by_ref() {
+            depth += item.matches('{').count() as i32 - item.matches('}').count() as i32;
+            if depth <= 0 && (item.trim_end().ends_with(';') || item.trim_end().ends_with('}')) {
+                break;
+            }
+        }
+    }
+    out.join("\n")
+}
+
+#[test]
+fn test_helpers_are_left_out_and_nothing_else() {
+    let code = "use a;\n#[cfg(any(test, feature = \"testing\"))]\npub mod testing;\nuse b;\n#[cfg(any(test, feature = \"testing\"))]\npub mod testing {\n    fn f() {\n        use c;\n    }\n}\nuse d;\n";
+    assert_eq!(without_testing(code), "use a;\nuse b;\nuse d;");
+}
+
 /// Every source file of the workspace: the command line's `src/` and each
 /// crate's under `crates/`.
-fn workspace_files() -> Vec<std::path::PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+fn workspace_files(root: &Path) -> Vec<std::path::PathBuf> {
     let mut all = Vec::new();
     files(&root.join("src"), &mut all);
     for e in std::fs::read_dir(root.join("crates")).unwrap() {
@@ -165,7 +195,8 @@ fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// (and the effect supervisor's stderr, which is a file).
 #[test]
 fn only_the_ui_writes_to_the_terminal() {
-    let all = workspace_files();
+    let Some(root) = workspace() else { return };
+    let all = workspace_files(root);
     let allowed = |f: &Path, what: &str| {
         f.ends_with("cli/ui.rs")
             || (f.ends_with("cli/mcp/frame.rs") && what == "io::stdout()")
@@ -213,7 +244,8 @@ fn only_the_ui_writes_to_the_terminal() {
 /// review.
 #[test]
 fn at_most_fourteen_unsafe_blocks() {
-    let all = workspace_files();
+    let Some(root) = workspace() else { return };
+    let all = workspace_files(root);
     let mut blocks = Vec::new();
     for file in &all {
         let text = std::fs::read_to_string(file).unwrap();
@@ -246,7 +278,8 @@ fn at_most_fourteen_unsafe_blocks() {
 /// of its own.
 #[test]
 fn folders_hold_consecutive_layers() {
-    for layers in [layers(), layers_in(IO_LIB)] {
+    let Some(root) = workspace() else { return };
+    for layers in [layers_of(root, "core"), layers_of(root, "io")] {
         let top: Vec<&str> = layers
             .iter()
             .map(|l| l.split("::").next().unwrap())
@@ -267,9 +300,9 @@ fn folders_hold_consecutive_layers() {
 /// re-exports of them) count as below every layer.
 #[test]
 fn layers_point_down() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(root) = workspace() else { return };
     let below = ["Error", "Result", "Refusal", "RefusalKind", "error", "plan"];
-    let io = layers_in(IO_LIB);
+    let io = layers_of(root, "io");
     assert_eq!(
         io.len(),
         9,
@@ -277,7 +310,11 @@ fn layers_point_down() {
     );
     let mut engine_below = below.to_vec();
     engine_below.extend(io.iter().map(String::as_str));
-    let mut problems = upward_imports(&layers(), &root.join("crates/core/src"), &engine_below);
+    let mut problems = upward_imports(
+        &layers_of(root, "core"),
+        &root.join("crates/core/src"),
+        &engine_below,
+    );
     problems.extend(upward_imports(&io, &root.join("crates/io/src"), &below));
     assert!(
         problems.is_empty(),
@@ -329,7 +366,8 @@ fn upward_imports(layers: &[String], src: &Path, below: &[&str]) -> Vec<String> 
 /// The checker can fail: an upward import is found.
 #[test]
 fn an_upward_import_is_caught() {
-    let layers = layers();
+    let Some(root) = workspace() else { return };
+    let layers = layers_of(root, "core");
     let refs = references("tree::build", false, "use crate::run::session::Session;\nuse super::{guard, hunks};\n// crate::cli in a comment\n");
     assert!(refs.contains("run::session::Session"), "{refs:?}");
     assert!(
@@ -360,8 +398,9 @@ fn an_upward_import_is_caught() {
 /// `steps.*` key and no `GIT_STEPS_*` variable: it names a constant.
 #[test]
 fn no_key_is_spelled_outside_the_table() {
+    let Some(root) = workspace() else { return };
     let mut found = Vec::new();
-    for p in workspace_files() {
+    for p in workspace_files(root) {
         if p.ends_with("crates/io/src/keys.rs") {
             continue;
         }

@@ -196,37 +196,41 @@ fn io_faults_end_with_a_clear_error_and_a_clean_rerun_finishes() {
     assert!(failed >= 10, "{codes:?}\n{}", per_case.join("\n"));
 }
 
-/// A step whose object cannot be written (the disk failed the object's
-/// fsync) is the machine's failure, reported as such: not "does not apply",
-/// not "fix the step in the plan", and nothing written; a rerun applies it.
+/// A step whose objects cannot be made durable (the disk failed the first
+/// fsync, or the syncfs that flushes the step's objects at its commit
+/// point) is the machine's failure, reported as such: not "does not
+/// apply", not "fix the step in the plan", and nothing written; a rerun
+/// applies it.
 #[test]
 fn a_failed_object_write_is_the_machines_failure_not_a_step_that_does_not_apply() {
-    let t = TestRepo::new();
-    let plan = t.plan(
-        "plan.jsonl",
-        &[line(
-            serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
-        )],
-    );
-    let cmd = strace(
-        &t,
-        "fsync",
-        "error=EIO:when=1",
-        &["--json", "apply", plan.to_str().unwrap()],
-    );
-    let r = t.run_cmd(
-        cmd,
-        "strace … git-steps --json apply (first fsync fails)".into(),
-        None,
-    );
-    assert_eq!(r.code(), Some(1), "{}", r.explain());
-    let j = r.json();
-    assert_eq!(j["data"]["kind"], "error", "{}", r.explain());
-    assert!(r.stderr().contains("fsync"), "{}", r.explain());
-    assert!(r.stderr().contains("file-system error"), "{}", r.explain());
-    assert!(!r.stderr().contains("fix step"), "{}", r.explain());
-    assert!(!r.stderr().contains("class="), "{}", r.explain());
-    assert_eq!(t.head(), None);
-    t.steps(&["apply", plan.to_str().unwrap()]).ok();
-    assert_eq!(t.step_ids(), ["s1"]);
+    for syscall in ["fsync", "syncfs"] {
+        let t = TestRepo::new();
+        let plan = t.plan(
+            "plan.jsonl",
+            &[line(
+                serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
+            )],
+        );
+        let cmd = strace(
+            &t,
+            syscall,
+            "error=EIO:when=1",
+            &["--json", "apply", plan.to_str().unwrap()],
+        );
+        let r = t.run_cmd(
+            cmd,
+            format!("strace … git-steps --json apply (the first {syscall} fails)"),
+            None,
+        );
+        assert_eq!(r.code(), Some(1), "{}", r.explain());
+        let j = r.json();
+        assert_eq!(j["data"]["kind"], "error", "{}", r.explain());
+        assert!(r.stderr().contains("Input/output error"), "{}", r.explain());
+        assert!(r.stderr().contains("file-system error"), "{}", r.explain());
+        assert!(!r.stderr().contains("fix step"), "{}", r.explain());
+        assert!(!r.stderr().contains("class="), "{}", r.explain());
+        assert_eq!(t.head(), None, "{syscall}");
+        t.steps(&["apply", plan.to_str().unwrap()]).ok();
+        assert_eq!(t.step_ids(), ["s1"], "{syscall}");
+    }
 }

@@ -53,18 +53,24 @@ pub struct Server {
 /// test's listener between here and the server's bind: the server then
 /// exits, but the check that it listens may first reach the other
 /// listener, and the test later finds the port closed.
+///
+/// No port is handed out twice in this process: two callers (a server's
+/// start and a test that names a port) cannot pick the same one.
 pub fn free_port() -> u16 {
     use std::hash::{BuildHasher, Hasher};
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32768);
     if low > 12_000 {
         for _ in 0..1000 {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u32(std::process::id());
+            // RandomState is seeded anew on each call.
+            let h = std::collections::hash_map::RandomState::new().build_hasher();
             let port = 10_000 + (h.finish() % u64::from(low - 10_000)) as u16;
-            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.push(port);
                 return port;
             }
         }

@@ -68,10 +68,12 @@ pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Flush the file system of `repo`'s git dir: everything written there so
-/// far is durable when this returns.
+/// Flush the file system of `repo`'s git dir, and of its `objects/` where
+/// that is another (a symlink or a mount): everything written there so far
+/// is durable when this returns.
 pub fn repository(repo: &git2::Repository) -> crate::error::Result<()> {
-    file_systems(&[repo.commondir()]).map_err(|e| {
+    let objects = repo.commondir().join("objects");
+    file_systems(&[repo.commondir(), &objects]).map_err(|e| {
         crate::error::Error::local(format!("cannot flush {}: {e}", repo.commondir().display()))
             .with_hint(crate::error::LOCAL_FAILURE_HINT)
     })

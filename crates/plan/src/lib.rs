@@ -9,7 +9,8 @@
 //! A crate of its own so that the compiler keeps it so: it depends on
 //! `git-steps-error` and pure Rust crates only (no libgit2, no OpenSSL,
 //! no tokio; CI checks `cargo tree`), and nothing here can import the
-//! engine. The fuzz targets of its parsers build without a C compiler.
+//! engine; it builds without a C compiler (its fuzz targets need C++ for
+//! libFuzzer, not for the plan).
 //! The engine re-exports it as `git_steps::plan`.
 //!
 //! Bottom to top: [`modes`], [`path`], [`formats`], [`canonical`],

@@ -280,7 +280,7 @@ fn unfold(val: &[u8]) -> Cow<'_, [u8]> {
 
 /// The trailers (key, unfolded value) of `message`, in order, exactly as
 /// `git log --format=%(trailers:only,unfold)` lists them.
-pub fn trailers(message: &str) -> Vec<(String, String)> {
+pub(crate) fn trailers(message: &str) -> Vec<(String, String)> {
     let bytes = message.as_bytes();
     // git reads the message as a C string.
     let bytes = &bytes[..memchr::memchr(0, bytes).unwrap_or(bytes.len())];

@@ -120,36 +120,36 @@ impl Outcomes {
 /// [`super::effects`]'s).
 /// The effects of one durable step, to deliver.
 #[derive(Debug)]
-pub struct Due {
-    pub step: String,
-    pub receipt: Oid,
+pub(crate) struct Due {
+    pub(crate) step: String,
+    pub(crate) receipt: Oid,
     /// The step's decision digest (who may deliver its effects).
-    pub digest: String,
-    pub effects: Vec<Effect>,
+    pub(crate) digest: String,
+    pub(crate) effects: Vec<Effect>,
 }
 
 /// What a session knows of its effects.
 #[derive(Debug, Default)]
 pub struct Effects {
     /// Read (fetched) when first needed.
-    pub outcomes: Option<Outcomes>,
+    pub(crate) outcomes: Option<Outcomes>,
     /// Steps whose effects are to be delivered, oldest first.
-    pub queue: Vec<Due>,
+    pub(crate) queue: Vec<Due>,
     /// Whether the durable history's undelivered effects were queued.
-    pub history_queued: bool,
+    pub(crate) history_queued: bool,
     /// What this session delivered or recorded as failed.
-    pub done: Vec<Delivered>,
+    pub(crate) done: Vec<Delivered>,
     /// Set when this box held an effect back (`steps.effects`): it and
     /// every effect after it wait, in order, for a box that delivers them.
-    pub held: bool,
+    pub(crate) held: bool,
     /// The steps this session applied that carry effects: (position in the
     /// run, how many), as [`crate::history::ledger::Ledger::effects`].
-    pub applied: Vec<(usize, usize)>,
+    pub(crate) applied: Vec<(usize, usize)>,
 }
 
 impl Effects {
     /// Queue the effects of a step that just became durable.
-    pub fn due(&mut self, step: &str, receipt: Oid, digest: &str, effects: Vec<Effect>) {
+    pub(crate) fn due(&mut self, step: &str, receipt: Oid, digest: &str, effects: Vec<Effect>) {
         if !effects.is_empty() {
             self.queue.push(Due {
                 step: step.to_string(),

@@ -151,9 +151,12 @@ impl Remote {
                 copier.object(commit).map_err(|e| fail("copy objects", e))?;
             }
             // One flush for everything this step wrote before its commit
-            // point: its objects in the box and here, the ref's new value.
+            // point: its objects in the box and here, the ref's new value
+            // (each objects/ too, where it is another file system).
             let box_dir = repo.commondir().to_path_buf();
-            let flush = || crate::flush::file_systems(&[&box_dir, remote.path()]);
+            let (box_objects, objects) = (box_dir.join("objects"), remote.path().join("objects"));
+            let flush =
+                || crate::flush::file_systems(&[&box_dir, &box_objects, remote.path(), &objects]);
             if let Some(id) = update.step {
                 crate::crash::point("push-sent", id);
             }
@@ -269,8 +272,8 @@ pub(super) fn scrub_once(remote: &Repository) -> std::result::Result<(), PushErr
             SCRUBBED.with(|c| c.borrow_mut().retain(|p| p != remote.path()));
             return Err(io_failed("check the objects of", remote.path(), e));
         }
-        // Its 256 fan-out directories made once (as the box's are), not
-        // one by one as pushes need them.
+        // Its 256 fan-out directories made once where it is flushed file by
+        // file (as the box's are), not one by one as pushes need them.
         crate::workdir::torn::fan_out(remote).map_err(PushError::Failed)?;
     }
     Ok(())

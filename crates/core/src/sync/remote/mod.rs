@@ -458,9 +458,11 @@ impl Remote {
                 // the branch never names a torn object. The flush runs while
                 // the push waits for the network: only the branch's move
                 // waits for it.
+                // Its objects/ too, where that is another file system.
                 let dir = repo.commondir().to_path_buf();
+                let objects = dir.join("objects");
                 let (pushed, flushed) = std::thread::scope(|sc| {
-                    let flushing = sc.spawn(move || crate::flush::file_systems(&[&dir]));
+                    let flushing = sc.spawn(move || crate::flush::file_systems(&[&dir, &objects]));
                     let pushed = match self.transport {
                         Transport::Libgit2 => match self.push_smart(repo, update) {
                             Some(r) => r,

@@ -19,7 +19,7 @@ use crate::plan::formats::{EditError, FileError};
 use crate::plan::step::{Content, Step};
 
 mod overlay;
-pub use overlay::build_tree;
+pub(crate) use overlay::build_tree;
 use overlay::Overlay;
 
 /// The default largest file a step may write: 100 MiB, the size git

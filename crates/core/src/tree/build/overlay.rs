@@ -317,7 +317,7 @@ impl<'r> Overlay<'r> {
 /// applied; None when the result is empty. Handles a file or symlink
 /// replaced by a directory and back, which libgit2's tree updater refuses as
 /// a D/F conflict.
-pub fn build_tree(
+pub(crate) fn build_tree(
     repo: &Repository,
     base: Option<Tree<'_>>,
     updates: &[(&str, Option<BlobEntry>)],

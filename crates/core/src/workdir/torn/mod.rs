@@ -1,7 +1,7 @@
 //! Local state a power cut tore: the index, the run's branch and the lock
-//! files of writes the cut stopped, mended before anything reads them; and
-//! the object fan-out directories, made durable so that a cut cannot lose
-//! an object with its directory.
+//! files of writes the cut stopped, mended before anything reads them; and,
+//! where writes are flushed file by file, the object fan-out directories,
+//! made durable so that a cut cannot lose an object with its directory.
 //!
 //! A power cut (unlike SIGKILL) loses what was written and not yet fsynced:
 //! git's index, rewritten by a rename whose data may not have reached the
@@ -122,7 +122,7 @@ pub fn mend(
     )
     .map_err(|e| {
         Error::local(format!(
-            "cannot check {} after a reboot: {e}",
+            "cannot record this boot in {} (or check what an earlier one left unflushed there): {e}",
             repo.commondir().display()
         ))
         .with_hint(crate::error::LOCAL_FAILURE_HINT)

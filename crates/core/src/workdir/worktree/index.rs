@@ -20,7 +20,7 @@ use crate::git::index_file::{self, skip_hash, IndexFile, Stat};
 
 /// The index as git wrote it, when it is plainly git's and whole (read at
 /// most once while the file stays the same).
-pub fn own(repo: &Repository) -> Option<Rc<IndexFile>> {
+pub(crate) fn own(repo: &Repository) -> Option<Rc<IndexFile>> {
     IndexFile::cached(&repo.path().join("index"), skip_hash(repo))
 }
 

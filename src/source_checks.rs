@@ -426,3 +426,24 @@ fn no_key_is_spelled_outside_the_table() {
         "spelled outside crates/io/src/keys.rs: {found:#?}"
     );
 }
+
+/// Every variable and `steps.*` key a user may set has its row in the
+/// guide's tables (the man page is generated from `keys.rs`; the guide is
+/// written by hand). The internal ones, which git-steps sets for itself,
+/// need none.
+#[test]
+fn the_guide_lists_every_key_a_user_sets() {
+    let Some(root) = workspace() else { return };
+    let guide = std::fs::read_to_string(root.join("docs/guide.md")).unwrap();
+    let missing: Vec<&str> = crate::keys::CONFIG
+        .iter()
+        .chain(crate::keys::ENVIRONMENT)
+        .filter(|k| !k.doc.starts_with("Internal:"))
+        .map(|k| k.name)
+        .filter(|name| !guide.contains(&format!("| `{name}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys without a row in docs/guide.md: {missing:?}"
+    );
+}

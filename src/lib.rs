@@ -20,11 +20,16 @@
 //!    files written as git writes them, locks, flushing, signing, crash
 //!    points, the system calls beyond std; the only crate with `unsafe`
 //!    code;
-//! 4. `git-steps-core` (`crates/core`): the engine — trees, history,
-//!    settings, the worktree, the remote, sessions and the two loops;
-//! 5. `git-steps-matrix` (`crates/matrix`): the crash matrix, the
+//! 4. `git-steps-remote` (`crates/remote`): the durable remote — one
+//!    transport trait over git's CLI, libgit2, the smart-HTTP client and a
+//!    bare repository on this machine, compare-and-swap pushes settled by
+//!    asking the remote, and the one retry rule;
+//! 5. `git-steps-core` (`crates/core`): the engine — trees, history,
+//!    settings, the worktree, sessions and the two loops (the remote
+//!    crate is its `sync::remote`);
+//! 6. `git-steps-matrix` (`crates/matrix`): the crash matrix, the
 //!    power-loss recorder and the classic runner, which drive the binary;
-//! 6. this crate: [`cli`], the command line and its rendering, and `git
+//! 7. this crate: [`cli`], the command line and its rendering, and `git
 //!    steps mcp`.
 //!
 //! This crate re-exports the engine whole (`git_steps::run`,

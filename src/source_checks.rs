@@ -34,8 +34,8 @@ fn layers_in(lib: &str) -> Vec<String> {
         .collect()
 }
 
-/// The module a source file is (`src/sync/remote/local.rs` →
-/// `sync::remote::local`).
+/// The module a source file is (`src/sync/reconcile.rs` →
+/// `sync::reconcile`).
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
     let mut parts: Vec<String> = rel
@@ -200,7 +200,7 @@ fn only_the_ui_writes_to_the_terminal() {
     let allowed = |f: &Path, what: &str| {
         f.ends_with("cli/ui.rs")
             || (f.ends_with("cli/mcp/frame.rs") && what == "io::stdout()")
-            || (f.ends_with("sync/remote/relay.rs") && what == "io::stdout()")
+            || (f.ends_with("crates/remote/src/relay.rs") && what == "io::stdout()")
             || (f.ends_with("cli/progress.rs") && what == "io::stderr()")
             // A command effect's supervisor: its stderr is the
             // effect's output file, not the terminal.

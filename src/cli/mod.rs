@@ -243,8 +243,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|URL", help_heading = "Run options")]
     pub remote: Option<String>,
     /// How to reach the remote: libgit2, or the user's git [config: steps.transport; default: git for an ssh remote, else libgit2].
-    #[arg(long, value_enum, help_heading = "Run options")]
+    #[arg(long, value_name = "TRANSPORT", value_parser = transport_values(), help_heading = "Run options")]
     pub transport: Option<Transport>,
+}
+
+/// `--transport`'s values, listed with what each means in `--help` and in
+/// clap's error for another.
+fn transport_values() -> impl clap::builder::TypedValueParser<Value = Transport> {
+    use clap::builder::{PossibleValue, TypedValueParser};
+    clap::builder::PossibleValuesParser::new([
+        PossibleValue::new(Transport::Libgit2.as_str())
+            .help("File paths, file://, git://, http(s)://, through libgit2 (no ssh)"),
+        PossibleValue::new(Transport::Git.as_str())
+            .help("The user's `git` executable, for its credential helpers and ssh config"),
+    ])
+    .map(|s| Transport::parse(&s).expect("a listed transport parses"))
 }
 
 impl RunArgs {

@@ -18,7 +18,7 @@
 //!
 //! ## Crates and layers
 //!
-//! Below the engine sit three crates the compiler keeps apart from it;
+//! Below the engine sit four crates the compiler keeps apart from it;
 //! none of them can import it (cargo would not build a cycle):
 //!
 //! - [`error`] (`git-steps-error`): typed errors, refusals and the SPEC's
@@ -29,7 +29,10 @@
 //! - `git-steps-io`: git and disk I/O, re-exported here as [`keys`],
 //!   [`backoff`], [`os`], [`git`], [`sign`], [`crash`], [`progress`],
 //!   [`lock`] and [`flush`]; the one crate with `unsafe` code. This crate
-//!   forbids it.
+//!   forbids it;
+//! - [`sync::remote`] (`git-steps-remote`): the durable remote, reached
+//!   through one transport trait, and the one retry rule of its pushes
+//!   and reads ([`settings::remote`] is its `spec`).
 //!
 //! `ls src` shows the engine's domains: `tree/` (steps applied to trees in
 //! the object database), `history/` (receipts and the scan of them),
@@ -59,7 +62,7 @@
 //! 14. [`workdir::worktree`]: bringing worktree and index up to a step;
 //! 15. [`workdir::torn`]: the index and the run's branch, mended after a power cut tore them;
 //! 16. [`workdir::repair`]: finishing a worktree a crashed step left behind;
-//! 17. [`sync::remote`]: fetch and compare-and-swap push of the durable branch;
+//! 17. [`sync::remote`]: fetch and compare-and-swap push of the durable branch (the `git-steps-remote` crate);
 //! 18. [`sync::share`]: publishing and fetching the shared hunk cache;
 //! 19. [`sync::reconcile`]: bringing local and durable branches together;
 //! 20. [`run::decider`]: asking the external decider for the next step;

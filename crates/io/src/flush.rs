@@ -447,6 +447,66 @@ fn ref_is_whole(path: &Path) -> bool {
     std::fs::read(path).map_or(true, |b| crate::git::loose_ref_parses(&b))
 }
 
+/// Make the 256 fan-out directories of `objects/` exist, their names
+/// durable, where writes are flushed file by file. There libgit2 makes one
+/// when it first writes an object under it and fsyncs the object and that
+/// directory, never `objects/` itself: a cut may then lose the new
+/// directory, and with it an object a durable ref names (what the POSIX
+/// model of `crashtest --power-loss` found). Made here once, with one fsync
+/// of `objects/`; `git prune` removes empty ones again, and the next run
+/// makes them again. Where one `syncfs` at the commit point flushes the
+/// file system (this module), it flushes a new directory's name with
+/// the objects under it, before any ref names them: nothing is made (256
+/// directories and their modes cost a fresh clone's first step more than
+/// the step).
+pub fn fan_out(repo: &git2::Repository) -> crate::error::Result<()> {
+    let objects = repo.commondir().join("objects");
+    if crate::git::fsync::note_file_system(&objects) == crate::git::fsync::Flushing::Syncfs {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(&objects) else {
+        return Ok(());
+    };
+    let mut have = [false; 256];
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.len() == 2 {
+            if let Ok(i) = u8::from_str_radix(&name, 16) {
+                have[i as usize] = true;
+            }
+        }
+    }
+    if have.iter().all(|h| *h) {
+        return Ok(());
+    }
+    let io = |what: &str, e: std::io::Error| {
+        crate::error::Error::local(format!("cannot {what} {}: {e}", objects.display()))
+            .with_hint(crate::error::LOCAL_FAILURE_HINT)
+    };
+    // As objects/ itself is (core.sharedRepository: group-writable, setgid).
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(&objects).map(|m| m.permissions().mode() & 0o7777)
+    };
+    for (i, _) in have.iter().enumerate().filter(|(_, h)| !**h) {
+        let dir = objects.join(format!("{i:02x}"));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                if let Ok(mode) = mode {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+                        .and_then(|()| crate::git::shared::created(repo.path(), &dir))
+                        .map_err(|e| io("set the mode of a directory in", e))?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("make the object directories in", e)),
+        }
+    }
+    crate::lock::sync_dir(&objects).map_err(|e| io("fsync", e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,9 @@ use git2::Repository;
 use crate::error::{Error, Result};
 use crate::git::head_branch;
 
-pub mod remote;
+/// A remote's spelling and transport, as plain data (`git-steps-remote`'s
+/// `spec`).
+pub use git_steps_remote::spec as remote;
 mod store;
 
 pub use remote::{Remote, Transport};

@@ -1,56 +1,63 @@
-//! Settling a push: what a failed or ambiguous push really did.
+//! The one retry rule of a remote: how long a push waits for a branch lock
+//! another writer holds, and how a transient failure of a push or a read
+//! is tried again (backoff from `git-steps-io`'s [`crate::backoff`],
+//! jittered, so a fleet does not retry in step).
 //!
-//! Owns the reading of a remote's answer — a hook saying no, a lock another
-//! writer holds, a branch that moved, a write that failed on the server —
-//! and the rule that the remote's current value decides. Invariant: a push
-//! is reported as landed only when the remote holds the new id, and as
-//! moved only when it holds neither the expected nor the new one.
+//! Owns the push loop and the reads' retry. Invariant: only what cannot
+//! have changed the remote is tried again: a read, or a push whose
+//! settling found the branch still at the expected id (a compare-and-swap
+//! cannot land twice); a retry that finds the new id already there is a
+//! success.
 
 use git2::Repository;
 
-use super::{PushError, RefUpdate, Remote};
 use crate::error::{Error, Result};
-use crate::git::short;
+use crate::transport::Op;
+use crate::{PushError, RefUpdate, Remote};
 
 impl Remote {
-    /// What the remote holds now settles a failed push: the update may have
-    /// landed before the connection broke, or another writer may have moved
-    /// the branch while we waited for its lock.
-    pub(super) fn settle(
-        &self,
-        repo: &Repository,
-        update: &RefUpdate<'_>,
-        e: PushError,
-    ) -> Result<(), PushError> {
-        let RefUpdate {
-            refname,
-            expected,
-            new,
-            ..
-        } = *update;
-        match self.head(repo, refname) {
-            Ok(Some(h)) if h == new => Ok(()),
-            Ok(found) if found != expected => Err(PushError::Moved { found }),
-            // Said to have moved, yet where we expected it: the update was
-            // refused for another reason, most likely a lock; try again.
-            Ok(_) if matches!(e, PushError::Moved { .. }) => Err(PushError::Locked(format!(
-                "{refname} on {} refused the update although it is still at the expected commit",
-                self.spec
-            ))),
-            Ok(_) => Err(e),
-            Err(unreachable) => match e {
-                // The connection broke and the remote cannot be asked: the
-                // update may or may not have landed. Say exactly that.
-                PushError::Failed(first) => Err(PushError::Failed(
-                    Error::remote(format!(
-                        "the push to {} broke off ({first}) and the remote cannot be asked now ({unreachable}): whether it accepted {} is unknown",
-                        self.spec,
-                        short(new)
-                    ), first.is_spurious() || unreachable.is_spurious())
-                    .with_hint("rerun the same command when the remote answers: it asks the remote first, so a step it accepted is finished, not applied again"),
-                )),
-                other => Err(other),
-            },
+    /// Make `update` on the remote, or fail without changing it. A lock held
+    /// by another writer is contention, not a refusal: the push is retried
+    /// for a few seconds, then reported as [`PushError::Locked`].
+    ///
+    /// A transient failure (the server answered 502/503/504, the connection
+    /// was reset or timed out) whose settling found the branch still at the
+    /// expected commit is retried with backoff too, within
+    /// [`settle::RetryPolicy`]: the update did not land, and the push is a
+    /// compare-and-swap, so trying again cannot apply anything twice. A
+    /// retry that finds the branch already at the new commit (an earlier
+    /// attempt landed before its connection died) is a success.
+    pub fn push(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
+        let clock = crate::backoff::RealClock;
+        let deadline = crate::backoff::Clock::now(&clock) + lock_patience();
+        let mut locked = crate::backoff::Backoff::new(
+            std::time::Duration::from_millis(20),
+            std::time::Duration::from_millis(500),
+        );
+        let mut tries = Tries::new(&clock, RetryPolicy::from_env());
+        let wire = self.transport_for(repo, Op::Push);
+        loop {
+            match self.push_once(repo, &*wire, update) {
+                Err(PushError::Moved { found: Some(h) }) if h == update.new => return Ok(()),
+                Err(PushError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    locked.wait(&clock, Some(deadline));
+                }
+                Err(PushError::Failed(e)) => tries.after(e).map_err(PushError::Failed)?,
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Run a read of the remote (a ref, a fetch), retrying a transient failure
+/// (see [`Error::is_spurious`]) with backoff within [`settle::RetryPolicy`],
+/// as a push is: a read changes nothing, so trying again is always safe.
+pub(crate) fn retrying<T>(mut read: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut tries = Tries::new(&crate::backoff::RealClock, RetryPolicy::from_env());
+    loop {
+        match read() {
+            Err(e) => tries.after(e)?,
+            ok => return ok,
         }
     }
 }
@@ -58,53 +65,8 @@ impl Remote {
 /// How long a push waits for a branch lock that another writer holds on the
 /// remote before it gives up with [`PushError::Locked`] (exit 4): 8 seconds,
 /// or `GIT_STEPS_LOCK_WAIT` seconds.
-pub(super) fn lock_patience() -> std::time::Duration {
+pub(crate) fn lock_patience() -> std::time::Duration {
     crate::keys::environment().lock_wait
-}
-
-/// Sort a ref update the remote did not make, by what it said: a hook or
-/// policy saying no is a refusal; a lock that another writer holds is
-/// contention; a branch that is no longer where we expected it has moved
-/// (the caller reads it); a write that failed on the server (its disk, its
-/// permissions) is a failure, reported with the server's own words.
-pub(super) fn classify_rejection(status: &str, remote_said: &str) -> PushError {
-    let said = remote_said.trim();
-    let both = format!("{status}\n{said}");
-    let lower = both.to_lowercase();
-    let detail = if said.is_empty() {
-        status.to_string()
-    } else {
-        format!("{status} (the remote said: {})", one_paragraph(said))
-    };
-    if lower.contains("hook declined") || lower.contains("denied") {
-        PushError::Rejected(detail)
-    } else if lower.contains("file exists") || lower.contains("another git process") {
-        PushError::Locked(detail)
-    } else if lower.contains("but expected") || lower.contains("stale info") {
-        PushError::Moved { found: None }
-    } else if said.is_empty()
-        && (lower.contains("failed to update ref") || lower.contains("failed to lock"))
-    {
-        // receive-pack's status for a ref transaction that failed, without
-        // the reason (an old server, or no side band): most often another
-        // push holding the lock, so wait and retry before saying so.
-        PushError::Locked(detail)
-    } else if lower.contains("failed to update ref") || lower.contains("unable to") {
-        PushError::Failed(Error::remote(format!(
-            "the remote could not record the branch update: {detail}"
-        ), false).with_hint("nothing of this step became durable; fix the remote (its disk, its permissions), then rerun"))
-    } else {
-        PushError::Rejected(detail)
-    }
-}
-
-/// Text folded onto one line, for an error message.
-fn one_paragraph(text: &str) -> String {
-    text.lines()
-        .map(|l| l.trim().trim_start_matches("remote:").trim())
-        .filter(|l| !l.is_empty() && !l.starts_with("hint:"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// How a transient network failure is retried: at most `attempts` tries in

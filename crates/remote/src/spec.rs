@@ -3,7 +3,7 @@
 //!
 //! Owns the spelling rules of a remote (`ssh://`, git's scp-like
 //! `host:path`, a configured name, a path) and the transport choice. The
-//! network work on a [`Remote`] is [`crate::sync::remote`]'s. Invariant:
+//! network work on a [`Remote`] is the rest of this crate's. Invariant:
 //! nothing here opens a connection.
 
 use std::path::Path;
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 /// unless `--transport` or `steps.transport` says git. libgit2 is built
 /// without ssh: `libgit2` with an ssh remote is refused before anything is
 /// written ([`refuse_libgit2_ssh`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     /// File paths, file://, git://, http(s)://, through libgit2 (no ssh).

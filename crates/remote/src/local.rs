@@ -274,7 +274,7 @@ pub(super) fn scrub_once(remote: &Repository) -> std::result::Result<(), PushErr
         }
         // Its 256 fan-out directories made once where it is flushed file by
         // file (as the box's are), not one by one as pushes need them.
-        crate::workdir::torn::fan_out(remote).map_err(PushError::Failed)?;
+        crate::flush::fan_out(remote).map_err(PushError::Failed)?;
     }
     Ok(())
 }

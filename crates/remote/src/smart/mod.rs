@@ -163,7 +163,7 @@ impl Remote {
 
     /// The push URL when this client serves it: http(s), with nothing
     /// configured that it does not do as git does.
-    fn smart_url(&self, repo: &Repository) -> Option<String> {
+    pub(crate) fn smart_url(&self, repo: &Repository) -> Option<String> {
         if std::env::var(crate::keys::HTTP_CLIENT.name).as_deref() == Ok("libgit2") {
             return None;
         }

@@ -43,5 +43,6 @@ pub mod cli;
 mod source_checks;
 
 pub use git_steps_core::*;
-/// The crash matrix: the `git-steps-matrix` crate.
+/// The crash matrix: the `git-steps-matrix` crate (the `harness` feature).
+#[cfg(feature = "harness")]
 pub use git_steps_matrix as matrix;

@@ -8,8 +8,11 @@
 
 mod adopt;
 mod apply;
+#[cfg(feature = "harness")]
 mod classic;
+#[cfg(feature = "harness")]
 mod crashtest;
+#[cfg(feature = "harness")]
 mod demo;
 mod docs;
 mod effects;
@@ -97,24 +100,16 @@ pub enum Command {
     Fingerprint(fingerprint::Args),
     #[cfg(feature = "mcp")]
     Mcp(mcp::Args),
+    #[cfg(feature = "harness")]
     Crashtest(crashtest::Args),
+    #[cfg(feature = "harness")]
     Demo(demo::Args),
     Man(docs::ManArgs),
     Completions(docs::CompletionsArgs),
-    // The crash matrix's runners, parsed apart ([`parse`]): never listed,
-    // suggested or completed.
+    /// What git-steps runs of itself, parsed apart ([`parse`]): never
+    /// listed, suggested or completed.
     #[command(skip)]
-    ClassicApply(classic::Args),
-    #[command(skip)]
-    ReplayDecider(run::ReplayArgs),
-    #[command(skip)]
-    ReplayRecord(record::ReplayArgs),
-    #[command(skip)]
-    ReplayUndo(record::ReplayArgs),
-    #[command(skip)]
-    NetRelay(NetRelayArgs),
-    #[command(skip)]
-    EffectExec(EffectExecArgs),
+    Internal(Internal),
 }
 
 /// A command effect's supervisor (see [`crate::run::supervisor::supervise`]).
@@ -135,9 +130,10 @@ pub struct NetRelayArgs {
     port: u16,
 }
 
-/// The crash matrix's own commands: what it runs in each box. Parsed apart
-/// from [`Cli`], so that `git steps aply` is never told about them and no
-/// completion lists them.
+/// The commands git-steps runs of itself: the crash matrix's runners in
+/// each box, git's `git://` relay and an effect's supervisor. Declared
+/// here only, and parsed apart from [`Cli`], so that `git steps aply` is
+/// never told about them and no completion lists them.
 #[derive(Debug, Parser)]
 #[command(name = "git-steps")]
 struct InternalCli {
@@ -154,14 +150,17 @@ struct InternalCli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Internal {
+pub enum Internal {
     /// The classic design the matrix compares against.
+    #[cfg(feature = "harness")]
     ClassicApply(classic::Args),
     /// A deterministic decider for `run`: replays a plan's steps by index.
     ReplayDecider(run::ReplayArgs),
     /// The crash matrix's in-place agent: each step of a plan written into the worktree, then recorded.
+    #[cfg(feature = "harness")]
     ReplayRecord(record::ReplayArgs),
     /// The crash matrix's undo scenario: a plan applied, its second half undone, then made again.
+    #[cfg(feature = "harness")]
     ReplayUndo(record::ReplayArgs),
     /// git's proxy command for `git://` under `--transport git`: stdin and stdout relayed to HOST:PORT.
     NetRelay(NetRelayArgs),
@@ -169,18 +168,18 @@ enum Internal {
     EffectExec(EffectExecArgs),
 }
 
-/// Parse the process's arguments: the crash matrix's internal commands
-/// first, then the public command line (whose errors, help and
-/// suggestions know only public commands).
+/// The names of the [`Internal`] commands, as clap spells them.
+fn internal_names() -> Vec<String> {
+    <InternalCli as clap::CommandFactory>::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
+/// Parse the process's arguments: git-steps' internal commands first,
+/// then the public command line (whose errors, help and suggestions know
+/// only public commands).
 pub fn parse() -> Cli {
-    const INTERNAL: [&str; 6] = [
-        "classic-apply",
-        "replay-decider",
-        "replay-record",
-        "replay-undo",
-        "net-relay",
-        crate::run::supervisor::EXEC,
-    ];
     // git's `git://` proxy command under `--transport git`: git-steps itself,
     // run by git as `<git-steps> <host> <port>`.
     // The variable names the binary git runs; a git-steps a hook starts
@@ -202,29 +201,23 @@ pub fn parse() -> Cli {
                     json: false,
                     quiet: true,
                     verbose: false,
-                    command: Command::NetRelay(NetRelayArgs {
+                    command: Command::Internal(Internal::NetRelay(NetRelayArgs {
                         host: host.clone(),
                         port,
-                    }),
+                    })),
                 };
             }
         }
     }
-    if std::env::args_os().any(|a| a.to_str().is_some_and(|a| INTERNAL.contains(&a))) {
+    let internal = internal_names();
+    if std::env::args().any(|a| internal.contains(&a)) {
         let i = InternalCli::parse();
         return Cli {
             repo: i.repo,
             json: i.json,
             quiet: i.quiet,
             verbose: i.verbose,
-            command: match i.command {
-                Internal::ClassicApply(a) => Command::ClassicApply(a),
-                Internal::ReplayDecider(a) => Command::ReplayDecider(a),
-                Internal::ReplayRecord(a) => Command::ReplayRecord(a),
-                Internal::ReplayUndo(a) => Command::ReplayUndo(a),
-                Internal::NetRelay(a) => Command::NetRelay(a),
-                Internal::EffectExec(a) => Command::EffectExec(a),
-            },
+            command: Command::Internal(i.command),
         };
     }
     Cli::parse()
@@ -496,9 +489,6 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::Resume(a) => resume::run(&ctx, a, out),
         Command::Run(a) => run::run(&ctx, a, out),
         Command::Record(a) => record::run(&ctx, a, out),
-        Command::ReplayDecider(a) => run::replay(a, out),
-        Command::ReplayRecord(a) => record::replay(&ctx, a),
-        Command::ReplayUndo(a) => record::replay_undo(&ctx, a),
         Command::Status(a) => status::run(&ctx, a, out).map_err(Failure::from),
         Command::Log(a) => log::run(&ctx, a, out).map_err(Failure::from),
         Command::Show(a) => show::run(&ctx, a, out).map_err(Failure::from),
@@ -512,18 +502,28 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
         Command::Fingerprint(a) => fingerprint::run(&ctx, a, out).map_err(Failure::from),
         #[cfg(feature = "mcp")]
         Command::Mcp(a) => mcp::run(&ctx, a),
+        #[cfg(feature = "harness")]
         Command::Crashtest(a) => crashtest::run(&ctx, a, out),
+        #[cfg(feature = "harness")]
         Command::Demo(a) => demo::run(&ctx, a, out),
         Command::Man(a) => docs::man(&ctx, a, out),
         Command::Completions(a) => docs::completions(a, out),
-        Command::ClassicApply(a) => classic::run(&ctx, a, out),
-        Command::EffectExec(a) => crate::run::supervisor::supervise(a.parent, &a.argv),
-        Command::NetRelay(a) => crate::sync::remote::relay::relay(
-            &a.host,
-            a.port,
-            crate::keys::environment().net_timeout,
-        )
-        .map_err(Failure::from),
+        Command::Internal(i) => match i {
+            #[cfg(feature = "harness")]
+            Internal::ClassicApply(a) => classic::run(&ctx, a, out),
+            Internal::ReplayDecider(a) => run::replay(a, out),
+            #[cfg(feature = "harness")]
+            Internal::ReplayRecord(a) => record::replay(&ctx, a),
+            #[cfg(feature = "harness")]
+            Internal::ReplayUndo(a) => record::replay_undo(&ctx, a),
+            Internal::EffectExec(a) => crate::run::supervisor::supervise(a.parent, &a.argv),
+            Internal::NetRelay(a) => crate::sync::remote::relay::relay(
+                &a.host,
+                a.port,
+                crate::keys::environment().net_timeout,
+            )
+            .map_err(Failure::from),
+        },
     }
 }
 
@@ -583,4 +583,28 @@ pub fn failure_text_with(e: &Error, verbose: bool) -> String {
         text.push_str(&format!("Hint: {h}\n"));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    /// The names git-steps runs itself by are the [`super::Internal`]
+    /// commands: the supervisor's, the relay's, and (with the harness)
+    /// those the crash matrix's boxes spell.
+    #[test]
+    fn the_internal_commands_are_the_ones_git_steps_runs() {
+        let names = super::internal_names();
+        let mut want = vec!["replay-decider", "net-relay", crate::run::supervisor::EXEC];
+        if cfg!(feature = "harness") {
+            want.extend(["classic-apply", "replay-record", "replay-undo"]);
+        }
+        let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(names, want);
+        // None of them is a public command's name.
+        let public = <super::Cli as clap::CommandFactory>::command();
+        assert!(public
+            .get_subcommands()
+            .all(|c| !names.contains(&c.get_name())));
+    }
 }

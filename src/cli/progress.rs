@@ -141,10 +141,12 @@ impl crate::progress::Sink for Bars {
 }
 
 /// The crash matrix's bar: rows done of all rows, from worker threads.
+#[cfg(feature = "harness")]
 pub(crate) struct Progress {
     inner: Option<Mutex<Delayed>>,
 }
 
+#[cfg(feature = "harness")]
 impl Progress {
     pub(crate) fn new(label: &str, enabled: bool) -> Progress {
         Progress {

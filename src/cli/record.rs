@@ -73,6 +73,7 @@ pub struct ReplayArgs {
     run: RunArgs,
 }
 
+#[cfg(feature = "harness")]
 pub fn replay(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
     let (repo, s) = ctx.open_deepened(&a.run)?;
     let plan = crate::plan::reader::Plan::open(&a.plan, repo.path())?;
@@ -81,6 +82,7 @@ pub fn replay(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
 }
 
 /// The `undo` runner's scenario (see `matrix::in_place::replay_undo`).
+#[cfg(feature = "harness")]
 pub fn replay_undo(ctx: &Ctx, a: ReplayArgs) -> Result<(), Failure> {
     let (repo, s) = ctx.open_deepened(&a.run)?;
     crate::matrix::in_place::replay_undo(&repo, &s, std::path::Path::new(&a.plan))?;

@@ -113,8 +113,30 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let line = text.lines().filter(|l| !l.trim().is_empty()).nth(index);
     // In the crash matrix: a call for an index whose answer is already
     // durable is written down, and fails the row.
-    if let (Some(line), Some(bare), Some(late)) = (
-        line,
+    #[cfg(feature = "harness")]
+    if let Some(line) = line {
+        if !answer_in_the_matrix(&ctx, index, line)? {
+            return Ok(());
+        }
+    }
+    match line {
+        Some(line) => writeln!(out, "{line}")?,
+        None => writeln!(out, "{{\"done\": true}}")?,
+    }
+    Ok(())
+}
+
+/// In the crash matrix (its variables set): an ask for `index` whose
+/// answer is already durable is written down in its file, and fails the
+/// row. False when the ask came from a run that is gone: nothing is
+/// answered.
+#[cfg(feature = "harness")]
+fn answer_in_the_matrix(
+    ctx: &serde_json::Value,
+    index: usize,
+    line: &str,
+) -> Result<bool, Failure> {
+    if let (Some(bare), Some(late)) = (
         std::env::var_os(crate::matrix::ENV_REMOTE),
         std::env::var_os(crate::matrix::ENV_LATE),
     ) {
@@ -126,7 +148,7 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
         // gone on: its answer is never read, and what the remote holds by
         // then says nothing of when it was asked.
         if !asked_by_a_live_run() {
-            return Ok(());
+            return Ok(false);
         }
         // Or one this box kept, asked ahead against the very head it is
         // asked on now (git-steps must have used it).
@@ -145,7 +167,7 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
         // the next run's doing. Only a run still alive after the read was
         // alive during it, and asked late.
         if late_why.is_some() && !asked_by_a_live_run() {
-            return Ok(());
+            return Ok(false);
         }
         if let Some(why) = late_why {
             let mut f = std::fs::OpenOptions::new()
@@ -155,13 +177,10 @@ pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
             writeln!(f, "{why}")?;
         }
     }
-    match line {
-        Some(line) => writeln!(out, "{line}")?,
-        None => writeln!(out, "{{\"done\": true}}")?,
-    }
-    Ok(())
+    Ok(true)
 }
 
+#[cfg(feature = "harness")]
 /// Whether the process that asked this decider is gone: this process, or
 /// the shell that runs it, was handed to init (a killed run's orphan).
 fn asked_by_a_live_run() -> bool {

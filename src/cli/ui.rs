@@ -27,7 +27,8 @@ pub struct Ui {
     /// More status on stderr.
     pub verbose: bool,
     /// Progress bars are drawn (stderr is a terminal, neither `--quiet`
-    /// nor `--json`).
+    /// nor `--json`); read by the crash matrix's bar.
+    #[cfg_attr(not(feature = "harness"), allow(dead_code))]
     bars: bool,
 }
 
@@ -185,6 +186,7 @@ impl Ui {
     }
 
     /// The crash matrix's bar (drawn only where this Ui draws bars).
+    #[cfg(feature = "harness")]
     pub(super) fn matrix_progress(&self, label: &str) -> progress::Progress {
         progress::Progress::new(label, self.bars)
     }

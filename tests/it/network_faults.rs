@@ -173,25 +173,53 @@ fn trials(kind: Kind, transport: &str, trials: u64, seed: u64) -> Vec<(String, u
     tally
 }
 
-#[test]
-fn network_faults_never_double_a_step_never_hang_and_a_rerun_finishes() {
+/// Every fault kind on `kind`'s server through `transport`, one test per
+/// pair (they run side by side, and a failure names its pair); skipped
+/// when `GIT_STEPS_FAULT_TRANSPORT` names the other transport.
+fn faults_on(kind: Kind, transport: &str) {
     let (n, seed) = trials_and_seed(1, 0x5eed);
-    let mut report = Vec::new();
     let only = std::env::var("GIT_STEPS_FAULT_TRANSPORT").ok();
-    for transport in ["libgit2", "git"] {
-        if only.as_deref().is_some_and(|o| o != transport) {
-            continue;
-        }
-        for kind in [Kind::Http, Kind::Daemon, Kind::Https] {
-            for (fault, trials, seen) in trials(kind, transport, n, seed) {
-                report.push(format!(
-                    "{kind:?}/{transport}/{fault}: {trials} trial(s), {seen} faulty connection(s), 0 bad"
-                ));
-            }
-        }
+    if only.as_deref().is_some_and(|o| o != transport) {
+        return;
     }
+    let report: Vec<String> = trials(kind, transport, n, seed)
+        .into_iter()
+        .map(|(fault, trials, seen)| {
+            format!("{kind:?}/{transport}/{fault}: {trials} trial(s), {seen} faulty connection(s), 0 bad")
+        })
+        .collect();
     println!(
         "network faults (seed {seed:#x}):\n  {}",
         report.join("\n  ")
     );
+}
+
+#[test]
+fn faults_on_smart_http_through_libgit2_never_double_a_step_never_hang_and_a_rerun_finishes() {
+    faults_on(Kind::Http, "libgit2");
+}
+
+#[test]
+fn faults_on_smart_http_through_git_never_double_a_step_never_hang_and_a_rerun_finishes() {
+    faults_on(Kind::Http, "git");
+}
+
+#[test]
+fn faults_on_git_daemon_through_libgit2_never_double_a_step_never_hang_and_a_rerun_finishes() {
+    faults_on(Kind::Daemon, "libgit2");
+}
+
+#[test]
+fn faults_on_git_daemon_through_git_never_double_a_step_never_hang_and_a_rerun_finishes() {
+    faults_on(Kind::Daemon, "git");
+}
+
+#[test]
+fn faults_on_https_through_libgit2_never_double_a_step_never_hang_and_a_rerun_finishes() {
+    faults_on(Kind::Https, "libgit2");
+}
+
+#[test]
+fn faults_on_https_through_git_never_double_a_step_never_hang_and_a_rerun_finishes() {
+    faults_on(Kind::Https, "git");
 }

@@ -182,17 +182,17 @@ pub struct Opened<'r> {
 impl<'r> Opened<'r> {
     /// What finishing an interrupted worktree update did.
     pub fn repair(&self) -> &Repair {
-        &self.session.repair
+        &self.session.up.repair
     }
 
     /// What bringing the local and durable branches together did.
     pub fn reconciled(&self) -> &Reconciled {
-        &self.session.reconciled
+        &self.session.up.reconciled
     }
 
     /// The head the first step goes on.
     pub fn head(&self) -> Option<Oid> {
-        self.session.head
+        self.session.rx.head
     }
 
     /// Read the run's receipts at the head (from the receipt cache where it
@@ -211,7 +211,7 @@ impl<'r> Opened<'r> {
         let checked = self.plan_checked;
         let (session, reused) = self.load_reused(false)?;
         if !(reused && checked) {
-            preflight(session.repo, plan, &session.ledger)?;
+            preflight(session.cx.repo, plan, &session.rx.ledger)?;
         }
         Ok(session)
     }
@@ -220,27 +220,44 @@ impl<'r> Opened<'r> {
         let Opened {
             mut session, read, ..
         } = self;
-        let s = session.settings;
+        let s = session.cx.settings;
         let (ledger, reused) = match read {
-            Some((at, ledger)) if !counts && at == session.head => (ledger, true),
+            Some((at, ledger)) if !counts && at == session.rx.head => (ledger, true),
             _ if counts => {
                 let indexed = session.load_indexed()?;
-                session.live = Some(indexed.live);
+                session.rx.live = Some(indexed.live);
                 (indexed.ledger, false)
             }
             _ => (
-                cache::load_ledger(session.repo, session.head, &s.run)?,
+                cache::load_ledger(session.cx.repo, session.rx.head, &s.run)?,
                 false,
             ),
         };
         ledger.ensure_sound(&s.branch)?;
-        session.ledger = ledger;
+        session.rx.ledger = ledger;
         Ok((session, reused))
     }
 }
 
-/// One run, from the lock to the closing fingerprints.
+/// One run, from the lock to the closing fingerprints: what the run is
+/// ([`Context`]), what its history says ([`Receipts`]), the steps staged and
+/// not durable yet, the outbox of effects, and what bringing the box up did.
 pub struct Session<'r> {
+    pub(super) cx: Context<'r>,
+    pub(super) rx: Receipts,
+    /// The steps staged on the durable head and not durable yet.
+    pub(super) staging: Staging,
+    /// The effects of durable steps to deliver, and their outcomes.
+    pub(super) effects: super::outcomes::Effects,
+    up: Up,
+    /// Whether [`Session::identity_note`] was given.
+    identity_noted: bool,
+}
+
+/// What a run is, settled when it opens and never changed by a step: the
+/// repository, its settings and options, where the steps' content is, who
+/// commits and how (signing, hooks).
+pub(super) struct Context<'r> {
     pub(super) repo: &'r Repository,
     pub(super) settings: &'r Settings,
     pub(super) opts: ApplyOptions,
@@ -248,31 +265,37 @@ pub struct Session<'r> {
     /// branch), or already in the worktree (`record`, made in place: only
     /// the index catches up with each step).
     pub(super) worktree: Worktree,
-    /// Held until the session is dropped; None in a dry run.
-    _lock: Option<Lock>,
-    repair: Repair,
-    reconciled: Reconciled,
-    /// The receipts at the start (empty until [`Session::load`]).
-    ledger: Ledger,
-    /// The receipts of the steps this session applied, in order.
-    pub(super) applied: Vec<AppliedStep>,
-    /// The live hunks at `head`, read when a step is first applied.
-    pub(super) live: Option<LiveHunks>,
-    pub(super) head: Option<Oid>,
-    /// The steps staged on the durable head and not durable yet.
-    pub(super) staging: Staging,
     pub(super) who: Identity,
     /// How commits are signed (`commit.gpgSign`), settled with `who`.
     pub(super) signer: Option<crate::sign::Signer>,
     /// The hooks each step must pass (`steps.hooks=true`).
     pub(super) hooks: Option<super::hooks::Hooks>,
-    /// Whether [`Session::identity_note`] was given.
-    identity_noted: bool,
     /// Publish the shared hunk cache every this many steps of the run
     /// (`steps.cacheEvery`; 0: never).
     pub(super) share_every: usize,
-    /// The effects of durable steps to deliver, and their outcomes.
-    pub(super) effects: super::outcomes::Effects,
+}
+
+/// What the run's history says: the receipts read at the start, those this
+/// session applied since, the live hunks, and the head the next step goes
+/// on. Invariant: `head` is the commit of the last receipt of
+/// `ledger` + `applied` (or the run's base when there is none).
+#[derive(Default)]
+pub(super) struct Receipts {
+    /// The receipts at the start (empty until [`Opened::load`]).
+    pub(super) ledger: Ledger,
+    /// The receipts of the steps this session applied, in order.
+    pub(super) applied: Vec<AppliedStep>,
+    /// The live hunks at `head`, read when a step is first applied.
+    pub(super) live: Option<LiveHunks>,
+    pub(super) head: Option<Oid>,
+}
+
+/// What bringing the box up left: the run's lock (held until the session
+/// is dropped; None in a dry run), and what repair and reconcile did.
+struct Up {
+    _lock: Option<Lock>,
+    repair: Repair,
+    reconciled: Reconciled,
 }
 
 impl<'r> Session<'r> {
@@ -347,24 +370,28 @@ impl<'r> Session<'r> {
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
         let share_every = config.cache_every;
         let session = Session {
-            repo,
-            settings,
-            opts,
-            worktree,
-            _lock: lock,
-            repair,
-            reconciled,
-            ledger: Ledger::default(),
-            applied: Vec::new(),
-            live: None,
-            head,
+            cx: Context {
+                repo,
+                settings,
+                opts,
+                worktree,
+                who,
+                signer,
+                hooks,
+                share_every,
+            },
+            rx: Receipts {
+                head,
+                ..Receipts::default()
+            },
             staging: Staging::on(head),
-            who,
-            signer,
-            hooks,
-            identity_noted: false,
-            share_every,
             effects: Default::default(),
+            up: Up {
+                _lock: lock,
+                repair,
+                reconciled,
+            },
+            identity_noted: false,
         };
         Ok(Opened {
             session,
@@ -376,57 +403,58 @@ impl<'r> Session<'r> {
     /// The receipts and live hunks at the head: from this box's receipt
     /// cache, else a scan, with the shared cache's hunks for a long run.
     pub(super) fn load_indexed(&self) -> Result<cache::Indexed> {
-        let (repo, s, every) = (self.repo, self.settings, self.share_every);
+        let (repo, s, every) = (self.cx.repo, self.cx.settings, self.cx.share_every);
         // A dry run fetches nothing: it may use this box's last copy.
-        let fetch = !self.opts.dry_run;
-        cache::load(repo, self.head, &s.run, fetch, &mut |steps| {
+        let fetch = !self.cx.opts.dry_run;
+        cache::load(repo, self.rx.head, &s.run, fetch, &mut |steps| {
             share::fetch(repo, s, every, steps, fetch)
         })
     }
 
     /// What finishing an interrupted worktree update did.
     pub fn repair(&self) -> &Repair {
-        &self.repair
+        &self.up.repair
     }
 
     /// What bringing the local and durable branches together did.
     pub fn reconciled(&self) -> &Reconciled {
-        &self.reconciled
+        &self.up.reconciled
     }
 
     pub fn repo(&self) -> &'r Repository {
-        self.repo
+        self.cx.repo
     }
 
     pub fn settings(&self) -> &'r Settings {
-        self.settings
+        self.cx.settings
     }
 
     /// The head the next step goes on.
     pub fn head(&self) -> Option<Oid> {
-        self.head
+        self.rx.head
     }
 
     /// The receipts read at the start.
     pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+        &self.rx.ledger
     }
 
     /// The receipt of step `id`, read at the start or applied since.
     pub fn receipt(&self, id: &str) -> Option<&AppliedStep> {
-        self.ledger
+        self.rx
+            .ledger
             .get(id)
-            .or_else(|| self.applied.iter().find(|e| e.id == id))
+            .or_else(|| self.rx.applied.iter().find(|e| e.id == id))
     }
 
     /// Every receipt of the run, in order.
     pub fn receipts(&self) -> impl Iterator<Item = &AppliedStep> + Clone {
-        self.ledger.entries.iter().chain(&self.applied)
+        self.rx.ledger.entries.iter().chain(&self.rx.applied)
     }
 
     /// How many steps the run holds: the index of the next one.
     pub fn len(&self) -> usize {
-        self.ledger.entries.len() + self.applied.len()
+        self.rx.ledger.entries.len() + self.rx.applied.len()
     }
 
     /// Whether the run holds no step yet.
@@ -437,7 +465,7 @@ impl<'r> Session<'r> {
     /// Once, before the first step a session commits: the note that the
     /// receipts will carry git-steps' own identity, when git has none.
     pub fn identity_note(&mut self) -> Option<String> {
-        if !self.who.defaulted || self.identity_noted || self.opts.dry_run {
+        if !self.cx.who.defaulted || self.identity_noted || self.cx.opts.dry_run {
             return None;
         }
         self.identity_noted = true;
@@ -446,19 +474,19 @@ impl<'r> Session<'r> {
 
     /// The artifact fingerprint at the head.
     pub fn artifact(&self) -> Result<String> {
-        artifact_at(self.repo, self.head, !self.opts.dry_run)
+        artifact_at(self.cx.repo, self.rx.head, !self.cx.opts.dry_run)
     }
 
     /// Close the session: save the receipt cache when steps were applied
     /// (the next run starts from here without reading the history again),
     /// and compute the fingerprints the run reports.
     pub fn finish(mut self) -> Result<Finished> {
-        if !self.opts.dry_run {
+        if !self.cx.opts.dry_run {
             // The run's updates are done: their note goes once the index
             // is durable (one flush for the run).
-            crate::workdir::worktree::settle_update(self.repo);
+            crate::workdir::worktree::settle_update(self.cx.repo);
         }
-        let effects_pending = if self.effects.held || self.opts.dry_run {
+        let effects_pending = if self.effects.held || self.cx.opts.dry_run {
             self.effects_pending()?
         } else {
             Vec::new()
@@ -468,15 +496,23 @@ impl<'r> Session<'r> {
                 .map(|e| (e.id.as_str(), e.decision.as_str())),
         );
         let Session {
-            repo,
-            settings,
-            opts,
-            ledger,
-            applied,
-            live,
-            head,
-            repair,
-            reconciled,
+            cx:
+                Context {
+                    repo,
+                    settings,
+                    opts,
+                    ..
+                },
+            rx:
+                Receipts {
+                    ledger,
+                    applied,
+                    live,
+                    head,
+                },
+            up: Up {
+                repair, reconciled, ..
+            },
             staging,
             effects,
             ..

@@ -313,7 +313,7 @@ pub(super) fn output(mut cmd: Command, exe: &Path) -> Result<Outcome> {
         .map_err(|e| Error::program(format!("cannot run {}: {e}", exe.display())))?;
     Ok(Outcome {
         code: out.status.code(),
-        killed: out.status.signal() == Some(libc::SIGKILL),
+        killed: out.status.signal() == Some(rustix::process::Signal::KILL.as_raw()),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
 }

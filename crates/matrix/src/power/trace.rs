@@ -171,6 +171,10 @@ pub fn parse(text: &str) -> Result<Vec<Call>> {
     Ok(out)
 }
 
+/// The directory descriptor strace prints as `AT_FDCWD` (the working
+/// directory): Linux's value, where strace runs.
+const AT_FDCWD: i32 = -100;
+
 /// Split at commas outside quotes, brackets, braces and `<…>` annotations.
 fn split_args(s: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -247,7 +251,7 @@ pub fn fd(arg: &str) -> Option<(i32, Option<PathBuf>)> {
         None => (arg, None),
     };
     let num = if num == "AT_FDCWD" {
-        libc::AT_FDCWD
+        AT_FDCWD
     } else {
         num.parse().ok()?
     };
@@ -268,7 +272,7 @@ pub fn path_at(cwd: &std::path::Path, dirfd: Option<&str>, arg: &str) -> Option<
     }
     match dirfd.map(fd) {
         Some(Some((_, Some(base)))) => Some(base.join(p)),
-        Some(Some((libc::AT_FDCWD, None))) | None => Some(cwd.join(p)),
+        Some(Some((AT_FDCWD, None))) | None => Some(cwd.join(p)),
         _ => None,
     }
 }

@@ -142,7 +142,9 @@ pub(super) fn disk_mode(workdir: &Path, path: &str) -> Result<Option<u32>> {
     let meta = match fs::symlink_metadata(workdir.join(path)) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(None),
+        Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::NOTDIR) => {
+            return Ok(None)
+        }
         Err(e) => return Err(e.into()),
     };
     Ok(if meta.file_type().is_symlink() {

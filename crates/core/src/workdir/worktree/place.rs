@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use git2::Repository;
 use rustix::fs::RenameFlags;
+use rustix::io::Errno;
 
 use super::on_disk;
 use crate::error::{Context, Error, Result};
@@ -216,7 +217,7 @@ pub(super) fn write(
         match place(&staged, &target, replaces, (ours, mode)) {
             Ok(true) => return Ok(Some(target)),
             Ok(false) => return Ok(None),
-            Err(e) if attempt == 0 && e.raw_os_error() == Some(libc::EXDEV) => {
+            Err(e) if attempt == 0 && Errno::from_io_error(&e) == Some(Errno::XDEV) => {
                 let _ = fs::remove_file(&staged);
             }
             Err(e) => {
@@ -307,7 +308,7 @@ pub(super) fn place(
             Ok(false)
         }
         // Created (EEXIST) or removed (ENOENT) since the check.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOENT)) => {
+        Err(e) if matches!(Errno::from_io_error(&e), Some(Errno::EXIST | Errno::NOENT)) => {
             remove_any(staged)?;
             Ok(false)
         }
@@ -419,7 +420,7 @@ pub(super) fn remove_if(
             make_staging(staging);
             let mut aside = staging.join(format!(".git-steps-gone-{}", std::process::id()));
             let mut moved = fs::rename(&target, &aside);
-            if matches!(&moved, Err(e) if e.raw_os_error() == Some(libc::EXDEV)) {
+            if matches!(&moved, Err(e) if Errno::from_io_error(e) == Some(Errno::XDEV)) {
                 aside = target.with_file_name(format!(".git-steps-gone-{}", std::process::id()));
                 moved = fs::rename(&target, &aside);
             }
@@ -449,7 +450,7 @@ pub(super) fn remove_if(
             remove_any(&aside).context(|| format!("cannot remove {path}"))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(true),
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::NOTDIR) => return Ok(true),
         Err(e) => return Err(e.into()),
     }
     // Remove parents left empty, as git does.

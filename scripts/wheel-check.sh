@@ -26,7 +26,10 @@ dev_bin=target/debug/git-steps
 [ ! -e "$dev_bin" ] || cp -p "$dev_bin" "$work/git-steps.kept"
 undo_maturin() {
   if [ -e target/maturin/git-steps ]; then
-    find target -maxdepth 3 -samefile target/maturin/git-steps -delete
+    # target/<profile>/ and its deps/; target/<triple>/<profile>/deps/ for a
+    # cross build. With --release, target/release/git-steps goes too (it
+    # was patched as well): the next build links it again.
+    find target/ -maxdepth 4 -samefile target/maturin/git-steps -delete || true
   fi
   if [ -e "$work/git-steps.kept" ] && ! cmp -s "$work/git-steps.kept" "$dev_bin"; then
     cp -p "$work/git-steps.kept" "$dev_bin.kept" && mv -f "$dev_bin.kept" "$dev_bin"
@@ -45,6 +48,11 @@ python3 -m venv "$work/user"
 bin="$work/user/bin/git-steps"
 [ -x "$bin" ] || { echo "the wheel installed no git-steps in the venv's bin" >&2; exit 1; }
 "$bin" --version
+# The wheel is the product without the crash-test harness (pyproject.toml).
+if "$bin" demo >/dev/null 2>&1; then
+  echo "the wheel's git-steps has the crash-test harness (demo ran); pyproject.toml builds it with mcp alone" >&2
+  exit 1
+fi
 git init -q -b main "$work/repo"
 python3 - "$bin" "$work/repo" <<'PY'
 import json, subprocess, sys

@@ -210,7 +210,9 @@ pub fn parse() -> Cli {
         }
     }
     let internal = internal_names();
-    if std::env::args().any(|a| internal.contains(&a)) {
+    // Read as OsStrings: an argument that is not UTF-8 (a path given to
+    // `-C`) is clap's to take or refuse, never a panic here.
+    if std::env::args_os().any(|a| a.to_str().is_some_and(|a| internal.iter().any(|n| n == a))) {
         let i = InternalCli::parse();
         return Cli {
             repo: i.repo,

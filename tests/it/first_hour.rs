@@ -628,3 +628,27 @@ fn a_gitattributes_only_this_box_has_is_refused() {
     t.steps(&["apply", "--branch", "main", plan.to_str().unwrap()])
         .ok();
 }
+
+/// A repository whose path is not UTF-8 (a Latin-1 directory name) is
+/// reached with `-C` as any other: the arguments are read as bytes before
+/// clap sees them, never a panic.
+#[test]
+fn a_repository_path_that_is_not_utf8_is_taken_by_dash_c() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = TestRepo::new();
+    let dir = t.tmp.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir(&dir).unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(git.status.success(), "{git:?}");
+    let mut cmd = t.steps_command(&["status"]);
+    cmd.arg("-C").arg(&dir);
+    let out = cmd.output().unwrap();
+    assert!(out.status.code().is_some(), "killed by a signal: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

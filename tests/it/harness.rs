@@ -24,13 +24,23 @@ pub fn wait_exit(
     child: &mut std::process::Child,
     timeout: std::time::Duration,
 ) -> Option<std::process::ExitStatus> {
+    #[cfg(target_os = "linux")]
     wait_gone(child.id(), timeout);
+    // Off Linux a child's zombie is reaped here, polled.
+    #[cfg(not(target_os = "linux"))]
+    {
+        let until = std::time::Instant::now() + timeout;
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
     child.try_wait().unwrap()
 }
 
 /// Wait at most `timeout` for the process `pid` (any process, not only a
 /// child) to end: woken when it does (a pidfd). True if it has ended (a
 /// zombie has).
+#[cfg(target_os = "linux")]
 pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
@@ -45,6 +55,26 @@ pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
         // No such process: it is gone (and reaped).
         Err(e) if e == rustix::io::Errno::SRCH => true,
         Err(e) => panic!("pidfd_open({pid:?}): {e}"),
+    }
+}
+
+/// Off Linux (no pidfd): polled every 10 ms with a null signal. A zombie
+/// that is not this process's child counts as running until its parent
+/// reaps it.
+#[cfg(not(target_os = "linux"))]
+pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
+        return true;
+    };
+    let until = std::time::Instant::now() + timeout;
+    loop {
+        if rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH) {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 

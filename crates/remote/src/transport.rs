@@ -86,7 +86,9 @@ impl Remote {
     /// an http(s) remote with nothing configured that the smart client
     /// does not do as git does is [`Smart`]; a remote git would reach
     /// through a proxy is git's (libgit2's HTTP takes no proxy here);
-    /// every other is libgit2's.
+    /// every other is libgit2's. (The shared hunk cache's bounded fetch,
+    /// [`Remote::fetch_bounded`], reads object sizes first and picks its
+    /// own way: it must not fetch through a transport it cannot bound.)
     pub(crate) fn transport_for(&self, repo: &Repository, op: Op) -> Box<dyn Wire> {
         if self.transport == Transport::Git || (op == Op::Fetch && repo.is_shallow()) {
             return Box::new(GitCli);
@@ -265,8 +267,10 @@ impl Wire for Smart {
 }
 
 impl Wire for Local {
-    // Reads go through libgit2's local transport; only the push needs a
-    // compare-and-swap libgit2 does not make.
+    // Chosen for pushes only (reads of a bare repository here go through
+    // libgit2's local transport, as [`Remote::transport_for`] picks); as
+    // reads they are libgit2's too, so a caller that keeps one wire for
+    // both gets the same answer.
     fn head(&self, remote: &Remote, repo: &Repository, refname: &str) -> Result<Option<Oid>> {
         Libgit2.head(remote, repo, refname)
     }

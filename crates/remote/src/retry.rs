@@ -9,6 +9,8 @@
 //! cannot land twice); a retry that finds the new id already there is a
 //! success.
 
+use std::time::Duration;
+
 use git2::Repository;
 
 use crate::error::{Error, Result};
@@ -23,34 +25,59 @@ impl Remote {
     /// A transient failure (the server answered 502/503/504, the connection
     /// was reset or timed out) whose settling found the branch still at the
     /// expected commit is retried with backoff too, within
-    /// [`settle::RetryPolicy`]: the update did not land, and the push is a
+    /// [`RetryPolicy`]: the update did not land, and the push is a
     /// compare-and-swap, so trying again cannot apply anything twice. A
     /// retry that finds the branch already at the new commit (an earlier
     /// attempt landed before its connection died) is a success.
     pub fn push(&self, repo: &Repository, update: &RefUpdate<'_>) -> Result<(), PushError> {
-        let clock = crate::backoff::RealClock;
-        let deadline = crate::backoff::Clock::now(&clock) + lock_patience();
-        let mut locked = crate::backoff::Backoff::new(
-            std::time::Duration::from_millis(20),
-            std::time::Duration::from_millis(500),
-        );
-        let mut tries = Tries::new(&clock, RetryPolicy::from_env());
         let wire = self.transport_for(repo, Op::Push);
-        loop {
-            match self.push_once(repo, &*wire, update) {
-                Err(PushError::Moved { found: Some(h) }) if h == update.new => return Ok(()),
-                Err(PushError::Locked(_)) if std::time::Instant::now() < deadline => {
-                    locked.wait(&clock, Some(deadline));
-                }
-                Err(PushError::Failed(e)) => tries.after(e).map_err(PushError::Failed)?,
-                other => return other,
+        pushing(
+            &crate::backoff::RealClock,
+            lock_patience(),
+            RetryPolicy::from_env(),
+            update.new,
+            || self.push_once(repo, &*wire, update),
+        )
+    }
+}
+
+/// The first wait for a branch lock another writer holds on the remote,
+/// doubling (jittered) up to [`LOCK_WAIT_MAX`].
+const LOCK_WAIT_FIRST: Duration = Duration::from_millis(20);
+/// The longest wait between two tries of a locked branch.
+const LOCK_WAIT_MAX: Duration = Duration::from_millis(500);
+/// The longest wait between two tries after a transient failure.
+const RETRY_WAIT_MAX: Duration = Duration::from_secs(4);
+
+/// The push loop, on `clock`: `attempt` (one settled push of `new`) is
+/// tried again while the branch is locked (for `patience` in all) and after
+/// a transient failure (within `policy`); an attempt that finds `new`
+/// already there (an earlier one landed before its connection died) is a
+/// success.
+fn pushing(
+    clock: &dyn crate::backoff::Clock,
+    patience: Duration,
+    policy: RetryPolicy,
+    new: git2::Oid,
+    mut attempt: impl FnMut() -> Result<(), PushError>,
+) -> Result<(), PushError> {
+    let deadline = clock.now() + patience;
+    let mut locked = crate::backoff::Backoff::new(LOCK_WAIT_FIRST, LOCK_WAIT_MAX);
+    let mut tries = Tries::new(clock, policy);
+    loop {
+        match attempt() {
+            Err(PushError::Moved { found: Some(h) }) if h == new => return Ok(()),
+            Err(PushError::Locked(_)) if clock.now() < deadline => {
+                locked.wait(clock, Some(deadline));
             }
+            Err(PushError::Failed(e)) => tries.after(e).map_err(PushError::Failed)?,
+            other => return other,
         }
     }
 }
 
 /// Run a read of the remote (a ref, a fetch), retrying a transient failure
-/// (see [`Error::is_spurious`]) with backoff within [`settle::RetryPolicy`],
+/// (see [`Error::is_spurious`]) with backoff within [`RetryPolicy`],
 /// as a push is: a read changes nothing, so trying again is always safe.
 pub(crate) fn retrying<T>(mut read: impl FnMut() -> Result<T>) -> Result<T> {
     let mut tries = Tries::new(&crate::backoff::RealClock, RetryPolicy::from_env());
@@ -110,7 +137,7 @@ impl<'c> Tries<'c> {
             policy,
             started: clock.now(),
             attempts: 1,
-            backoff: crate::backoff::Backoff::new(policy.first, std::time::Duration::from_secs(4)),
+            backoff: crate::backoff::Backoff::new(policy.first, RETRY_WAIT_MAX),
             last: String::new(),
         }
     }
@@ -119,11 +146,7 @@ impl<'c> Tries<'c> {
     #[cfg(test)]
     fn seeded(clock: &'c dyn crate::backoff::Clock, policy: RetryPolicy, seed: u64) -> Tries<'c> {
         Tries {
-            backoff: crate::backoff::Backoff::seeded(
-                policy.first,
-                std::time::Duration::from_secs(4),
-                seed,
-            ),
+            backoff: crate::backoff::Backoff::seeded(policy.first, RETRY_WAIT_MAX, seed),
             ..Tries::new(clock, policy)
         }
     }
@@ -259,6 +282,61 @@ mod tests {
             "commit a503f1e is not at the expected",
         ] {
             assert!(!spurious_text(no), "{no}");
+        }
+    }
+
+    /// The push loop on a fake clock: a lock is waited for until the
+    /// patience runs out, never past it, then reported; a transient failure
+    /// is tried again within the policy; an attempt that finds the new
+    /// commit there is a success; a refusal ends the loop at once.
+    #[test]
+    fn the_push_loop_waits_for_a_lock_within_its_patience_and_retries_only_what_cannot_land_twice()
+    {
+        use super::{pushing, PushError, LOCK_WAIT_MAX};
+        let new = git2::Oid::from_bytes(&[7; 20]).unwrap();
+        let patience = Duration::from_secs(8);
+        // Locked every time: waits that never pass the deadline, then Locked.
+        let clock = FakeClock::new();
+        let mut n = 0;
+        let r = pushing(&clock, patience, POLICY, new, || {
+            n += 1;
+            Err(PushError::Locked("held".into()))
+        });
+        assert!(matches!(r, Err(PushError::Locked(_))), "{r:?}");
+        assert_eq!(clock.elapsed(), patience, "waited exactly its patience");
+        assert!(n > 10, "tried {n} times");
+        assert!(clock.slept.borrow().iter().all(|w| *w <= LOCK_WAIT_MAX));
+        // Locked, then landed by another attempt's connection: success.
+        let clock = FakeClock::new();
+        let mut answers = vec![
+            Err(PushError::Moved { found: Some(new) }),
+            Err(PushError::Locked("held".into())),
+        ];
+        let r = pushing(&clock, patience, POLICY, new, || answers.pop().unwrap());
+        assert!(r.is_ok(), "{r:?}");
+        // Transient failures: tried again, at most POLICY.attempts times.
+        let clock = FakeClock::new();
+        let mut n = 0;
+        let r = pushing(&clock, patience, POLICY, new, || {
+            n += 1;
+            Err(PushError::Failed(Error::remote("HTTP 503", true)))
+        });
+        assert!(matches!(r, Err(PushError::Failed(_))), "{r:?}");
+        assert_eq!(n, POLICY.attempts);
+        // A refusal, or a branch another writer moved: no second try.
+        for answer in [
+            PushError::Rejected("hook declined".into()),
+            PushError::Moved { found: None },
+        ] {
+            let clock = FakeClock::new();
+            let mut answer = Some(answer);
+            let mut n = 0;
+            let r = pushing(&clock, patience, POLICY, new, || {
+                n += 1;
+                Err(answer.take().unwrap())
+            });
+            assert!(r.is_err());
+            assert_eq!((n, clock.elapsed()), (1, Duration::ZERO));
         }
     }
 }

@@ -61,16 +61,16 @@ impl Session<'_> {
     /// changes to the paths the step writes are refused; others are carried
     /// along.
     pub fn stage(&mut self, step: &Step, source: Option<Source>) -> Result<Option<StepOutcome>> {
-        let (repo, s, head) = (self.cx.repo, self.cx.settings, self.rx.head);
+        let (repo, s, head) = (self.context.repo, self.context.settings, self.receipts.head);
         // The step's position in the run, from 1 (its Step-Index).
         let index = self.len() + 1;
         // The live hunks are read when a step is first applied: a rerun
         // that skips everything does not need them.
-        let live = match &mut self.rx.live {
+        let live = match &mut self.receipts.live {
             Some(c) => c,
             None => {
                 let live = self.load_indexed()?.live;
-                self.rx.live.insert(live)
+                self.receipts.live.insert(live)
             }
         };
         // Authority (SPEC "Effects"): what a step of this box's own would
@@ -82,7 +82,7 @@ impl Session<'_> {
             super::authority::check_own(repo, &step.effects)
                 .map_err(|m| Error::input(format!("step {}: {m}", step.id)))?;
         }
-        if !self.cx.opts.dry_run {
+        if !self.context.opts.dry_run {
             if own && step.undo.is_empty() {
                 super::authority::note_decided(repo, &s.run, &step.digest, &step.effects);
             }
@@ -104,8 +104,9 @@ impl Session<'_> {
             replay::tree_hunks_measured(repo, base.as_ref(), Some(&new_tree), &applied.measured)?;
         // An undo restores an earlier state: it is the inverse of what it
         // undoes, never a repetition.
-        let allow =
-            self.cx.opts.allow_duplicate_hunks || step.allow_duplicate || !step.undo.is_empty();
+        let allow = self.context.opts.allow_duplicate_hunks
+            || step.allow_duplicate
+            || !step.undo.is_empty();
         if let (Some(d), false) = (live.duplicates(&step.id, &hunks).first(), allow) {
             return Err(Error::from(Refusal {
                 kind: RefusalKind::DuplicateHunk,
@@ -128,7 +129,7 @@ impl Session<'_> {
         // worktree is the last flush's: a step staged after others is
         // checked against what is really on disk (a path an earlier staged
         // step created is still absent there, and is no blocker).
-        if self.cx.worktree == Worktree::Follows {
+        if self.context.worktree == Worktree::Follows {
             let flushed = self
                 .staging
                 .durable()
@@ -143,7 +144,7 @@ impl Session<'_> {
                 ));
             }
         }
-        if self.cx.worktree == Worktree::Holds {
+        if self.context.worktree == Worktree::Holds {
             // The step is what the worktree holds.
         } else if self.staging.is_empty() {
             worktree::ensure_clean(repo, Some(&step.id), &applied.changes)?;
@@ -176,7 +177,7 @@ impl Session<'_> {
             source.map(Source::as_str),
         );
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-        let who = &self.cx.who;
+        let who = &self.context.who;
         // Every changed file must be writable to the worktree as `git
         // checkout` would write it (a required smudge filter that fails)
         // before the step can become durable: after it, a failure would
@@ -204,11 +205,15 @@ impl Session<'_> {
             }
         }
         // The hooks judge the step before its commit exists.
-        if let (Some(h), false) = (&self.cx.hooks, self.cx.opts.dry_run) {
+        if let (Some(h), false) = (&self.context.hooks, self.context.opts.dry_run) {
             h.check(repo, &step.id, applied.tree, &message)?;
         }
         // A dry run's commit exists only to be shown: it is not signed.
-        let signer = self.cx.signer.as_ref().filter(|_| !self.cx.opts.dry_run);
+        let signer = self
+            .context
+            .signer
+            .as_ref()
+            .filter(|_| !self.context.opts.dry_run);
         let commit = crate::sign::commit(
             repo,
             signer,
@@ -220,7 +225,7 @@ impl Session<'_> {
             step.canonical.as_deref(),
         )
         .map_err(|e| e.at_step(&step.id))?;
-        if self.cx.opts.dry_run {
+        if self.context.opts.dry_run {
             live.record(&step.id, &hunks);
             live.forget(&step.undo);
             self.advance(step, commit);
@@ -234,11 +239,12 @@ impl Session<'_> {
                     let mut out = Vec::new();
                     for (i, e) in step.effects.iter().enumerate() {
                         let why = super::effects::held_back(
-                            self.cx.settings,
+                            self.context.settings,
                             &e.action,
                             &mut self.effects.held,
                         );
-                        let k = crate::plan::effect::key(&self.cx.settings.run, &step.id, i + 1);
+                        let k =
+                            crate::plan::effect::key(&self.context.settings.run, &step.id, i + 1);
                         out.push(format!("{k}: {}{why}", e.action.describe()));
                     }
                     out
@@ -285,7 +291,7 @@ impl Session<'_> {
         let Some(last) = self.staging.last() else {
             return Ok(Vec::new());
         };
-        let (repo, s) = (self.cx.repo, self.cx.settings);
+        let (repo, s) = (self.context.repo, self.context.settings);
         let (expected, commit, id) = (self.staging.durable(), last.commit, last.step.clone());
         let combined = if self.staging.len() > 1 {
             let old = expected.map(|h| repo.find_commit(h)?.tree()).transpose()?;
@@ -316,13 +322,13 @@ impl Session<'_> {
             Some(c) => (c.as_slice(), "the batch"),
             None => (last.changes.as_slice(), "the step"),
         };
-        if self.cx.worktree == Worktree::Follows && !self.cx.opts.dry_run {
+        if self.context.worktree == Worktree::Follows && !self.context.opts.dry_run {
             if let Err(e) = unchanged_since_checked(repo, changes, &id, what_changes) {
                 self.discard_staged();
                 return Err(e);
             }
         }
-        if !self.cx.opts.dry_run {
+        if !self.context.opts.dry_run {
             // The evidence that an update of this box follows the branch's
             // move (for the repair of one a crash cuts short), written
             // before the flush that makes the move durable: the push's
@@ -410,8 +416,8 @@ impl Session<'_> {
     /// `update-noted` point. (In place, the worktree is not updated:
     /// nothing to note.)
     pub(super) fn note_move(&self, expected: Option<Oid>, commit: Oid, id: &str) -> Result<()> {
-        if self.cx.worktree == Worktree::Follows {
-            worktree::note_update(self.cx.repo, expected, commit)?;
+        if self.context.worktree == Worktree::Follows {
+            worktree::note_update(self.context.repo, expected, commit)?;
         }
         crash::point("update-noted", id);
         Ok(())
@@ -421,7 +427,7 @@ impl Session<'_> {
     /// `expected` to `commit` (a compare-and-swap push), then the tracking
     /// ref follows; the `pushed` and `tracking-updated` points.
     pub(super) fn push(&self, expected: Option<Oid>, commit: Oid, id: &str) -> Result<()> {
-        let (repo, s) = (self.cx.repo, self.cx.settings);
+        let (repo, s) = (self.context.repo, self.context.settings);
         let Some(remote) = &s.remote else {
             return Err(Error::internal("a push without a remote"));
         };
@@ -451,8 +457,8 @@ impl Session<'_> {
         what: &str,
         objects_durable: bool,
     ) -> Result<()> {
-        let (repo, s) = (self.cx.repo, self.cx.settings);
-        let _staged = match self.cx.worktree {
+        let (repo, s) = (self.context.repo, self.context.settings);
+        let _staged = match self.context.worktree {
             Worktree::Follows => Some(worktree::prestage(repo, changes)?),
             Worktree::Holds => None,
         };
@@ -469,7 +475,7 @@ impl Session<'_> {
             run: &s.run,
             commit,
         };
-        match self.cx.worktree {
+        match self.context.worktree {
             Worktree::Holds => worktree::update_keeping(repo, dest, changes, id, &|_| true),
             Worktree::Follows => worktree::update(repo, dest, changes, id),
         }
@@ -481,21 +487,21 @@ impl Session<'_> {
     /// with adopted commits: `shared::read` takes no cache of one, so the
     /// push would be for nothing.)
     pub(super) fn after_flush(&self, flushed: usize, id: &str) {
-        let (repo, s) = (self.cx.repo, self.cx.settings);
+        let (repo, s) = (self.context.repo, self.context.settings);
         let after = self.len();
         let usable = self.ledger().adopted.is_empty() && self.ledger().problems.is_empty();
-        if !self.cx.opts.dry_run
+        if !self.context.opts.dry_run
             && usable
-            && share::due(self.cx.share_every, after - flushed, after)
+            && share::due(self.context.share_every, after - flushed, after)
         {
-            if let Some(live) = &self.rx.live {
+            if let Some(live) = &self.receipts.live {
                 share::publish(
                     repo,
                     s,
                     self.ledger().base,
                     self.receipts(),
                     live,
-                    self.cx.signer.as_ref(),
+                    self.context.signer.as_ref(),
                     id,
                 );
             }
@@ -508,11 +514,13 @@ impl Session<'_> {
     /// are read again if another step is staged.
     pub(super) fn discard_staged(&mut self) {
         let n = self.staging.discard();
-        self.rx.applied.truncate(self.rx.applied.len() - n);
+        self.receipts
+            .applied
+            .truncate(self.receipts.applied.len() - n);
         let len = self.len();
         self.effects.applied.retain(|(at, _)| *at < len);
-        self.rx.head = self.staging.durable();
-        self.rx.live = None;
+        self.receipts.head = self.staging.durable();
+        self.receipts.live = None;
     }
 
     /// The step's receipt is durable (or, in a dry run, in memory): the
@@ -521,13 +529,13 @@ impl Session<'_> {
         if !step.effects.is_empty() {
             self.effects.applied.push((self.len(), step.effects.len()));
         }
-        self.rx.applied.push(AppliedStep {
+        self.receipts.applied.push(AppliedStep {
             index: self.len(),
             id: step.id.clone(),
             decision: step.digest.clone(),
             commit,
         });
-        self.rx.head = Some(commit);
+        self.receipts.head = Some(commit);
     }
 }
 

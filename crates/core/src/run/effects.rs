@@ -31,7 +31,7 @@ impl Session<'_> {
     /// The run's recorded outcomes (fetched from the durable domain once).
     pub fn outcomes(&mut self) -> Result<&Outcomes> {
         if self.effects.outcomes.is_none() {
-            let o = outcomes::load(self.cx.repo, self.cx.settings)?;
+            let o = outcomes::load(self.context.repo, self.context.settings)?;
             self.effects.outcomes = Some(o);
         }
         Ok(self.effects.outcomes.as_ref().expect("loaded above"))
@@ -47,10 +47,10 @@ impl Session<'_> {
     /// effects held back for want of that authority are tried again at the
     /// next delivery.
     pub fn own_decision(&mut self, step: &crate::plan::step::Step) {
-        if !self.cx.opts.dry_run
+        if !self.context.opts.dry_run
             && super::authority::note_decided(
-                self.cx.repo,
-                &self.cx.settings.run,
+                self.context.repo,
+                &self.context.settings.run,
                 &step.digest,
                 &step.effects,
             )
@@ -60,7 +60,7 @@ impl Session<'_> {
     }
 
     pub fn deliver_effects(&mut self, ui: &mut dyn Reporter) -> Result<()> {
-        if self.cx.opts.dry_run {
+        if self.context.opts.dry_run {
             return self.preview_effects(ui);
         }
         if !self.effects.history_queued {
@@ -97,7 +97,7 @@ impl Session<'_> {
     /// `steps.effects`, or queued behind one that was): pending for a box
     /// that delivers them.
     pub fn effects_pending(&mut self) -> Result<Vec<String>> {
-        let run = self.cx.settings.run.clone();
+        let run = self.context.settings.run.clone();
         let queue: Vec<(String, Oid, usize)> = self
             .effects
             .queue
@@ -131,9 +131,9 @@ impl Session<'_> {
         let ahead = match &self.reconciled().action {
             crate::sync::reconcile::Action::FastForward { to, .. } => {
                 Some(crate::history::cache::load_ledger(
-                    self.cx.repo,
+                    self.context.repo,
                     Some(to.parse()?),
-                    &self.cx.settings.run,
+                    &self.context.settings.run,
                 )?)
             }
             _ => None,
@@ -141,10 +141,10 @@ impl Session<'_> {
         if ahead.as_ref().unwrap_or(self.ledger()).effects.is_empty() {
             return Ok(());
         }
-        let Some(peeked) = outcomes::peek(self.cx.repo, self.cx.settings)? else {
+        let Some(peeked) = outcomes::peek(self.context.repo, self.context.settings)? else {
             ui.note(&format!(
                 "the run's steps carry effects whose recorded outcomes are not on this box ({}): `git steps effects` fetches them and lists what is due",
-                outcomes::refname(&self.cx.settings.run)
+                outcomes::refname(&self.context.settings.run)
             ));
             return Ok(());
         };
@@ -155,13 +155,13 @@ impl Session<'_> {
         };
         for due in &dues {
             for (i, e) in due.effects.iter().enumerate() {
-                let k = key(&self.cx.settings.run, &due.step, i + 1);
+                let k = key(&self.context.settings.run, &due.step, i + 1);
                 if !self.outcomes()?.settled(&k, due.receipt) {
                     // (A plan step read later may still make its decision
                     // this box's own: said as it stands now.)
                     let why = match super::authority::refusal(
-                        self.cx.repo,
-                        self.cx.settings,
+                        self.context.repo,
+                        self.context.settings,
                         &due.digest,
                         &due.effects,
                         &e.action,
@@ -170,7 +170,7 @@ impl Session<'_> {
                             self.effects.held = true;
                             format!(" (held: {why})")
                         }
-                        _ => held_back(self.cx.settings, &e.action, &mut self.effects.held),
+                        _ => held_back(self.context.settings, &e.action, &mut self.effects.held),
                     };
                     ui.note(&format!(
                         "would deliver effect {k} first ({}): step {} is durable and the effect has no delivered outcome{why}",
@@ -200,8 +200,8 @@ impl Session<'_> {
         &mut self,
         with: Vec<(crate::history::ledger::AppliedStep, usize)>,
     ) -> Result<Vec<Due>> {
-        let run = self.cx.settings.run.clone();
-        let repo = self.cx.repo;
+        let run = self.context.settings.run.clone();
+        let repo = self.context.repo;
         let mut out = Vec::new();
         for (entry, count) in with {
             let outcomes = self.outcomes()?;
@@ -237,7 +237,7 @@ impl Session<'_> {
         effect: &Effect,
         ui: &mut dyn Reporter,
     ) -> Result<bool> {
-        let (repo, s) = (self.cx.repo, self.cx.settings);
+        let (repo, s) = (self.context.repo, self.context.settings);
         let k = key(&s.run, &due.step, n);
         if self.outcomes()?.settled(&k, due.receipt) {
             return Ok(true);

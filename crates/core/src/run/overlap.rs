@@ -53,9 +53,9 @@ impl Session<'_> {
             Err(e) => return (Err(e), None),
         };
         let overlapped = staged == 1
-            && self.cx.worktree == Worktree::Follows
-            && !self.cx.opts.dry_run
-            && self.cx.settings.remote.is_some()
+            && self.context.worktree == Worktree::Follows
+            && !self.context.opts.dry_run
+            && self.context.settings.remote.is_some()
             && self.staging.durable().is_some()
             // Effects start only once their step is durable: nothing to
             // overlap with.
@@ -76,8 +76,8 @@ impl Session<'_> {
         &mut self,
         during: impl FnOnce(&Self) -> P,
     ) -> (Result<StepOutcome>, Option<P>) {
-        let repo = self.cx.repo;
-        if self.cx.settings.remote.is_none() {
+        let repo = self.context.repo;
+        if self.context.settings.remote.is_none() {
             return (
                 Err(Error::internal("an overlapped flush without a remote")),
                 None,
@@ -141,7 +141,7 @@ impl Session<'_> {
     /// changed since it was written is kept (and said). Nothing to do when
     /// the branch was not moved yet.
     fn set_back(&self, before: Oid, commit: Oid, id: &str) -> Result<()> {
-        let (repo, s) = (self.cx.repo, self.cx.settings);
+        let (repo, s) = (self.context.repo, self.context.settings);
         if repo.refname_to_id(&s.refname()).ok() != Some(commit) {
             return Ok(());
         }

@@ -182,17 +182,17 @@ pub struct Opened<'r> {
 impl<'r> Opened<'r> {
     /// What finishing an interrupted worktree update did.
     pub fn repair(&self) -> &Repair {
-        &self.session.up.repair
+        &self.session.bringup.repair
     }
 
     /// What bringing the local and durable branches together did.
     pub fn reconciled(&self) -> &Reconciled {
-        &self.session.up.reconciled
+        &self.session.bringup.reconciled
     }
 
     /// The head the first step goes on.
     pub fn head(&self) -> Option<Oid> {
-        self.session.rx.head
+        self.session.receipts.head
     }
 
     /// Read the run's receipts at the head (from the receipt cache where it
@@ -211,7 +211,7 @@ impl<'r> Opened<'r> {
         let checked = self.plan_checked;
         let (session, reused) = self.load_reused(false)?;
         if !(reused && checked) {
-            preflight(session.cx.repo, plan, &session.rx.ledger)?;
+            preflight(session.context.repo, plan, &session.receipts.ledger)?;
         }
         Ok(session)
     }
@@ -220,36 +220,36 @@ impl<'r> Opened<'r> {
         let Opened {
             mut session, read, ..
         } = self;
-        let s = session.cx.settings;
+        let s = session.context.settings;
         let (ledger, reused) = match read {
-            Some((at, ledger)) if !counts && at == session.rx.head => (ledger, true),
+            Some((at, ledger)) if !counts && at == session.receipts.head => (ledger, true),
             _ if counts => {
                 let indexed = session.load_indexed()?;
-                session.rx.live = Some(indexed.live);
+                session.receipts.live = Some(indexed.live);
                 (indexed.ledger, false)
             }
             _ => (
-                cache::load_ledger(session.cx.repo, session.rx.head, &s.run)?,
+                cache::load_ledger(session.context.repo, session.receipts.head, &s.run)?,
                 false,
             ),
         };
         ledger.ensure_sound(&s.branch)?;
-        session.rx.ledger = ledger;
+        session.receipts.ledger = ledger;
         Ok((session, reused))
     }
 }
 
 /// One run, from the lock to the closing fingerprints: what the run is
-/// ([`Context`]), what its history says ([`Receipts`]), the steps staged and
+/// ([`RunContext`]), what its history says ([`Receipts`]), the steps staged and
 /// not durable yet, the outbox of effects, and what bringing the box up did.
 pub struct Session<'r> {
-    pub(super) cx: Context<'r>,
-    pub(super) rx: Receipts,
+    pub(super) context: RunContext<'r>,
+    pub(super) receipts: Receipts,
     /// The steps staged on the durable head and not durable yet.
     pub(super) staging: Staging,
     /// The effects of durable steps to deliver, and their outcomes.
     pub(super) effects: super::outcomes::Effects,
-    up: Up,
+    bringup: Bringup,
     /// Whether [`Session::identity_note`] was given.
     identity_noted: bool,
 }
@@ -257,7 +257,7 @@ pub struct Session<'r> {
 /// What a run is, settled when it opens and never changed by a step: the
 /// repository, its settings and options, where the steps' content is, who
 /// commits and how (signing, hooks).
-pub(super) struct Context<'r> {
+pub(super) struct RunContext<'r> {
     pub(super) repo: &'r Repository,
     pub(super) settings: &'r Settings,
     pub(super) opts: ApplyOptions,
@@ -292,7 +292,7 @@ pub(super) struct Receipts {
 
 /// What bringing the box up left: the run's lock (held until the session
 /// is dropped; None in a dry run), and what repair and reconcile did.
-struct Up {
+struct Bringup {
     _lock: Option<Lock>,
     repair: Repair,
     reconciled: Reconciled,
@@ -370,7 +370,7 @@ impl<'r> Session<'r> {
         let head = reconciled.local.as_deref().map(Oid::from_str).transpose()?;
         let share_every = config.cache_every;
         let session = Session {
-            cx: Context {
+            context: RunContext {
                 repo,
                 settings,
                 opts,
@@ -380,13 +380,13 @@ impl<'r> Session<'r> {
                 hooks,
                 share_every,
             },
-            rx: Receipts {
+            receipts: Receipts {
                 head,
                 ..Receipts::default()
             },
             staging: Staging::on(head),
             effects: Default::default(),
-            up: Up {
+            bringup: Bringup {
                 _lock: lock,
                 repair,
                 reconciled,
@@ -403,58 +403,66 @@ impl<'r> Session<'r> {
     /// The receipts and live hunks at the head: from this box's receipt
     /// cache, else a scan, with the shared cache's hunks for a long run.
     pub(super) fn load_indexed(&self) -> Result<cache::Indexed> {
-        let (repo, s, every) = (self.cx.repo, self.cx.settings, self.cx.share_every);
+        let (repo, s, every) = (
+            self.context.repo,
+            self.context.settings,
+            self.context.share_every,
+        );
         // A dry run fetches nothing: it may use this box's last copy.
-        let fetch = !self.cx.opts.dry_run;
-        cache::load(repo, self.rx.head, &s.run, fetch, &mut |steps| {
+        let fetch = !self.context.opts.dry_run;
+        cache::load(repo, self.receipts.head, &s.run, fetch, &mut |steps| {
             share::fetch(repo, s, every, steps, fetch)
         })
     }
 
     /// What finishing an interrupted worktree update did.
     pub fn repair(&self) -> &Repair {
-        &self.up.repair
+        &self.bringup.repair
     }
 
     /// What bringing the local and durable branches together did.
     pub fn reconciled(&self) -> &Reconciled {
-        &self.up.reconciled
+        &self.bringup.reconciled
     }
 
     pub fn repo(&self) -> &'r Repository {
-        self.cx.repo
+        self.context.repo
     }
 
     pub fn settings(&self) -> &'r Settings {
-        self.cx.settings
+        self.context.settings
     }
 
     /// The head the next step goes on.
     pub fn head(&self) -> Option<Oid> {
-        self.rx.head
+        self.receipts.head
     }
 
     /// The receipts read at the start.
     pub fn ledger(&self) -> &Ledger {
-        &self.rx.ledger
+        &self.receipts.ledger
     }
 
     /// The receipt of step `id`, read at the start or applied since.
     pub fn receipt(&self, id: &str) -> Option<&AppliedStep> {
-        self.rx
+        self.receipts
             .ledger
             .get(id)
-            .or_else(|| self.rx.applied.iter().find(|e| e.id == id))
+            .or_else(|| self.receipts.applied.iter().find(|e| e.id == id))
     }
 
     /// Every receipt of the run, in order.
     pub fn receipts(&self) -> impl Iterator<Item = &AppliedStep> + Clone {
-        self.rx.ledger.entries.iter().chain(&self.rx.applied)
+        self.receipts
+            .ledger
+            .entries
+            .iter()
+            .chain(&self.receipts.applied)
     }
 
     /// How many steps the run holds: the index of the next one.
     pub fn len(&self) -> usize {
-        self.rx.ledger.entries.len() + self.rx.applied.len()
+        self.receipts.ledger.entries.len() + self.receipts.applied.len()
     }
 
     /// Whether the run holds no step yet.
@@ -465,7 +473,7 @@ impl<'r> Session<'r> {
     /// Once, before the first step a session commits: the note that the
     /// receipts will carry git-steps' own identity, when git has none.
     pub fn identity_note(&mut self) -> Option<String> {
-        if !self.cx.who.defaulted || self.identity_noted || self.cx.opts.dry_run {
+        if !self.context.who.defaulted || self.identity_noted || self.context.opts.dry_run {
             return None;
         }
         self.identity_noted = true;
@@ -474,19 +482,23 @@ impl<'r> Session<'r> {
 
     /// The artifact fingerprint at the head.
     pub fn artifact(&self) -> Result<String> {
-        artifact_at(self.cx.repo, self.rx.head, !self.cx.opts.dry_run)
+        artifact_at(
+            self.context.repo,
+            self.receipts.head,
+            !self.context.opts.dry_run,
+        )
     }
 
     /// Close the session: save the receipt cache when steps were applied
     /// (the next run starts from here without reading the history again),
     /// and compute the fingerprints the run reports.
     pub fn finish(mut self) -> Result<Finished> {
-        if !self.cx.opts.dry_run {
+        if !self.context.opts.dry_run {
             // The run's updates are done: their note goes once the index
             // is durable (one flush for the run).
-            crate::workdir::worktree::settle_update(self.cx.repo);
+            crate::workdir::worktree::settle_update(self.context.repo);
         }
-        let effects_pending = if self.effects.held || self.cx.opts.dry_run {
+        let effects_pending = if self.effects.held || self.context.opts.dry_run {
             self.effects_pending()?
         } else {
             Vec::new()
@@ -496,21 +508,21 @@ impl<'r> Session<'r> {
                 .map(|e| (e.id.as_str(), e.decision.as_str())),
         );
         let Session {
-            cx:
-                Context {
+            context:
+                RunContext {
                     repo,
                     settings,
                     opts,
                     ..
                 },
-            rx:
+            receipts:
                 Receipts {
                     ledger,
                     applied,
                     live,
                     head,
                 },
-            up: Up {
+            bringup: Bringup {
                 repair, reconciled, ..
             },
             staging,

@@ -246,8 +246,8 @@ impl Environment {
 
     /// The variables as `var` gives them (the process's environment, or a
     /// test's). A value out of range is clamped (a wait of at most an
-    /// hour, at most 100 retries); one that is not a number is ignored and
-    /// listed in [`Environment::ignored`].
+    /// hour, at most 100 retries); one that is not a number (for a count,
+    /// a whole one) is ignored and listed in [`Environment::ignored`].
     pub fn read(var: impl Fn(&str) -> Option<String>) -> Environment {
         let mut env = Environment::DEFAULT;
         let seconds = |key: Key, min: f64, max: f64, ignored: &mut Vec<String>| {
@@ -263,12 +263,25 @@ impl Environment {
                 }
             }
         };
+        let count = |key: Key, max: u32, ignored: &mut Vec<String>| {
+            let v = var(key.name)?;
+            match v.trim().parse::<u64>() {
+                Ok(n) => Some(n.min(u64::from(max)) as u32),
+                Err(_) => {
+                    ignored.push(format!(
+                        "{}={v:?}: expected a whole number of 0 or more",
+                        key.name
+                    ));
+                    None
+                }
+            }
+        };
         let mut ignored = Vec::new();
         if let Some(n) = seconds(LOCK_WAIT, 0.0, 3600.0, &mut ignored) {
             env.lock_wait = Duration::from_secs_f64(n);
         }
-        if let Some(n) = seconds(NET_RETRIES, 0.0, 100.0, &mut ignored) {
-            env.net_retries = n as u32;
+        if let Some(n) = count(NET_RETRIES, 100, &mut ignored) {
+            env.net_retries = n;
         }
         if let Some(n) = seconds(NET_RETRY_SECS, 0.0, 3600.0, &mut ignored) {
             env.net_retry_total = Duration::from_secs_f64(n);
@@ -319,6 +332,14 @@ mod tests {
         assert_eq!(env.ignored.len(), 2, "{:?}", env.ignored);
         assert!(env.ignored[0].starts_with("GIT_STEPS_NET_RETRY_SECS=\"five\""));
         assert!(env.ignored[1].starts_with("GIT_STEPS_NET_TIMEOUT_SECS=\"0\""));
+
+        // A count is a whole number: 2.7 tries is no count, not 2.
+        let env = read(&[("GIT_STEPS_NET_RETRIES", "2.7")]);
+        assert_eq!(env.net_retries, 3);
+        assert_eq!(env.ignored.len(), 1, "{:?}", env.ignored);
+        assert!(
+            env.ignored[0].starts_with("GIT_STEPS_NET_RETRIES=\"2.7\": expected a whole number")
+        );
     }
 
     #[test]

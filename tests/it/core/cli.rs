@@ -53,7 +53,7 @@ fn a_malformed_tuning_variable_is_warned_about_and_its_default_used() {
     assert_eq!(r.json()["type"], "status");
     assert!(
         r.stderr()
-            .contains("warning: GIT_STEPS_NET_RETRIES=\"three\": expected a number of 0 or more; the default is used"),
+            .contains("warning: GIT_STEPS_NET_RETRIES=\"three\": expected a whole number of 0 or more; the default is used"),
         "{}",
         r.explain()
     );

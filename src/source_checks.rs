@@ -447,3 +447,68 @@ fn the_guide_lists_every_key_a_user_sets() {
         "keys without a row in docs/guide.md: {missing:?}"
     );
 }
+
+/// The default the guide's tables give a key is the one its own doc in
+/// `keys.rs` gives (`default N`), and for the tuning variables the one
+/// `Environment::DEFAULT` holds: a default changed in one place only fails
+/// here.
+#[test]
+fn the_guide_gives_each_key_the_default_its_code_has() {
+    let Some(root) = workspace() else { return };
+    let guide = std::fs::read_to_string(root.join("docs/guide.md")).unwrap();
+    let doc_default = |doc: &str| -> Option<String> {
+        let rest = &doc[doc.find("default ")? + "default ".len()..];
+        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        (!n.is_empty()).then_some(n)
+    };
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for (keys, column) in [(crate::keys::CONFIG, 2), (crate::keys::ENVIRONMENT, 1)] {
+        for k in keys.iter().filter(|k| !k.doc.starts_with("Internal:")) {
+            let Some(row) = guide
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{}` |", k.name)))
+            else {
+                continue;
+            };
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+            let cell = cells.get(column).copied().unwrap_or("");
+            if let Some(n) = doc_default(k.doc) {
+                checked += 1;
+                if cell != n {
+                    wrong.push(format!(
+                        "{}: the guide says {cell:?}, keys.rs says {n}",
+                        k.name
+                    ));
+                }
+            }
+        }
+    }
+    let env = crate::keys::Environment::DEFAULT;
+    for (key, value) in [
+        (crate::keys::LOCK_WAIT, env.lock_wait.as_secs().to_string()),
+        (crate::keys::NET_RETRIES, env.net_retries.to_string()),
+        (
+            crate::keys::NET_RETRY_SECS,
+            env.net_retry_total.as_secs().to_string(),
+        ),
+        (
+            crate::keys::NET_TIMEOUT_SECS,
+            env.net_timeout.as_secs().to_string(),
+        ),
+    ] {
+        if doc_default(key.doc).as_deref() != Some(value.as_str()) {
+            wrong.push(format!(
+                "{}: keys.rs's doc says {:?}, Environment::DEFAULT holds {value}",
+                key.name,
+                doc_default(key.doc)
+            ));
+        }
+    }
+    assert!(checked >= 10, "only {checked} defaults were compared");
+    assert!(
+        wrong.is_empty(),
+        "defaults that disagree:\n{}",
+        wrong.join("\n")
+    );
+}

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `pip install git-steps` / `pipx` / `uvx git-steps mcp`, as an agent user
-# installs it: build the wheel with maturin (the dev profile: it reuses the
-# debug build in target/), install it into a fresh venv with no network,
-# then run `git-steps --version` and an MCP `initialize` + `tools/list`
-# through the installed binary. `--release`: the release wheel a packager
+# installs it: build the wheel with maturin (the dev profile, with the
+# features pyproject.toml names, `mcp` alone: it reuses the dependencies the
+# debug build compiled in target/ and compiles this package again), install
+# it into a fresh venv with no network, then run `git-steps --version`, check
+# that it has no crash-test harness, and run an MCP `initialize` +
+# `tools/list` through the installed binary. `--release`: the release wheel a packager
 # ships (the release profile, about five minutes more on two cores; not in
 # CI), built and checked the same way; it is left in dist/.
 set -euo pipefail

@@ -70,12 +70,12 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                     .count();
                 ctx.ui.status(&format!(
                     "{}: applied {} step(s) ({replayed} of them recorded decisions replayed without asking), {} decider call(s); artifact {}",
-                    match report.stopped {
+                    match report.command.stopped {
                         Stop::Done => "done",
                         Stop::MaxSteps => "stopped at --max-steps",
                     },
                     report.steps.len(),
-                    report.decider_calls,
+                    report.command.decider_calls,
                     report.artifact
                 ));
             }

@@ -155,7 +155,7 @@ fn a_dry_run_reports_what_it_would_apply_and_changes_nothing() {
     };
     let (res, ui) = r.apply(&plan3(), &opts);
     let report = res.map_err(|(e, _)| e).unwrap();
-    assert!(report.dry_run);
+    assert!(report.command.dry_run);
     assert_eq!(report.head, None);
     assert_eq!(
         ui.steps()

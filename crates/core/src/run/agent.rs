@@ -26,8 +26,6 @@ use crate::git::short;
 use crate::history::ledger::AppliedStep;
 use crate::plan::step::Step;
 use crate::settings::Settings;
-use crate::sync::reconcile::Reconciled;
-use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
 
 use super::decider::{Answer, Context, Decider, RefusedAnswer};
@@ -82,31 +80,19 @@ pub enum Stop {
     MaxSteps,
 }
 
-/// The result of `run`.
+/// What is `run`'s own in its report.
 #[derive(Debug, Serialize)]
-pub struct RunReport {
-    pub run: String,
-    pub branch: String,
-    pub durable: &'static str,
-    pub repair: Repair,
-    pub reconcile: Reconciled,
-    pub steps: Vec<RunStep>,
+pub struct Ran {
     pub stopped: Stop,
     /// Decider calls made by this invocation.
     pub decider_calls: usize,
-    pub head: Option<String>,
-    pub artifact: String,
-    pub history: String,
-    /// The effects delivered (or whose failure was recorded) by this run.
-    pub effects: Vec<super::outcomes::Delivered>,
-    /// Effects this box held back (`steps.effects`) and those queued
-    /// behind them: pending for a box that delivers them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub effects_pending: Vec<String>,
     /// Where the finished run is kept (`refs/steps/runs/<run>`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archived: Option<super::provenance::Archived>,
 }
+
+/// The result of `run`.
+pub type RunReport = super::report::Report<RunStep, Ran>;
 
 /// Run the loop; on failure the error comes with the steps applied so far.
 pub fn run(
@@ -326,22 +312,16 @@ fn run_inner(
         },
         _ => None,
     };
-    Ok(RunReport {
-        archived,
-        run: s.run.clone(),
-        branch: s.branch.clone(),
-        durable: s.durable_kind(),
-        repair: finished.repair,
-        reconcile: finished.reconcile,
-        steps: std::mem::take(done),
-        stopped,
-        decider_calls: calls,
-        head: finished.head.map(|h| h.to_string()),
-        artifact: finished.artifact,
-        history: finished.history,
-        effects: finished.effects,
-        effects_pending: finished.effects_pending,
-    })
+    Ok(RunReport::new(
+        s,
+        finished,
+        std::mem::take(done),
+        Ran {
+            stopped,
+            decider_calls: calls,
+            archived,
+        },
+    ))
 }
 
 /// The decider asked for `index` on a thread of its own.

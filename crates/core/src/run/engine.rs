@@ -17,33 +17,20 @@ use crate::crash;
 use crate::error::{Error, Result};
 use crate::plan::reader::Plan;
 use crate::settings::Settings;
-use crate::sync::reconcile::Reconciled;
-use crate::workdir::repair::Repair;
 use crate::workdir::worktree;
 
 use super::agreement::validate;
+use super::report::Report;
 use super::session::{ApplyOptions, Redelivery, Reporter, Session, Source, StepOutcome};
 
-/// The result of `apply`.
+/// What is `apply`'s own in its report.
 #[derive(Debug, Serialize)]
-pub struct ApplyReport {
-    pub run: String,
-    pub branch: String,
-    pub durable: &'static str,
+pub struct Applied {
     pub dry_run: bool,
-    pub repair: Repair,
-    pub reconcile: Reconciled,
-    pub steps: Vec<StepOutcome>,
-    pub head: Option<String>,
-    pub artifact: String,
-    pub history: String,
-    /// The effects delivered (or whose failure was recorded) by this run.
-    pub effects: Vec<super::outcomes::Delivered>,
-    /// Effects this box held back (`steps.effects`) and those queued
-    /// behind them: pending for a box that delivers them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub effects_pending: Vec<String>,
 }
+
+/// The result of `apply`.
+pub type ApplyReport = Report<StepOutcome, Applied>;
 
 /// Apply `plan` in the repository; `ui` sees each outcome as it happens.
 /// On failure the error is returned with the outcomes so far.
@@ -162,25 +149,19 @@ fn apply_inner(
     flush(&mut session, &mut held, ui, outcomes)?;
     progress.set(seen);
     drop(progress);
-    let done = session.finish()?;
-    Ok(ApplyReport {
-        run: s.run.clone(),
-        branch: s.branch.clone(),
-        durable: s.durable_kind(),
-        dry_run: opts.dry_run,
-        repair: done.repair,
-        reconcile: done.reconcile,
-        steps: std::mem::take(outcomes),
-        head: if opts.dry_run {
-            None
-        } else {
-            done.head.map(|h| h.to_string())
+    let mut done = session.finish()?;
+    if opts.dry_run {
+        // A dry run's head exists only in memory: no head is reported.
+        done.head = None;
+    }
+    Ok(Report::new(
+        s,
+        done,
+        std::mem::take(outcomes),
+        Applied {
+            dry_run: opts.dry_run,
         },
-        artifact: done.artifact,
-        history: done.history,
-        effects: done.effects,
-        effects_pending: done.effects_pending,
-    })
+    ))
 }
 
 /// Make the staged steps durable, then report every held outcome.

@@ -9,6 +9,7 @@
 //! step ([`undo`]), the run kept and checked after its merge
 //! ([`provenance`]), the effects of durable steps ([`effects`], delivered
 //! by [`deliver`], their outcomes in [`outcomes`]),
+//! what `apply` and `run` report ([`report`]),
 //! and the read-only views ([`inspect`]). Invariant: a step is
 //! reported done only after its receipt is durable.
 
@@ -32,6 +33,7 @@ pub mod outcomes;
 mod overlap;
 pub mod provenance;
 pub mod record;
+pub mod report;
 pub mod session;
 pub mod staging;
 pub mod supervisor;

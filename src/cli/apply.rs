@@ -100,9 +100,12 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
                         "nothing was applied".to_string()
                     };
                     let step = step.clone();
-                    error.with_hint(format!(
-                        "{before}; fix step {step} in the plan (or take it out) and rerun the same command: steps with a receipt are skipped, not applied again"
-                    ))
+                    error.with_hint(
+                        crate::error::Hint::rerun_after(format!(
+                            "{before}; fix step {step} in the plan (or take it out)"
+                        ))
+                        .because("steps with a receipt are skipped, not applied again"),
+                    )
                 }
                 _ => error,
             };

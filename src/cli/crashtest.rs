@@ -341,7 +341,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
             hint: format!(
                 "replay one row by hand: GIT_STEPS_CRASH={}@{} git steps apply PLAN, then the same command again",
                 first.point, first.step
-            ),
+            ).into(),
         }),
     })
 }

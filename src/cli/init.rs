@@ -104,7 +104,7 @@ pub fn run(ctx: &Ctx, mut a: Args, out: &mut dyn Write) -> Result<()> {
                     hint: format!(
                         "name it: `git steps init --remote {}`; `--remote ''` keeps the steps on this box alone; nothing was changed",
                         many[0]
-                    ),
+                    ).into(),
                 })
             }
         }

@@ -529,15 +529,18 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
     }
 }
 
-/// The `--json` error document's `data`: code, kind, message, hint, and
-/// what the error says about the step (`step`, `saw`, `would`, `line`).
+/// The `--json` error document's `data`: code, kind, message, hint,
+/// whether rerunning the same command (after what the hint says first) is
+/// the way on (`rerun`), and what the error says about the step (`step`,
+/// `saw`, `would`, `line`).
 pub fn failure_json(f: &Failure) -> serde_json::Value {
     let e = &f.error;
     let mut data = serde_json::json!({
         "code": e.exit_code(),
         "kind": e.kind(),
         "message": crate::git::redact(&e.to_string()),
-        "hint": e.hint().map(crate::git::redact),
+        "hint": e.hint().map(|h| crate::git::redact(&h.to_string()).into_owned()),
+        "rerun": e.hint().is_some_and(crate::error::Hint::reruns),
     });
     match e {
         Error::Refused(r) => {

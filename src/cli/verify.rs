@@ -81,7 +81,7 @@ pub(super) fn refusal(v: &inspect::Verification, s: &crate::settings::Settings) 
         hint: format!(
             "each problem above names its step and what is wrong; `git steps log --run {run}` lists the steps and `git steps show <step> --run {run}` shows one (its decision, and the diff its commit holds); docs/troubleshooting.md, \"verify reports problems\", says what to do for each kind",
             run = s.run
-        ),
+        ).into(),
     })
 }
 

@@ -164,7 +164,11 @@ fn a_commit_without_a_receipt_inside_the_run_is_a_foreign_commit() {
     assert_eq!(l.problems[0].commit, foreign);
     let e = l.ensure_sound("main").unwrap_err();
     assert_eq!(refusal(&e).kind, RefusalKind::ForeignCommit);
-    assert!(refusal(&e).hint.contains("adopt"), "{}", refusal(&e).hint);
+    assert!(
+        refusal(&e).hint.to_string().contains("adopt"),
+        "{}",
+        refusal(&e).hint
+    );
     // A commit without a receipt on top of the run is outside no segment:
     // it is still inside the run (the segment ends at the head).
     let r2 = Repo::with_run();

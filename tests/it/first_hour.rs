@@ -464,7 +464,7 @@ fn a_mistyped_remote_a_failing_patch_and_a_deciders_stderr_are_said_plainly() {
     for needle in [
         "step s2:",
         "Hint: the steps before s2 are durable (1 applied by this command, 0 already there)",
-        "fix step s2 in the plan (or take it out) and rerun the same command",
+        "fix step s2 in the plan (or take it out), then rerun the same command",
     ] {
         assert!(r.stderr().contains(needle), "{needle}\n{}", r.explain());
     }

@@ -83,12 +83,13 @@
 //! 35. [`run::commit`]: one step's order of writes;
 //! 36. [`run::overlap`]: the agent loop's step with its push behind the decider;
 //! 37. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
-//! 38. [`run::engine`]: the plan loop (`apply`);
-//! 39. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 40. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 41. [`run::undo`]: rewinding as a step (`undo`);
-//! 42. [`run::agent`]: the agent loop (`run --decider`);
-//! 43. [`run::inspect`]: status, log, verify, fingerprint.
+//! 38. [`run::report`]: what `apply` and `run` report;
+//! 39. [`run::engine`]: the plan loop (`apply`);
+//! 40. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 41. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 42. [`run::undo`]: rewinding as a step (`undo`);
+//! 43. [`run::agent`]: the agent loop (`run --decider`);
+//! 44. [`run::inspect`]: status, log, verify, fingerprint.
 
 #![forbid(unsafe_code)]
 

@@ -83,7 +83,7 @@ pub struct Refusal {
     /// What it would have done had it gone on.
     pub would: String,
     /// What the user can do next (a command where there is one).
-    pub hint: String,
+    pub hint: Hint,
 }
 
 impl fmt::Display for Refusal {
@@ -96,6 +96,94 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+/// What the user (or the runner driving git-steps) can do next, as a value
+/// the CLI renders: what to do first, in words, and whether running the
+/// same command again then finishes the job, with what that rerun does.
+/// `--json` carries the words as `hint` and the rerun as `"rerun": true`,
+/// so a runner need not parse English to know that the same command, once
+/// the first part is done, is the way on.
+///
+/// Boxed: errors carry one on their failure path only, and stay small.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hint(Box<HintParts>);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct HintParts {
+    first: String,
+    rerun: bool,
+    because: String,
+}
+
+impl Hint {
+    /// Advice in words; the same command is not the way on (or not alone).
+    pub fn say(text: impl Into<String>) -> Self {
+        Hint(Box::new(HintParts {
+            first: text.into(),
+            ..HintParts::default()
+        }))
+    }
+
+    /// Run the same command again; nothing needs doing first.
+    pub fn rerun() -> Self {
+        Hint::rerun_after(String::new())
+    }
+
+    /// Do `first`, then run the same command again.
+    pub fn rerun_after(first: impl Into<String>) -> Self {
+        Hint(Box::new(HintParts {
+            first: first.into(),
+            rerun: true,
+            because: String::new(),
+        }))
+    }
+
+    /// What the rerun does (why it is safe), said after it.
+    pub fn because(mut self, what: impl Into<String>) -> Self {
+        self.0.because = what.into();
+        self
+    }
+
+    /// Whether running the same command again (after what the words say
+    /// first) is the way on.
+    pub fn reruns(&self) -> bool {
+        self.0.rerun
+    }
+}
+
+impl fmt::Display for Hint {
+    /// "FIRST, then rerun the same command: BECAUSE", with the parts it has.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let HintParts {
+            first,
+            rerun,
+            because,
+        } = &*self.0;
+        f.write_str(first)?;
+        if *rerun {
+            if !first.is_empty() {
+                f.write_str(", then ")?;
+            }
+            f.write_str("rerun the same command")?;
+        }
+        if !because.is_empty() {
+            write!(f, ": {because}")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<String> for Hint {
+    fn from(text: String) -> Self {
+        Hint::say(text)
+    }
+}
+
+impl From<&str> for Hint {
+    fn from(text: &str) -> Self {
+        Hint::say(text)
+    }
+}
 
 /// Everything the engine can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -112,21 +200,21 @@ pub enum Error {
     Apply {
         step: String,
         message: String,
-        hint: Option<String>,
+        hint: Option<Hint>,
     },
     #[error(transparent)]
     Refused(Box<Refusal>),
     /// The durable branch moved under us: another writer won the race.
     #[error("the remote moved: {message}")]
-    RemoteMoved { message: String, hint: String },
+    RemoteMoved { message: String, hint: Hint },
     /// Another git-steps process holds a lock this command needs (this
     /// repository's `steps.lock`, a ref's lock): rerun when it is done.
     #[error("{message}")]
-    Busy { message: String, hint: String },
+    Busy { message: String, hint: Hint },
     /// The command cannot run as invoked (a run not set up where it would
     /// land on the default branch, say): nothing was read or written.
     #[error("{message}")]
-    Usage { message: String, hint: String },
+    Usage { message: String, hint: Hint },
     /// A failure of another kind while one step was being made (signing
     /// its commit, say): the step is named, the code and kind are the
     /// inner error's.
@@ -141,7 +229,7 @@ pub enum Error {
         context: String,
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
-        hint: Option<String>,
+        hint: Option<Hint>,
     },
 }
 
@@ -233,14 +321,14 @@ impl Error {
         }
     }
 
-    pub fn hint(&self) -> Option<&str> {
+    pub fn hint(&self) -> Option<&Hint> {
         match self {
             Error::Refused(r) => Some(&r.hint),
             Error::RemoteMoved { hint, .. }
             | Error::Busy { hint, .. }
             | Error::Usage { hint, .. } => Some(hint),
-            Error::Other { hint, .. } => hint.as_deref(),
-            Error::Apply { hint, .. } => hint.as_deref(),
+            Error::Other { hint, .. } => hint.as_ref(),
+            Error::Apply { hint, .. } => hint.as_ref(),
             Error::Input { .. } => None,
             Error::AtStep { error, .. } => error.hint(),
         }
@@ -372,7 +460,7 @@ impl Error {
 
     /// Set the hint of an [`Error::Other`] or [`Error::Apply`] (others
     /// unchanged).
-    pub fn with_hint(mut self, new_hint: impl Into<String>) -> Self {
+    pub fn with_hint(mut self, new_hint: impl Into<Hint>) -> Self {
         if let Error::Other { hint, .. } | Error::Apply { hint, .. } = &mut self {
             *hint = Some(new_hint.into());
         }
@@ -386,20 +474,36 @@ impl From<Refusal> for Error {
     }
 }
 
-/// What a lock file another writer holds, or one stopped before it could
-/// remove it, asks of the user.
-pub const LOCKED_HINT: &str = "a lock file is in the way: another git process is writing this repository, or one was stopped (killed, or by a power cut) before it removed its lock; if no git process is running here, remove the lock file named above, then rerun the same command";
+/// The hints several errors give, made once.
+pub mod hints {
+    use super::Hint;
 
-/// What a file of this repository that git cannot read either asks of the
-/// user (git-steps repairs only what it can prove it wrote).
-pub const UNREADABLE_HINT: &str = "git cannot read that file either (`git status` fails too): a power cut before git flushed it, or another tool wrote it. git-steps did not write it and does not guess what it held: restore it (HEAD holds `ref: refs/heads/<branch>`), or take a fresh clone (`git clone`, `git steps init`, then the same command): the remote holds every step reported applied";
+    /// What a lock file another writer holds, or one stopped before it
+    /// could remove it, asks of the user.
+    pub fn locked() -> Hint {
+        Hint::rerun_after("a lock file is in the way: another git process is writing this repository, or one was stopped (killed, or by a power cut) before it removed its lock; if no git process is running here, remove the lock file named above")
+    }
 
-/// What an object file of this repository that git cannot read asks of
-/// the user.
-pub const DAMAGED_OBJECT_HINT: &str = "an object file of this repository is damaged (`git fsck` names it): a power cut before git flushed it (git does not fsync a clone's objects by default), or a disk error. git-steps repairs only a file it can prove it wrote and a cut tore (its boot record), and has no such proof here. Nothing was changed: take a fresh clone (`git clone`, `git steps init`, then the same command), which resumes from the remote, or restore the file from another clone";
+    /// What a file of this repository that git cannot read either asks of
+    /// the user (git-steps repairs only what it can prove it wrote).
+    pub fn unreadable() -> Hint {
+        Hint::say("git cannot read that file either (`git status` fails too): a power cut before git flushed it, or another tool wrote it. git-steps did not write it and does not guess what it held: restore it (HEAD holds `ref: refs/heads/<branch>`), or take a fresh clone (`git clone`, `git steps init`, then the same command): the remote holds every step reported applied")
+    }
 
-/// What a file-system error on this machine asks of the user.
-pub const LOCAL_FAILURE_HINT: &str = "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it, then rerun the same command; nothing is lost";
+    /// What an object file of this repository that git cannot read asks
+    /// of the user.
+    pub fn damaged_object() -> Hint {
+        Hint::say("an object file of this repository is damaged (`git fsck` names it): a power cut before git flushed it (git does not fsync a clone's objects by default), or a disk error. git-steps repairs only a file it can prove it wrote and a cut tore (its boot record), and has no such proof here. Nothing was changed: take a fresh clone (`git clone`, `git steps init`, then the same command), which resumes from the remote, or restore the file from another clone")
+    }
+
+    /// What a file-system error on this machine asks of the user.
+    pub fn local_failure() -> Hint {
+        Hint::rerun_after(
+            "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it",
+        )
+        .because("nothing is lost")
+    }
+}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
@@ -429,3 +533,51 @@ impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hint renders its parts in one order, and says whether the same
+    /// command is the way on; plain words never claim a rerun.
+    #[test]
+    fn a_hint_renders_its_parts_and_says_whether_to_rerun() {
+        let cases = [
+            (Hint::say("look at it"), "look at it", false),
+            (Hint::rerun(), "rerun the same command", true),
+            (
+                Hint::rerun_after("fix the disk"),
+                "fix the disk, then rerun the same command",
+                true,
+            ),
+            (
+                Hint::rerun_after("fix the disk").because("nothing is lost"),
+                "fix the disk, then rerun the same command: nothing is lost",
+                true,
+            ),
+            (
+                Hint::rerun().because("it reconciles"),
+                "rerun the same command: it reconciles",
+                true,
+            ),
+            (Hint::from("words"), "words", false),
+        ];
+        for (hint, text, rerun) in cases {
+            assert_eq!(hint.to_string(), text);
+            assert_eq!(hint.reruns(), rerun, "{text}");
+        }
+    }
+
+    /// The error's hint is the value it was given, through `AtStep` too;
+    /// `with_hint` takes words or a typed hint.
+    #[test]
+    fn an_error_keeps_its_typed_hint() {
+        let e = Error::local("disk").with_hint(hints::local_failure());
+        assert!(e.hint().unwrap().reruns());
+        let e = e.at_step("s1");
+        assert!(e.hint().unwrap().reruns());
+        assert!(e.hint().unwrap().to_string().ends_with("nothing is lost"));
+        let e = Error::other("x").with_hint("read the log");
+        assert!(!e.hint().unwrap().reruns());
+    }
+}

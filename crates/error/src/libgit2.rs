@@ -76,14 +76,14 @@ impl From<git2::Error> for Error {
     fn from(e: git2::Error) -> Self {
         let hint = if e.code() == git2::ErrorCode::Locked {
             // Not the disk: a lock file is there.
-            Some(LOCKED_HINT.to_string())
+            Some(hints::locked())
         } else if e.message().starts_with("corrupted loose reference file: ") {
             // (HEAD, or a ref no caller named: git cannot read it either.)
-            Some(UNREADABLE_HINT.to_string())
+            Some(hints::unreadable())
         } else if damaged_object(&e) {
-            Some(DAMAGED_OBJECT_HINT.to_string())
+            Some(hints::damaged_object())
         } else {
-            local_failure(&e).then(|| LOCAL_FAILURE_HINT.to_string())
+            local_failure(&e).then(hints::local_failure)
         };
         Error::Other {
             cause: if local_failure(&e) || damaged_object(&e) {

@@ -75,7 +75,7 @@ pub fn repository(repo: &git2::Repository) -> crate::error::Result<()> {
     let objects = repo.commondir().join("objects");
     file_systems(&[repo.commondir(), &objects]).map_err(|e| {
         crate::error::Error::local(format!("cannot flush {}: {e}", repo.commondir().display()))
-            .with_hint(crate::error::LOCAL_FAILURE_HINT)
+            .with_hint(crate::error::hints::local_failure())
     })
 }
 
@@ -482,7 +482,7 @@ pub fn fan_out(repo: &git2::Repository) -> crate::error::Result<()> {
     }
     let io = |what: &str, e: std::io::Error| {
         crate::error::Error::local(format!("cannot {what} {}: {e}", objects.display()))
-            .with_hint(crate::error::LOCAL_FAILURE_HINT)
+            .with_hint(crate::error::hints::local_failure())
     };
     // As objects/ itself is (core.sharedRepository: group-writable, setgid).
     let mode = {

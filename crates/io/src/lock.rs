@@ -84,7 +84,8 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
                 if holder.is_empty() { "unknown" } else { holder },
                 path.display()
             ),
-            hint: "wait for it to finish, then rerun; the lock is released the moment that process exits, however it exits".into(),
+            hint: crate::error::Hint::rerun_after("wait for it to finish")
+                .because("the lock is released the moment that process exits, however it exits"),
         });
     }
     let stale = previous.trim().parse::<i32>().ok().filter(|p| *p != std::process::id() as i32).map(|pid| {

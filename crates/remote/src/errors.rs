@@ -16,9 +16,10 @@ use crate::Remote;
 /// neither read nor delete a broken ref).
 pub(crate) fn torn_ref_error(message: &str, name: &str, dir: Option<&std::path::Path>) -> Error {
     let Some(dir) = dir else {
-        return Error::local(format!("{message}: the ref {name} cannot be read")).with_hint(
-            "`git show-ref` names it as broken too: move its file out of the repository's refs/, then rerun",
-        );
+        return Error::local(format!("{message}: the ref {name} cannot be read"))
+            .with_hint(crate::error::Hint::rerun_after(
+            "`git show-ref` names it as broken too: move its file out of the repository's refs/",
+        ));
     };
     let file = dir.join(name);
     let bytes = std::fs::read(&file).unwrap_or_default();
@@ -40,11 +41,11 @@ pub(crate) fn torn_ref_error(message: &str, name: &str, dir: Option<&std::path::
         "{message}: {} {held}, which is not a ref (a write cut short by a power cut, or made by another tool)",
         file.display()
     ))
-    .with_hint(format!(
-        "git cannot read it either, nor delete it with update-ref; {what}. Move it out of refs/ (`mv -n {} {}`), then rerun the same command",
+    .with_hint(crate::error::Hint::rerun_after(format!(
+        "git cannot read it either, nor delete it with update-ref; {what}. Move it out of refs/ (`mv -n {} {}`)",
         crate::git::shell_word(&file.to_string_lossy()),
         crate::git::shell_word(&aside.to_string_lossy()),
-    ))
+    )))
 }
 
 impl Remote {
@@ -86,7 +87,7 @@ impl Remote {
         Error::local(format!(
             "{message}: an object file on this disk is damaged{named}"
         ))
-        .with_hint(crate::error::DAMAGED_OBJECT_HINT)
+        .with_hint(crate::error::hints::damaged_object())
     }
 
     pub(crate) fn net_error(&self, repo: &Repository, verb: &str, e: git2::Error) -> Error {
@@ -105,7 +106,7 @@ impl Remote {
         if crate::error::local_failure(&e) {
             // A file that could not be written or read here (or, for a
             // remote that is a path, on its disk): not the URL's fault.
-            return Error::local(message).with_hint(crate::error::LOCAL_FAILURE_HINT);
+            return Error::local(message).with_hint(crate::error::hints::local_failure());
         }
         if crate::error::damaged_object(&e) {
             return self.damaged_error(repo, message);
@@ -129,10 +130,10 @@ impl Remote {
                     ),
                     false,
                 )
-                .with_hint(format!(
-                    "point the remote at where the repository is now: `git remote set-url {} <path>` (or `git steps init --remote <path>`), then rerun the same command",
+                .with_hint(crate::error::Hint::rerun_after(format!(
+                    "point the remote at where the repository is now: `git remote set-url {} <path>` (or `git steps init --remote <path>`)",
                     self.spec
-                ));
+                )));
             }
         }
         Error::remote(message, crate::error::spurious_git2(&e)).with_hint(

@@ -99,7 +99,7 @@ impl PushError {
                 expected.map(short).unwrap_or_else(|| "nothing".into()),
                 found.map(short).unwrap_or_else(|| "unknown".into())
             ),
-            hint: "rerun the same command: it reconciles with the new durable head and applies what is still missing".into(),
+            hint: crate::error::Hint::rerun().because("it reconciles with the new durable head and applies what is still missing"),
         },
         PushError::Rejected(msg) => Error::remote(format!(
             "{spec} refused the update of {branch}: {msg}"
@@ -110,7 +110,7 @@ impl PushError {
                 "{branch} on {spec} is locked by another writer and stayed locked while git-steps waited: {why}; {branch} is still at {}, and nothing of this step was accepted",
                 expected.map(short).unwrap_or_else(|| "nothing".into()),
             ),
-            hint: "rerun the same command once the other push is done; if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you".into(),
+            hint: crate::error::Hint::rerun_after("let the other push finish (if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you)"),
         },
         PushError::Failed(e) => e,
     }

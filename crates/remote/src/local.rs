@@ -97,7 +97,7 @@ impl Remote {
             ));
             PushError::Failed(
                 if crate::error::damaged_object(&e) || e.message().contains("is damaged") {
-                    err.with_hint(crate::error::DAMAGED_OBJECT_HINT)
+                    err.with_hint(crate::error::hints::damaged_object())
                 } else {
                     err
                 },
@@ -166,9 +166,7 @@ impl Remote {
 }
 
 fn io_failed(what: &str, path: &Path, e: std::io::Error) -> PushError {
-    PushError::Failed(Error::local(format!("cannot {what} {}: {e}", path.display())).with_hint(
-        "nothing of this step became durable on the remote; fix the remote's disk or permissions, then rerun",
-    ))
+    PushError::Failed(Error::local(format!("cannot {what} {}: {e}", path.display())).with_hint(crate::error::Hint::rerun_after("nothing of this step became durable on the remote; fix the remote's disk or permissions")))
 }
 
 fn lock_held(p: &Path) -> PushError {

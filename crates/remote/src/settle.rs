@@ -47,7 +47,7 @@ impl Remote {
                         self.spec,
                         short(new)
                     ), first.is_spurious() || unreachable.is_spurious())
-                    .with_hint("rerun the same command when the remote answers: it asks the remote first, so a step it accepted is finished, not applied again"),
+                    .with_hint(crate::error::Hint::rerun_after("wait until the remote answers").because("it asks the remote first, so a step it accepted is finished, not applied again")),
                 )),
                 other => Err(other),
             },
@@ -83,9 +83,15 @@ pub(super) fn classify_rejection(status: &str, remote_said: &str) -> PushError {
         // push holding the lock, so wait and retry before saying so.
         PushError::Locked(detail)
     } else if lower.contains("failed to update ref") || lower.contains("unable to") {
-        PushError::Failed(Error::remote(format!(
-            "the remote could not record the branch update: {detail}"
-        ), false).with_hint("nothing of this step became durable; fix the remote (its disk, its permissions), then rerun"))
+        PushError::Failed(
+            Error::remote(
+                format!("the remote could not record the branch update: {detail}"),
+                false,
+            )
+            .with_hint(crate::error::Hint::rerun_after(
+                "nothing of this step became durable; fix the remote (its disk, its permissions)",
+            )),
+        )
     } else {
         PushError::Rejected(detail)
     }

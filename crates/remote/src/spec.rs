@@ -159,7 +159,7 @@ pub fn check_spec(repo: &Repository, spec: &str) -> Result<()> {
             "--remote {spec}: not a configured remote, nor a URL, nor an existing path ({have})"
         ),
         hint: match near {
-            Some(n) => format!("did you mean `--remote {n}`? nothing was changed"),
+            Some(n) => format!("did you mean `--remote {n}`? nothing was changed").into(),
             None => "name a remote from `git remote -v`, a URL (https://, ssh://, host:path) or the path of a repository; nothing was changed".into(),
         },
     })

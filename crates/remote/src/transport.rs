@@ -177,7 +177,7 @@ impl Remote {
                 short(update.new),
                 repo.commondir().display()
             ))
-            .with_hint("fix this box's disk, then rerun the same command: it brings this box up to the durable head and applies nothing twice"),
+            .with_hint(crate::error::Hint::rerun_after("fix this box's disk").because("it brings this box up to the durable head and applies nothing twice")),
         )
     }
 }

@@ -320,12 +320,21 @@ fn an_mcp_refusal_carries_the_cli_error_and_writes_nothing() {
             }
             v => v.clone(),
         };
-        for key in ["code", "kind", "message", "hint", "step", "saw", "would"] {
+        for key in [
+            "code", "kind", "message", "hint", "rerun", "step", "saw", "would",
+        ] {
             if key == "hint" && data["kind"] == "does-not-apply" {
                 // The CLI's says to fix the plan and rerun; MCP has no plan.
                 let (mcp, cli) = (data[key].as_str().unwrap(), cli_data[key].as_str().unwrap());
                 assert!(mcp.contains("stay durable"), "{mcp}");
                 assert!(cli.contains("rerun the same command"), "{cli}");
+                continue;
+            }
+            if key == "rerun" && data["kind"] == "does-not-apply" {
+                // The same call would fail the same way; the same command,
+                // with the plan fixed, is the CLI's way on.
+                assert_eq!(data[key], false, "{step}");
+                assert_eq!(cli_data[key], true, "{step}");
                 continue;
             }
             assert_eq!(data[key], unplanned(&cli_data[key]), "{key} of {step}");

@@ -18,6 +18,8 @@ fn redelivered_step_is_skipped_and_a_different_decision_is_refused() {
         t.steps_stdin(&["--json", "apply", "-"], &other)
     });
     assert_eq!(r.json()["data"]["kind"], "digest-mismatch");
+    // The same command would be refused the same way: not a rerun.
+    assert_eq!(r.json()["data"]["rerun"], false, "{}", r.explain());
 }
 
 #[test]

@@ -282,3 +282,59 @@ fn init_keeps_the_config_private_and_effective() {
     .stderr_has("config.lock");
     t.git(&["config", "user.probe", "x"]).ok();
 }
+
+/// One mapping of a local ref that would not move: the run's branch
+/// locked by another writer is that writer's (exit 4, the lock named,
+/// git's advice on a lock), with nothing of the step written; the same
+/// for a side ref (the effects' outcomes); once the lock is gone the same
+/// command finishes.
+#[test]
+fn a_local_ref_another_writer_holds_is_busy_and_names_its_lock() {
+    let t = TestRepo::new();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"f": "2\n"}}));
+    let plan = format!("{s1}\n{s2}\n");
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    let head = t.head();
+    let lock = t.path(".git/refs/heads/main.lock");
+    std::fs::write(&lock, "held by another writer\n").unwrap();
+    let r = t
+        .steps_stdin(&["--json", "apply", "-"], &plan)
+        .code_is(4)
+        .stderr_has("main.lock exists")
+        .stderr_has("remove the lock file named above");
+    assert_eq!(r.json()["data"]["kind"], "busy", "{}", r.explain());
+    // A runner reads that the same command, once the lock is gone, is the
+    // way on, without reading the words.
+    assert_eq!(r.json()["data"]["rerun"], true, "{}", r.explain());
+    assert_eq!(t.head(), head, "the step moved the branch: {}", r.explain());
+    assert_eq!(t.step_ids(), ["s1"]);
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "held by another writer\n",
+        "the other writer's lock was touched"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    t.steps_stdin(&["apply", "-"], &plan).ok();
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+    assert_eq!(t.read("f"), "2\n");
+
+    // A side ref: the kept run (`git steps archive`).
+    let kept = t.path(".git/refs/steps/runs/main.lock");
+    std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+    std::fs::write(&kept, "held\n").unwrap();
+    let r = t
+        .steps(&["--json", "archive"])
+        .code_is(4)
+        .stderr_has("refs/steps/runs/main is locked by another process");
+    assert_eq!(r.json()["data"]["kind"], "busy", "{}", r.explain());
+    assert!(
+        t.git(&["rev-parse", "-q", "--verify", "refs/steps/runs/main"])
+            .code()
+            != Some(0)
+    );
+    std::fs::remove_file(&kept).unwrap();
+    t.steps(&["archive"]).ok();
+    t.git(&["rev-parse", "-q", "--verify", "refs/steps/runs/main"])
+        .ok();
+}

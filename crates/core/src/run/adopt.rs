@@ -79,7 +79,10 @@ pub fn adopt(
             "adopt works on the run's branch {}, and HEAD is not on it",
             s.branch
         ))
-        .with_hint(format!("`git switch {}` and rerun", s.branch)));
+        .with_hint(crate::error::Hint::rerun_after(format!(
+            "`git switch {}`",
+            s.branch
+        ))));
     }
     let lock = if opts.dry_run {
         None
@@ -121,7 +124,7 @@ pub fn adopt(
                     "compare them with `git log --oneline {} {}`; keep what is only local on a side branch, take the durable one, then adopt",
                     short(l),
                     short(d)
-                ),
+                ).into(),
             }))
         }
         (None, None) => None,
@@ -198,7 +201,7 @@ pub fn adopt(
         return Err(Error::other(
             "this clone is shallow and cuts the other side of a merge inside the run: which receipts it brings in cannot be checked here",
         )
-        .with_hint("`git fetch --unshallow`, then rerun"));
+        .with_hint(crate::error::Hint::rerun_after("`git fetch --unshallow`")));
     }
     let mut hidden = ledger::hidden_receipts(repo, &scanned, &s.run, merges)?;
     hidden.dedup_by(|a, b| a.commit == b.commit);
@@ -220,7 +223,7 @@ pub fn adopt(
             hint: format!(
                 "a run is one line of steps: take one side (`git reset --keep {}` keeps the run's own line), then let `git steps apply` bring in the other side's steps as steps",
                 short(repo.find_commit(first.merge)?.parent_id(0)?)
-            ),
+            ).into(),
         }));
     }
     let newest = candidates

@@ -189,7 +189,7 @@ fn digest_refusal(step: &Step, entry: &ledger::AppliedStep) -> Error {
             hint: format!(
                 "put the effects on a new step (a new id, with the change it goes with), or give the decision that was recorded (`git steps show {}` prints it)",
                 step.id
-            ),
+            ).into(),
         });
     }
     Error::from(Refusal {
@@ -206,6 +206,6 @@ fn digest_refusal(step: &Step, entry: &ledger::AppliedStep) -> Error {
         hint: format!(
             "a step id is its idempotency key: give the new decision a new id, or give the decision that was recorded (`git steps show {}` prints it)",
             step.id
-        ),
+        ).into(),
     })
 }

@@ -9,11 +9,11 @@
 
 use git2::{Oid, Repository};
 
-use crate::error::{Error, Result};
-use crate::git::short;
+use crate::error::Result;
 use crate::lock;
 use crate::settings::Settings;
 use crate::sync::remote::RefUpdate;
+use lock::refwrite::Moved;
 
 /// Compare-and-swap the branch from `expected` to `new`. Without a remote
 /// this is the commit point: the box is flushed before (the step's
@@ -31,71 +31,23 @@ pub(super) fn move_ref(
     if s.remote.is_none() {
         crate::flush::repository(repo)?;
     }
-    use lock::refwrite::Moved;
-    let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no branch".into());
     // The branch's own writer (lock, check, reflogs, rename: a third of
     // libgit2's system calls); libgit2 for what it does not take.
-    match lock::refwrite::move_branch(repo, &refname, expected, new, &log) {
-        Ok(()) => {
-            if s.remote.is_none() {
-                crate::flush::repository(repo)?;
-            }
-            return Ok(());
+    let why = match lock::refwrite::move_branch(repo, &refname, expected, new, &log) {
+        Ok(()) => None,
+        Err(Moved::Unsupported) => {
+            lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
+                Some(old) => repo.reference_matching(&refname, new, true, old, &log),
+                None => repo.reference(&refname, new, false, &log),
+            })
+            .err()
+            .map(|e| Moved::from_git2(repo, &refname, expected, true, &e))
         }
-        Err(Moved::Unsupported) => {}
-        Err(Moved::Locked(lock)) => {
-            return Err(Error::local(format!(
-                "{step}: {refname} is locked by another process: {} exists",
-                lock.display()
-            ))
-            .with_hint("another git command is writing this branch; let it finish, then rerun the same command"))
-        }
-        Err(Moved::Elsewhere(now)) => {
-            return Err(Error::local(format!(
-                "{step}: {refname} moved while the step was being applied (expected {}, found {})",
-                shown(expected),
-                shown(now),
-            ))
-            .with_hint("another process is writing this branch; stop it, then rerun the same command"))
-        }
-        Err(Moved::Io { what, .. }) => {
-            return Err(Error::local(format!(
-                "{step}: cannot update {refname} (still at {}): {what}",
-                shown(expected),
-            ))
-            .with_hint("check the disk this repository is on (space, permissions), then rerun the same command"))
-        }
+        Err(why) => Some(why),
+    };
+    if let Some(why) = why {
+        return Err(why.error(Some(step), &refname, expected));
     }
-    let res = lock::intending(repo, lock::ref_locks(repo, &refname), || match expected {
-        Some(old) => repo.reference_matching(&refname, new, true, old, &log),
-        None => repo.reference(&refname, new, false, &log),
-    });
-    res.map_err(|e| {
-        let now = repo.refname_to_id(&refname).ok();
-        if now == expected && e.code() != git2::ErrorCode::Locked {
-            // Nobody moved it: the write itself failed. Say how.
-            Error::local(format!(
-                "{step}: cannot update {refname} (still at {}): {}",
-                shown(now),
-                e.message()
-            ))
-            .with_hint("check the disk this repository is on (space, permissions), then rerun the same command")
-        } else if now == expected {
-            Error::local(format!(
-                "{step}: {refname} is locked by another process: {}",
-                e.message()
-            ))
-            .with_hint("another git command is writing this branch; let it finish, then rerun the same command")
-        } else {
-            Error::local(format!(
-                "{step}: {refname} moved while the step was being applied (expected {}, found {}): {}",
-                shown(expected),
-                shown(now),
-                e.message()
-            ))
-            .with_hint("another process is writing this branch; stop it, then rerun the same command")
-        }
-    })?;
     if s.remote.is_none() {
         crate::flush::repository(repo)?;
     }

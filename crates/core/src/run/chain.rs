@@ -132,19 +132,10 @@ pub fn move_ref(
         },
     )
     .map_err(|e| {
-        let message = format!("{name} moved while git-steps wrote it: {}", e.message());
-        let hint = "another process wrote it (a second run, `git steps effects --abandon`); nothing is lost: rerun the same command when it is done";
-        match e.code() {
-            // Another writer won the compare-and-swap, or holds the ref's
-            // lock: SPEC's exit 4, as when the remote moved.
-            git2::ErrorCode::Modified | git2::ErrorCode::Locked | git2::ErrorCode::Exists => {
-                Error::Busy {
-                    message,
-                    hint: hint.to_string(),
-                }
-            }
-            _ => Error::other(message).with_hint(hint),
-        }
+        // With a remote the local copy is forced: only the lock or the
+        // disk can stop it.
+        crate::lock::refwrite::Moved::from_git2(repo, name, expected, s.remote.is_none(), &e)
+            .error(None, name, expected)
     })?;
     if s.remote.is_none() {
         crate::flush::repository(repo)?;

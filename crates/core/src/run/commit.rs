@@ -119,7 +119,7 @@ impl Session<'_> {
                 hint: format!(
                     "if the repetition is intended, add \"allow_duplicate\": true to step {} (or rerun with --allow-duplicate-hunks for the whole run); `git steps log` shows step {}",
                     step.id, d.earlier_step
-                ),
+                ).into(),
             }));
         }
         let files: Vec<String> = applied.changes.iter().map(|c| c.path.clone()).collect();
@@ -261,7 +261,9 @@ impl Session<'_> {
                     "step {}: the {what} {id} was written but is not in the object database",
                     step.id
                 ))
-                .with_hint("check the disk this repository is on (space, errors), then rerun"));
+                .with_hint(crate::error::Hint::rerun_after(
+                    "check the disk this repository is on (space, errors)",
+                )));
             }
         }
         crash::point("objects-written", &step.id);
@@ -372,7 +374,7 @@ impl Session<'_> {
                 remote.spec,
                 short(commit)
             ))
-            .with_hint("fix what failed here (the disk, a lock), then rerun the same command: it brings this box up to the durable head and does not apply the step again"),
+            .with_hint(crate::error::Hint::rerun_after("fix what failed here (the disk, a lock)").because("it brings this box up to the durable head and does not apply the step again")),
             (None, e) => e,
         }
         };
@@ -386,8 +388,15 @@ impl Session<'_> {
         let changes = combined.as_deref().unwrap_or(&staged[0].changes);
         self.land(expected, commit, changes, &id, &what, true)
             .map_err(local)?;
-        self.after_flush(staged.len(), &id);
-        Ok(staged
+        Ok(self.landed(staged, &id))
+    }
+
+    /// The flushed steps `staged` (the last `id`) are durable and this box
+    /// is up to them, by either flush: the shared cache is published when
+    /// due, their effects are due, and they are reported, in order.
+    pub(super) fn landed(&mut self, staged: Vec<Staged>, id: &str) -> Vec<StepOutcome> {
+        self.after_flush(staged.len(), id);
+        staged
             .into_iter()
             .map(|mut st| {
                 self.effects.due(
@@ -396,18 +405,15 @@ impl Session<'_> {
                     &st.digest,
                     std::mem::take(&mut st.effects),
                 );
-                st
+                StepOutcome::Applied {
+                    files: st.changes.iter().map(|c| c.path.clone()).collect(),
+                    step: st.step,
+                    commit: st.commit.to_string(),
+                    added: st.added,
+                    removed: st.removed,
+                }
             })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|st| StepOutcome::Applied {
-                files: st.changes.iter().map(|c| c.path.clone()).collect(),
-                step: st.step,
-                commit: st.commit.to_string(),
-                added: st.added,
-                removed: st.removed,
-            })
-            .collect())
+            .collect()
     }
 
     /// The evidence that an update of this box follows the branch's move
@@ -605,7 +611,7 @@ pub(super) fn unchanged_since_checked(
                 "{path} changed after {what_changes} was checked (a hook, your editor or the agent's own tool wrote it)"
             ),
             would: format!("overwrite your change to {path}"),
-            hint: "nothing was made durable: commit or stash the change (`git stash -u`), or let the tool that writes it finish, then rerun".into(),
+            hint: crate::error::Hint::rerun_after("nothing was made durable: commit or stash the change (`git stash -u`), or let the tool that writes it finish"),
         })),
     }
 }

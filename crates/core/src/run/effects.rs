@@ -336,7 +336,7 @@ impl Session<'_> {
                 },
                 outcomes::refname(&s.run)
             ))
-            .with_hint("fix the receiver (or what the effect needs on this box), then rerun the same command: it delivers this effect again with the same key, and none that were delivered; `git steps effects` lists them"));
+            .with_hint(crate::error::Hint::rerun_after("fix the receiver (or what the effect needs on this box)").because("it delivers this effect again with the same key, and none that were delivered; `git steps effects` lists them")));
         }
         Ok(true)
     }

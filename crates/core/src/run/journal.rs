@@ -201,7 +201,7 @@ fn mismatch(e: &JournalEntry, saw: String, branch: &str) -> Error {
         hint: format!(
             "inspect both with `git log {branch}` and `git log {}`; the log is the truth: delete the journal ref (`git update-ref -d <ref>`, on the remote too) only if you know the log is right",
             e.commit
-        ),
+        ).into(),
     })
 }
 

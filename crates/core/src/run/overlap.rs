@@ -116,24 +116,12 @@ impl Session<'_> {
             self.discard_staged();
             return (Err(with_set_back(e, undone)), Some(pending));
         }
-        let mut st = self.staging.flushed().pop().expect("one staged step");
-        self.effects.due(
-            &st.step,
-            st.commit,
-            &st.digest,
-            std::mem::take(&mut st.effects),
-        );
-        self.after_flush(1, &id);
-        (
-            Ok(StepOutcome::Applied {
-                files: st.changes.iter().map(|c| c.path.clone()).collect(),
-                step: st.step,
-                commit: st.commit.to_string(),
-                added: st.added,
-                removed: st.removed,
-            }),
-            Some(pending),
-        )
+        let staged = self.staging.flushed();
+        let outcome = self
+            .landed(staged, &id)
+            .pop()
+            .ok_or_else(|| Error::internal("a staged step was not flushed"));
+        (outcome, Some(pending))
     }
 
     /// Set branch, worktree and index back from the step `commit` (not

@@ -167,7 +167,7 @@ fn rerun(
             hint: format!(
                 "a step id is its idempotency key: record the new changes under a new id (`git steps record --id <new id>`); `git show {}` shows the recorded step",
                 short(receipt.commit)
-            ),
+            ).into(),
         }));
     }
     // Done. The index catches up with the step where a crash kept it back
@@ -245,7 +245,7 @@ fn ensure_index_agrees(repo: &Repository, id: &str) -> Result<()> {
                 would: "record a step from a worktree the index disagrees with".into(),
                 hint: format!(
                     "`git add {path}` if the worktree's version is the one to record, then rerun; if a git-steps command was interrupted, rerun it first"
-                ),
+                ).into(),
             }));
         }
     }
@@ -312,7 +312,7 @@ fn finish_update(repo: &Repository, from: git2::Oid, id: &str) -> Result<()> {
                 would: "overwrite the edit, or record the update's missing part as an edit".into(),
                 hint: format!(
                     "move {path} out of the way, rerun the command that was interrupted (or `git steps resume`), then make the edit again and record"
-                ),
+                ).into(),
             }))
         }
     };

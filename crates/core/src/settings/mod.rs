@@ -240,7 +240,7 @@ pub fn refuse_branch_clash(repo: &Repository, branch: &str) -> Result<()> {
                     ),
                     hint: format!(
                         "rename that branch (`git branch -m {prefix} <other name>`), or name the run's branch: `git steps init --branch <name>`; nothing was changed"
-                    ),
+                    ).into(),
                 });
             }
             prefix.push('/');
@@ -304,9 +304,12 @@ pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<(
         message: format!(
             "no run is set up here and HEAD is on {branch}, the repository's default branch: git-steps does not commit an agent's steps on it unless told to"
         ),
-        hint: format!(
-            "set up a run first: `{init}` (run {run} on its own branch steps/{run}{durable}), then rerun the same command; to commit on {branch} on purpose, pass `--branch {branch}`; nothing was changed"
-        ),
+        hint: crate::error::Hint::rerun_after(format!(
+            "set up a run first: `{init}` (run {run} on its own branch steps/{run}{durable})"
+        ))
+        .because(format!(
+            "its steps land on the run's branch; to commit on {branch} on purpose, pass `--branch {branch}` instead; nothing was changed"
+        )),
     })
 }
 
@@ -331,7 +334,7 @@ pub fn refuse_silently_local(repo: &Repository, o: &Overrides) -> Result<()> {
         ),
         hint: format!(
             "name the remote: `git steps init --remote {first}` (or pass `--remote {first}`); to keep the steps on this box on purpose, `git steps init --remote ''` (or pass `--remote ''`); nothing was changed"
-        ),
+        ).into(),
     })
 }
 

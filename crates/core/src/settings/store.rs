@@ -213,7 +213,7 @@ fn replace_config(
             hint: format!(
                 "another git process is writing the config, or one was killed while writing it; if no git process is running in this repository, remove it (`rm {}`) and rerun",
                 p.display()
-            ),
+            ).into(),
         },
         ReplaceError::Io(what, path, e) => Error::local(format!(
             "cannot write the run's settings: cannot {what} {}: {e}",

@@ -110,7 +110,10 @@ pub fn ensure_on_branch(
             "HEAD is on {here}, but the run's branch {} already exists",
             s.branch
         ))
-        .with_hint(format!("`git switch {}` and rerun", s.branch)));
+        .with_hint(crate::error::Hint::rerun_after(format!(
+            "`git switch {}`",
+            s.branch
+        ))));
     }
     let start = if resuming { branch_tip } else { start.or(head) };
     if dry_run {
@@ -552,7 +555,7 @@ fn reconcile_branch(repo: &Repository, s: &Settings, mode: Mode) -> Result<Recon
                     short(l),
                     short(l),
                     short(r)
-                ),
+                ).into(),
             }))
         }
         (None, Some(_)) | (Some(_), None) => unreachable!("handled above"),

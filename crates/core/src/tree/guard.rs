@@ -54,7 +54,7 @@ pub fn refusal(commit: Oid, source: &str, v: &Violation) -> Error {
         would: "write that entry into the worktree, where git itself refuses to (it could plant a hook in .git or a file outside the repository)".into(),
         hint: format!(
             "nothing was written; look at it with `git ls-tree -r {commit}` and remove the commit from the branch on the remote (whoever can push there made it)"
-        ),
+        ).into(),
     })
 }
 

@@ -360,7 +360,7 @@ pub fn repair(repo: &Repository, s: &Settings, ledger: &Ledger, dry_run: bool) -
             hint: format!(
                 "these look like your own edits, made while an update to them was interrupted: copy each aside and put back what the index holds (`for f in {}; do cp -p \"$f\" \"$f.mine\"; git checkout -- \"$f\"; done`), rerun, then move each `.mine` copy back (a `git stash` would take the interrupted update's staged files too, and its pop would undo the repair); nothing was changed",
                 worktree::words(unexplained.iter())
-            ),
+            ).into(),
         }));
     }
     if to_fix.is_empty() {

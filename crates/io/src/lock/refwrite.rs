@@ -14,6 +14,8 @@
 //! new one, plus at most the lock, which the intent file names
 //! ([`super::note_intent_of`]). Anything unusual — a symbolic ref, a
 //! name outside `refs/heads/` — is left to libgit2 ([`Moved::Unsupported`]).
+//! Every writer of a local ref (this one, libgit2's for the side refs) says
+//! why a ref did not move through [`Moved`]: one mapping to an error.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -21,6 +23,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
+
+use crate::error::Error;
+use crate::git::short;
 
 /// Why the ref did not move.
 #[derive(Debug)]
@@ -33,6 +38,73 @@ pub enum Moved {
     Elsewhere(Option<Oid>),
     /// Writing failed (the lock is removed; `left` when that failed too).
     Io { what: String, left: bool },
+}
+
+impl Moved {
+    /// libgit2's failure `e` to move `refname` of `repo`, read as this
+    /// writer's reasons, so that one mapping says them: the ref found
+    /// elsewhere than `expected` (when the write compared it, `compared`)
+    /// or another writer won libgit2's own compare; its lock held; else
+    /// the write itself failed.
+    pub fn from_git2(
+        repo: &Repository,
+        refname: &str,
+        expected: Option<Oid>,
+        compared: bool,
+        e: &git2::Error,
+    ) -> Moved {
+        let now = repo.refname_to_id(refname).ok();
+        if (compared && now != expected)
+            || matches!(
+                e.code(),
+                git2::ErrorCode::Modified | git2::ErrorCode::Exists
+            )
+        {
+            return Moved::Elsewhere(now);
+        }
+        if e.code() == git2::ErrorCode::Locked {
+            let mut lock = repo.commondir().join(refname).into_os_string();
+            lock.push(".lock");
+            return Moved::Locked(PathBuf::from(lock));
+        }
+        Moved::Io {
+            what: e.message().to_string(),
+            left: false,
+        }
+    }
+
+    /// Why `refname` (the run's branch, a side ref) did not move from
+    /// `expected`, as one error for every writer of a local ref: another
+    /// writer holds its lock or moved it (exit 4, as when the remote
+    /// moved: nothing is lost, rerun), or the write failed here (exit 1).
+    /// `during` names the step.
+    pub fn error(self, during: Option<&str>, refname: &str, expected: Option<Oid>) -> Error {
+        let at = during.map(|s| format!("{s}: ")).unwrap_or_default();
+        let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no ref".into());
+        match self {
+            Moved::Locked(lock) => Error::Busy {
+                message: format!(
+                    "{at}{refname} is locked by another process: {} exists",
+                    lock.display()
+                ),
+                hint: crate::error::hints::locked(),
+            },
+            Moved::Elsewhere(now) => Error::Busy {
+                message: format!(
+                    "{at}{refname} moved while git-steps wrote it (expected {}, found {})",
+                    shown(expected),
+                    shown(now),
+                ),
+                hint: crate::error::Hint::rerun_after("another process wrote it (a second run in another worktree, `git update-ref`, `git steps effects --abandon`); nothing is lost: let it finish"),
+            },
+            Moved::Io { what, .. } => Error::local(format!(
+                "{at}cannot update {refname} (still at {}): {what}",
+                shown(expected),
+            ))
+            .with_hint(crate::error::Hint::rerun_after("check the disk this repository is on (space, permissions)")),
+            Moved::Unsupported => Error::internal(format!("{refname}: no writer took the update")),
+        }
+    }
 }
 
 /// Who the reflog names, as libgit2 names it (its default signature from

@@ -31,7 +31,7 @@ impl Ledger {
                 would: "apply steps again that the merge's other side already holds".into(),
                 hint: format!(
                     "a run is one line of steps: keep one side (`git reset --keep {parent}^1` keeps the run's own line; your merge stays reachable in the reflog), then let `git steps apply` bring the other side's steps in as steps; `git steps verify` lists every problem"
-                ),
+                ).into(),
             }));
         }
         let p = first;
@@ -56,14 +56,14 @@ impl Ledger {
                 RefusalKind::ForeignCommit if p.kind == ProblemKind::NoReceipt => format!(
                     "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} belongs in the run (a fix made with plain git), `git steps adopt --yes` takes it into the run with a receipted commit on top of it, rewriting nothing; then rerun. If it does not and is only on this box, keep it on a side branch and take it off the run's branch: `git branch keep-{c} {c} && git reset --keep {c}^` (steps after it, if any, are applied again by the rerun). If it does not and the durable branch has it, start a new run from here, `git steps init --branch <new branch> --run <new id>`, and apply the remaining steps there. `git steps verify` lists every problem",
                     c = short(p.commit)
-                ),
+                ).into(),
                 RefusalKind::ForeignCommit => format!(
                     "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`. If {c} is only on this box, keep it on a side branch and take it off the run's branch: `git branch keep-{c} {c} && git reset --keep {c}^` (steps after it, if any, are applied again by the rerun). If the durable branch has it, this run cannot go on over it without rewriting the branch, which git-steps never does: start a new run from here, `git steps init --branch <new branch> --run <new id>`, and apply the remaining steps there. `git steps verify` lists every problem",
                     c = short(p.commit)
-                ),
+                ).into(),
                 _ => format!(
                     "inspect it with `git log --format='%h %s%n%(trailers)' {branch}`; `git steps verify` lists every problem; a run whose history is broken cannot go on: start a new one from a sound commit, `git steps init --branch <new branch> --run <new id>`"
-                ),
+                ).into(),
             },
         }))
     }

@@ -107,7 +107,7 @@ pub fn verify(repo: &Repository, s: &Settings, plan: Option<&Plan>) -> Result<Ve
                 )
             }
         ))
-        .with_hint("`git fetch --unshallow` (or `git steps resume`, which deepens the clone as far as the run needs), then rerun"));
+        .with_hint(crate::error::Hint::rerun_after("`git fetch --unshallow` (or `git steps resume`, which deepens the clone as far as the run needs)")));
     }
     let complete = match ledger.shallow {
         Some(boundary) if !ledger.entries.is_empty() && !whole => {

@@ -109,7 +109,7 @@ fn keep(repo: &Repository, s: &Settings, head: Oid, step: &str) -> Result<Archiv
                 hint: format!(
                     "`git log {name}` shows what is kept; if it is another run that used the id {}, give this run its own id (`--run`)",
                     s.run
-                ),
+                ).into(),
             }));
         }
     }

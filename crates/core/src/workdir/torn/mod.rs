@@ -125,7 +125,7 @@ pub fn mend(
             "cannot record this boot in {} (or check what an earlier one left unflushed there): {e}",
             repo.commondir().display()
         ))
-        .with_hint(crate::error::LOCAL_FAILURE_HINT)
+        .with_hint(crate::error::hints::local_failure())
     })?;
     if let Some(note) = scrubbed.note(repo.commondir()) {
         done.push(Mended::Scrubbed(note));
@@ -238,7 +238,7 @@ fn mend_index(repo: &Repository, s: &Settings, worktree_holds: bool) -> Result<O
                 "the index {} is {what}, which git reads and libgit2 (under git-steps) cannot; it is not torn, and nothing was changed",
                 path.display()
             ))
-            .with_hint(format!("{how}, then rerun the same command")));
+            .with_hint(crate::error::Hint::rerun_after(how)));
         }
         IndexState::Torn => {}
     }
@@ -462,7 +462,9 @@ fn mend_branch(
                 "cannot set {refname} back: {} is held by another writer ({e})",
                 lock.display()
             ))
-            .with_hint("let the other git finish (or remove its lock if it died), then rerun")
+            .with_hint(crate::error::Hint::rerun_after(
+                "let the other git finish (or remove its lock if it died)",
+            ))
         }
     })?;
     crash::point("torn-restored", "branch");

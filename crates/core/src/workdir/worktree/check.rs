@@ -273,7 +273,9 @@ pub fn ensure_unblocked(repo: &Repository, step: Option<&str>, changes: &[Change
                     blocker
                 ),
                 would: format!("create {} and overwrite what is there", c.path),
-                hint: format!("move {blocker} out of the way (or commit it in a step), then rerun"),
+                hint: crate::error::Hint::rerun_after(format!(
+                    "move {blocker} out of the way (or commit it in a step)"
+                )),
             }));
         }
     }
@@ -339,10 +341,11 @@ pub fn attributes_refusal(step: &str, files: &[String], changes: &[Change]) -> E
         would: format!(
             "store step {step} by attributes only this box has (a fresh clone would store the same step otherwise)"
         ),
-        hint: format!(
-            "make it part of the run (`git steps record --id <id>` records it as a step), or move it aside (`git stash push -u -- {}`), then rerun; step {step} wrote nothing",
+        hint: crate::error::Hint::rerun_after(format!(
+            "make it part of the run (`git steps record --id <id>` records it as a step), or move it aside (`git stash push -u -- {}`)",
             words(files.iter())
-        ),
+        ))
+        .because(format!("step {step} wrote nothing")),
     })
 }
 
@@ -380,15 +383,18 @@ pub fn dirty_refusal(step: Option<&str>, dirty: &[String]) -> Error {
             if dirty.len() == 1 { "it" } else { "them" }
         ),
         would: format!("overwrite {names}"),
-        hint: format!(
-            "stash your changes to {} (`git stash push -- {}`), rerun, then `git stash pop` (a commit of your own on the run's branch would carry no receipt: commit on another branch to keep it there); uncommitted changes to other files are carried along; {}",
+        hint: crate::error::Hint::rerun_after(format!(
+            "stash your changes to {} (`git stash push -- {}`)",
             if dirty.len() == 1 { "it" } else { "them" },
             words(shown.iter()),
+        ))
+        .because(format!(
+            "afterwards, `git stash pop` (a commit of your own on the run's branch would carry no receipt: commit on another branch to keep it there); uncommitted changes to other files are carried along; {}",
             match step {
                 Some(s) => format!("step {s} wrote nothing"),
                 None => "nothing was changed".to_string(),
             }
-        ),
+        )),
     })
 }
 

@@ -85,7 +85,7 @@ impl Updating {
         let lock = repo.path().join("index.lock");
         let locked = || {
             Error::local(format!("cannot write the index: {} exists", lock.display()))
-                .with_hint(crate::error::LOCKED_HINT)
+                .with_hint(crate::error::hints::locked())
         };
         match self {
             Updating::Lib(mut index) => {

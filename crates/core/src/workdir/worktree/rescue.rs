@@ -82,15 +82,19 @@ pub(super) fn changed_under_update(
         step: (step != "-").then(|| step.to_string()),
         saw: format!("{} (every other file was brought up)", saw.join("; ")),
         would: format!("overwrite your change to {names}"),
-        hint: format!(
-            "{}your version is kept as it is and {saved_as}; to finish: {}; then rerun the same command and make your change again",
+        hint: crate::error::Hint::rerun_after(format!(
+            "{}your version is kept as it is and {saved_as}; to finish: {}",
             if open.is_empty() {
                 String::new()
             } else {
-                format!("let the writer of {} finish or stop it (`fuser -v FILE` names it); ", open.join(", "))
+                format!(
+                    "let the writer of {} finish or stop it (`fuser -v FILE` names it); ",
+                    open.join(", ")
+                )
             },
             finish.join("; ")
-        ),
+        ))
+        .because("it lands the step; then make your change again"),
     })
 }
 

@@ -74,7 +74,7 @@ pub fn check(
         return Err(Error::other(
             "this clone is shallow, and no remote made it whole: checking a merge needs the commits below it (its parents, the steps a rebase copied), which a shallow clone may cut",
         )
-        .with_hint("fetch the branch the commit is on with `git fetch --unshallow <remote> <branch>` (in CI: a checkout with fetch-depth 0), then rerun"));
+        .with_hint(crate::error::Hint::rerun_after("fetch the branch the commit is on with `git fetch --unshallow <remote> <branch>` (in CI: a checkout with fetch-depth 0)")));
     }
     let c = repo.find_commit(commit)?;
     let claim = claim(&c, run)?;

@@ -28,7 +28,7 @@ use crate::plan::step::Step;
 use crate::settings::Settings;
 use crate::workdir::worktree;
 
-use super::decider::{Answer, Context, Decider, RefusedAnswer};
+use super::decider::{Answer, Decider, Question, RefusedAnswer};
 use super::journal::{self, DecisionStatus};
 pub use super::session::Source;
 use super::session::{ApplyOptions, Origin, Reporter, Session, StepOutcome};
@@ -170,7 +170,7 @@ fn run_inner(
                             None => {
                                 calls += 1;
                                 opts.decider
-                                    .ask(&workdir, &context(s, &session, &journal, index)?)
+                                    .ask(&workdir, &question(s, &session, &journal, index)?)
                             }
                         }
                     }
@@ -226,7 +226,7 @@ fn run_inner(
             if !ask_ahead {
                 return None;
             }
-            let ctx = context(s, session, &journal, next).ok()?;
+            let question = question(s, session, &journal, next).ok()?;
             calls += 1;
             let (decider, dir) = (opts.decider.clone(), workdir.clone());
             let stop = std::sync::Arc::new(super::decider::Stop::default());
@@ -238,7 +238,7 @@ fn run_inner(
                 index: next,
                 stop,
                 thread: std::thread::spawn(move || {
-                    let asked = decider.ask_stoppable(&dir, &ctx, &stopping);
+                    let asked = decider.ask_stoppable(&dir, &question, &stopping);
                     if let (Ok((Answer::Step { step, text }, _)), Some(after)) = (&asked, after) {
                         if super::ahead::keep(&git_dir, &run, next, after, text).is_ok() {
                             crash::point("ahead-kept", &step.id);
@@ -351,13 +351,13 @@ impl Ahead {
 }
 
 /// What the decider is told when asked for `index`.
-fn context(
+fn question(
     s: &Settings,
     session: &Session<'_>,
     journal: &journal::Journal,
     index: usize,
-) -> Result<Context> {
-    Ok(Context {
+) -> Result<Question> {
+    Ok(Question {
         run: s.run.clone(),
         step_index: index,
         head: session.head().map(|h| h.to_string()),

@@ -19,10 +19,11 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::plan::step::Step;
 
-/// What the decider is told (SPEC "The agent loop"), plus the refusal of
-/// its previous answer for this index, if there was one.
+/// What the decider is asked: the SPEC's context object ("The agent
+/// loop"), plus the refusal of its previous answer for this index, if
+/// there was one.
 #[derive(Debug, Clone, Serialize)]
-pub struct Context {
+pub struct Question {
     pub run: String,
     pub step_index: usize,
     /// The durable head, or null before the first step.
@@ -105,10 +106,11 @@ fn kill_group(pid: i32) {
 }
 
 impl Decider {
-    /// Ask for the step at `ctx.step_index`, in the worktree `dir`; with
-    /// [`Decider::keep_stderr`], what it wrote to stderr comes back too.
-    pub fn ask(&self, dir: &Path, ctx: &Context) -> Result<(Answer, Option<String>)> {
-        self.ask_stoppable(dir, ctx, &Stop::default())
+    /// Ask `question` (for the step at its `step_index`), in the worktree
+    /// `dir`; with [`Decider::keep_stderr`], what it wrote to stderr comes
+    /// back too.
+    pub fn ask(&self, dir: &Path, question: &Question) -> Result<(Answer, Option<String>)> {
+        self.ask_stoppable(dir, question, &Stop::default())
     }
 
     /// As [`Decider::ask`], stopped (killed, with what it started) by
@@ -116,12 +118,12 @@ impl Decider {
     pub fn ask_stoppable(
         &self,
         dir: &Path,
-        ctx: &Context,
+        question: &Question,
         stop: &Stop,
     ) -> Result<(Answer, Option<String>)> {
-        let index = ctx.step_index;
+        let index = question.step_index;
         let who = format!("step index {index}: the decider `{}`", self.command);
-        let input = serde_json::to_vec(ctx).expect("the context serialises");
+        let input = serde_json::to_vec(question).expect("the question serialises");
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(&self.command)

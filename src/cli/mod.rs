@@ -530,9 +530,9 @@ pub fn run(cli: Cli, ui: &Ui) -> std::result::Result<(), Failure> {
 }
 
 /// The `--json` error document's `data`: code, kind, message, hint,
-/// whether rerunning the same command (after what the hint says first) is
-/// the way on (`rerun`), and what the error says about the step (`step`,
-/// `saw`, `would`, `line`).
+/// whether rerunning the same command is the way on (`rerun`: "now", as
+/// it is; "after" the hint's first part; "no"), and what the error says
+/// about the step (`step`, `saw`, `would`, `line`).
 pub fn failure_json(f: &Failure) -> serde_json::Value {
     let e = &f.error;
     let mut data = serde_json::json!({
@@ -540,7 +540,7 @@ pub fn failure_json(f: &Failure) -> serde_json::Value {
         "kind": e.kind(),
         "message": crate::git::redact(&e.to_string()),
         "hint": e.hint().map(|h| crate::git::redact(&h.to_string()).into_owned()),
-        "rerun": e.hint().is_some_and(crate::error::Hint::reruns),
+        "rerun": e.hint().map_or(crate::error::Rerun::No, crate::error::Hint::next).as_str(),
     });
     match e {
         Error::Refused(r) => {

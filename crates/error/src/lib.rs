@@ -99,43 +99,75 @@ impl std::error::Error for Refusal {}
 
 /// What the user (or the runner driving git-steps) can do next, as a value
 /// the CLI renders: what to do first, in words, and whether running the
-/// same command again then finishes the job, with what that rerun does.
-/// `--json` carries the words as `hint` and the rerun as `"rerun": true`,
-/// so a runner need not parse English to know that the same command, once
-/// the first part is done, is the way on.
+/// same command again is then the way on ([`Rerun`]), with what that rerun
+/// does. `--json` carries the words as `hint` and the rerun as `"rerun":
+/// "now" | "after" | "no"`, so a runner need not parse English to know
+/// whether it may simply retry.
 ///
 /// Boxed: errors carry one on their failure path only, and stay small.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hint(Box<HintParts>);
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct HintParts {
     first: String,
-    rerun: bool,
+    rerun: Rerun,
     because: String,
 }
 
+/// Whether, and when, running the same command again is the way on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rerun {
+    /// Not the way on, or not alone: the words say what is.
+    No,
+    /// Once what the words say first is done: a fix someone (a person,
+    /// the agent) makes. Rerunning before it fails the same way.
+    After,
+    /// As it is: at once, or once another writer is done or the remote
+    /// answers, which nobody needs to do anything for. A runner may retry
+    /// (with backoff).
+    Now,
+}
+
+impl Rerun {
+    /// Its `--json` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rerun::No => "no",
+            Rerun::After => "after",
+            Rerun::Now => "now",
+        }
+    }
+}
+
 impl Hint {
-    /// Advice in words; the same command is not the way on (or not alone).
-    pub fn say(text: impl Into<String>) -> Self {
-        Hint(Box::new(HintParts {
-            first: text.into(),
-            ..HintParts::default()
-        }))
-    }
-
-    /// Run the same command again; nothing needs doing first.
-    pub fn rerun() -> Self {
-        Hint::rerun_after(String::new())
-    }
-
-    /// Do `first`, then run the same command again.
-    pub fn rerun_after(first: impl Into<String>) -> Self {
+    fn new(first: impl Into<String>, rerun: Rerun) -> Self {
         Hint(Box::new(HintParts {
             first: first.into(),
-            rerun: true,
+            rerun,
             because: String::new(),
         }))
+    }
+
+    /// Advice in words; the same command is not the way on (or not alone).
+    pub fn say(text: impl Into<String>) -> Self {
+        Hint::new(text, Rerun::No)
+    }
+
+    /// Run the same command again, as it is.
+    pub fn rerun() -> Self {
+        Hint::new(String::new(), Rerun::Now)
+    }
+
+    /// `wait` (another writer finishing, the remote answering: nothing
+    /// anybody does), then run the same command again.
+    pub fn rerun_when(wait: impl Into<String>) -> Self {
+        Hint::new(wait, Rerun::Now)
+    }
+
+    /// Do `first` (a fix), then run the same command again.
+    pub fn rerun_after(first: impl Into<String>) -> Self {
+        Hint::new(first, Rerun::After)
     }
 
     /// What the rerun does (why it is safe), said after it.
@@ -144,9 +176,8 @@ impl Hint {
         self
     }
 
-    /// Whether running the same command again (after what the words say
-    /// first) is the way on.
-    pub fn reruns(&self) -> bool {
+    /// Whether, and when, running the same command again is the way on.
+    pub fn next(&self) -> Rerun {
         self.0.rerun
     }
 }
@@ -160,7 +191,7 @@ impl fmt::Display for Hint {
             because,
         } = &*self.0;
         f.write_str(first)?;
-        if *rerun {
+        if *rerun != Rerun::No {
             if !first.is_empty() {
                 f.write_str(", then ")?;
             }
@@ -539,33 +570,42 @@ mod tests {
     use super::*;
 
     /// A hint renders its parts in one order, and says whether the same
-    /// command is the way on; plain words never claim a rerun.
+    /// command is the way on, and when; plain words never claim a rerun.
     #[test]
-    fn a_hint_renders_its_parts_and_says_whether_to_rerun() {
+    fn a_hint_renders_its_parts_and_says_when_to_rerun() {
         let cases = [
-            (Hint::say("look at it"), "look at it", false),
-            (Hint::rerun(), "rerun the same command", true),
+            (Hint::say("look at it"), "look at it", Rerun::No),
+            (Hint::rerun(), "rerun the same command", Rerun::Now),
+            (
+                Hint::rerun_when("let it finish"),
+                "let it finish, then rerun the same command",
+                Rerun::Now,
+            ),
             (
                 Hint::rerun_after("fix the disk"),
                 "fix the disk, then rerun the same command",
-                true,
+                Rerun::After,
             ),
             (
                 Hint::rerun_after("fix the disk").because("nothing is lost"),
                 "fix the disk, then rerun the same command: nothing is lost",
-                true,
+                Rerun::After,
             ),
             (
                 Hint::rerun().because("it reconciles"),
                 "rerun the same command: it reconciles",
-                true,
+                Rerun::Now,
             ),
-            (Hint::from("words"), "words", false),
+            (Hint::from("words"), "words", Rerun::No),
         ];
         for (hint, text, rerun) in cases {
             assert_eq!(hint.to_string(), text);
-            assert_eq!(hint.reruns(), rerun, "{text}");
+            assert_eq!(hint.next(), rerun, "{text}");
         }
+        assert_eq!(
+            [Rerun::No, Rerun::After, Rerun::Now].map(Rerun::as_str),
+            ["no", "after", "now"]
+        );
     }
 
     /// The error's hint is the value it was given, through `AtStep` too;
@@ -573,11 +613,11 @@ mod tests {
     #[test]
     fn an_error_keeps_its_typed_hint() {
         let e = Error::local("disk").with_hint(hints::local_failure());
-        assert!(e.hint().unwrap().reruns());
+        assert_eq!(e.hint().unwrap().next(), Rerun::After);
         let e = e.at_step("s1");
-        assert!(e.hint().unwrap().reruns());
+        assert_eq!(e.hint().unwrap().next(), Rerun::After);
         assert!(e.hint().unwrap().to_string().ends_with("nothing is lost"));
         let e = Error::other("x").with_hint("read the log");
-        assert!(!e.hint().unwrap().reruns());
+        assert_eq!(e.hint().unwrap().next(), Rerun::No);
     }
 }

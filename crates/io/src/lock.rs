@@ -84,7 +84,7 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
                 if holder.is_empty() { "unknown" } else { holder },
                 path.display()
             ),
-            hint: crate::error::Hint::rerun_after("wait for it to finish")
+            hint: crate::error::Hint::rerun_when("wait for it to finish")
                 .because("the lock is released the moment that process exits, however it exits"),
         });
     }

@@ -110,7 +110,7 @@ impl PushError {
                 "{branch} on {spec} is locked by another writer and stayed locked while git-steps waited: {why}; {branch} is still at {}, and nothing of this step was accepted",
                 expected.map(short).unwrap_or_else(|| "nothing".into()),
             ),
-            hint: crate::error::Hint::rerun_after("let the other push finish (if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you)"),
+            hint: crate::error::Hint::rerun_when("let the other push finish (if nothing else writes to the remote, the lock was left by a process that died: remove the lock file it names on the remote, as git would tell you)"),
         },
         PushError::Failed(e) => e,
     }

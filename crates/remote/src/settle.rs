@@ -47,7 +47,7 @@ impl Remote {
                         self.spec,
                         short(new)
                     ), first.is_spurious() || unreachable.is_spurious())
-                    .with_hint(crate::error::Hint::rerun_after("wait until the remote answers").because("it asks the remote first, so a step it accepted is finished, not applied again")),
+                    .with_hint(crate::error::Hint::rerun_when("wait until the remote answers").because("it asks the remote first, so a step it accepted is finished, not applied again")),
                 )),
                 other => Err(other),
             },

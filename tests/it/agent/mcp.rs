@@ -333,8 +333,8 @@ fn an_mcp_refusal_carries_the_cli_error_and_writes_nothing() {
             if key == "rerun" && data["kind"] == "does-not-apply" {
                 // The same call would fail the same way; the same command,
                 // with the plan fixed, is the CLI's way on.
-                assert_eq!(data[key], false, "{step}");
-                assert_eq!(cli_data[key], true, "{step}");
+                assert_eq!(data[key], "no", "{step}");
+                assert_eq!(cli_data[key], "after", "{step}");
                 continue;
             }
             assert_eq!(data[key], unplanned(&cli_data[key]), "{key} of {step}");

@@ -55,11 +55,15 @@ fn a_failure_after_the_push_says_the_step_is_durable_and_the_rerun_finishes() {
         "pre-receive",
         &format!("#!/bin/sh\necho held > '{}'\n", local_lock.display()),
     );
-    let r = t.steps_stdin(&["apply", "-"], &plan).code_is(1);
+    // Another process's lock: busy (exit 4), as without a remote, and the
+    // rerun waits for the lock to go.
+    let r = t.steps_stdin(&["--json", "apply", "-"], &plan).code_is(4);
+    assert_eq!(r.json()["data"]["kind"], "busy", "{}", r.explain());
+    assert_eq!(r.json()["data"]["rerun"], "after", "{}", r.explain());
     for needle in [
         "step s2 is durable on",
         "updating this box failed",
-        "locked",
+        "main.lock exists",
         "rerun",
     ] {
         assert!(

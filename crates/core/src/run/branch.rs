@@ -41,12 +41,19 @@ pub(super) fn move_ref(
                 None => repo.reference(&refname, new, false, &log),
             })
             .err()
-            .map(|e| Moved::from_git2(repo, &refname, expected, true, &e))
+            .map(|e| {
+                Moved::from_git2(repo, &refname, expected, new, true, &e).error(
+                    Some(step),
+                    &refname,
+                    expected,
+                    Some(e.message()),
+                )
+            })
         }
-        Err(why) => Some(why),
+        Err(why) => Some(why.error(Some(step), &refname, expected, None)),
     };
-    if let Some(why) = why {
-        return Err(why.error(Some(step), &refname, expected));
+    if let Some(e) = why {
+        return Err(e);
     }
     if s.remote.is_none() {
         crate::flush::repository(repo)?;

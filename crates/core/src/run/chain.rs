@@ -134,8 +134,8 @@ pub fn move_ref(
     .map_err(|e| {
         // With a remote the local copy is forced: only the lock or the
         // disk can stop it.
-        crate::lock::refwrite::Moved::from_git2(repo, name, expected, s.remote.is_none(), &e)
-            .error(None, name, expected)
+        crate::lock::refwrite::Moved::from_git2(repo, name, expected, new, s.remote.is_none(), &e)
+            .error(None, name, expected, Some(e.message()))
     })?;
     if s.remote.is_none() {
         crate::flush::repository(repo)?;

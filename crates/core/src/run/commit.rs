@@ -369,6 +369,16 @@ impl Session<'_> {
                 );
                 Error::Refused(r)
             }
+            // Another writer holds a ref or moved it: still its kind
+            // (exit 4), said with what is durable.
+            (Some(remote), Error::Busy { message, hint }) => Error::Busy {
+                message: format!(
+                    "{which} durable on {} (commit {}); updating this box failed: {message}",
+                    remote.spec,
+                    short(commit)
+                ),
+                hint,
+            },
             (Some(remote), e) => Error::local(format!(
                 "{which} durable on {} (commit {}); updating this box failed: {e}",
                 remote.spec,

@@ -308,7 +308,7 @@ pub fn refuse_unset_default_branch(repo: &Repository, o: &Overrides) -> Result<(
             "set up a run first: `{init}` (run {run} on its own branch steps/{run}{durable})"
         ))
         .because(format!(
-            "its steps land on the run's branch; to commit on {branch} on purpose, pass `--branch {branch}` instead; nothing was changed"
+            "nothing was changed; to commit on {branch} on purpose instead, pass `--branch {branch}`"
         )),
     })
 }

@@ -210,10 +210,10 @@ fn replace_config(
                 "cannot write the run's settings: {} exists",
                 p.display()
             ),
-            hint: format!(
-                "another git process is writing the config, or one was killed while writing it; if no git process is running in this repository, remove it (`rm {}`) and rerun",
+            hint: crate::error::Hint::rerun_after(format!(
+                "another git process is writing the config, or one was killed while writing it; if no git process is running in this repository, remove it (`rm {}`)",
                 p.display()
-            ).into(),
+            )),
         },
         ReplaceError::Io(what, path, e) => Error::local(format!(
             "cannot write the run's settings: cannot {what} {}: {e}",
@@ -222,7 +222,7 @@ fn replace_config(
         ReplaceError::Check(()) => Error::config(
             "cannot write the run's settings: the config changed while they were being written",
         )
-        .with_hint("rerun the same `git steps init`"),
+        .with_hint(crate::error::Hint::rerun()),
     })?;
     Ok((before, edited))
 }

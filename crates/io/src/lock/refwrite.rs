@@ -41,19 +41,36 @@ pub enum Moved {
 }
 
 impl Moved {
-    /// libgit2's failure `e` to move `refname` of `repo`, read as this
-    /// writer's reasons, so that one mapping says them: the ref found
-    /// elsewhere than `expected` (when the write compared it, `compared`)
-    /// or another writer won libgit2's own compare; its lock held; else
-    /// the write itself failed.
+    /// libgit2's failure `e` to move `refname` of `repo` to `new`, read
+    /// as this writer's reasons, so that one mapping says them: its lock
+    /// held; the ref found elsewhere than `expected` (when the write
+    /// compared it, `compared`), or another writer won libgit2's own
+    /// compare; else the write itself failed (a ref that cannot be read
+    /// now, or one that holds `new` after all, is this disk's failure,
+    /// not another writer's). libgit2's words go into the error
+    /// ([`Moved::error`]'s `said`).
     pub fn from_git2(
         repo: &Repository,
         refname: &str,
         expected: Option<Oid>,
+        new: Oid,
         compared: bool,
         e: &git2::Error,
     ) -> Moved {
-        let now = repo.refname_to_id(refname).ok();
+        let io = |what: String| Moved::Io { what, left: false };
+        if e.code() == git2::ErrorCode::Locked {
+            let mut lock = repo.commondir().join(refname).into_os_string();
+            lock.push(".lock");
+            return Moved::Locked(PathBuf::from(lock));
+        }
+        let now = match repo.refname_to_id(refname) {
+            Ok(id) => Some(id),
+            Err(n) if n.code() == git2::ErrorCode::NotFound => None,
+            Err(n) => return io(format!("{}; reading it back: {}", e.message(), n.message())),
+        };
+        if now == Some(new) {
+            return io(format!("{} (the ref holds the new value)", e.message()));
+        }
         if (compared && now != expected)
             || matches!(
                 e.code(),
@@ -62,46 +79,51 @@ impl Moved {
         {
             return Moved::Elsewhere(now);
         }
-        if e.code() == git2::ErrorCode::Locked {
-            let mut lock = repo.commondir().join(refname).into_os_string();
-            lock.push(".lock");
-            return Moved::Locked(PathBuf::from(lock));
-        }
-        Moved::Io {
-            what: e.message().to_string(),
-            left: false,
-        }
+        io(e.message().to_string())
     }
 
     /// Why `refname` (the run's branch, a side ref) did not move from
     /// `expected`, as one error for every writer of a local ref: another
-    /// writer holds its lock or moved it (exit 4, as when the remote
-    /// moved: nothing is lost, rerun), or the write failed here (exit 1).
-    /// `during` names the step.
-    pub fn error(self, during: Option<&str>, refname: &str, expected: Option<Oid>) -> Error {
+    /// writer holds its lock or moved it (exit 4, as when the remote moved:
+    /// nothing is lost; a lock no live process holds needs its file
+    /// removed first, so its rerun is "after", not "now"), or the write
+    /// failed here (exit 1). `during` names the step; `said` is the
+    /// writer's own words (libgit2's message), if any.
+    pub fn error(
+        self,
+        during: Option<&str>,
+        refname: &str,
+        expected: Option<Oid>,
+        said: Option<&str>,
+    ) -> Error {
         let at = during.map(|s| format!("{s}: ")).unwrap_or_default();
+        let said = said.map(|s| format!(" ({s})")).unwrap_or_default();
         let shown = |o: Option<Oid>| o.map(short).unwrap_or_else(|| "no ref".into());
         match self {
             Moved::Locked(lock) => Error::Busy {
                 message: format!(
-                    "{at}{refname} is locked by another process: {} exists",
+                    "{at}{refname} is locked by another process: {} exists{said}",
                     lock.display()
                 ),
                 hint: crate::error::hints::locked(),
             },
             Moved::Elsewhere(now) => Error::Busy {
                 message: format!(
-                    "{at}{refname} moved while git-steps wrote it (expected {}, found {})",
+                    "{at}{refname} moved while git-steps wrote it (expected {}, found {}){said}",
                     shown(expected),
                     shown(now),
                 ),
-                hint: crate::error::Hint::rerun_after("another process wrote it (a second run in another worktree, `git update-ref`, `git steps effects --abandon`); nothing is lost: let it finish"),
+                hint: crate::error::Hint::rerun_when(
+                    "another process wrote it (a second git-steps on this run, a `git` command); nothing is lost: let it finish, or stop it",
+                ),
             },
             Moved::Io { what, .. } => Error::local(format!(
-                "{at}cannot update {refname} (still at {}): {what}",
+                "{at}cannot update {refname} from {}: {what}",
                 shown(expected),
             ))
-            .with_hint(crate::error::Hint::rerun_after("check the disk this repository is on (space, permissions)")),
+            .with_hint(crate::error::Hint::rerun_after(
+                "check the disk this repository is on (space, permissions)",
+            )),
             Moved::Unsupported => Error::internal(format!("{refname}: no writer took the update")),
         }
     }
@@ -423,6 +445,106 @@ mod tests {
             .unwrap();
         drop((tree, parent));
         (d, r, one, two)
+    }
+
+    /// libgit2's failures read as this writer's reasons, and the one error
+    /// each becomes: a held lock and another writer's move are busy (exit
+    /// 4), the lock's rerun "after" and the move's "now"; a ref that
+    /// cannot be read back, or that holds the new value after all, is this
+    /// disk's failure (exit 1); libgit2's words are kept.
+    #[test]
+    fn libgit2s_failures_map_to_one_error_each() {
+        use crate::error::Rerun;
+        let (_d, r, one, two) = repo();
+        let main = "refs/heads/main";
+        let fail = |code| git2::Error::new(code, git2::ErrorClass::Reference, "libgit2 says");
+        let locked = Moved::from_git2(
+            &r,
+            main,
+            Some(one),
+            two,
+            true,
+            &fail(git2::ErrorCode::Locked),
+        );
+        assert!(matches!(&locked, Moved::Locked(p) if p.ends_with("refs/heads/main.lock")));
+        let e = locked.error(Some("s2"), main, Some(one), Some("libgit2 says"));
+        assert_eq!((e.exit_code(), e.kind()), (4, "busy"));
+        assert_eq!(e.hint().unwrap().next(), Rerun::After);
+        assert!(
+            e.to_string().starts_with("s2: refs/heads/main is locked"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("(libgit2 says)"), "{e}");
+
+        // The ref holds the value it was to be moved to: the write landed
+        // and failed after (its parent's sync, say), not another writer.
+        let moved = Moved::from_git2(
+            &r,
+            main,
+            Some(two),
+            one,
+            true,
+            &fail(git2::ErrorCode::Modified),
+        );
+        assert!(
+            matches!(moved, Moved::Io { .. }),
+            "holds the new value: {moved:?}"
+        );
+        // Compared, and found elsewhere than expected.
+        let moved = Moved::from_git2(
+            &r,
+            main,
+            None,
+            two,
+            true,
+            &fail(git2::ErrorCode::GenericError),
+        );
+        assert!(
+            matches!(moved, Moved::Elsewhere(Some(o)) if o == one),
+            "{moved:?}"
+        );
+        let e = moved.error(None, main, None, None);
+        assert_eq!((e.exit_code(), e.hint().unwrap().next()), (4, Rerun::Now));
+        // Not compared (a forced copy): only libgit2's own compare says
+        // another writer won.
+        let io = Moved::from_git2(
+            &r,
+            main,
+            None,
+            two,
+            false,
+            &fail(git2::ErrorCode::GenericError),
+        );
+        assert!(matches!(io, Moved::Io { .. }), "{io:?}");
+        let e = io.error(Some("s2"), main, None, Some("libgit2 says"));
+        assert_eq!((e.exit_code(), e.kind()), (1, "error"));
+        assert_eq!(e.hint().unwrap().next(), Rerun::After);
+
+        // A ref git cannot read back: not "moved", whatever was expected.
+        std::fs::write(r.path().join(main), "not a ref\n").unwrap();
+        let torn = Moved::from_git2(
+            &r,
+            main,
+            Some(one),
+            two,
+            true,
+            &fail(git2::ErrorCode::GenericError),
+        );
+        assert!(
+            matches!(&torn, Moved::Io { what, .. } if what.contains("reading it back")),
+            "{torn:?}"
+        );
+        // Gone: another writer deleted it.
+        std::fs::remove_file(r.path().join(main)).unwrap();
+        let gone = Moved::from_git2(
+            &r,
+            main,
+            Some(one),
+            two,
+            true,
+            &fail(git2::ErrorCode::GenericError),
+        );
+        assert!(matches!(gone, Moved::Elsewhere(None)), "{gone:?}");
     }
 
     /// The reflog lines without their time (the two writers ran apart).

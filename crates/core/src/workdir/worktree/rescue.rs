@@ -94,7 +94,7 @@ pub(super) fn changed_under_update(
             },
             finish.join("; ")
         ))
-        .because("it lands the step; then make your change again"),
+        .because("it brings the worktree up to the step; then make your change again"),
     })
 }
 

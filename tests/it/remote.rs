@@ -1353,3 +1353,48 @@ fn a_server_that_never_answers_times_out() {
     );
     drop(held);
 }
+
+/// A server that keeps saying it is unavailable (HTTP 503), after the
+/// retries: the error says to rerun as it is (`"rerun": "now"`: nothing
+/// here needs fixing), through libgit2, git and the smart client, and
+/// never blames the URL or the credentials.
+#[test]
+fn a_server_that_stays_unavailable_is_a_rerun_now() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let t = TestRepo::new();
+    let url = format!("http://127.0.0.1:{port}/r.git");
+    let step = line(serde_json::json!({"id": "s1", "files": {"a": "a\n"}}));
+    for transport in ["libgit2", "git", "default"] {
+        let mut args = vec!["--json", "apply", "--remote", &url, "--branch", "steps"];
+        if transport != "default" {
+            args.extend(["--transport", transport]);
+        }
+        args.push("-");
+        let r = t.steps_env_stdin(&args, &[("GIT_STEPS_NET_RETRIES", "0")], Some(&step));
+        assert_eq!(r.code(), Some(1), "{transport}: {}", r.explain());
+        let data = &r.json()["data"];
+        assert_eq!(data["rerun"], "now", "{transport}: {}", r.explain());
+        assert!(
+            data["message"].as_str().unwrap().contains("503"),
+            "{transport}: {}",
+            r.explain()
+        );
+        assert!(
+            !r.stderr().contains("credentials"),
+            "{transport}: {}",
+            r.explain()
+        );
+    }
+    assert!(t.step_ids().is_empty());
+}

@@ -413,9 +413,14 @@ impl Error {
     }
 
     /// A failure of the network or of a remote; `spurious` if trying again
-    /// may work.
+    /// may work (then its hint, until another is given, is to rerun as it
+    /// is once the remote answers: [`hints::remote_unavailable`]).
     pub fn remote(context: impl Into<String>, spurious: bool) -> Self {
-        Error::caused(Cause::Remote { spurious }, context)
+        let e = Error::caused(Cause::Remote { spurious }, context);
+        match spurious {
+            true => e.with_hint(hints::remote_unavailable()),
+            false => e,
+        }
     }
 
     /// A file of this machine could not be read or written.
@@ -527,6 +532,13 @@ pub mod hints {
         Hint::say("an object file of this repository is damaged (`git fsck` names it): a power cut before git flushed it (git does not fsync a clone's objects by default), or a disk error. git-steps repairs only a file it can prove it wrote and a cut tore (its boot record), and has no such proof here. Nothing was changed: take a fresh clone (`git clone`, `git steps init`, then the same command), which resumes from the remote, or restore the file from another clone")
     }
 
+    /// What a remote that said it is unavailable, or a connection that
+    /// broke, asks (once the retries are spent): nothing but time.
+    pub fn remote_unavailable() -> Hint {
+        Hint::rerun_when("wait until the remote answers again")
+            .because("it asks the remote first, so nothing is applied twice")
+    }
+
     /// What a file-system error on this machine asks of the user.
     pub fn local_failure() -> Hint {
         Hint::rerun_after(
@@ -619,5 +631,9 @@ mod tests {
         assert!(e.hint().unwrap().to_string().ends_with("nothing is lost"));
         let e = Error::other("x").with_hint("read the log");
         assert_eq!(e.hint().unwrap().next(), Rerun::No);
+        // A remote that may answer if asked again: a rerun as it is.
+        let e = Error::remote("503", true);
+        assert_eq!(e.hint().unwrap().next(), Rerun::Now);
+        assert!(Error::remote("404", false).hint().is_none());
     }
 }

@@ -136,7 +136,13 @@ impl Remote {
                 )));
             }
         }
-        Error::remote(message, crate::error::spurious_git2(&e)).with_hint(
+        if crate::error::spurious_git2(&e) {
+            // The server said it is unavailable, or the connection broke,
+            // after the retries: nobody needs to fix anything here (the
+            // error's own hint says so).
+            return Error::remote(message, true);
+        }
+        Error::remote(message, false).with_hint(
             "check the remote's URL (`git remote -v`) and your credentials; `--transport git` uses your git's credential helpers and ssh config",
         )
     }

@@ -98,4 +98,66 @@ mod tests {
         assert!(v.get("effects_pending").is_none(), "{v}");
         assert!(v["head"].is_null());
     }
+
+    /// The keys of `v`, a JSON object.
+    fn keys(v: serde_json::Value) -> Vec<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// No command's own field has a shared field's name: flattened, it
+    /// would print the key twice in `--json`.
+    #[test]
+    fn no_commands_own_field_shadows_a_shared_one() {
+        #[derive(Serialize)]
+        struct Nothing {}
+        let shared = keys(
+            serde_json::to_value(Report {
+                run: String::new(),
+                branch: String::new(),
+                durable: "local",
+                command: Nothing {},
+                repair: Repair::Clean,
+                reconcile: Reconciled {
+                    local: None,
+                    durable: None,
+                    action: crate::sync::reconcile::Action::LocalOnly,
+                    switched: None,
+                },
+                steps: Vec::<u8>::new(),
+                head: None,
+                artifact: String::new(),
+                history: String::new(),
+                effects: Vec::new(),
+                effects_pending: vec![String::new()],
+            })
+            .unwrap(),
+        );
+        assert!(
+            shared.contains(&"effects_pending".to_string()),
+            "{shared:?}"
+        );
+        let own = [
+            keys(serde_json::to_value(super::super::engine::Applied { dry_run: true }).unwrap()),
+            keys(
+                serde_json::to_value(super::super::agent::Ran {
+                    stopped: super::super::agent::Stop::Done,
+                    decider_calls: 0,
+                    archived: Some(super::super::provenance::Archived {
+                        refname: String::new(),
+                        head: String::new(),
+                        previous: None,
+                        moved: false,
+                    }),
+                })
+                .unwrap(),
+            ),
+        ];
+        assert_eq!(own[1].len(), 3, "{own:?}");
+        for k in own.iter().flatten() {
+            assert!(
+                !shared.contains(k),
+                "{k} is both shared and a command's own"
+            );
+        }
+    }
 }

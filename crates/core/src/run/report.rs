@@ -63,6 +63,16 @@ impl<S, K> Report<S, K> {
 mod tests {
     use super::*;
 
+    /// What reconciling without a remote reports.
+    fn local_only() -> Reconciled {
+        Reconciled {
+            local: None,
+            durable: None,
+            action: crate::sync::reconcile::Action::LocalOnly,
+            switched: None,
+        }
+    }
+
     #[derive(Serialize)]
     struct Own {
         dry_run: bool,
@@ -78,12 +88,7 @@ mod tests {
             durable: "remote",
             command: Own { dry_run: true },
             repair: Repair::Clean,
-            reconcile: Reconciled {
-                local: None,
-                durable: None,
-                action: crate::sync::reconcile::Action::LocalOnly,
-                switched: None,
-            },
+            reconcile: local_only(),
             steps: vec![1, 2],
             head: None,
             artifact: "a".into(),
@@ -117,12 +122,7 @@ mod tests {
                 durable: "local",
                 command: Nothing {},
                 repair: Repair::Clean,
-                reconcile: Reconciled {
-                    local: None,
-                    durable: None,
-                    action: crate::sync::reconcile::Action::LocalOnly,
-                    switched: None,
-                },
+                reconcile: local_only(),
                 steps: Vec::<u8>::new(),
                 head: None,
                 artifact: String::new(),

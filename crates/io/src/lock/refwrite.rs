@@ -114,7 +114,7 @@ impl Moved {
                     shown(now),
                 ),
                 hint: crate::error::Hint::rerun_when(
-                    "another process wrote it (a second git-steps on this run, a `git` command); nothing is lost: let it finish, or stop it",
+                    "another process wrote it (a second git-steps on this run, `git steps effects --abandon` for the effects' outcomes, a `git` command); nothing is lost: let it finish, or stop it",
                 ),
             },
             Moved::Io { what, .. } => Error::local(format!(

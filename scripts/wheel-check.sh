@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # `pip install git-steps` / `pipx` / `uvx git-steps mcp`, as an agent user
 # installs it: build the wheel with maturin (the dev profile, with the
-# features pyproject.toml names, `mcp` alone: it reuses the dependencies the
-# debug build compiled in target/ and compiles this package again), install
+# features pyproject.toml names, `mcp` alone: it reuses what the debug
+# build compiled in target/, libgit2's C and OpenSSL's bindings among it;
+# the crates whose features the tests' proptest, insta and MCP client
+# widen (getrandom, num-traits, similar, rmcp), and the workspace's crates
+# above them, compile again: 28 s here, 58 s when the tests' nix widened
+# libc's and everything was built twice), install
 # it into a fresh venv with no network, then run `git-steps --version`, check
 # that it has no crash-test harness, and run an MCP `initialize` +
 # `tools/list` through the installed binary. `--release`: the release wheel a packager

@@ -512,3 +512,65 @@ fn the_guide_gives_each_key_the_default_its_code_has() {
         wrong.join("\n")
     );
 }
+
+/// Each package and version a `Cargo.lock` pins.
+fn locked(lockfile: &str) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    let mut name = None;
+    for line in lockfile.lines() {
+        let field = |key: &str| {
+            line.strip_prefix(key)
+                .and_then(|v| v.strip_prefix(" = \""))
+                .and_then(|v| v.strip_suffix('"'))
+                .map(str::to_string)
+        };
+        if line == "[[package]]" {
+            name = None;
+        } else if let Some(n) = field("name") {
+            name = Some(n);
+        } else if let (Some(v), Some(n)) = (field("version"), name.take()) {
+            out.insert((n, v));
+        }
+    }
+    out
+}
+
+/// CI checks the fuzz targets in the main workspace's target directory,
+/// right after the lints: that reuses the lints' builds only if the fuzz
+/// workspace pins the same versions (its own lockfile; a newer `cc` or
+/// `libc` there built libgit2's C a second time, 20-30 s of every CI run).
+#[test]
+fn the_fuzz_targets_lock_the_workspaces_versions() {
+    let Some(root) = workspace() else { return };
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let main = locked(&read("Cargo.lock"));
+    let fuzz = locked(&read("fuzz/Cargo.lock"));
+    let names = |s: &BTreeSet<(String, String)>| -> BTreeSet<String> {
+        s.iter().map(|(n, _)| n.clone()).collect()
+    };
+    let shared: BTreeSet<String> = names(&main).intersection(&names(&fuzz)).cloned().collect();
+    assert!(
+        shared.len() > 100,
+        "only {} packages in both lockfiles",
+        shared.len()
+    );
+    assert!(shared.contains("libgit2-sys") && shared.contains("git-steps-plan"));
+    let differ: Vec<String> = shared
+        .iter()
+        .filter(|n| {
+            let of = |s: &BTreeSet<(String, String)>| -> Vec<String> {
+                s.iter()
+                    .filter(|(m, _)| m == *n)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            };
+            of(&main) != of(&fuzz)
+        })
+        .cloned()
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "fuzz/Cargo.lock pins other versions than Cargo.lock of {differ:?}: \
+         cp Cargo.lock fuzz/Cargo.lock && cargo tree --manifest-path fuzz/Cargo.toml"
+    );
+}

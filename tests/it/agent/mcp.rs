@@ -609,14 +609,27 @@ fn a_client_that_closes_stdin_still_gets_every_answer() {
 #[test]
 fn a_real_mcp_client_in_strict_mode() {
     use rmcp::model::CallToolRequestParams;
-    use rmcp::transport::TokioChildProcess;
     use rmcp::ServiceExt;
+    use std::process::Stdio;
+    use tokio::net::unix::pipe;
 
     let (t, server) = TestRepo::with_server(Kind::Path, "libgit2");
     t.write("README", "base\n");
     t.commit_all("base");
     t.steps(&["resume"]).ok();
-    let cmd = tokio::process::Command::from(t.steps_command(&["mcp"]));
+    // The server is a child on two pipes, as a host starts it. Spawned by
+    // std and read through tokio's pipes, not the SDK's child-process
+    // transport: that one pulls in tokio's process driver and nix, whose
+    // extra features would make the tests' dependencies differ from the
+    // product's, and CI build them twice (the fuzz check and the wheel
+    // reuse this build's).
+    let mut child = t
+        .steps_command(&["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start git-steps mcp");
+    let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -626,10 +639,9 @@ fn a_real_mcp_client_in_strict_mode() {
         _ => unreachable!(),
     };
     rt.block_on(async {
-        let client = ()
-            .serve(TokioChildProcess::new(cmd).expect("start git-steps mcp"))
-            .await
-            .expect("initialize");
+        let to_server = pipe::Sender::from_owned_fd(stdin.into()).unwrap();
+        let from_server = pipe::Receiver::from_owned_fd(stdout.into()).unwrap();
+        let client = ().serve((from_server, to_server)).await.expect("initialize");
         let tools = client.list_all_tools().await.expect("tools/list");
         let apply = tools.iter().find(|t| t.name == "apply_step").unwrap();
         let input = serde_json::to_value(&*apply.input_schema).unwrap();
@@ -683,6 +695,9 @@ fn a_real_mcp_client_in_strict_mode() {
         );
         client.cancel().await.expect("close");
     });
+    // Its stdin closed with the client: the server ends, and cleanly.
+    let status = child.wait().unwrap();
+    assert!(status.success(), "git-steps mcp ended with {status}");
     assert_eq!(t.step_ids(), vec!["call-1".to_string()]);
 }
 

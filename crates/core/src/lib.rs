@@ -80,16 +80,17 @@
 //! 32. [`run::session`]: one run from lock to fingerprints, and its `Reporter`;
 //! 33. [`run::effects`]: a session's effects, delivered once their steps are durable;
 //! 34. [`run::branch`]: the run's branch moved, on the remote (the commit point) and here;
-//! 35. [`run::commit`]: one step's order of writes;
-//! 36. [`run::overlap`]: the agent loop's step with its push behind the decider;
-//! 37. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
-//! 38. [`run::report`]: what `apply` and `run` report;
-//! 39. [`run::engine`]: the plan loop (`apply`);
-//! 40. [`run::record`]: the worktree's own changes recorded as a step (`record`);
-//! 41. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
-//! 42. [`run::undo`]: rewinding as a step (`undo`);
-//! 43. [`run::agent`]: the agent loop (`run --decider`);
-//! 44. [`run::inspect`]: status, log, verify, fingerprint.
+//! 35. [`run::committer`]: a flush's writes in their one order (noted, pushed, landed; or landed, then pushed);
+//! 36. [`run::commit`]: a step staged (checked, its objects and commit written) and the flush of the staged steps;
+//! 37. [`run::overlap`]: the agent loop's step with its push behind the decider;
+//! 38. [`run::provenance`]: the run kept under refs/steps/runs/, its squash message, a merge checked;
+//! 39. [`run::report`]: what `apply` and `run` report;
+//! 40. [`run::engine`]: the plan loop (`apply`);
+//! 41. [`run::record`]: the worktree's own changes recorded as a step (`record`);
+//! 42. [`run::adopt`]: commits without a receipt joining the run (`adopt`);
+//! 43. [`run::undo`]: rewinding as a step (`undo`);
+//! 44. [`run::agent`]: the agent loop (`run --decider`);
+//! 45. [`run::inspect`]: status, log, verify, fingerprint.
 
 #![forbid(unsafe_code)]
 

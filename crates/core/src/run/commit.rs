@@ -1,4 +1,5 @@
-//! One step's order of writes: objects (blobs, trees, the commit) → the
+//! A step's writes: staged (objects: blobs, trees, the commit), then
+//! flushed with the steps staged before it in the committer's order: the
 //! branch on the remote (compare-and-swap: the commit point) → the local
 //! branch (compare-and-swap, fsynced) → worktree and index.
 //!
@@ -6,8 +7,9 @@
 //! commit written, the session's head moved in memory) and then made
 //! durable with the steps staged before it in one *flush*
 //! ([`Session::flush`]: one compare-and-swap push of the last staged
-//! commit, the local branch, one worktree update). `apply` flushes after
-//! every step; `apply --batch N` after N (group commit).
+//! commit, the local branch, one worktree update, in the committer's
+//! order, [`super::committer`]). `apply` flushes after every step;
+//! `apply --batch N` after N (group commit).
 //!
 //! Invariant: a step is reported done only after its receipt is durable; a
 //! step that is refused or fails before the commit point leaves HEAD, index
@@ -31,7 +33,7 @@ use crate::sync::share;
 use crate::tree::build;
 use crate::workdir::worktree;
 
-use super::branch::{move_ref, push_step};
+use super::committer::{Committer, Move, Order, Stopped};
 use super::session::{Session, Source, StepOutcome};
 use super::staging::Staged;
 
@@ -320,44 +322,51 @@ impl Session<'_> {
         // the agent's own tools may have written (a lone step staged by
         // `--batch` was checked before the next step's hooks). Found here,
         // nothing becomes durable; the update after the push looks again.
-        let (changes, what_changes) = match &combined {
-            Some(c) => (c.as_slice(), "the batch"),
-            None => (last.changes.as_slice(), "the step"),
+        let what_changes = if combined.is_some() {
+            "the batch"
+        } else {
+            "the step"
+        };
+        // One worktree update from the last flush's tree to this one's.
+        let changes = combined.unwrap_or_else(|| last.changes.clone());
+        let first = self.staging.first().map_or(id.clone(), |f| f.step.clone());
+        let (which, what) = if self.staging.len() == 1 {
+            (format!("step {id} is"), format!("step {id}"))
+        } else {
+            (
+                format!("steps {first} to {id} are"),
+                format!("steps {first}..{id}"),
+            )
         };
         if self.context.worktree == Worktree::Follows && !self.context.opts.dry_run {
-            if let Err(e) = unchanged_since_checked(repo, changes, &id, what_changes) {
+            if let Err(e) = unchanged_since_checked(repo, &changes, &id, what_changes) {
                 self.discard_staged();
                 return Err(e);
             }
         }
-        if !self.context.opts.dry_run {
-            // The evidence that an update of this box follows the branch's
-            // move (for the repair of one a crash cuts short), written
-            // before the flush that makes the move durable: the push's
-            // commit point, or `move_ref`'s without a remote. (In place,
-            // the worktree is not updated: nothing to note.)
-            if let Err(e) = self.note_move(expected, commit, &id) {
-                self.discard_staged();
-                return Err(e);
-            }
-        }
-        if s.remote.is_some() {
-            // The commit point: the remote accepts the branch update.
-            if let Err(e) = self.push(expected, commit, &id) {
-                self.discard_staged();
-                return Err(e);
-            }
-        }
-        // From here on the steps are durable: a failure is this box's only.
-        let staged = self.staging.flushed();
-        let first = &staged[0].step;
-        let which = if staged.len() == 1 {
-            format!("step {id} is")
-        } else {
-            format!("steps {first} to {id} are")
+        let m = Move {
+            expected,
+            commit,
+            changes: &changes,
+            id: &id,
+            what: &what,
         };
-        let local = |e: Error| {
-            match (&s.remote, e) {
+        let written = Committer::new(&self.context).write(&m, Order::<fn()>::PushThenLand);
+        let local = match written.err() {
+            None => None,
+            Some(Stopped::NotDurable { error, .. }) => {
+                self.discard_staged();
+                return Err(error);
+            }
+            // From here on the steps are durable: a failure is this box's
+            // only.
+            Some(Stopped::Durable(e)) => Some(e),
+        };
+        let staged = self.staging.flushed();
+        let Some(e) = local else {
+            return Ok(self.landed(staged, &id));
+        };
+        Err(match (&s.remote, e) {
             // A file changed under the update: kept, and said so; the
             // steps stay durable.
             (Some(remote), Error::Refused(mut r)) => {
@@ -384,21 +393,13 @@ impl Session<'_> {
                 remote.spec,
                 short(commit)
             ))
-            .with_hint(crate::error::Hint::rerun_after("fix what failed here (the disk, a lock)").because("it brings this box up to the durable head and does not apply the step again")),
+            .with_hint(
+                crate::error::Hint::rerun_after("fix what failed here (the disk, a lock)").because(
+                    "it brings this box up to the durable head and does not apply the step again",
+                ),
+            ),
             (None, e) => e,
-        }
-        };
-        let what = if staged.len() == 1 {
-            format!("step {id}")
-        } else {
-            format!("steps {first}..{id}")
-        };
-        // One worktree update from the last flush's tree to this one's (the
-        // push flushed the objects; without a remote, `move_ref` does).
-        let changes = combined.as_deref().unwrap_or(&staged[0].changes);
-        self.land(expected, commit, changes, &id, &what, true)
-            .map_err(local)?;
-        Ok(self.landed(staged, &id))
+        })
     }
 
     /// The flushed steps `staged` (the last `id`) are durable and this box
@@ -424,77 +425,6 @@ impl Session<'_> {
                 }
             })
             .collect()
-    }
-
-    /// The evidence that an update of this box follows the branch's move
-    /// from `expected` to `commit` (for the repair of one a crash cuts
-    /// short), written before whatever makes the move durable; then the
-    /// `update-noted` point. (In place, the worktree is not updated:
-    /// nothing to note.)
-    pub(super) fn note_move(&self, expected: Option<Oid>, commit: Oid, id: &str) -> Result<()> {
-        if self.context.worktree == Worktree::Follows {
-            worktree::note_update(self.context.repo, expected, commit)?;
-        }
-        crash::point("update-noted", id);
-        Ok(())
-    }
-
-    /// The commit point: the remote accepts the branch's move from
-    /// `expected` to `commit` (a compare-and-swap push), then the tracking
-    /// ref follows; the `pushed` and `tracking-updated` points.
-    pub(super) fn push(&self, expected: Option<Oid>, commit: Oid, id: &str) -> Result<()> {
-        let (repo, s) = (self.context.repo, self.context.settings);
-        let Some(remote) = &s.remote else {
-            return Err(Error::internal("a push without a remote"));
-        };
-        push_step(repo, s, remote, expected, commit, id)?;
-        crash::point("pushed", id);
-        remote.note_tracking(repo, &s.refname(), commit);
-        crash::point("tracking-updated", id);
-        Ok(())
-    }
-
-    /// This box's writes for the move of the run's branch from `expected`
-    /// to `commit` (one step's or a batch's `changes`), in the one order
-    /// both flushes use ([`Session::flush`] after the push,
-    /// [`Session::apply_overlapped`] before it): the worktree's new files
-    /// staged in `.git`, `worktree-staged`; the step's objects flushed
-    /// unless `objects_durable` (a push or `move_ref` flushes them); the
-    /// local branch moved and, with a remote, flushed, so the branch and
-    /// the staged bytes are durable before the worktree changes
-    /// ([`crate::flush`]), `ref-updated`; then worktree and index brought
-    /// to it (in place, only what still holds what was checked).
-    pub(super) fn land(
-        &self,
-        expected: Option<Oid>,
-        commit: Oid,
-        changes: &[Change],
-        id: &str,
-        what: &str,
-        objects_durable: bool,
-    ) -> Result<()> {
-        let (repo, s) = (self.context.repo, self.context.settings);
-        let _staged = match self.context.worktree {
-            Worktree::Follows => Some(worktree::prestage(repo, changes)?),
-            Worktree::Holds => None,
-        };
-        crash::point("worktree-staged", id);
-        if !objects_durable {
-            crate::flush::repository(repo)?;
-        }
-        move_ref(repo, s, expected, commit, what)?;
-        if s.remote.is_some() {
-            crate::flush::repository(repo)?;
-        }
-        crash::point("ref-updated", id);
-        let dest = worktree::Dest {
-            run: &s.run,
-            commit,
-        };
-        match self.context.worktree {
-            Worktree::Holds => worktree::update_keeping(repo, dest, changes, id, &|_| true),
-            Worktree::Follows => worktree::update(repo, dest, changes, id),
-        }
     }
 
     /// After a flush of `flushed` steps, the last `id`: every

@@ -22,6 +22,7 @@ mod branch;
 mod bringup;
 pub mod chain;
 pub mod commit;
+mod committer;
 pub mod decider;
 pub mod deliver;
 pub mod effects;

@@ -3,23 +3,24 @@
 //! during which the decider is asked for the next step against the
 //! worktree that holds this one.
 //!
-//! Owns that order and the way back. Invariant: a step is reported only
-//! once its push is accepted; a push that fails sets branch, worktree and
-//! index back to the durable head (a file changed meanwhile is kept and
-//! said); a crash in between leaves the step as local receipted work that
-//! the next run pushes (SPEC, the agent loop: a crash before step N is
-//! durable loses at most the answers not durable yet). Every write sits
-//! between the same named crash points as in `apply`'s order.
-
-use git2::Oid;
+//! Owns when a step may overlap (alone, on a branch that exists, with a
+//! remote, without effects, the worktree following the branch, not a dry
+//! run) and what a failure does; the writes and their
+//! order are the committer's ([`super::committer::Order::LandThenPush`]).
+//! Invariant: a step is reported only once its push is accepted; a push
+//! that fails sets branch, worktree and index back to the durable head (a
+//! file changed meanwhile is kept and said); a crash in between leaves the
+//! step as local receipted work that the next run pushes (SPEC, the agent
+//! loop: a crash before step N is durable loses at most the answers not
+//! durable yet). Every write sits between the same named crash points as
+//! in `apply`'s order.
 
 use crate::error::{Error, Result};
 use crate::plan::step::Step;
 use crate::sync::reconcile::Worktree;
-use crate::workdir::worktree;
 
-use super::branch::move_ref;
 use super::commit::unchanged_since_checked;
+use super::committer::{Committer, Move, Order, Stopped};
 use super::session::{Session, Source, StepOutcome};
 
 /// What runs while a push is in flight, stopped when the push fails (before
@@ -101,60 +102,38 @@ impl Session<'_> {
         // objects are flushed before the local branch names them (in
         // `apply`'s order the push's flush does this).
         let what = format!("step {id}");
-        let local = self
-            .note_move(expected, commit, &id)
-            .and_then(|()| self.land(expected, commit, &changes, &id, &what, false));
-        if let Err(e) = local {
-            let undone = self.set_back(before, commit, &id);
-            self.discard_staged();
-            return (Err(with_set_back(e, undone)), None);
+        let m = Move {
+            expected,
+            commit,
+            changes: &changes,
+            id: &id,
+            what: &what,
+        };
+        let committer = Committer::new(&self.context);
+        let written = committer.write(&m, Order::LandThenPush(|| during(self)));
+        let (error, pending) = match written {
+            Ok(pending) => {
+                let staged = self.staging.flushed();
+                let outcome = self
+                    .landed(staged, &id)
+                    .pop()
+                    .ok_or_else(|| Error::internal("a staged step was not flushed"));
+                return (outcome, pending);
+            }
+            Err(Stopped::NotDurable { error, pending }) => (error, pending),
+            // Not in this order (its push is its last write), but if it
+            // were: the step is durable and only this box is behind.
+            Err(Stopped::Durable(e)) => {
+                self.staging.flushed();
+                return (Err(e), None);
+            }
+        };
+        if let Some(p) = &pending {
+            p.cancel();
         }
-        let pending = during(self);
-        if let Err(e) = self.push(expected, commit, &id) {
-            pending.cancel();
-            let undone = self.set_back(before, commit, &id);
-            self.discard_staged();
-            return (Err(with_set_back(e, undone)), Some(pending));
-        }
-        let staged = self.staging.flushed();
-        let outcome = self
-            .landed(staged, &id)
-            .pop()
-            .ok_or_else(|| Error::internal("a staged step was not flushed"));
-        (outcome, Some(pending))
-    }
-
-    /// Set branch, worktree and index back from the step `commit` (not
-    /// durable: its push failed) to `before`, where they were; a file
-    /// changed since it was written is kept (and said). Nothing to do when
-    /// the branch was not moved yet.
-    fn set_back(&self, before: Oid, commit: Oid, id: &str) -> Result<()> {
-        let (repo, s) = (self.context.repo, self.context.settings);
-        if repo.refname_to_id(&s.refname()).ok() != Some(commit) {
-            return Ok(());
-        }
-        let new = repo.find_commit(commit)?.tree()?;
-        let old = repo.find_commit(before)?.tree()?;
-        let back = crate::git::tree_changes(repo, Some(&new), Some(&old))?;
-        worktree::note_update(repo, Some(commit), before)?;
-        let _staged = worktree::prestage(repo, &back)?;
-        move_ref(
-            repo,
-            s,
-            Some(commit),
-            before,
-            &format!("set back after step {id}"),
-        )?;
-        crate::flush::repository(repo)?;
-        worktree::update(
-            repo,
-            worktree::Dest {
-                run: &s.run,
-                commit: before,
-            },
-            &back,
-            id,
-        )
+        let undone = committer.set_back(&m, before);
+        self.discard_staged();
+        (Err(with_set_back(error, undone)), pending)
     }
 }
 

@@ -574,3 +574,111 @@ fn the_fuzz_targets_lock_the_workspaces_versions() {
          cp Cargo.lock fuzz/Cargo.lock && cargo tree --manifest-path fuzz/Cargo.toml"
     );
 }
+
+/// The guide's table of crash points ("point | state of the disk when it
+/// fires") lists every point `crash::POINTS` declares, and no other: a
+/// point added without its row (or a row left for a point removed) fails.
+#[test]
+fn the_guide_lists_every_crash_point() {
+    let Some(root) = workspace() else { return };
+    let guide = std::fs::read_to_string(root.join("docs/guide.md")).unwrap();
+    let start = guide
+        .find("| point | state of the disk when it fires |")
+        .expect("the guide's crash point table");
+    let rows: BTreeSet<&str> = guide[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("| `"))
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .collect();
+    let declared: BTreeSet<&str> = crate::crash::POINTS.iter().map(|p| p.name).collect();
+    assert!(
+        declared.len() >= 20,
+        "only {} points declared",
+        declared.len()
+    );
+    let missing: Vec<_> = declared.difference(&rows).collect();
+    let stale: Vec<_> = rows.difference(&declared).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/guide.md's crash point table lacks {missing:?} and lists undeclared {stale:?}"
+    );
+}
+
+/// Wherever the docs give a key's default in passing ("`NAME` ...
+/// (default N)", up to the next code span), it is the default keys.rs
+/// gives: the guide's tables are checked above, the prose here.
+#[test]
+fn the_docs_give_each_key_the_default_its_code_has() {
+    let Some(root) = workspace() else { return };
+    let doc_default = |doc: &str| -> Option<String> {
+        let rest = &doc[doc.find("default ")? + "default ".len()..];
+        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        (!n.is_empty()).then_some(n)
+    };
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.push(root.join("README.md"));
+    let (mut checked, mut wrong) = (0, Vec::new());
+    for path in &docs {
+        let text = std::fs::read_to_string(path).unwrap();
+        for k in crate::keys::CONFIG.iter().chain(crate::keys::ENVIRONMENT) {
+            let Some(n) = doc_default(k.doc) else {
+                continue;
+            };
+            let name = format!("`{}`", k.name);
+            for (at, _) in text.match_indices(&name) {
+                let after = &text[at + name.len()..];
+                let span = &after[..after.find('`').unwrap_or(after.len())];
+                let Some(i) = span.find("(default ") else {
+                    continue;
+                };
+                let said: String = span[i + "(default ".len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                if said.is_empty() {
+                    continue;
+                }
+                checked += 1;
+                if said != n {
+                    wrong.push(format!(
+                        "{}: says {} is {said} by default, keys.rs says {n}",
+                        path.display(),
+                        k.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked >= 3,
+        "only {checked} defaults found in the docs' prose"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// docs/formats.md's table of step fields lists exactly the fields a step
+/// may carry (`plan::step::FIELDS`; the schema is checked against it in
+/// the plan crate).
+#[test]
+fn the_formats_doc_lists_every_step_field() {
+    let Some(root) = workspace() else { return };
+    let doc = std::fs::read_to_string(root.join("docs/formats.md")).unwrap();
+    let start = doc
+        .find("## Step fields")
+        .expect("docs/formats.md's step fields");
+    let rows: BTreeSet<&str> = doc[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| field |"))
+        .skip(2)
+        .take_while(|l| l.starts_with("| `"))
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .collect();
+    let fields: BTreeSet<&str> = crate::plan::step::FIELDS.iter().copied().collect();
+    assert!(fields.len() >= 10, "only {} fields", fields.len());
+    assert_eq!(rows, fields, "docs/formats.md's step fields against FIELDS");
+}

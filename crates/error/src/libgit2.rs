@@ -23,7 +23,7 @@ pub fn spurious_git2(e: &git2::Error) -> bool {
 
 /// Whether libgit2 failed on a file of this machine (the OS refused a
 /// read, write, sync or rename), rather than on the network or the data.
-pub fn local_failure(e: &git2::Error) -> bool {
+pub fn is_local_failure(e: &git2::Error) -> bool {
     matches!(
         e.class(),
         git2::ErrorClass::Os | git2::ErrorClass::Filesystem
@@ -40,7 +40,7 @@ pub fn local_failure(e: &git2::Error) -> bool {
 /// A libgit2 error that says an object file of a repository on this disk
 /// cannot be read (a loose object empty or cut short, a damaged pack):
 /// not the remote's URL, nor its credentials.
-pub fn damaged_object(e: &git2::Error) -> bool {
+pub fn is_damaged_object(e: &git2::Error) -> bool {
     matches!(
         e.class(),
         git2::ErrorClass::Odb | git2::ErrorClass::Zlib | git2::ErrorClass::Object
@@ -80,13 +80,13 @@ impl From<git2::Error> for Error {
         } else if e.message().starts_with("corrupted loose reference file: ") {
             // (HEAD, or a ref no caller named: git cannot read it either.)
             Some(hints::unreadable())
-        } else if damaged_object(&e) {
+        } else if is_damaged_object(&e) {
             Some(hints::damaged_object())
         } else {
-            local_failure(&e).then(hints::local_failure)
+            is_local_failure(&e).then(hints::local_failure)
         };
         Error::Other {
-            cause: if local_failure(&e) || damaged_object(&e) {
+            cause: if is_local_failure(&e) || is_damaged_object(&e) {
                 Cause::Local
             } else {
                 Cause::General

@@ -103,12 +103,12 @@ impl Remote {
             });
             return torn_ref_error(&message, &name, dir.as_deref());
         }
-        if crate::error::local_failure(&e) {
+        if crate::error::is_local_failure(&e) {
             // A file that could not be written or read here (or, for a
             // remote that is a path, on its disk): not the URL's fault.
             return Error::local(message).with_hint(crate::error::hints::local_failure());
         }
-        if crate::error::damaged_object(&e) {
+        if crate::error::is_damaged_object(&e) {
             return self.damaged_error(repo, message);
         }
         // A remote on this disk that is not there (moved, deleted, a

@@ -8,11 +8,13 @@
 //! never a force, and a rejected or ambiguous update is never reported as
 //! success.
 //!
-//! A push, from the loop to the wire, reads in four files: [`retry`]'s
+//! A push, from the loop to the wire, reads in five files: [`retry`]'s
 //! loop (a branch lock waited for, a transient failure tried again),
 //! `transport.rs` (the transport chosen, one attempt, this box flushed
 //! while it runs), `settle.rs` (a failed attempt settled by asking the
-//! remote), and `git-steps-io`'s `backoff.rs` (the waits, jittered). The
+//! remote), and `git-steps-io`'s `backoff.rs` (the waits, jittered) and
+//! `keys.rs` (how many tries and how long: `Environment::DEFAULT` and the
+//! `GIT_STEPS_NET_*` variables over it). The
 //! transports behind the one trait: `git_cli.rs` (the user's `git`),
 //! `libgit2.rs`, `smart/` (the smart-HTTP client, over `http.rs`,
 //! `framing.rs`, `pace.rs` and `proxy.rs`) and `local.rs` (a bare

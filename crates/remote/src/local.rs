@@ -96,7 +96,7 @@ impl Remote {
                 e.message()
             ));
             PushError::Failed(
-                if crate::error::damaged_object(&e) || e.message().contains("is damaged") {
+                if crate::error::is_damaged_object(&e) || e.message().contains("is damaged") {
                     err.with_hint(crate::error::hints::damaged_object())
                 } else {
                     err

@@ -98,8 +98,9 @@ pub(crate) fn lock_patience() -> std::time::Duration {
 
 /// How a transient network failure is retried: at most `attempts` tries in
 /// all, backoff from `first` doubling to 4 s ([`crate::backoff`], jittered),
-/// never past `total` since the first try. `GIT_STEPS_NET_RETRIES` (tries after the first, default 3)
-/// and `GIT_STEPS_NET_RETRY_SECS` (default 30) set them.
+/// never past `total` since the first try. `GIT_STEPS_NET_RETRIES` (tries
+/// after the first: `attempts` is one more) and `GIT_STEPS_NET_RETRY_SECS`
+/// set them; their defaults are `keys::Environment::DEFAULT`'s.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
     pub attempts: u32,

@@ -1,4 +1,7 @@
 //! `git steps adopt`: commits without a receipt join the run.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::adopt::adopt`].
 
 use std::io::Write;
 

@@ -1,4 +1,7 @@
 //! `git steps apply`: apply a plan, one commit per step.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::engine::apply_plan`].
 
 use std::io::Write;
 

@@ -1,4 +1,7 @@
 //! `git steps crashtest`: the resume-equivalence matrix.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::matrix::run`] (and `matrix::power::run` for `--power-loss`).
 
 use std::io::Write;
 

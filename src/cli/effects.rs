@@ -1,4 +1,8 @@
 //! `git steps effects`: every effect of the run's steps, with its state.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::inspect::effects`] (the list) and
+//! [`crate::run::effects::abandon`].
 
 use std::io::Write;
 

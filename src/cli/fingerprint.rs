@@ -1,4 +1,7 @@
 //! `git steps fingerprint`: the SPEC's artifact fingerprint of a tree.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::inspect::fingerprint`].
 
 use std::io::Write;
 

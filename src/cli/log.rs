@@ -1,4 +1,7 @@
 //! `git steps log`: the step history, read from the receipts.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::inspect::log`].
 
 use std::io::Write;
 

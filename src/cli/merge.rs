@@ -1,5 +1,9 @@
 //! `git steps merge-message` and `git steps archive`: a run's provenance
 //! for after its merge.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::provenance::merge_message`] and
+//! [`crate::run::provenance::archive`].
 
 use std::io::Write;
 

@@ -1,4 +1,7 @@
 //! `git steps record`: the worktree's own changes become one step.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::record::record`].
 
 use std::io::Write;
 

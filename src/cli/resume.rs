@@ -1,4 +1,8 @@
 //! `git steps resume`: reconcile, and optionally apply a plan.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::session::Session::open`] (bring-up: lock, repair,
+//! reconcile), then the plan as `apply`.
 
 use std::io::Write;
 

@@ -1,4 +1,7 @@
 //! `git steps run --decider CMD`: the agent loop.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::agent::run`].
 
 use std::io::Write;
 use std::time::Duration;

@@ -1,4 +1,7 @@
 //! `git steps runs`: every run this clone and its remote hold.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::inspect::audit::runs`].
 
 use std::io::Write;
 

@@ -1,4 +1,7 @@
 //! `git steps show`: one step's recorded decision, intent and diff.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::inspect::audit::show`].
 
 use std::io::Write;
 

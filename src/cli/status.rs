@@ -1,4 +1,7 @@
 //! `git steps status`: where the run stands.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::inspect::status`].
 
 use std::io::Write;
 

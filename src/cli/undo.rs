@@ -1,4 +1,7 @@
 //! `git steps undo`: rewind as a step.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::undo::undo`].
 
 use std::io::Write;
 

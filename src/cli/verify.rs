@@ -1,4 +1,8 @@
 //! `git steps verify`: check every invariant of the history.
+//!
+//! This file parses and renders; what it shows comes from
+//! [`crate::run::inspect::verify`] (and `run::provenance::merged` for a
+//! merge).
 
 use std::io::Write;
 

@@ -420,14 +420,16 @@ impl ServerHandler for Server {
         let args = request.arguments.unwrap_or_default();
         let server = self.clone();
         let tool = name.to_string();
+        // Held until this call's answer is ready here, not only until its
+        // work is done: the next call then starts after this one is
+        // answered, so answers go out in the order the calls came (JSON-RPC
+        // clients match them by id; a script reading lines need not).
         let one = self.one.clone().lock_owned().await;
-        let answer = tokio::task::spawn_blocking(move || {
-            let answer = server.call(&tool, args);
-            drop(one);
-            answer
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("the tool call failed: {e}"), None))?;
+        let answer = tokio::task::spawn_blocking(move || server.call(&tool, args))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("the tool call failed: {e}"), None));
+        drop(one);
+        let answer = answer?;
         match answer {
             None => Err(ErrorData::invalid_params(
                 format!("no tool named {name:?}"),

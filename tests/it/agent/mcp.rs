@@ -592,12 +592,20 @@ fn a_client_that_closes_stdin_still_gets_every_answer() {
     ];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
     let r = t.steps_stdin(&["mcp"], &input).ok();
-    let ids: Vec<Value> = r
+    // Every answer, each once. In any order: JSON-RPC matches answers by
+    // id (the server answers in call order as it can, but the SDK writes
+    // them from separate tasks; seen once as 1, 3, 2 under load).
+    let mut ids: Vec<u64> = r
         .stdout()
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].clone())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
-    assert_eq!(ids, [json!(1), json!(2), json!(3)], "{}", r.explain());
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3], "{}", r.explain());
     assert_eq!(t.step_ids(), ["s1"]);
 }
 

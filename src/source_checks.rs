@@ -452,15 +452,17 @@ fn the_guide_lists_every_key_a_user_sets() {
 /// `keys.rs` gives (`default N`), and for the tuning variables the one
 /// `Environment::DEFAULT` holds: a default changed in one place only fails
 /// here.
+/// The default a key's doc in keys.rs gives ("default N"), if any.
+fn doc_default(doc: &str) -> Option<String> {
+    let rest = &doc[doc.find("default ")? + "default ".len()..];
+    let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (!n.is_empty()).then_some(n)
+}
+
 #[test]
 fn the_guide_gives_each_key_the_default_its_code_has() {
     let Some(root) = workspace() else { return };
     let guide = std::fs::read_to_string(root.join("docs/guide.md")).unwrap();
-    let doc_default = |doc: &str| -> Option<String> {
-        let rest = &doc[doc.find("default ")? + "default ".len()..];
-        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        (!n.is_empty()).then_some(n)
-    };
     let mut checked = 0;
     let mut wrong = Vec::new();
     for (keys, column) in [(crate::keys::CONFIG, 2), (crate::keys::ENVIRONMENT, 1)] {
@@ -575,6 +577,20 @@ fn the_fuzz_targets_lock_the_workspaces_versions() {
     );
 }
 
+/// The code names in the first column of the markdown table under
+/// `header` (a row "| `name` | ..."), or a failure naming the header.
+fn first_column<'d>(doc: &'d str, header: &str) -> BTreeSet<&'d str> {
+    let start = doc
+        .find(header)
+        .unwrap_or_else(|| panic!("no table headed {header:?}"));
+    doc[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("| `"))
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .collect()
+}
+
 /// The guide's table of crash points ("point | state of the disk when it
 /// fires") lists every point `crash::POINTS` declares, and no other: a
 /// point added without its row (or a row left for a point removed) fails.
@@ -582,15 +598,7 @@ fn the_fuzz_targets_lock_the_workspaces_versions() {
 fn the_guide_lists_every_crash_point() {
     let Some(root) = workspace() else { return };
     let guide = std::fs::read_to_string(root.join("docs/guide.md")).unwrap();
-    let start = guide
-        .find("| point | state of the disk when it fires |")
-        .expect("the guide's crash point table");
-    let rows: BTreeSet<&str> = guide[start..]
-        .lines()
-        .skip(2)
-        .take_while(|l| l.starts_with("| `"))
-        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
-        .collect();
+    let rows = first_column(&guide, "| point | state of the disk when it fires |");
     let declared: BTreeSet<&str> = crate::crash::POINTS.iter().map(|p| p.name).collect();
     assert!(
         declared.len() >= 20,
@@ -611,11 +619,6 @@ fn the_guide_lists_every_crash_point() {
 #[test]
 fn the_docs_give_each_key_the_default_its_code_has() {
     let Some(root) = workspace() else { return };
-    let doc_default = |doc: &str| -> Option<String> {
-        let rest = &doc[doc.find("default ")? + "default ".len()..];
-        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        (!n.is_empty()).then_some(n)
-    };
     let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -668,16 +671,7 @@ fn the_docs_give_each_key_the_default_its_code_has() {
 fn the_formats_doc_lists_every_step_field() {
     let Some(root) = workspace() else { return };
     let doc = std::fs::read_to_string(root.join("docs/formats.md")).unwrap();
-    let start = doc
-        .find("## Step fields")
-        .expect("docs/formats.md's step fields");
-    let rows: BTreeSet<&str> = doc[start..]
-        .lines()
-        .skip_while(|l| !l.starts_with("| field |"))
-        .skip(2)
-        .take_while(|l| l.starts_with("| `"))
-        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
-        .collect();
+    let rows = first_column(&doc, "| field | meaning |");
     let fields: BTreeSet<&str> = crate::plan::step::FIELDS.iter().copied().collect();
     assert!(fields.len() >= 10, "only {} fields", fields.len());
     assert_eq!(rows, fields, "docs/formats.md's step fields against FIELDS");

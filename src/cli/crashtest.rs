@@ -234,8 +234,7 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let plan = plan
         .canonicalize()
         .map_err(|e| Error::input(format!("cannot open the plan {}: {e}", plan.display())))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::local(format!("cannot find this binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find this binary", e))?;
     // Inside a repository (or with -C), every box starts from its HEAD
     // tree, so a plan that edits the repository's files can be crashed.
     let base = if a.empty_base {

@@ -124,11 +124,10 @@ pub fn run(ctx: &Ctx, a: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let dir = tempfile::Builder::new()
         .prefix("git-steps-demo-")
         .tempdir()
-        .map_err(|e| Error::local(format!("cannot make a scratch dir: {e}")))?;
+        .map_err(|e| Error::io("cannot make a scratch dir", e))?;
     let plan = dir.path().join("eight-steps.jsonl");
     std::fs::write(&plan, PLAN)?;
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::local(format!("cannot find this binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find this binary", e))?;
     let jobs = jobs(a.jobs);
     let mut matrices = Vec::new();
     for runner in [

@@ -177,7 +177,23 @@ fn io_faults_end_with_a_clear_error_and_a_clean_rerun_finishes() {
                 o.stderr
             );
         }
-        if o.stderr.contains("file-system error") || o.stderr.contains("check the disk") {
+        // An error the user sees says what to do next (stderr itself may
+        // be what failed: then nothing is seen).
+        if o.stderr.contains("Error: ") && !o.stderr.contains("Hint: ") {
+            panic!(
+                "{sc} at {when} ({errno}): an error without a hint\n{}",
+                o.stderr
+            );
+        }
+        if [
+            "file-system error",
+            "disk is full",
+            "read-only",
+            "check the disk",
+        ]
+        .iter()
+        .any(|w| o.stderr.contains(w))
+        {
             local_hint += 1;
         }
         per_case.push(format!("{sc} {when} {errno}: {:?}", o.code));
@@ -239,5 +255,52 @@ fn a_failed_object_write_is_the_machines_failure_not_a_step_that_does_not_apply(
         assert_eq!(t.head(), None, "{syscall}");
         t.steps(&["apply", plan.to_str().unwrap()]).ok();
         assert_eq!(t.step_ids(), ["s1"], "{syscall}");
+    }
+}
+
+/// A full disk, a disk quota reached and a read-only file system are each
+/// said as such where the step's flush fails (the OS's own words, then
+/// what to do), and `--json` says a rerun is the way on once that is
+/// fixed; nothing is written, and the rerun applies the step.
+#[test]
+fn a_full_disk_is_said_as_such_and_a_rerun_after_freeing_space_finishes() {
+    for (errno, os_words, hint_words) in [
+        ("ENOSPC", "No space left on device", "disk is full"),
+        ("EDQUOT", "Disk quota exceeded", "disk is full"),
+        ("EROFS", "Read-only file system", "read-only"),
+    ] {
+        let t = TestRepo::new();
+        let plan = t.plan(
+            "plan.jsonl",
+            &[line(
+                serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
+            )],
+        );
+        let cmd = strace(
+            &t,
+            "fsync",
+            &format!("error={errno}:when=1"),
+            &["--json", "apply", plan.to_str().unwrap()],
+        );
+        let r = t.run_cmd(
+            cmd,
+            format!("strace … git-steps --json apply (the first fsync fails with {errno})"),
+            None,
+        );
+        assert_eq!(r.code(), Some(1), "{errno}: {}", r.explain());
+        let data = &r.json()["data"];
+        assert_eq!(data["kind"], "error", "{errno}: {}", r.explain());
+        assert_eq!(data["rerun"], "after", "{errno}: {}", r.explain());
+        let hint = data["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains(hint_words), "{errno}: {hint}");
+        assert!(r.stderr().contains(os_words), "{errno}: {}", r.explain());
+        assert!(
+            r.stderr().contains(&format!("Hint: {hint}")),
+            "{errno}: {}",
+            r.explain()
+        );
+        assert_eq!(t.head(), None, "{errno}");
+        t.steps(&["apply", plan.to_str().unwrap()]).ok();
+        assert_eq!(t.step_ids(), ["s1"], "{errno}");
     }
 }

@@ -423,9 +423,23 @@ impl Error {
         }
     }
 
-    /// A file of this machine could not be read or written.
+    /// A file of this machine could not be read or written (no OS error
+    /// at hand; where there is one, [`Error::io`]).
     pub fn local(context: impl Into<String>) -> Self {
         Error::caused(Cause::Local, context)
+    }
+
+    /// `what` failed on this machine with the OS error `e`: "WHAT: E",
+    /// with the hint its kind asks for ([`hints::local_failure_of`]: a full
+    /// disk, a read-only file system, a refused permission, or any other
+    /// file-system error). The one way an I/O error becomes an [`Error`].
+    pub fn io(what: impl Into<String>, e: std::io::Error) -> Self {
+        Error::Other {
+            cause: Cause::Local,
+            context: format!("{}: {e}", what.into()),
+            source: None,
+            hint: Some(hints::local_failure_of(e.kind())),
+        }
     }
 
     /// A program git-steps runs could not be run or failed.
@@ -539,23 +553,31 @@ pub mod hints {
             .because("it asks the remote first, so nothing is applied twice")
     }
 
-    /// What a file-system error on this machine asks of the user.
-    pub fn local_failure() -> Hint {
-        Hint::rerun_after(
-            "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it",
-        )
+    /// What a file-system error of this kind on this machine asks of the
+    /// user: a full disk, a read-only file system and a refused permission
+    /// each said as such, anything else as a file-system error.
+    pub fn local_failure_of(kind: std::io::ErrorKind) -> Hint {
+        use std::io::ErrorKind as K;
+        Hint::rerun_after(match kind {
+            K::StorageFull | K::QuotaExceeded => {
+                "this machine's disk is full (or a disk quota is reached): free some space"
+            }
+            K::ReadOnlyFilesystem => {
+                "the file system is read-only here: make it writable, or work where it is"
+            }
+            K::PermissionDenied => {
+                "this user may not write there: fix the permissions (or run as the repository's owner)"
+            }
+            _ => "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it",
+        })
         .because("nothing is lost")
     }
 }
 
 impl From<std::io::Error> for Error {
+    /// An I/O failure no caller put in words: [`Error::io`] with "I/O".
     fn from(e: std::io::Error) -> Self {
-        Error::Other {
-            cause: Cause::Local,
-            context: format!("I/O: {e}"),
-            source: Some(Box::new(e)),
-            hint: None,
-        }
+        Error::io("I/O", e)
     }
 }
 
@@ -565,12 +587,21 @@ pub trait Context<T> {
 }
 
 impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
+    /// An I/O error becomes [`Error::io`] (the OS's words in the message,
+    /// the hint its kind asks for); any other keeps its error as the
+    /// source.
     fn context(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| Error::Other {
-            cause: Cause::General,
-            context: what(),
-            source: Some(Box::new(e)),
-            hint: None,
+        self.map_err(|e| {
+            let e: Box<dyn std::error::Error + Send + Sync> = Box::new(e);
+            match e.downcast::<std::io::Error>() {
+                Ok(io) => Error::io(what(), *io),
+                Err(e) => Error::Other {
+                    cause: Cause::General,
+                    context: what(),
+                    source: Some(e),
+                    hint: None,
+                },
+            }
         })
     }
 }
@@ -624,7 +655,7 @@ mod tests {
     /// `with_hint` takes words or a typed hint.
     #[test]
     fn an_error_keeps_its_typed_hint() {
-        let e = Error::local("disk").with_hint(hints::local_failure());
+        let e = Error::local("disk").with_hint(hints::local_failure_of(std::io::ErrorKind::Other));
         assert_eq!(e.hint().unwrap().next(), Rerun::After);
         let e = e.at_step("s1");
         assert_eq!(e.hint().unwrap().next(), Rerun::After);
@@ -635,5 +666,50 @@ mod tests {
         let e = Error::remote("503", true);
         assert_eq!(e.hint().unwrap().next(), Rerun::Now);
         assert!(Error::remote("404", false).hint().is_none());
+    }
+
+    /// An OS error's kind picks the words; every one is a fix, then a
+    /// rerun; the message keeps the OS's own words after the caller's.
+    #[test]
+    fn an_io_error_says_what_failed_and_what_it_asks() {
+        use std::io::{Error as Io, ErrorKind as K};
+        let cases = [
+            (Io::from_raw_os_error(28), "disk is full"),  // ENOSPC
+            (Io::from(K::QuotaExceeded), "disk is full"), // EDQUOT (122 on Linux, 69 on macOS)
+            (Io::from_raw_os_error(30), "read-only"),     // EROFS
+            (Io::from_raw_os_error(13), "permissions"),   // EACCES
+            (Io::from_raw_os_error(5), "a file-system error"), // EIO
+            (Io::other("odd"), "a file-system error"),
+        ];
+        for (io, words) in cases {
+            let os = io.to_string();
+            let e = Error::io("cannot write a.txt", io);
+            assert_eq!(e.cause(), Some(Cause::Local));
+            assert_eq!(e.to_string(), format!("cannot write a.txt: {os}"));
+            let hint = e.hint().expect("a hint").to_string();
+            assert!(hint.contains(words), "{os}: {hint}");
+            assert!(
+                hint.ends_with("rerun the same command: nothing is lost"),
+                "{hint}"
+            );
+            assert_eq!(e.hint().unwrap().next(), Rerun::After);
+        }
+        // `?` on an io::Error goes the same way, and so does `context`.
+        let e: Error = Io::from_raw_os_error(28).into();
+        assert!(e.to_string().starts_with("I/O: "), "{e}");
+        assert!(e.hint().unwrap().to_string().contains("disk is full"));
+        let e = Err::<(), _>(Io::from_raw_os_error(30))
+            .context(|| "cannot write b.txt".into())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("cannot write b.txt: "), "{e}");
+        assert_eq!(e.cause(), Some(Cause::Local));
+        assert!(e.hint().unwrap().to_string().contains("read-only"));
+        // Any other error keeps its own as the source, and no hint.
+        let e = Err::<(), _>(std::fmt::Error)
+            .context(|| "cannot format".into())
+            .unwrap_err();
+        assert_eq!(e.to_string(), "cannot format");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.hint().is_none());
     }
 }

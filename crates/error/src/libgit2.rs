@@ -37,6 +37,22 @@ pub fn is_local_failure(e: &git2::Error) -> bool {
     .any(|m| e.message().contains(m))
 }
 
+/// The kind of OS error a libgit2 message quotes (libgit2 reports the
+/// OS's error only in its words: `strerror`'s, as glibc and macOS say it).
+pub fn os_error_kind(e: &git2::Error) -> std::io::ErrorKind {
+    use std::io::ErrorKind as K;
+    let m = e.message();
+    [
+        ("No space left", K::StorageFull),
+        ("Disk quota exceeded", K::QuotaExceeded),
+        ("Read-only file system", K::ReadOnlyFilesystem),
+        ("Permission denied", K::PermissionDenied),
+    ]
+    .into_iter()
+    .find(|(words, _)| m.contains(words))
+    .map_or(K::Other, |(_, kind)| kind)
+}
+
 /// A libgit2 error that says an object file of a repository on this disk
 /// cannot be read (a loose object empty or cut short, a damaged pack):
 /// not the remote's URL, nor its credentials.
@@ -83,7 +99,7 @@ impl From<git2::Error> for Error {
         } else if is_damaged_object(&e) {
             Some(hints::damaged_object())
         } else {
-            is_local_failure(&e).then(hints::local_failure)
+            is_local_failure(&e).then(|| hints::local_failure_of(os_error_kind(&e)))
         };
         Error::Other {
             cause: if is_local_failure(&e) || is_damaged_object(&e) {

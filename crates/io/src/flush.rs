@@ -74,8 +74,7 @@ pub fn file_systems(paths: &[&Path]) -> std::io::Result<()> {
 pub fn repository(repo: &git2::Repository) -> crate::error::Result<()> {
     let objects = repo.commondir().join("objects");
     file_systems(&[repo.commondir(), &objects]).map_err(|e| {
-        crate::error::Error::local(format!("cannot flush {}: {e}", repo.commondir().display()))
-            .with_hint(crate::error::hints::local_failure())
+        crate::error::Error::io(format!("cannot flush {}", repo.commondir().display()), e)
     })
 }
 
@@ -481,8 +480,7 @@ pub fn fan_out(repo: &git2::Repository) -> crate::error::Result<()> {
         return Ok(());
     }
     let io = |what: &str, e: std::io::Error| {
-        crate::error::Error::local(format!("cannot {what} {}: {e}", objects.display()))
-            .with_hint(crate::error::hints::local_failure())
+        crate::error::Error::io(format!("cannot {what} {}", objects.display()), e)
     };
     // As objects/ itself is (core.sharedRepository: group-writable, setgid).
     let mode = {

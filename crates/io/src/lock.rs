@@ -39,7 +39,7 @@ fn pid_alive(pid: i32) -> bool {
 /// Opened (created if missing) in the git dir it is in, with the mode git
 /// gives files there (`core.sharedRepository`: other members take it too).
 fn open_lock_file(path: &Path) -> Result<File> {
-    let failed = |e| Error::local(format!("cannot open the lock {}: {e}", path.display()));
+    let failed = |e| Error::io(format!("cannot open the lock {}", path.display()), e);
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -75,7 +75,7 @@ pub fn acquire(git_dir: &Path) -> Result<Lock> {
     }
     if let Err(e) = taken {
         if let std::fs::TryLockError::Error(e) = e {
-            return Err(Error::local(format!("cannot lock {}: {e}", path.display())));
+            return Err(Error::io(format!("cannot lock {}", path.display()), e));
         }
         let holder = previous.trim();
         return Err(Error::Busy {
@@ -119,7 +119,7 @@ pub fn wait(dir: &Path, name: &str) -> Result<File> {
     let path = dir.join(name);
     let file = open_lock_file(&path)?;
     if let Err(e) = file.lock() {
-        return Err(Error::local(format!("cannot lock {}: {e}", path.display())));
+        return Err(Error::io(format!("cannot lock {}", path.display()), e));
     }
     Ok(file)
 }

@@ -111,7 +111,7 @@ impl Base {
         let tmp = tempfile::Builder::new()
             .prefix("git-steps-crashtest-base-")
             .tempdir_in(scratch_root())
-            .map_err(|e| Error::local(format!("cannot make a scratch dir: {e}")))?;
+            .map_err(|e| Error::io("cannot make a scratch dir", e))?;
         let mut opts = git2::RepositoryInitOptions::new();
         opts.bare(true).initial_head("main");
         let seed = Repository::init_opts(tmp.path(), &opts)?;
@@ -203,7 +203,7 @@ pub(super) fn scratch_dir() -> Result<tempfile::TempDir> {
         .prefix("git-steps-crashtest-")
         .rand_bytes(8)
         .tempdir_in(scratch_root())
-        .map_err(|e| Error::local(format!("cannot make a scratch dir: {e}")))
+        .map_err(|e| Error::io("cannot make a scratch dir", e))
 }
 
 pub(super) fn scratch(env: &Env) -> Result<Scratch> {

@@ -260,7 +260,7 @@ impl Plan {
     pub fn from_text(text: &str, spool_dir: &Path, name: &str) -> Result<Plan> {
         let mut file = spool(spool_dir, name)?;
         file.write_all(text.as_bytes())
-            .map_err(|e| Error::local(format!("cannot spool the plan {name}: {e}")))?;
+            .map_err(|e| Error::io(format!("cannot spool the plan {name}"), e))?;
         Ok(Plan {
             file,
             name: name.to_string(),
@@ -282,10 +282,10 @@ impl Plan {
 /// An anonymous temporary file in `dir` (it vanishes with its handle).
 fn spool(dir: &Path, what: &str) -> Result<File> {
     tempfile::tempfile_in(dir).map_err(|e| {
-        Error::local(format!(
-            "cannot spool the plan from {what} into {}: {e}",
-            dir.display()
-        ))
+        Error::io(
+            format!("cannot spool the plan from {what} into {}", dir.display()),
+            e,
+        )
     })
 }
 

@@ -106,7 +106,9 @@ impl Remote {
         if crate::error::is_local_failure(&e) {
             // A file that could not be written or read here (or, for a
             // remote that is a path, on its disk): not the URL's fault.
-            return Error::local(message).with_hint(crate::error::hints::local_failure());
+            return Error::local(message).with_hint(crate::error::hints::local_failure_of(
+                crate::error::os_error_kind(&e),
+            ));
         }
         if crate::error::is_damaged_object(&e) {
             return self.damaged_error(repo, message);

@@ -98,6 +98,11 @@ impl Remote {
             PushError::Failed(
                 if crate::error::is_damaged_object(&e) || e.message().contains("is damaged") {
                     err.with_hint(crate::error::hints::damaged_object())
+                } else if crate::error::is_local_failure(&e) {
+                    err.with_hint(
+                        crate::error::hints::local_failure_of(crate::error::os_error_kind(&e))
+                            .because(NOT_DURABLE),
+                    )
                 } else {
                     err
                 },
@@ -165,8 +170,17 @@ impl Remote {
     }
 }
 
+/// Why a rerun after a failed push to a remote on this disk is safe.
+const NOT_DURABLE: &str = "nothing of this step became durable on the remote";
+
+/// `what` failed on the remote's disk: the fix its kind asks for, then
+/// the rerun.
 fn io_failed(what: &str, path: &Path, e: std::io::Error) -> PushError {
-    PushError::Failed(Error::local(format!("cannot {what} {}: {e}", path.display())).with_hint(crate::error::Hint::rerun_after("nothing of this step became durable on the remote; fix the remote's disk or permissions")))
+    let kind = e.kind();
+    PushError::Failed(
+        Error::io(format!("cannot {what} {}", path.display()), e)
+            .with_hint(crate::error::hints::local_failure_of(kind).because(NOT_DURABLE)),
+    )
 }
 
 fn lock_held(p: &Path) -> PushError {

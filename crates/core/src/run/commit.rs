@@ -388,16 +388,25 @@ impl Session<'_> {
                 ),
                 hint,
             },
-            (Some(remote), e) => Error::local(format!(
-                "{which} durable on {} (commit {}); updating this box failed: {e}",
-                remote.spec,
-                short(commit)
-            ))
-            .with_hint(
-                crate::error::Hint::rerun_after("fix what failed here (the disk, a lock)").because(
+            // This box's failure: its fix as the failure said it (a full
+            // disk, say), or in general words; then the rerun.
+            (Some(remote), e) => {
+                let fix = e
+                    .hint()
+                    .filter(|h| h.next() == crate::error::Rerun::After)
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        crate::error::Hint::rerun_after("fix what failed here (the disk, a lock)")
+                    });
+                Error::local(format!(
+                    "{which} durable on {} (commit {}); updating this box failed: {e}",
+                    remote.spec,
+                    short(commit)
+                ))
+                .with_hint(fix.because(
                     "it brings this box up to the durable head and does not apply the step again",
-                ),
-            ),
+                ))
+            }
             (None, e) => e,
         })
     }

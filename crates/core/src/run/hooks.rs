@@ -186,13 +186,11 @@ impl Hooks {
         let parent = repo.path().join("steps").join("hook");
         let _ = std::fs::remove_dir_all(&parent);
         std::fs::create_dir_all(&parent)
-            .map_err(|e| Error::local(format!("cannot create {}: {e}", parent.display())))?;
+            .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
         let dir = tempfile::Builder::new()
             .prefix("check-")
             .tempdir_in(&parent)
-            .map_err(|e| {
-                Error::local(format!("cannot create a dir in {}: {e}", parent.display()))
-            })?;
+            .map_err(|e| Error::io(format!("cannot create a dir in {}", parent.display()), e))?;
         let index_path = dir.path().join("index");
         let msg_path = dir.path().join("COMMIT_EDITMSG");
         let mut index = git2::Index::open(&index_path)?;
@@ -205,9 +203,8 @@ impl Hooks {
                 passed(step, "pre-commit", run(hook, &[], &workdir, &index_path)?)?;
             }
             if let Some(hook) = &self.commit_msg {
-                std::fs::write(&msg_path, message).map_err(|e| {
-                    Error::local(format!("cannot write {}: {e}", msg_path.display()))
-                })?;
+                std::fs::write(&msg_path, message)
+                    .map_err(|e| Error::io(format!("cannot write {}", msg_path.display()), e))?;
                 passed(
                     step,
                     "commit-msg",

@@ -141,8 +141,16 @@ impl Session<'_> {
 fn with_set_back(e: Error, undone: Result<()>) -> Error {
     match undone {
         Ok(()) => e,
-        Err(u) => e.with_note(format!(
-            "the step's local writes could not all be set back ({u}): the local branch or the worktree may still show it; rerun the same command, which pushes it if the remote still allows, or refuses and says why"
-        )),
+        Err(u) => {
+            let e = e.with_note(format!(
+                "the step's local writes could not all be set back ({u}): the local branch or the worktree may still show it"
+            ));
+            match e.hint() {
+                Some(_) => e,
+                None => e.with_hint(crate::error::Hint::rerun().because(
+                    "it pushes the step if the remote still allows, or refuses and says why",
+                )),
+            }
+        }
     }
 }

@@ -472,7 +472,7 @@ fn binary(workdir: &Path, path: &str, bytes: Vec<u8>, mode: &str, id: &str) -> R
         })
     };
     let mut file = std::fs::File::open(workdir.join(path))
-        .map_err(|e| Error::local(format!("cannot read {path}: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot read {path}"), e))?;
     let engine = &base64::engine::general_purpose::STANDARD;
     let mut encoder = base64::write::EncoderStringWriter::from_consumer(
         String::with_capacity(len.div_ceil(3) * 4),
@@ -484,7 +484,7 @@ fn binary(workdir: &Path, path: &str, bytes: Vec<u8>, mode: &str, id: &str) -> R
     loop {
         let n = file
             .read(&mut buf)
-            .map_err(|e| Error::local(format!("cannot read {path}: {e}")))?;
+            .map_err(|e| Error::io(format!("cannot read {path}"), e))?;
         if n == 0 {
             break;
         }

@@ -215,10 +215,13 @@ fn replace_config(
                 p.display()
             )),
         },
-        ReplaceError::Io(what, path, e) => Error::local(format!(
-            "cannot write the run's settings: cannot {what} {}: {e}",
-            path.display()
-        )),
+        ReplaceError::Io(what, path, e) => Error::io(
+            format!(
+                "cannot write the run's settings: cannot {what} {}",
+                path.display()
+            ),
+            e,
+        ),
         ReplaceError::Check(()) => Error::config(
             "cannot write the run's settings: the config changed while they were being written",
         )

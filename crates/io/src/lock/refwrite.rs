@@ -36,8 +36,13 @@ pub enum Moved {
     Locked(PathBuf),
     /// The ref holds something else than expected.
     Elsewhere(Option<Oid>),
-    /// Writing failed (the lock is removed; `left` when that failed too).
-    Io { what: String, left: bool },
+    /// Writing failed (the lock is removed; `left` when that failed too):
+    /// what failed, in words, and the kind of the OS's error.
+    Io {
+        what: String,
+        left: bool,
+        kind: std::io::ErrorKind,
+    },
 }
 
 impl Moved {
@@ -57,7 +62,11 @@ impl Moved {
         compared: bool,
         e: &git2::Error,
     ) -> Moved {
-        let io = |what: String| Moved::Io { what, left: false };
+        let io = |what: String| Moved::Io {
+            what,
+            left: false,
+            kind: crate::error::os_error_kind(e),
+        };
         if e.code() == git2::ErrorCode::Locked {
             let mut lock = repo.commondir().join(refname).into_os_string();
             lock.push(".lock");
@@ -117,13 +126,11 @@ impl Moved {
                     "another process wrote it (a second git-steps on this run, `git steps effects --abandon` for the effects' outcomes, a `git` command); nothing is lost: let it finish, or stop it",
                 ),
             },
-            Moved::Io { what, .. } => Error::local(format!(
+            Moved::Io { what, kind, .. } => Error::local(format!(
                 "{at}cannot update {refname} from {}: {what}",
                 shown(expected),
             ))
-            .with_hint(crate::error::Hint::rerun_after(
-                "check the disk this repository is on (space, permissions)",
-            )),
+            .with_hint(crate::error::hints::local_failure_of(kind)),
             Moved::Unsupported => Error::internal(format!("{refname}: no writer took the update")),
         }
     }
@@ -331,6 +338,7 @@ fn locked(
                 return Err(Moved::Io {
                     what: format!("cannot set the mode of {}: {e}", lock.display()),
                     left: false,
+                    kind: e.kind(),
                 });
             }
         },
@@ -343,16 +351,18 @@ fn locked(
             return Err(Moved::Io {
                 what: format!("cannot create {}: {e}", lock.display()),
                 left: false,
+                kind: e.kind(),
             })
         }
     };
     let give_up = |m: Moved| {
         let left = std::fs::remove_file(lock).is_err();
         match m {
-            Moved::Io { what, .. } => Moved::Io { what, left },
+            Moved::Io { what, kind, .. } => Moved::Io { what, left, kind },
             _ if left => Moved::Io {
                 what: format!("cannot remove {}", lock.display()),
                 left,
+                kind: std::io::ErrorKind::Other,
             },
             other => other,
         }
@@ -367,6 +377,7 @@ fn locked(
     let io = |what: &str, e: std::io::Error| Moved::Io {
         what: format!("{what}: {e}"),
         left: false,
+        kind: e.kind(),
     };
     if let Err(e) = file
         .write_all(format!("{new}\n").as_bytes())

@@ -47,7 +47,7 @@ impl Fs {
 
     fn add_disk(&mut self, path: &Path) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        let io = |e: std::io::Error| Error::local(format!("{}: {e}", path.display()));
+        let io = |e: std::io::Error| Error::io(path.display().to_string(), e);
         let meta = std::fs::symlink_metadata(path).map_err(io)?;
         let mode = meta.permissions().mode() & 0o7777;
         let data = if meta.is_dir() {
@@ -222,7 +222,7 @@ impl Fs {
                 "a crash state's root must be as long as the recorded one",
             ));
         }
-        let io = |p: &Path, e: std::io::Error| Error::local(format!("{}: {e}", p.display()));
+        let io = |p: &Path, e: std::io::Error| Error::io(p.display().to_string(), e);
         // A cut means a reboot: every file in the state was written before
         // the current boot, and says so in its mtime (the rule that tells a
         // stale lock, `lock::from_before_boot`, reads it). Where the boot

@@ -123,8 +123,8 @@ fn record(env: &Env) -> Result<(Scratch, std::path::PathBuf, Record, Fingerprint
             error_line(&o.stderr)
         )));
     }
-    let text = std::fs::read(&trace_file)
-        .map_err(|e| Error::local(format!("cannot read strace's record: {e}")))?;
+    let text =
+        std::fs::read(&trace_file).map_err(|e| Error::io("cannot read strace's record", e))?;
     let calls = trace::parse(&String::from_utf8_lossy(&text))?;
     let rec = Record::build(&s.root, &s.root, before, &calls)?;
     if let Some(diff) = rec.after().differs_from_disk(&s.root)? {

@@ -121,11 +121,13 @@ pub fn mend(
         &[refname.as_str()],
     )
     .map_err(|e| {
-        Error::local(format!(
-            "cannot record this boot in {} (or check what an earlier one left unflushed there): {e}",
-            repo.commondir().display()
-        ))
-        .with_hint(crate::error::hints::local_failure())
+        Error::io(
+            format!(
+                "cannot record this boot in {} (or check what an earlier one left unflushed there)",
+                repo.commondir().display()
+            ),
+            e,
+        )
     })?;
     if let Some(note) = scrubbed.note(repo.commondir()) {
         done.push(Mended::Scrubbed(note));
@@ -177,7 +179,7 @@ fn mend_locks(repo: &Repository, s: &Settings) -> Result<Vec<Mended>> {
         let dir = repo.path().join("steps").join("torn");
         std::fs::create_dir_all(&dir)
             .and_then(|()| crate::git::shared::created_under(repo.path(), repo.path(), &dir))
-            .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let kept = dir.join(format!("{name}.{}", stamp()));
         match std::fs::rename(&path, &kept) {
             Ok(()) => {}
@@ -185,10 +187,10 @@ fn mend_locks(repo: &Repository, s: &Settings) -> Result<Vec<Mended>> {
             // it first.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
-                return Err(Error::local(format!(
-                    "cannot move the stale {} aside: {e}",
-                    path.display()
-                )))
+                return Err(Error::io(
+                    format!("cannot move the stale {} aside", path.display()),
+                    e,
+                ))
             }
         }
         crash::point("torn-kept", "lock");
@@ -264,7 +266,7 @@ fn rebuild_index(
         let _ = std::fs::remove_file(&fresh);
         git2::Index::open(&fresh)?.write()?;
         std::fs::rename(&fresh, path)
-            .map_err(|e| Error::local(format!("cannot put the rebuilt index in place: {e}")))?;
+            .map_err(|e| Error::io("cannot put the rebuilt index in place", e))?;
         return Ok(None);
     };
     let tree = head.tree()?;
@@ -338,7 +340,7 @@ fn rebuild_index(
     drop(index);
     std::fs::rename(&fresh, path)
         .and_then(|()| std::fs::File::open(repo.path())?.sync_all())
-        .map_err(|e| Error::local(format!("cannot put the rebuilt index in place: {e}")))?;
+        .map_err(|e| Error::io("cannot put the rebuilt index in place", e))?;
     crash::point("torn-rebuilt", "index");
     if !differ.is_empty() {
         let dest = worktree::Dest {
@@ -456,7 +458,7 @@ fn mend_branch(
     written.map_err(|(e, ours)| {
         if ours {
             let _ = std::fs::remove_file(&lock);
-            Error::local(format!("cannot set {refname} back: {e}"))
+            Error::io(format!("cannot set {refname} back"), e)
         } else {
             Error::local(format!(
                 "cannot set {refname} back: {} is held by another writer ({e})",
@@ -513,7 +515,7 @@ fn keep(repo: &Repository, path: &Path, what: &str) -> Result<PathBuf> {
     let dir = repo.path().join("steps").join("torn");
     std::fs::create_dir_all(&dir)
         .and_then(|()| crate::git::shared::created_under(repo.path(), repo.path(), &dir))
-        .map_err(|e| Error::local(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let kept = dir.join(format!("{what}.{}", stamp()));
     let copied = std::fs::read(path).and_then(|bytes| {
         let mut f = std::fs::File::create_new(&kept)?;
@@ -522,11 +524,14 @@ fn keep(repo: &Repository, path: &Path, what: &str) -> Result<PathBuf> {
         std::fs::File::open(&dir)?.sync_all()
     });
     copied.map_err(|e| {
-        Error::local(format!(
-            "cannot keep a copy of the torn {} in {}: {e}",
-            path.display(),
-            dir.display()
-        ))
+        Error::io(
+            format!(
+                "cannot keep a copy of the torn {} in {}",
+                path.display(),
+                dir.display()
+            ),
+            e,
+        )
     })?;
     Ok(kept)
 }

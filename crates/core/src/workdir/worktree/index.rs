@@ -113,6 +113,7 @@ impl Updating {
                 };
                 let mut bytes = Vec::new();
                 let mut written_as = None;
+                let mut replaced = false;
                 let written = crate::lock::intending(repo, crate::lock::index_locks(repo), || {
                     let mut f = std::fs::OpenOptions::new()
                         .write(true)
@@ -126,9 +127,12 @@ impl Updating {
                         true => file.rewrite(&updates, !skip).map_err(both),
                         false => match IndexFile::read(&path, skip) {
                             Some(now) => now.rewrite(&updates, !skip).map_err(both),
-                            None => Err(std::io::Error::other(
-                                "it was replaced meanwhile by one git-steps does not rewrite itself (rerun the same command)",
-                            )),
+                            None => {
+                                replaced = true;
+                                Err(std::io::Error::other(
+                                    "it was replaced meanwhile by one git-steps does not rewrite itself",
+                                ))
+                            }
                         },
                     };
                     let done = rewritten
@@ -155,7 +159,13 @@ impl Updating {
                 });
                 match written {
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(locked()),
-                    Err(e) => Err(Error::local(format!("cannot write the index: {e}"))),
+                    // Another writer's index, in a form only git writes:
+                    // nothing of ours was written, and the rerun reads it.
+                    Err(e) if replaced => Err(Error::local(format!("cannot write the index: {e}"))
+                        .with_hint(crate::error::Hint::rerun().because(
+                            "it reads the index as it is now, and writes it as git does",
+                        ))),
+                    Err(e) => Err(Error::io("cannot write the index", e)),
                     Ok(()) => Ok(()),
                 }?;
                 match written_as {

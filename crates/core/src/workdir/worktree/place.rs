@@ -222,7 +222,7 @@ pub(super) fn write(
             }
             Err(e) => {
                 let _ = fs::remove_file(&staged);
-                return Err(Error::local(format!("cannot write {path}: {e}")));
+                return Err(Error::io(format!("cannot write {path}"), e));
             }
         }
     }

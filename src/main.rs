@@ -35,16 +35,9 @@ fn main() -> ExitCode {
         Ok(()) => exit::OK,
         Err(failure) => {
             // A reader that went away (`git steps log | head`) is not an error.
-            if let git_steps::Error::Other {
-                source: Some(s), ..
-            } = &failure.error
-            {
-                if let Some(io) = s.downcast_ref::<std::io::Error>() {
-                    if io.kind() == std::io::ErrorKind::BrokenPipe {
-                        git_steps::sync::remote::close_shared_ssh();
-                        return ExitCode::SUCCESS;
-                    }
-                }
+            if failure.error.io_kind() == Some(std::io::ErrorKind::BrokenPipe) {
+                git_steps::sync::remote::close_shared_ssh();
+                return ExitCode::SUCCESS;
             }
             ui.failure(&failure);
             failure.error.exit_code()

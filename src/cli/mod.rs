@@ -571,7 +571,8 @@ pub fn failure_text(e: &Error) -> String {
 }
 
 /// As [`failure_text`]; with `verbose`, libgit2's own error (its class and
-/// code) as a `Caused by:` line too. Its message is already in the error's.
+/// code) and the OS's as `Caused by:` lines too. Their words are already
+/// in the error's message.
 pub fn failure_text_with(e: &Error, verbose: bool) -> String {
     let mut text = format!("Error: {e}\n");
     if let Error::Refused(r) = e {
@@ -579,7 +580,7 @@ pub fn failure_text_with(e: &Error, verbose: bool) -> String {
     }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        if verbose || !s.is::<git2::Error>() {
+        if verbose || !(s.is::<git2::Error>() || s.is::<std::io::Error>()) {
             text.push_str(&format!("Caused by: {s}\n"));
         }
         source = s.source();

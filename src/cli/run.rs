@@ -104,7 +104,8 @@ pub struct ReplayArgs {
 
 pub fn replay(a: ReplayArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+        .map_err(|e| crate::Error::input(format!("cannot read the context on stdin: {e}")))?;
     let ctx: serde_json::Value = serde_json::from_str(&input)
         .map_err(|e| crate::Error::input(format!("the context is not JSON: {e}")))?;
     let index = ctx["step_index"]

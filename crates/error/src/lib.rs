@@ -433,12 +433,27 @@ impl Error {
     /// with the hint its kind asks for ([`hints::local_failure_of`]: a full
     /// disk, a read-only file system, a refused permission, or any other
     /// file-system error). The one way an I/O error becomes an [`Error`].
+    /// `e` stays its source, for code that asks its kind ([`Error::io_kind`]:
+    /// a reader that went away is not a failure); its words are already in
+    /// the message.
     pub fn io(what: impl Into<String>, e: std::io::Error) -> Self {
         Error::Other {
             cause: Cause::Local,
             context: format!("{}: {e}", what.into()),
-            source: None,
             hint: Some(hints::local_failure_of(e.kind())),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// The kind of the OS error an [`Error::io`] (or one inside an
+    /// [`Error::AtStep`]) came from.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            Error::Other {
+                source: Some(s), ..
+            } => s.downcast_ref::<std::io::Error>().map(std::io::Error::kind),
+            Error::AtStep { error, .. } => error.io_kind(),
+            _ => None,
         }
     }
 
@@ -566,7 +581,7 @@ pub mod hints {
                 "the file system is read-only here: make it writable, or work where it is"
             }
             K::PermissionDenied => {
-                "this user may not write there: fix the permissions (or run as the repository's owner)"
+                "this user may not read or write there: fix the permissions (or run as the repository's owner)"
             }
             _ => "a file-system error (a full disk, an I/O error, permissions) on this machine: fix it",
         })
@@ -693,7 +708,12 @@ mod tests {
                 "{hint}"
             );
             assert_eq!(e.hint().unwrap().next(), Rerun::After);
+            assert!(e.io_kind().is_some());
         }
+        // A reader that went away is known by its kind, at a step too.
+        let e = Error::io("cannot write the log", Io::from(K::BrokenPipe)).at_step("s1");
+        assert_eq!(e.io_kind(), Some(K::BrokenPipe));
+        assert_eq!(Error::local("x").io_kind(), None);
         // `?` on an io::Error goes the same way, and so does `context`.
         let e: Error = Io::from_raw_os_error(28).into();
         assert!(e.to_string().starts_with("I/O: "), "{e}");

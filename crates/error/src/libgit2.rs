@@ -32,6 +32,7 @@ pub fn is_local_failure(e: &git2::Error) -> bool {
         "Input/output error",
         "Read-only file system",
         "Disk quota exceeded",
+        "Disc quota exceeded",
     ]
     .iter()
     .any(|m| e.message().contains(m))
@@ -45,6 +46,7 @@ pub fn os_error_kind(e: &git2::Error) -> std::io::ErrorKind {
     [
         ("No space left", K::StorageFull),
         ("Disk quota exceeded", K::QuotaExceeded),
+        ("Disc quota exceeded", K::QuotaExceeded), // macOS's spelling
         ("Read-only file system", K::ReadOnlyFilesystem),
         ("Permission denied", K::PermissionDenied),
     ]

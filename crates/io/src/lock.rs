@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 mod own;
 pub mod refwrite;
 
-pub use own::{OwnLock, ReplaceError};
+pub use own::{OwnLock, ReplaceError, SYNC_AFTER_RENAME};
 
 /// Held until dropped (or the process dies).
 pub struct Lock {

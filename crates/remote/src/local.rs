@@ -174,12 +174,17 @@ impl Remote {
 const NOT_DURABLE: &str = "nothing of this step became durable on the remote";
 
 /// `what` failed on the remote's disk: the fix its kind asks for, then
-/// the rerun.
+/// the rerun. Only the last, the sync after the ref's rename (the commit
+/// point), comes after the remote may hold the step.
 fn io_failed(what: &str, path: &Path, e: std::io::Error) -> PushError {
     let kind = e.kind();
+    let because = match what {
+        crate::lock::SYNC_AFTER_RENAME => "the remote may hold the step already (its branch was moved before the sync failed), and the rerun asks it first, so nothing is applied twice",
+        _ => NOT_DURABLE,
+    };
     PushError::Failed(
         Error::io(format!("cannot {what} {}", path.display()), e)
-            .with_hint(crate::error::hints::local_failure_of(kind).because(NOT_DURABLE)),
+            .with_hint(crate::error::hints::local_failure_of(kind).because(because)),
     )
 }
 

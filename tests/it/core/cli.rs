@@ -432,3 +432,31 @@ fn a_progress_bar_only_on_a_terminal() {
     );
     assert_eq!(t.step_ids().len(), 80);
 }
+
+/// A reader that goes away (`git steps log | head`) is not a failure: a
+/// command whose output nobody reads any more ends with exit 0 and says
+/// nothing on stderr. Here the pipe's reading end is closed before the
+/// command starts, so its first write fails, every time.
+#[test]
+fn a_reader_that_goes_away_is_not_an_error() {
+    let t = TestRepo::new();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f": "1\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    for args in [
+        &["log"][..],
+        &["--json", "log"],
+        &["--json", "status"],
+        &["man"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = t.steps_command(args);
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped());
+        let out = cmd.spawn().unwrap().wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "git-steps {args:?}: {stderr}");
+        assert_eq!(stderr, "", "git-steps {args:?}");
+    }
+}

@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 use super::sync_dir;
 
+/// What [`ReplaceError::Io`] names when the last write failed: the sync
+/// after the rename, when the file holds its new content already.
+pub const SYNC_AFTER_RENAME: &str = "sync, after the rename,";
+
 /// Why a file could not be replaced under its lock.
 #[derive(Debug)]
 pub enum ReplaceError<E> {
@@ -209,7 +213,7 @@ impl OwnLock {
             return done(Err(io("replace", &self.target, e)));
         }
         // The commit point: the rename, made durable.
-        done(sync_dir(dir).map_err(|e| io("sync", dir, e)))
+        done(sync_dir(dir).map_err(|e| io(SYNC_AFTER_RENAME, dir, e)))
     }
 }
 

@@ -125,14 +125,7 @@ pub(super) fn shallow_boundary(repo: &Repository) -> Result<std::collections::Ha
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
-        Err(e) => {
-            return Err(Error::Other {
-                cause: crate::error::Cause::Local,
-                context: format!("reading {}", path.display()),
-                source: Some(Box::new(e)),
-                hint: None,
-            })
-        }
+        Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
     };
     text.lines()
         .filter(|l| !l.trim().is_empty())

@@ -108,7 +108,11 @@ impl Updating {
             }
             Updating::Own { file, updates } => {
                 let skip = skip_hash(repo);
+                // Not the disk's failure: the updates against the index
+                // as it is (said without the disk's hint).
+                let conflicting = std::cell::Cell::new(false);
                 let both = |p: String| {
+                    conflicting.set(true);
                     std::io::Error::other(format!("{p} would be both a file and a directory in it"))
                 };
                 let mut bytes = Vec::new();
@@ -161,6 +165,9 @@ impl Updating {
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(locked()),
                     // Another writer's index, in a form only git writes:
                     // nothing of ours was written, and the rerun reads it.
+                    Err(e) if conflicting.get() => {
+                        Err(Error::local(format!("cannot write the index: {e}")))
+                    }
                     Err(e) if replaced => Err(Error::local(format!("cannot write the index: {e}"))
                         .with_hint(crate::error::Hint::rerun().because(
                             "it reads the index as it is now, and writes it as git does",

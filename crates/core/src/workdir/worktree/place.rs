@@ -229,6 +229,21 @@ pub(super) fn write(
     Err(Error::local(format!("cannot write {path}")))
 }
 
+/// `path`, changed by someone while an update removed it, could not be
+/// put back from `aside`: where the user's version is, and that it must
+/// be moved back before git-steps runs here again (it clears its scratch
+/// directory when it starts). Not a rerun: that would lose it.
+fn left_aside(path: &str, aside: &Path, e: std::io::Error) -> Error {
+    Error::local(format!(
+        "{path} changed while it was being removed and cannot be put back ({e}); it is at {}",
+        aside.display()
+    ))
+    .with_hint(crate::error::Hint::say(format!(
+        "your version of {path} is at {}: move it back to {path} before git-steps runs here again (it clears that directory when it starts)",
+        aside.display()
+    )))
+}
+
 /// renameat2(2) (renameatx_np(2) on macOS), relative to the working
 /// directory as rename(2) is.
 pub(super) fn renameat2(from: &Path, to: &Path, flags: RenameFlags) -> std::io::Result<()> {
@@ -437,14 +452,11 @@ pub(super) fn remove_if(
             if held || !replaces(&version_at(&aside)) {
                 return match renameat2(&aside, &target, RenameFlags::NOREPLACE) {
                     Ok(()) => Ok(false),
-                    Err(e) if unsupported(&e) => {
-                        fs::rename(&aside, &target).context(|| format!("cannot put {path} back"))?;
-                        Ok(false)
-                    }
-                    Err(e) => Err(Error::local(format!(
-                        "{path} changed while it was being removed and cannot be put back ({e}); it is at {}",
-                        aside.display()
-                    ))),
+                    Err(e) if unsupported(&e) => match fs::rename(&aside, &target) {
+                        Ok(()) => Ok(false),
+                        Err(e) => Err(left_aside(path, &aside, e)),
+                    },
+                    Err(e) => Err(left_aside(path, &aside, e)),
                 };
             }
             remove_any(&aside).context(|| format!("cannot remove {path}"))?;

@@ -300,13 +300,29 @@ pub fn delete_ref(repo: &git2::Repository, name: &str) -> crate::error::Result<(
     Ok(())
 }
 
+/// What [`clear_stale`] did with one file a killed git-steps left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleared {
+    /// Removed: git-steps' own (a lock it made, a staged copy it wrote).
+    Removed(String),
+    /// Kept, moved from `from` to `to`: a worktree file a step was
+    /// removing, moved aside, when it was killed. Its content was the
+    /// user's worktree's (their edit, if they made one meanwhile), which
+    /// git-steps cannot prove it wrote, so it is never deleted.
+    Kept { from: String, to: String },
+}
+
+/// The prefix of a worktree file moved aside while a step removes it.
+pub const GONE_PREFIX: &str = ".git-steps-gone-";
+
 /// Lock files that a killed git-steps left behind (named in its intent,
 /// and made after it wrote the intent), and the files its staging area
 /// holds. Called with the repository lock held, so no other git-steps is
 /// writing; a lock file any other process holds or left is never removed
 /// (git reports those, and so does the write that meets one). Returns what
-/// was removed, for a message.
-pub fn clear_stale(git_dir: &Path) -> Vec<String> {
+/// was removed or kept, for a message: a worktree file a removal moved
+/// aside is kept in `.git/steps/kept/`, not removed ([`Cleared::Kept`]).
+pub fn clear_stale(git_dir: &Path) -> Vec<Cleared> {
     let mut removed = Vec::new();
     let intent = intent_path(git_dir);
     if let (Ok(text), Ok(meta)) = (std::fs::read_to_string(&intent), std::fs::metadata(&intent)) {
@@ -348,15 +364,51 @@ pub fn clear_stale(git_dir: &Path) -> Vec<String> {
         }
         let _ = std::fs::remove_file(&leftover);
     }
+    let mut cleared: Vec<Cleared> = removed.into_iter().map(Cleared::Removed).collect();
     let tmp = tmp_dir(git_dir);
     if let Ok(rd) = std::fs::read_dir(&tmp) {
         for e in rd.flatten() {
-            if std::fs::remove_file(e.path()).is_ok() {
-                removed.push(e.path().display().to_string());
+            let path = e.path();
+            let name = e.file_name();
+            if name.to_string_lossy().starts_with(GONE_PREFIX) {
+                // (Where it cannot be moved, it stays where it is.)
+                if let Ok(to) = keep_aside(git_dir, &path, &name) {
+                    cleared.push(Cleared::Kept {
+                        from: path.display().to_string(),
+                        to: to.display().to_string(),
+                    });
+                }
+            } else if std::fs::remove_file(&path).is_ok() {
+                cleared.push(Cleared::Removed(path.display().to_string()));
             }
         }
     }
-    removed
+    cleared
+}
+
+/// `path` moved into `.git/steps/kept/` under a name no earlier one has,
+/// the move made durable.
+fn keep_aside(git_dir: &Path, path: &Path, name: &std::ffi::OsStr) -> std::io::Result<PathBuf> {
+    let dir = git_dir.join("steps").join("kept");
+    std::fs::create_dir_all(&dir)?;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for n in 0..1000 {
+        let mut file = name.to_os_string();
+        file.push(format!(".{secs}.{n}"));
+        let to = dir.join(file);
+        if std::fs::symlink_metadata(&to).is_ok() {
+            continue;
+        }
+        std::fs::rename(path, &to)?;
+        sync_dir(&dir)?;
+        if let Some(from) = path.parent() {
+            sync_dir(from)?;
+        }
+        return Ok(to);
+    }
+    Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
 }
 
 /// Where worktree writes are staged before they are renamed into place.

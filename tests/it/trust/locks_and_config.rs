@@ -339,3 +339,52 @@ fn a_local_ref_another_writer_holds_is_busy_and_names_its_lock() {
     t.git(&["rev-parse", "-q", "--verify", "refs/steps/runs/main"])
         .ok();
 }
+
+/// A repair touches only what git-steps can prove it wrote. A worktree
+/// file a killed step was removing sits in `.git/steps-tmp/` under
+/// `.git-steps-gone-<pid>`: its content was the user's worktree's (their
+/// edit, if they made one meanwhile), so the next run keeps it in
+/// `.git/steps/kept/` and says where; a staged copy of git-steps' own
+/// there is removed, as before.
+#[test]
+fn a_file_a_killed_removal_moved_aside_is_kept_not_deleted() {
+    let t = TestRepo::new();
+    let s1 = line(serde_json::json!({"id": "s1", "files": {"f.txt": "1\n"}}));
+    let s2 = line(serde_json::json!({"id": "s2", "files": {"g.txt": "2\n"}}));
+    t.steps_stdin(&["apply", "-"], &s1).ok();
+    // What a kill between the move aside and the delete leaves.
+    t.write(".git/steps-tmp/.git-steps-gone-4242", "my edit\n");
+    t.write(".git/steps-tmp/.git-steps-Ab12Cd", "a staged copy\n");
+    let r = t.steps_stdin(&["apply", "-"], &format!("{s1}\n{s2}")).ok();
+    assert!(
+        !t.path(".git/steps-tmp/.git-steps-gone-4242").exists(),
+        "{}",
+        r.explain()
+    );
+    assert!(!t.path(".git/steps-tmp/.git-steps-Ab12Cd").exists());
+    let kept: Vec<_> = std::fs::read_dir(t.path(".git/steps/kept"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), "my edit\n");
+    let name = kept[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with(".git-steps-gone-4242."), "{name}");
+    assert!(
+        r.stderr().contains(&format!("kept {}", kept[0].display())) || r.stderr().contains(&name),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.stderr().contains("your edit, if you made one meanwhile"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.stderr()
+            .contains(".git-steps-Ab12Cd, left by a git-steps"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(t.step_ids(), ["s1", "s2"]);
+}

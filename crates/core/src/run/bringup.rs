@@ -63,13 +63,19 @@ pub(super) fn bring_up(
         if let Some(stale) = &lock.stale {
             said(Said::Note(stale));
         }
-        for f in lock::clear_stale(repo.path())
-            .into_iter()
-            .chain(settings::clear_config_leftover(repo))
-        {
-            said(Said::Note(&format!(
-                "removed {f}, left by a git-steps that was killed mid-write"
-            )));
+        for cleared in lock::clear_stale(repo.path()).into_iter().chain(
+            settings::clear_config_leftover(repo)
+                .into_iter()
+                .map(lock::Cleared::Removed),
+        ) {
+            said(Said::Note(&match cleared {
+                lock::Cleared::Removed(f) => {
+                    format!("removed {f}, left by a git-steps that was killed mid-write")
+                }
+                lock::Cleared::Kept { from, to } => format!(
+                    "kept {to}: a git-steps killed while it removed a worktree file left it at {from}; it holds that file as it was then (your edit, if you made one meanwhile), and nothing else reads it"
+                ),
+            }));
         }
         // What a power cut tore (the index, the run's branch) is mended
         // before anything reads it.

@@ -230,16 +230,16 @@ pub(super) fn write(
 }
 
 /// `path`, changed by someone while an update removed it, could not be
-/// put back from `aside`: where the user's version is, and that it must
-/// be moved back before git-steps runs here again (it clears its scratch
-/// directory when it starts). Not a rerun: that would lose it.
+/// put back from `aside`: where the user's version is, and to move it
+/// back (the next git-steps here keeps it in `.git/steps/kept/`, and
+/// never deletes it).
 fn left_aside(path: &str, aside: &Path, e: std::io::Error) -> Error {
     Error::local(format!(
         "{path} changed while it was being removed and cannot be put back ({e}); it is at {}",
         aside.display()
     ))
     .with_hint(crate::error::Hint::say(format!(
-        "your version of {path} is at {}: move it back to {path} before git-steps runs here again (it clears that directory when it starts)",
+        "your version of {path} is at {}: move it back to {path} (the next git-steps here moves it into .git/steps/kept/ if it is still there)",
         aside.display()
     )))
 }
@@ -433,10 +433,11 @@ pub(super) fn remove_if(
             // Moved aside in one rename, looked at, then deleted: an edit
             // made since the caller's check goes back instead.
             make_staging(staging);
-            let mut aside = staging.join(format!(".git-steps-gone-{}", std::process::id()));
+            let gone = format!("{}{}", crate::lock::GONE_PREFIX, std::process::id());
+            let mut aside = staging.join(&gone);
             let mut moved = fs::rename(&target, &aside);
             if matches!(&moved, Err(e) if Errno::from_io_error(e) == Some(Errno::XDEV)) {
-                aside = target.with_file_name(format!(".git-steps-gone-{}", std::process::id()));
+                aside = target.with_file_name(&gone);
                 moved = fs::rename(&target, &aside);
             }
             match moved {

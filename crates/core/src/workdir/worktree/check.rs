@@ -127,10 +127,12 @@ pub fn on_disk(workdir: &Path, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
     };
     let full = workdir.join(path);
     if mode == MODE_LINK {
-        let target = fs::read_link(&full)?;
+        let target = fs::read_link(&full)
+            .map_err(|e| Error::io(format!("cannot read the link {path}"), e))?;
         return Ok(Some((target.as_os_str().as_bytes().to_vec(), MODE_LINK)));
     }
-    Ok(Some((fs::read(&full)?, mode)))
+    let bytes = fs::read(&full).map_err(|e| Error::io(format!("cannot read {path}"), e))?;
+    Ok(Some((bytes, mode)))
 }
 
 /// The mode of the file [`on_disk`] would read at `path`, without reading

@@ -212,6 +212,30 @@ fn io_faults_end_with_a_clear_error_and_a_clean_rerun_finishes() {
     assert!(failed >= 10, "{codes:?}\n{}", per_case.join("\n"));
 }
 
+/// A one-step apply (`--json`) with the first `syscall` failing as `errno`
+/// says, in a fresh repository.
+fn apply_with_first_failing(syscall: &str, errno: &str) -> (TestRepo, std::path::PathBuf, Run) {
+    let t = TestRepo::new();
+    let plan = t.plan(
+        "plan.jsonl",
+        &[line(
+            serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
+        )],
+    );
+    let cmd = strace(
+        &t,
+        syscall,
+        &format!("error={errno}:when=1"),
+        &["--json", "apply", plan.to_str().unwrap()],
+    );
+    let r = t.run_cmd(
+        cmd,
+        format!("strace … git-steps --json apply (the first {syscall} fails with {errno})"),
+        None,
+    );
+    (t, plan, r)
+}
+
 /// A step whose objects cannot be made durable (the disk failed the first
 /// fsync, or the syncfs that flushes the step's objects at its commit
 /// point) is the machine's failure, reported as such: not "does not
@@ -227,24 +251,7 @@ fn a_failed_object_write_is_the_machines_failure_not_a_step_that_does_not_apply(
         &["fsync", "syncfs"]
     };
     for &syscall in syscalls {
-        let t = TestRepo::new();
-        let plan = t.plan(
-            "plan.jsonl",
-            &[line(
-                serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
-            )],
-        );
-        let cmd = strace(
-            &t,
-            syscall,
-            "error=EIO:when=1",
-            &["--json", "apply", plan.to_str().unwrap()],
-        );
-        let r = t.run_cmd(
-            cmd,
-            format!("strace … git-steps --json apply (the first {syscall} fails)"),
-            None,
-        );
+        let (t, plan, r) = apply_with_first_failing(syscall, "EIO");
         assert_eq!(r.code(), Some(1), "{}", r.explain());
         let j = r.json();
         assert_eq!(j["data"]["kind"], "error", "{}", r.explain());
@@ -269,24 +276,7 @@ fn a_full_disk_is_said_as_such_and_a_rerun_after_freeing_space_finishes() {
         ("EDQUOT", "Disk quota exceeded", "disk is full"),
         ("EROFS", "Read-only file system", "read-only"),
     ] {
-        let t = TestRepo::new();
-        let plan = t.plan(
-            "plan.jsonl",
-            &[line(
-                serde_json::json!({"id": "s1", "files": {"a.txt": "1\n"}}),
-            )],
-        );
-        let cmd = strace(
-            &t,
-            "fsync",
-            &format!("error={errno}:when=1"),
-            &["--json", "apply", plan.to_str().unwrap()],
-        );
-        let r = t.run_cmd(
-            cmd,
-            format!("strace … git-steps --json apply (the first fsync fails with {errno})"),
-            None,
-        );
+        let (t, plan, r) = apply_with_first_failing("fsync", errno);
         assert_eq!(r.code(), Some(1), "{errno}: {}", r.explain());
         let data = &r.json()["data"];
         assert_eq!(data["kind"], "error", "{errno}: {}", r.explain());
